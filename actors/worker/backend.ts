@@ -1,0 +1,52 @@
+/**
+ * The two backend interfaces behind the worker and the discriminator. `profile` backends
+ * emulate GPUs from measured profiles; `onnx` backends run real inference.
+ */
+
+/** One image to generate. */
+export interface GenerationInput {
+  prompt: string;
+  seed: number;
+}
+
+/** One generated image (PNG bytes). */
+export interface GeneratedImage {
+  image: Uint8Array;
+  width: number;
+  height: number;
+}
+
+/** A model executor on one GPU: holds loaded models and runs batches. */
+export interface GenerationBackend {
+  /** `profile` or `onnx`. */
+  readonly kind: string;
+  /** Loads a model so it can serve; resolves when ready (warm). */
+  load(model: string): Promise<void>;
+  /** Unloads a model and frees its memory. */
+  unload(model: string): Promise<void>;
+  /** Generates one image per input, in order, as one batch. */
+  generate(model: string, batch: readonly GenerationInput[]): Promise<GeneratedImage[]>;
+  /** Releases everything. */
+  close(): Promise<void>;
+}
+
+/** One image to judge. */
+export interface JudgeInput {
+  prompt: string;
+  /** The model that generated the image. */
+  model: string;
+  image: Uint8Array;
+}
+
+/** The discriminator's scorer: higher is better (P(real) in the reference design). */
+export interface JudgeBackend {
+  readonly kind: string;
+  /** Scores a batch of images; one score in [0, 1] per input. */
+  score(batch: readonly JudgeInput[]): Promise<number[]>;
+  /**
+   * The score threshold for a model at an escalation share `share` (0..1): images scoring
+   * below it are escalated. Percentile of the model's score distribution, as the reference does.
+   */
+  thresholdFor(model: string, share: number): number;
+  close(): Promise<void>;
+}

@@ -1,0 +1,81 @@
+/**
+ * The msgpack envelope: encode a message, decode and validate one, with a protocol-version
+ * check. JSON is the alternative encoding on the public subject.
+ */
+import { Packr } from "msgpackr";
+import type { z } from "zod";
+import { HadisError } from "./errors.ts";
+import { PROTOCOL_VERSION } from "./messages.ts";
+
+/** Largest payload a service decodes, in bytes (NATS max_payload is set to match). */
+export const MAX_PAYLOAD_BYTES = 8 * 1024 * 1024;
+
+// Plain maps (no records) keep payloads readable by every msgpack client.
+const packr = new Packr({ useRecords: false, mapsAsObjects: true, int64AsType: "number" });
+const textDecoder = new TextDecoder("utf-8", { fatal: true });
+const textEncoder = new TextEncoder();
+
+/** Wire encodings. */
+export type Encoding = "msgpack" | "json";
+
+/** Encodes a message as msgpack. */
+export function encode(message: unknown): Uint8Array {
+  return packr.pack(message);
+}
+
+/** Encodes a message as JSON; byte arrays become base64 strings. */
+export function encodeJson(message: unknown): Uint8Array {
+  return textEncoder.encode(
+    JSON.stringify(message, (_key, value) => {
+      if (value instanceof Uint8Array) return Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString("base64");
+      if (value && typeof value === "object" && value.type === "Buffer" && Array.isArray(value.data)) {
+        return Buffer.from(value.data).toString("base64");
+      }
+      return value;
+    }),
+  );
+}
+
+/** Encodes in the named encoding. */
+export function encodeAs(message: unknown, encoding: Encoding): Uint8Array {
+  return encoding === "json" ? encodeJson(message) : encode(message);
+}
+
+/** Parses raw bytes (msgpack or JSON) into an unvalidated value; malformed input is a typed error. */
+export function parseRaw(data: Uint8Array, encoding: Encoding = "msgpack"): unknown {
+  if (data.byteLength === 0) throw new HadisError("malformed_payload", "empty payload");
+  if (data.byteLength > MAX_PAYLOAD_BYTES) {
+    throw new HadisError("payload_too_large", `payload of ${data.byteLength} bytes exceeds ${MAX_PAYLOAD_BYTES}`);
+  }
+  try {
+    if (encoding === "json") return JSON.parse(textDecoder.decode(data));
+    return packr.unpack(data);
+  } catch (err) {
+    throw new HadisError("malformed_payload", `payload is not valid ${encoding}: ${(err as Error).message}`, {}, { cause: err });
+  }
+}
+
+/** Validates a parsed value against a schema; version mismatches and schema errors are typed. */
+export function validate<S extends z.ZodType>(schema: S, value: unknown, what: string): z.infer<S> {
+  if (typeof value === "object" && value !== null && !Array.isArray(value)) {
+    const v = (value as { v?: unknown }).v;
+    if (v !== undefined && v !== PROTOCOL_VERSION) {
+      throw new HadisError("unsupported_version", `${what}: protocol version ${String(v)} is not supported (this is ${PROTOCOL_VERSION})`, {
+        field: "v",
+      });
+    }
+  }
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const field = issue && issue.path.length > 0 ? issue.path.join(".") : undefined;
+    const message = issue ? `${field ?? what}: ${issue.message}` : "invalid";
+    throw new HadisError("invalid_request", `${what}: ${message}`, field ? { field } : {});
+  }
+  return parsed.data;
+}
+
+/** Decodes and validates a message in one step. */
+export function decode<S extends z.ZodType>(schema: S, data: Uint8Array, what: string, encoding: Encoding = "msgpack"): z.infer<S> {
+  return validate(schema, parseRaw(data, encoding), what);
+}

@@ -1,0 +1,104 @@
+/**
+ * Typed errors of the HADIS wire protocol: a code, whether a retry can help, and a cause.
+ * `toWireError` / `fromWireError` are the one pair that puts them on the wire and reads them back.
+ */
+
+/** Error codes; the number is the `Nats-Service-Error-Code` header (HTTP-like). */
+export const ErrorCodes = {
+  malformed_payload: 400,
+  invalid_request: 400,
+  prompt_too_long: 413,
+  payload_too_large: 413,
+  unsupported_version: 400,
+  unknown_model: 404,
+  deadline_exceeded: 504,
+  overloaded: 503,
+  no_capacity: 503,
+  generation_failed: 500,
+  judge_failed: 500,
+  internal: 500,
+} as const;
+/** One of the error codes. */
+export type ErrorCode = keyof typeof ErrorCodes;
+
+const RETRYABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  "deadline_exceeded",
+  "overloaded",
+  "no_capacity",
+  "generation_failed",
+  "judge_failed",
+  "internal",
+]);
+
+/** Extra structured facts an error may carry. */
+export interface ErrorDetails {
+  /** The request field at fault, e.g. `prompt`. */
+  field?: string;
+  /** Suggested wait before retrying, in milliseconds. */
+  retryAfterMs?: number;
+  /** Request id, when one was assigned. */
+  requestId?: string;
+  [key: string]: unknown;
+}
+
+/** The one error class of HADIS: what went wrong (`code`), whether retrying can help, and why. */
+export class HadisError extends Error {
+  override readonly name = "HadisError";
+  readonly code: ErrorCode;
+  readonly retryable: boolean;
+  readonly details: ErrorDetails;
+
+  constructor(code: ErrorCode, message: string, details: ErrorDetails = {}, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    this.retryable = RETRYABLE.has(code);
+    this.details = details;
+  }
+
+  /** HTTP-like status number of this error's code. */
+  get status(): number {
+    return ErrorCodes[this.code];
+  }
+}
+
+/** The typed error body carried in an error reply. */
+export interface WireError {
+  v: number;
+  error: { code: ErrorCode; status: number; message: string; retryable: boolean; details?: ErrorDetails };
+}
+
+/** Wraps anything thrown into a HadisError (unknown errors become `internal`). */
+export function asHadisError(err: unknown): HadisError {
+  if (err instanceof HadisError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  return new HadisError("internal", message, {}, { cause: err });
+}
+
+/** Builds the typed body of an error reply. */
+export function toWireError(err: unknown, version: number): WireError {
+  const e = asHadisError(err);
+  const hasDetails = Object.keys(e.details).length > 0;
+  return {
+    v: version,
+    error: {
+      code: e.code,
+      status: e.status,
+      message: e.message,
+      retryable: e.retryable,
+      ...(hasDetails ? { details: e.details } : {}),
+    },
+  };
+}
+
+/** True when `value` looks like a typed error body. */
+export function isWireError(value: unknown): value is WireError {
+  if (typeof value !== "object" || value === null) return false;
+  const error = (value as { error?: unknown }).error;
+  return typeof error === "object" && error !== null && typeof (error as { code?: unknown }).code === "string";
+}
+
+/** Reads a typed error body back into a HadisError. */
+export function fromWireError(body: WireError): HadisError {
+  const code = (body.error.code in ErrorCodes ? body.error.code : "internal") as ErrorCode;
+  return new HadisError(code, body.error.message, body.error.details ?? {});
+}

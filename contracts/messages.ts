@@ -1,0 +1,219 @@
+/**
+ * Message schemas of every HADIS subject, validated at the edge, with their inferred types.
+ * Every internal message carries the protocol version `v`; on `hadis.generate` it is optional.
+ */
+import { z } from "zod";
+
+/** The protocol version this build speaks. */
+export const PROTOCOL_VERSION = 1;
+
+/** Longest prompt accepted, in characters after trimming. */
+export const MAX_PROMPT_CHARS = 2000;
+/** Longest deadline a caller may ask for (10 minutes). */
+export const MAX_DEADLINE_MS = 600_000;
+
+/** How a request was served. */
+export const Routes = { light: "light", heavy: "heavy", lightThenHeavy: "light→heavy" } as const;
+/** One of the routes. */
+export type Route = (typeof Routes)[keyof typeof Routes];
+
+/** What a worker is doing. */
+export const WorkerStates = {
+  idle: "idle",
+  loading: "loading",
+  serving: "serving",
+  unloading: "unloading",
+  draining: "draining",
+  failed: "failed",
+} as const;
+/** One of the worker states. */
+export type WorkerState = (typeof WorkerStates)[keyof typeof WorkerStates];
+
+const modelName = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]*$/, "model names are one subject token");
+const version = z.literal(PROTOCOL_VERSION);
+const bytes = z.instanceof(Uint8Array);
+const nonNegMs = z.number().finite().nonnegative();
+
+/** `hadis.generate` request (from any client). */
+export const GenerateRequestSchema = z.strictObject({
+  v: version.optional(),
+  prompt: z.string(),
+  seed: z.number().int().min(0).max(0xffffffff).optional(),
+  deadlineMs: z.number().int().positive().max(MAX_DEADLINE_MS).optional(),
+  idempotencyKey: z.string().min(1).max(128).optional(),
+});
+/** A validated generate request. */
+export type GenerateRequest = z.infer<typeof GenerateRequestSchema>;
+
+/** Per-stage timings of one request, in milliseconds. */
+export const StageTimingsSchema = z.strictObject({
+  routeMs: nonNegMs,
+  queueWaitMs: nonNegMs,
+  lightMs: nonNegMs,
+  judgeMs: nonNegMs,
+  heavyMs: nonNegMs,
+  totalMs: nonNegMs,
+});
+/** Per-stage timings of one request, in milliseconds. */
+export type StageTimings = z.infer<typeof StageTimingsSchema>;
+
+/** `hadis.generate` reply. */
+export const GenerateReplySchema = z.strictObject({
+  v: version,
+  requestId: z.string(),
+  image: bytes,
+  imageFormat: z.literal("png"),
+  width: z.number().int().positive(),
+  height: z.number().int().positive(),
+  seed: z.number().int(),
+  route: z.enum([Routes.light, Routes.heavy, Routes.lightThenHeavy]),
+  models: z.strictObject({ light: modelName.optional(), heavy: modelName.optional() }),
+  servedBy: modelName,
+  difficulty: z.number(),
+  routerThreshold: z.number(),
+  score: z.number().optional(),
+  threshold: z.number().optional(),
+  planEpoch: z.number().int().nonnegative(),
+  timings: StageTimingsSchema,
+  deduplicated: z.boolean().optional(),
+});
+/** A generate reply. */
+export type GenerateReply = z.infer<typeof GenerateReplySchema>;
+
+/** A work item on `hadis.work.<model>`. */
+export const WorkItemSchema = z.strictObject({
+  v: version,
+  requestId: z.string().min(1),
+  prompt: z.string().min(1).max(MAX_PROMPT_CHARS),
+  seed: z.number().int(),
+  model: modelName,
+  replyTo: z.string().min(1),
+  enqueuedAtMs: nonNegMs,
+  deadlineAtMs: nonNegMs,
+  planEpoch: z.number().int().nonnegative(),
+});
+/** A work item. */
+export type WorkItem = z.infer<typeof WorkItemSchema>;
+
+const wireErrorBody = z.object({
+  code: z.string(),
+  status: z.number(),
+  message: z.string(),
+  retryable: z.boolean(),
+  details: z.record(z.string(), z.unknown()).optional(),
+});
+
+/** A worker's result for one work item, sent to the owning router. */
+export const WorkResultSchema = z.discriminatedUnion("ok", [
+  z.strictObject({
+    v: version,
+    ok: z.literal(true),
+    requestId: z.string(),
+    model: modelName,
+    workerId: z.string(),
+    image: bytes,
+    width: z.number().int().positive(),
+    height: z.number().int().positive(),
+    batchSize: z.number().int().positive(),
+    queueWaitMs: nonNegMs,
+    execMs: nonNegMs,
+  }),
+  z.strictObject({
+    v: version,
+    ok: z.literal(false),
+    requestId: z.string(),
+    model: modelName,
+    workerId: z.string(),
+    error: wireErrorBody,
+  }),
+]);
+/** A work result. */
+export type WorkResult = z.infer<typeof WorkResultSchema>;
+
+/** `hadis.judge` request. */
+export const JudgeRequestSchema = z.strictObject({
+  v: version,
+  requestId: z.string(),
+  prompt: z.string().min(1).max(MAX_PROMPT_CHARS),
+  model: modelName,
+  image: bytes,
+  planEpoch: z.number().int().nonnegative(),
+});
+/** A judge request. */
+export type JudgeRequest = z.infer<typeof JudgeRequestSchema>;
+
+/** `hadis.judge` reply: the score, the threshold in force, and the verdict. */
+export const JudgeReplySchema = z.strictObject({
+  v: version,
+  score: z.number(),
+  threshold: z.number(),
+  accept: z.boolean(),
+  planEpoch: z.number().int().nonnegative(),
+  judgeMs: nonNegMs,
+});
+/** A judge reply. */
+export type JudgeReply = z.infer<typeof JudgeReplySchema>;
+
+/** Workers and batch size the plan gives one model. */
+export const ModelAllocationSchema = z.strictObject({
+  workers: z.number().int().nonnegative(),
+  batchSize: z.number().int().positive(),
+});
+/** Workers and batch size for one model. */
+export type ModelAllocation = z.infer<typeof ModelAllocationSchema>;
+
+/** The plan: a whole snapshot with a rising epoch, kept in JetStream KV. */
+export const PlanSchema = z.strictObject({
+  v: version,
+  epoch: z.number().int().nonnegative(),
+  policy: z.string(),
+  issuedAtMs: nonNegMs,
+  sloMs: z.number().positive(),
+  timeScale: z.number().positive(),
+  pair: z.strictObject({ light: modelName, heavy: modelName }),
+  /** Share of prompts (0..1) the router sends straight to the heavy model. */
+  routerThreshold: z.number().min(0).max(1),
+  /** Share of light images (0..1) the discriminator escalates: the quantile of the light model's scores. */
+  discThreshold: z.number().min(0).max(1),
+  /** Expected share of requests that end on the heavy model. */
+  heavyShare: z.number().min(0).max(1),
+  /** Expected FID of the configuration (profile tables). */
+  expectedFid: z.number().optional(),
+  models: z.record(modelName, ModelAllocationSchema),
+  assignment: z.record(z.string(), modelName),
+  reason: z.string(),
+  /** Degradation step in force (0 = normal). */
+  degraded: z.number().int().nonnegative().optional(),
+});
+/** A plan snapshot. */
+export type Plan = z.infer<typeof PlanSchema>;
+
+/** A worker's heartbeat. */
+export const WorkerHeartbeatSchema = z.strictObject({
+  v: version,
+  workerId: z.string(),
+  backend: z.string(),
+  model: modelName.nullable(),
+  state: z.enum(Object.values(WorkerStates) as [WorkerState, ...WorkerState[]]),
+  batchSize: z.number().int().nonnegative(),
+  inFlight: z.number().int().nonnegative(),
+  servedTotal: z.number().int().nonnegative(),
+  swapsTotal: z.number().int().nonnegative(),
+  planEpoch: z.number().int().nonnegative(),
+  sentAtMs: nonNegMs,
+  lastError: z.string().optional(),
+});
+/** A worker heartbeat. */
+export type WorkerHeartbeat = z.infer<typeof WorkerHeartbeatSchema>;
+
+/** A router's periodic load report. */
+export const RouterStatsSchema = z.strictObject({
+  v: version,
+  routerId: z.string(),
+  arrivals: z.number().int().nonnegative(),
+  intervalMs: z.number().positive(),
+  inFlight: z.number().int().nonnegative(),
+  sentAtMs: nonNegMs,
+});
+/** A router stats report. */
+export type RouterStats = z.infer<typeof RouterStatsSchema>;

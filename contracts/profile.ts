@@ -1,0 +1,38 @@
+/**
+ * Schemas of the files in `profiles/`: a model's measured costs and the pool the system runs.
+ * A new GPU or model is a new file validated by these, not new code.
+ */
+import { z } from "zod";
+
+/** Batch sizes the planner chooses from. */
+export const BATCH_SIZES = [1, 2, 4, 8, 16, 32] as const;
+
+/** One model's profile: latency per batch size (ms at time scale 1), swap costs, quality. */
+export const ModelProfileSchema = z.object({
+  name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]*$/),
+  referenceId: z.number().int().nonnegative().optional(),
+  referenceName: z.string().optional(),
+  displayName: z.string().optional(),
+  steps: z.number().int().positive().optional(),
+  gpu: z.string().optional(),
+  latencyMsByBatch: z.record(z.string().regex(/^\d+$/), z.number().nonnegative()),
+  sizeGib: z.number().nonnegative().optional(),
+  fidAlone: z.number().positive().optional(),
+  loadMs: z.number().nonnegative(),
+  unloadMs: z.number().nonnegative(),
+  source: z.string().optional(),
+});
+/** A model profile. */
+export type ModelProfile = z.infer<typeof ModelProfileSchema>;
+
+/** The pool: which models, the judge's cost, the default SLO. */
+export const PoolProfileSchema = z.object({
+  name: z.string(),
+  description: z.string().optional(),
+  models: z.array(z.string()).min(1),
+  judge: z.object({ name: z.string(), latencyMs: z.number().nonnegative(), source: z.string().optional() }),
+  sloMs: z.number().positive(),
+  defaultTimeScale: z.number().positive(),
+});
+/** A pool profile. */
+export type PoolProfile = z.infer<typeof PoolProfileSchema>;

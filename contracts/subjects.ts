@@ -1,0 +1,116 @@
+/**
+ * Every NATS subject, queue group, stream, consumer and KV name of HADIS, built in one place.
+ * Model names are validated as single subject tokens so a model can never widen a wildcard.
+ */
+
+/** Prefix of every HADIS subject; a deployment may run several systems side by side by changing it. */
+export const DEFAULT_PREFIX = "hadis";
+
+const TOKEN = /^[A-Za-z0-9][A-Za-z0-9_-]*$/;
+
+/** Throws unless `token` is safe as one subject token (no dots, spaces or wildcards). */
+export function assertToken(token: string, what: string): string {
+  if (!TOKEN.test(token)) throw new Error(`${what} "${token}" is not a valid subject token`);
+  return token;
+}
+
+/** Queue groups: the instances of one service share the work of a subject. */
+export const QueueGroups = {
+  router: "hadis-router",
+  discriminator: "hadis-discriminator",
+} as const;
+
+/** Names of JetStream streams, consumers and KV buckets. */
+export interface StreamNames {
+  /** The work-queue stream holding every model's work items. */
+  workStream: string;
+  /** The durable pull consumer shared by the workers of one model. */
+  workConsumer(model: string): string;
+  /** KV bucket holding the plan. */
+  planBucket: string;
+  /** Key of the plan inside the plan bucket. */
+  planKey: string;
+  /** KV bucket remembering idempotency keys and their replies. */
+  idempotencyBucket: string;
+}
+
+/** Subject builders for one prefix. */
+export interface Subjects {
+  readonly prefix: string;
+  /** Public entry, request-reply. */
+  generate: string;
+  /** Discriminator request-reply. */
+  judge: string;
+  /** Work items for one model (JetStream work queue). */
+  work(model: string): string;
+  /** Every model's work subject, for the stream definition. */
+  workAll: string;
+  /** Results for one router instance. */
+  results(routerId: string): string;
+  /** Worker heartbeats. */
+  workerHeartbeat(workerId: string): string;
+  /** Every worker heartbeat. */
+  workerHeartbeatAll: string;
+  /** Router load reports (arrivals, in-flight). */
+  routerStats(routerId: string): string;
+  /** Every router stats report. */
+  routerStatsAll: string;
+  /** Plan broadcast (also kept in KV): carries the new epoch for fast pick-up. */
+  planBroadcast: string;
+  /** Control subject for one worker (e.g. status queries). */
+  workerControl(workerId: string): string;
+  readonly names: StreamNames;
+}
+
+/** Builds the subject set for a prefix (default `hadis`). */
+export function subjects(prefix: string = DEFAULT_PREFIX): Subjects {
+  assertToken(prefix, "prefix");
+  const upper = prefix.toUpperCase().replace(/-/g, "_");
+  return {
+    prefix,
+    generate: `${prefix}.generate`,
+    judge: `${prefix}.judge`,
+    work: (model) => `${prefix}.work.${assertToken(model, "model")}`,
+    workAll: `${prefix}.work.>`,
+    results: (routerId) => `${prefix}.result.${assertToken(routerId, "router id")}`,
+    workerHeartbeat: (workerId) => `${prefix}.heartbeat.worker.${assertToken(workerId, "worker id")}`,
+    workerHeartbeatAll: `${prefix}.heartbeat.worker.*`,
+    routerStats: (routerId) => `${prefix}.stats.router.${assertToken(routerId, "router id")}`,
+    routerStatsAll: `${prefix}.stats.router.*`,
+    planBroadcast: `${prefix}.plan`,
+    workerControl: (workerId) => `${prefix}.control.worker.${assertToken(workerId, "worker id")}`,
+    names: {
+      workStream: `${upper}_WORK`,
+      workConsumer: (model) => `work-${assertToken(model, "model")}`,
+      planBucket: `${prefix}-plan`,
+      planKey: "current",
+      idempotencyBucket: `${prefix}-idempotency`,
+    },
+  };
+}
+
+/** NATS micro-service names (as seen by `$SRV.PING|INFO|STATS`). */
+export const ServiceNames = {
+  router: "hadis-router",
+  worker: "hadis-worker",
+  discriminator: "hadis-discriminator",
+  resourceManager: "hadis-resource-manager",
+} as const;
+/** One of the four service kinds. */
+export type ServiceName = (typeof ServiceNames)[keyof typeof ServiceNames];
+
+/** Header names used on the wire. */
+export const Headers = {
+  contentType: "Content-Type",
+  serviceError: "Nats-Service-Error",
+  serviceErrorCode: "Nats-Service-Error-Code",
+  traceparent: "traceparent",
+  tracestate: "tracestate",
+  msgId: "Nats-Msg-Id",
+} as const;
+
+/** Content types accepted on `hadis.generate`. */
+export const ContentTypes = {
+  msgpack: "application/msgpack",
+  json: "application/json",
+} as const;
