@@ -1,0 +1,30 @@
+/** Turns a request's outcome into the `hadis.generate` reply, or the typed error to send. */
+import { HadisError } from "../../contracts/errors.ts";
+import { PROTOCOL_VERSION, type GenerateReply } from "../../contracts/messages.ts";
+import type { RequestOutcome } from "./types.ts";
+
+/** The reply for a served request; throws the request's error otherwise. */
+export function buildReply(outcome: RequestOutcome, requestId: string, seed: number): GenerateReply {
+  if (!outcome.ok) {
+    if (outcome.error instanceof HadisError) throw outcome.error;
+    throw new HadisError("internal", outcome.error instanceof Error ? outcome.error.message : String(outcome.error), { requestId });
+  }
+  const { image, decision, judge } = outcome;
+  return {
+    v: PROTOCOL_VERSION,
+    requestId,
+    image: image.image,
+    imageFormat: "png",
+    width: image.width,
+    height: image.height,
+    seed,
+    route: outcome.route,
+    models: outcome.models,
+    servedBy: image.model,
+    difficulty: decision.difficulty,
+    routerThreshold: decision.routerThreshold,
+    ...(judge ? { score: judge.score, threshold: judge.threshold } : {}),
+    planEpoch: decision.planEpoch,
+    timings: outcome.timings,
+  };
+}

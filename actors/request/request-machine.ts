@@ -1,0 +1,241 @@
+/**
+ * The request lifecycle as one XState machine:
+ * received → routing → (light → judging → accepted | heavy) | heavy → replied, with `failed`
+ * and `expired` reachable from every stage. The machine does no I/O: routing, generation and
+ * judging are invoked actors the service provides; the deadline runs on the actor's clock.
+ */
+import { assign, fromPromise, setup } from "xstate";
+import { HadisError } from "../../contracts/errors.ts";
+import { Routes, type StageTimings } from "../../contracts/messages.ts";
+import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RequestOutcome, RouteDecision } from "./types.ts";
+
+/** Input of one request machine. */
+export interface RequestInput {
+  requestId: string;
+  prompt: string;
+  seed: number;
+  /** Wall-clock ms at which the request is abandoned. */
+  deadlineAtMs: number;
+  /** Wall-clock ms at which the request was received. */
+  receivedAtMs: number;
+  /** Current time in ms (wall clock in services, simulated in tests and the simulator). */
+  now: () => number;
+}
+
+interface Context extends RequestInput {
+  decision?: RouteDecision;
+  light?: GenerateOutcome;
+  judge?: JudgeOutcome;
+  judgeError?: string;
+  heavy?: GenerateOutcome;
+  error?: unknown;
+  /** Set when the request ends without an image. */
+  ended?: "failed" | "expired";
+  stageStartMs: number;
+  timings: StageTimings;
+}
+
+const zeroTimings = (): StageTimings => ({ routeMs: 0, queueWaitMs: 0, lightMs: 0, judgeMs: 0, heavyMs: 0, totalMs: 0 });
+
+/** Placeholder actors; services and tests `.provide()` the real ones. */
+const missing = (name: string) =>
+  fromPromise<never, unknown>(async () => {
+    throw new Error(`request machine: actor "${name}" not provided`);
+  });
+
+const generationTime = (ctx: Context, out: GenerateOutcome) => {
+  const wallMs = ctx.now() - ctx.stageStartMs;
+  return { execMs: out.execMs, waitMs: Math.max(0, wallMs - out.execMs) };
+};
+
+/** The request machine; provide `route`, `generate` and `judge` actors before use. */
+export const RequestMachine = setup({
+  types: {} as { context: Context; input: RequestInput; output: RequestOutcome },
+  actors: {
+    route: missing("route") as unknown as ReturnType<typeof fromPromise<RouteDecision, { prompt: string; requestId: string }>>,
+    generate: missing("generate") as unknown as ReturnType<typeof fromPromise<GenerateOutcome, GenerateCall>>,
+    judge: missing("judge") as unknown as ReturnType<typeof fromPromise<JudgeOutcome, JudgeCall>>,
+  },
+  delays: {
+    deadline: ({ context }) => Math.max(0, context.deadlineAtMs - context.now()),
+  },
+  guards: {
+    skipJudge: ({ context }) => context.decision!.skipJudge,
+  },
+  actions: {
+    markStage: assign({ stageStartMs: ({ context }) => context.now() }),
+    finishTotal: assign({
+      timings: ({ context }) => ({ ...context.timings, totalMs: Math.max(0, context.now() - context.receivedAtMs) }),
+    }),
+  },
+}).createMachine({
+  id: "request",
+  context: ({ input }) => ({ ...input, stageStartMs: input.now(), timings: zeroTimings() }),
+  initial: "routing",
+  after: { deadline: ".expired" },
+  states: {
+    routing: {
+      entry: "markStage",
+      invoke: {
+        src: "route",
+        input: ({ context }) => ({ prompt: context.prompt, requestId: context.requestId }),
+        onDone: [
+          {
+            guard: ({ event }) => event.output.hard,
+            target: "heavy",
+            actions: assign({
+              decision: ({ event }) => event.output,
+              timings: ({ context }) => ({ ...context.timings, routeMs: context.now() - context.stageStartMs }),
+            }),
+          },
+          {
+            target: "light",
+            actions: assign({
+              decision: ({ event }) => event.output,
+              timings: ({ context }) => ({ ...context.timings, routeMs: context.now() - context.stageStartMs }),
+            }),
+          },
+        ],
+        onError: { target: "failed", actions: assign({ error: ({ event }) => event.error }) },
+      },
+    },
+    light: {
+      entry: "markStage",
+      invoke: {
+        src: "generate",
+        input: ({ context }) => ({
+          requestId: context.requestId,
+          model: context.decision!.pair.light,
+          prompt: context.prompt,
+          seed: context.seed,
+          deadlineAtMs: context.deadlineAtMs,
+          planEpoch: context.decision!.planEpoch,
+        }),
+        onDone: {
+          target: "lightDone",
+          actions: assign({
+            light: ({ event }) => event.output,
+            timings: ({ context, event }) => {
+              const t = generationTime(context, event.output);
+              return { ...context.timings, lightMs: t.execMs, queueWaitMs: context.timings.queueWaitMs + t.waitMs };
+            },
+          }),
+        },
+        onError: { target: "failed", actions: assign({ error: ({ event }) => event.error }) },
+      },
+    },
+    lightDone: {
+      always: [{ guard: "skipJudge", target: "accepted" }, { target: "judging" }],
+    },
+    judging: {
+      entry: "markStage",
+      invoke: {
+        src: "judge",
+        input: ({ context }) => ({
+          requestId: context.requestId,
+          prompt: context.prompt,
+          model: context.light!.model,
+          image: context.light!.image,
+          planEpoch: context.decision!.planEpoch,
+        }),
+        onDone: [
+          {
+            guard: ({ event }) => event.output.accept,
+            target: "accepted",
+            actions: assign({
+              judge: ({ event }) => event.output,
+              timings: ({ context }) => ({ ...context.timings, judgeMs: context.now() - context.stageStartMs }),
+            }),
+          },
+          {
+            target: "heavy",
+            actions: assign({
+              judge: ({ event }) => event.output,
+              timings: ({ context }) => ({ ...context.timings, judgeMs: context.now() - context.stageStartMs }),
+            }),
+          },
+        ],
+        // A judge that cannot answer must not cost the caller the image already made:
+        // serve the light image, and say so in the reply.
+        onError: {
+          target: "accepted",
+          actions: assign({
+            judgeError: ({ event }) => (event.error instanceof Error ? event.error.message : String(event.error)),
+            timings: ({ context }) => ({ ...context.timings, judgeMs: context.now() - context.stageStartMs }),
+          }),
+        },
+      },
+    },
+    heavy: {
+      entry: "markStage",
+      invoke: {
+        src: "generate",
+        input: ({ context }) => ({
+          requestId: context.requestId,
+          model: context.decision!.pair.heavy,
+          prompt: context.prompt,
+          seed: context.seed,
+          deadlineAtMs: context.deadlineAtMs,
+          planEpoch: context.decision!.planEpoch,
+        }),
+        onDone: {
+          target: "served",
+          actions: assign({
+            heavy: ({ event }) => event.output,
+            timings: ({ context, event }) => {
+              const t = generationTime(context, event.output);
+              return { ...context.timings, heavyMs: t.execMs, queueWaitMs: context.timings.queueWaitMs + t.waitMs };
+            },
+          }),
+        },
+        onError: { target: "failed", actions: assign({ error: ({ event }) => event.error }) },
+      },
+    },
+    accepted: { entry: "finishTotal", type: "final" },
+    served: { entry: "finishTotal", type: "final" },
+    failed: { entry: ["finishTotal", assign({ ended: "failed" as const })], type: "final" },
+    expired: {
+      entry: [
+        "finishTotal",
+        assign({ ended: "expired" as const }),
+        assign({
+          error: ({ context }) =>
+            new HadisError("deadline_exceeded", `deadline of ${context.deadlineAtMs - context.receivedAtMs} ms exceeded`, {
+              requestId: context.requestId,
+            }),
+        }),
+      ],
+      type: "final",
+    },
+  },
+  output: ({ context }) => outcomeOf(context),
+});
+
+function outcomeOf(ctx: Context): RequestOutcome {
+  if (ctx.ended) {
+    return { ok: false, error: ctx.error, state: ctx.ended, timings: ctx.timings, decision: ctx.decision };
+  }
+  const decision = ctx.decision!;
+  if (ctx.heavy) {
+    const escalated = ctx.light !== undefined;
+    return {
+      ok: true,
+      route: escalated ? Routes.lightThenHeavy : Routes.heavy,
+      image: ctx.heavy,
+      models: escalated ? { light: ctx.light!.model, heavy: ctx.heavy.model } : { heavy: ctx.heavy.model },
+      decision,
+      judge: ctx.judge,
+      timings: ctx.timings,
+    };
+  }
+  return {
+    ok: true,
+    route: Routes.light,
+    image: ctx.light!,
+    models: { light: ctx.light!.model },
+    decision,
+    judge: ctx.judge,
+    judgeError: ctx.judgeError,
+    timings: ctx.timings,
+  };
+}

@@ -1,0 +1,68 @@
+/** Values the request machine exchanges with the actors the service provides. */
+import type { Route, StageTimings } from "../../contracts/messages.ts";
+
+/** A routing decision for one prompt under the plan in force. */
+export interface RouteDecision {
+  /** True when the prompt goes straight to the heavy model. */
+  hard: boolean;
+  /** Difficulty score of the prompt (higher = harder). */
+  difficulty: number;
+  /** Router share in force (0..1). */
+  routerThreshold: number;
+  pair: { light: string; heavy: string };
+  /** True when light images are served without judging (the plan escalates none). */
+  skipJudge: boolean;
+  planEpoch: number;
+}
+
+/** What the generate actor gets. */
+export interface GenerateCall {
+  requestId: string;
+  model: string;
+  prompt: string;
+  seed: number;
+  deadlineAtMs: number;
+  planEpoch: number;
+}
+
+/** A generated image and how long it took on the worker. */
+export interface GenerateOutcome {
+  image: Uint8Array;
+  width: number;
+  height: number;
+  model: string;
+  workerId: string;
+  batchSize: number;
+  queueWaitMs: number;
+  execMs: number;
+}
+
+/** What the judge actor gets. */
+export interface JudgeCall {
+  requestId: string;
+  prompt: string;
+  model: string;
+  image: Uint8Array;
+  planEpoch: number;
+}
+
+/** The discriminator's verdict. */
+export interface JudgeOutcome {
+  score: number;
+  threshold: number;
+  accept: boolean;
+}
+
+/** How a request ended: served with an image, or an error. */
+export type RequestOutcome =
+  | {
+      ok: true;
+      route: Route;
+      image: GenerateOutcome;
+      models: { light?: string; heavy?: string };
+      decision: RouteDecision;
+      judge?: JudgeOutcome;
+      judgeError?: string;
+      timings: StageTimings;
+    }
+  | { ok: false; error: unknown; state: "failed" | "expired"; timings: StageTimings; decision?: RouteDecision };

@@ -1,0 +1,268 @@
+/**
+ * One GPU worker: follows the plan's assignment, pulls batches from its model's work queue,
+ * runs them on the backend and publishes each result to the router that owns the request.
+ * A reassignment finishes the current batch, unloads, loads the new model, then pulls its queue.
+ * Pure logic: the queue, the result publisher, the backend and the clock are ports.
+ */
+import { asHadisError, HadisError, toWireError } from "../../contracts/errors.ts";
+import { decode } from "../../contracts/envelope.ts";
+import {
+  PROTOCOL_VERSION,
+  WorkItemSchema,
+  WorkerStates,
+  type Plan,
+  type WorkerHeartbeat,
+  type WorkItem,
+  type WorkResult,
+  type WorkerState,
+} from "../../contracts/messages.ts";
+import type { GenerationBackend } from "./backend.ts";
+
+/** One message pulled from a work queue, with its acknowledgement controls. */
+export interface Delivery {
+  data: Uint8Array;
+  /** Done: remove from the queue. */
+  ack(): void;
+  /** Never deliver again (poison or expired). */
+  term(): void;
+  /** Give back for redelivery now. */
+  nak(): void;
+  /** Still working: extend the ack deadline. */
+  working(): void;
+}
+
+/** Where work comes from. */
+export interface WorkSource {
+  /** Up to `max` deliveries of `model`'s queue; waits at most `waitMs` for the first; [] when none. */
+  pull(model: string, max: number, waitMs: number, signal: AbortSignal): Promise<Delivery[]>;
+}
+
+/** The worker's side effects, supplied by the service (or the simulator, or tests). */
+export interface WorkerPorts {
+  source: WorkSource;
+  publishResult(replyTo: string, result: WorkResult): void;
+  backend: GenerationBackend;
+  now(): number;
+  sleep(ms: number): Promise<void>;
+  log(event: string, fields: Record<string, unknown>): void;
+}
+
+/** Tunables of the worker loop. */
+export interface WorkerOptions {
+  /** Longest wait of one pull for the first message, ms. */
+  pollMs: number;
+  /** Interval of "still working" signals during a batch, ms (below the consumer's ack wait). */
+  workingEveryMs: number;
+  /** Wait before retrying a failed model load, ms. */
+  loadRetryMs: number;
+}
+
+/** Counters of what the worker dropped, by reason. */
+export interface DropCounts {
+  malformed: number;
+  expired: number;
+  wrongModel: number;
+}
+
+/** A worker following the plan. */
+export class WorkerAgent {
+  private state: WorkerState = WorkerStates.idle;
+  private model: string | null = null;
+  private desiredModel: string | null = null;
+  private batchSize = 1;
+  private planEpoch = 0;
+  private inFlight = 0;
+  private servedTotal = 0;
+  private swapsTotal = 0;
+  private lastError: string | undefined;
+  private stopping = false;
+  private pullAbort: AbortController | null = null;
+  private wake: (() => void) | null = null;
+  private loop: Promise<void> | null = null;
+  readonly dropped: DropCounts = { malformed: 0, expired: 0, wrongModel: 0 };
+
+  constructor(readonly id: string, private readonly ports: WorkerPorts, private readonly options: WorkerOptions) {}
+
+  /** Takes a plan snapshot; stale epochs are ignored. Returns true if it was applied. */
+  applyPlan(plan: Plan): boolean {
+    if (plan.epoch < this.planEpoch) return false;
+    this.planEpoch = plan.epoch;
+    const model = plan.assignment[this.id] ?? null;
+    this.batchSize = model ? Math.max(1, plan.models[model]?.batchSize ?? 1) : 1;
+    if (model !== this.desiredModel) {
+      this.desiredModel = model;
+      this.pullAbort?.abort();
+      this.wake?.();
+    }
+    return true;
+  }
+
+  /** Starts the loop (idempotent). */
+  start(): void {
+    this.loop ??= this.run();
+  }
+
+  /** Stops pulling, lets the batch in flight finish, unloads; never rejects. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.state = WorkerStates.draining;
+    this.pullAbort?.abort();
+    this.wake?.();
+    await this.loop?.catch(() => undefined);
+    if (this.model) await this.ports.backend.unload(this.model).catch(() => undefined);
+    this.model = null;
+  }
+
+  /** The heartbeat describing this worker now. */
+  status(backend: string): WorkerHeartbeat {
+    return {
+      v: PROTOCOL_VERSION,
+      workerId: this.id,
+      backend,
+      model: this.model,
+      state: this.state,
+      batchSize: this.batchSize,
+      inFlight: this.inFlight,
+      servedTotal: this.servedTotal,
+      swapsTotal: this.swapsTotal,
+      planEpoch: this.planEpoch,
+      sentAtMs: this.ports.now(),
+      ...(this.lastError ? { lastError: this.lastError } : {}),
+    };
+  }
+
+  private async run(): Promise<void> {
+    while (!this.stopping) {
+      try {
+        if (this.desiredModel !== this.model) {
+          await this.swap(this.desiredModel);
+          continue;
+        }
+        if (!this.model) {
+          this.state = WorkerStates.idle;
+          await new Promise<void>((resolve) => (this.wake = resolve));
+          this.wake = null;
+          continue;
+        }
+        this.state = WorkerStates.serving;
+        const abort = new AbortController();
+        this.pullAbort = abort;
+        const deliveries = await this.ports.source.pull(this.model, this.batchSize, this.options.pollMs, abort.signal);
+        this.pullAbort = null;
+        if (deliveries.length > 0) await this.execute(this.model, deliveries);
+      } catch (err) {
+        this.lastError = asHadisError(err).message;
+        this.ports.log("worker.loop_error", { workerId: this.id, error: this.lastError });
+        await this.ports.sleep(this.options.loadRetryMs);
+      }
+    }
+  }
+
+  private async swap(to: string | null): Promise<void> {
+    const from = this.model;
+    if (from) {
+      this.state = WorkerStates.unloading;
+      await this.ports.backend.unload(from);
+      this.model = null;
+    }
+    if (!to) return;
+    this.state = WorkerStates.loading;
+    const startedMs = this.ports.now();
+    try {
+      await this.ports.backend.load(to);
+    } catch (err) {
+      this.state = WorkerStates.failed;
+      this.lastError = `load ${to}: ${asHadisError(err).message}`;
+      this.ports.log("worker.load_failed", { workerId: this.id, model: to, error: this.lastError });
+      // Keep reporting the failure; retry after a pause unless the plan moves us elsewhere.
+      await this.ports.sleep(this.options.loadRetryMs);
+      return;
+    }
+    this.model = to;
+    this.lastError = undefined;
+    if (from) this.swapsTotal++;
+    this.ports.log("worker.swapped", { workerId: this.id, from, to, ms: this.ports.now() - startedMs });
+  }
+
+  private async execute(model: string, deliveries: Delivery[]): Promise<void> {
+    const now = this.ports.now();
+    const batch: { item: WorkItem; delivery: Delivery }[] = [];
+    for (const delivery of deliveries) {
+      let item: WorkItem;
+      try {
+        item = decode(WorkItemSchema, delivery.data, "work item");
+      } catch (err) {
+        this.dropped.malformed++;
+        this.ports.log("worker.drop", { workerId: this.id, reason: "malformed", error: asHadisError(err).message });
+        delivery.term();
+        continue;
+      }
+      if (item.model !== model) {
+        this.dropped.wrongModel++;
+        delivery.term();
+        this.ports.publishResult(item.replyTo, errorResult(item, this.id, new HadisError("unknown_model", `work for "${item.model}" reached a "${model}" queue`)));
+        continue;
+      }
+      if (item.deadlineAtMs <= now) {
+        // The router has already answered this request with deadline_exceeded: do not spend a GPU on it.
+        this.dropped.expired++;
+        delivery.term();
+        continue;
+      }
+      batch.push({ item, delivery });
+    }
+    if (batch.length === 0) return;
+
+    this.inFlight = batch.length;
+    const ticker = setIntervalPort(this.ports, this.options.workingEveryMs, () => batch.forEach((b) => b.delivery.working()));
+    const startedMs = this.ports.now();
+    try {
+      const images = await this.ports.backend.generate(model, batch.map((b) => ({ prompt: b.item.prompt, seed: b.item.seed })));
+      const execMs = this.ports.now() - startedMs;
+      batch.forEach(({ item, delivery }, i) => {
+        this.ports.publishResult(item.replyTo, {
+          v: PROTOCOL_VERSION,
+          ok: true,
+          requestId: item.requestId,
+          model,
+          workerId: this.id,
+          image: images[i].image,
+          width: images[i].width,
+          height: images[i].height,
+          batchSize: batch.length,
+          queueWaitMs: Math.max(0, startedMs - item.enqueuedAtMs),
+          execMs,
+        });
+        delivery.ack();
+      });
+      this.servedTotal += batch.length;
+    } catch (err) {
+      const e = asHadisError(err);
+      this.lastError = e.message;
+      this.ports.log("worker.batch_failed", { workerId: this.id, model, size: batch.length, error: e.message });
+      for (const { item, delivery } of batch) {
+        this.ports.publishResult(item.replyTo, errorResult(item, this.id, new HadisError("generation_failed", e.message, {}, { cause: e })));
+        delivery.ack();
+      }
+    } finally {
+      ticker.stop();
+      this.inFlight = 0;
+    }
+  }
+}
+
+function errorResult(item: WorkItem, workerId: string, err: HadisError): WorkResult {
+  return { v: PROTOCOL_VERSION, ok: false, requestId: item.requestId, model: item.model, workerId, error: toWireError(err, PROTOCOL_VERSION).error };
+}
+
+/** A repeating tick built on the ports' sleep, so simulated clocks drive it too. */
+function setIntervalPort(ports: WorkerPorts, everyMs: number, tick: () => void): { stop(): void } {
+  let active = true;
+  void (async () => {
+    while (active) {
+      await ports.sleep(everyMs);
+      if (active) tick();
+    }
+  })();
+  return { stop: () => (active = false) };
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/env node
+// Installs what `npm start` and `npm test` need on a fresh machine: npm packages (when
+// node_modules is missing or older than the lock) and Debian's nats-server (when missing and
+// running as root); otherwise says exactly what to run. Uses only Node built-ins.
+import { spawnSync } from "node:child_process";
+import { existsSync, statSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const say = (line) => process.stderr.write(`[hadis setup] ${line}\n`);
+const run = (cmd, args, env = {}) => spawnSync(cmd, args, { cwd: root, stdio: "inherit", env: { ...process.env, ...env } }).status === 0;
+
+// 1. npm packages.
+const modules = join(root, "node_modules");
+const marker = join(modules, ".package-lock.json");
+const lock = join(root, "package-lock.json");
+if (!existsSync(marker) || statSync(marker).mtimeMs < statSync(lock).mtimeMs) {
+  say("installing npm packages (npm ci)…");
+  // onnxruntime-node's postinstall would try to download CUDA libraries; CPU needs none.
+  if (!run("npm", ["ci", "--no-audit", "--no-fund"], { ONNXRUNTIME_NODE_INSTALL: "skip" })) {
+    say("npm ci failed; run `npm ci` yourself and read its error");
+    process.exit(1);
+  }
+}
+
+// 2. nats-server.
+const candidates = [process.env.NATS_SERVER_BIN, "nats-server", "/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"].filter(Boolean);
+const haveNats = () => candidates.some((bin) => spawnSync(bin, ["--version"]).status === 0);
+if (!haveNats()) {
+  const isRoot = typeof process.getuid === "function" && process.getuid() === 0;
+  if (isRoot && existsSync("/usr/bin/apt-get")) {
+    say("installing nats-server (apt-get install -y nats-server)…");
+    run("apt-get", ["update", "-qq"]);
+    run("apt-get", ["install", "-y", "-qq", "nats-server"], { DEBIAN_FRONTEND: "noninteractive" });
+  }
+  if (!haveNats()) {
+    say("nats-server is missing. Install it with:  sudo apt-get install -y nats-server");
+    say("(or download a release binary and set NATS_SERVER_BIN=/path/to/nats-server)");
+    process.exit(1);
+  }
+}

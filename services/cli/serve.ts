@@ -1,0 +1,103 @@
+/** `hadis start` and `hadis serve`: run the system (embedded) or one service against a NATS URL. */
+import { resolve } from "node:path";
+import { startNatsServer, type LocalServer } from "../lib/nats-server.ts";
+import { createLogger } from "../lib/log.ts";
+import { startSystem, SERVICE_KINDS, type RunningSystem, type ServiceKind } from "../system.ts";
+
+/** Options shared by `start` and `serve`. */
+export interface RunOptions {
+  workers: number;
+  routers: number;
+  timeScale?: number;
+  policy: string;
+  backend: string;
+  zeroLatency?: boolean;
+  idPrefix?: string;
+  profiles?: string;
+  storage: "file" | "memory";
+}
+
+/** Runs until SIGINT/SIGTERM, then stops in order and exits 0. */
+function untilSignal(stop: () => Promise<void>): void {
+  let stopping = false;
+  const onSignal = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    process.stderr.write(`\n${signal}: stopping…\n`);
+    const force = setTimeout(() => process.exit(1), 30_000);
+    force.unref();
+    void stop().then(() => process.exit(0));
+  };
+  process.on("SIGINT", () => onSignal("SIGINT"));
+  process.on("SIGTERM", () => onSignal("SIGTERM"));
+}
+
+function checkBackend(backend: string): void {
+  if (backend !== "profile") throw new Error(`backend "${backend}" is not available in this build; use --backend profile`);
+}
+
+/** `hadis start`: a local nats-server plus every service, until Ctrl-C. */
+export async function startCommand(opts: RunOptions & { port: number; dataDir: string; natsOnly?: boolean }): Promise<void> {
+  checkBackend(opts.backend);
+  const log = createLogger("start");
+  let server: LocalServer;
+  try {
+    server = await startNatsServer({ port: opts.port, dataDir: resolve(opts.dataDir) });
+  } catch (err) {
+    process.stderr.write(`hadis start: ${(err as Error).message}\n`);
+    process.exit(2);
+  }
+  // nats-server must not outlive us, whatever the exit path.
+  process.on("exit", () => server.kill("SIGTERM"));
+  let system: RunningSystem | undefined;
+  try {
+    system = await startSystem({
+      natsUrl: server.url,
+      workers: opts.workers,
+      routers: opts.routers,
+      timeScale: opts.timeScale,
+      policy: opts.policy,
+      zeroLatency: opts.zeroLatency,
+      profilesDir: opts.profiles,
+      workQueue: { storage: opts.storage },
+    });
+  } catch (err) {
+    process.stderr.write(`hadis start: ${(err as Error).message}\n`);
+    await server.stop();
+    process.exit(1);
+  }
+  log.info("start.ready", { nats: server.url, workers: opts.workers, policy: opts.policy, dataDir: server.dataDir });
+  process.stdout.write(
+    [
+      `HADIS is serving hadis.generate on ${server.url}`,
+      `  ${opts.workers} profile-driven workers, policy ${opts.policy}, time scale ${opts.timeScale ?? 1}`,
+      `  try:  npx hadis generate "a red bicycle" --nats ${server.url}`,
+      `  stop: Ctrl-C`,
+      "",
+    ].join("\n"),
+  );
+  untilSignal(async () => {
+    await system!.stop(10_000);
+    await server.stop();
+  });
+}
+
+/** `hadis serve <service>`: one service against an existing NATS server. */
+export async function serveCommand(kind: string, opts: RunOptions & { nats: string }): Promise<void> {
+  if (!SERVICE_KINDS.includes(kind as ServiceKind)) throw new Error(`unknown service "${kind}"; one of ${SERVICE_KINDS.join(", ")}`);
+  checkBackend(opts.backend);
+  const system = await startSystem({
+    natsUrl: opts.nats,
+    services: [kind as ServiceKind],
+    workers: opts.workers,
+    routers: opts.routers,
+    timeScale: opts.timeScale,
+    policy: opts.policy,
+    zeroLatency: opts.zeroLatency,
+    workerIdPrefix: opts.idPrefix,
+    profilesDir: opts.profiles,
+    workQueue: { storage: opts.storage },
+  });
+  process.stderr.write(`hadis ${kind} connected to ${opts.nats}\n`);
+  untilSignal(() => system.stop(10_000));
+}

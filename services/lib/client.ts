@@ -1,0 +1,46 @@
+/** A small client of `hadis.generate`: used by the CLI, the tests and the benchmarks. */
+import { fromWireError, HadisError, isWireError } from "../../contracts/errors.ts";
+import { decode, encode, encodeJson, parseRaw } from "../../contracts/envelope.ts";
+import { GenerateReplySchema, type GenerateReply, type GenerateRequest } from "../../contracts/messages.ts";
+import { ContentTypes, Headers, subjects as buildSubjects } from "../../contracts/subjects.ts";
+import { newHeaders, type Msg, type NatsConnection } from "./nats.ts";
+
+/** Reads a generate reply message: the reply, or the typed error it carries. */
+export function readGenerateReply(msg: Msg): GenerateReply {
+  const isJson = (msg.headers?.get(Headers.contentType) ?? "").startsWith(ContentTypes.json);
+  if (msg.headers?.get(Headers.serviceErrorCode)) {
+    const body = parseRaw(msg.data, isJson ? "json" : "msgpack");
+    if (isWireError(body)) throw fromWireError(body);
+    throw new HadisError("internal", msg.headers.get(Headers.serviceError) || "error reply without body");
+  }
+  if (isJson) {
+    const raw = parseRaw(msg.data, "json") as Record<string, unknown>;
+    return decode(GenerateReplySchema, encode({ ...raw, image: Buffer.from(String(raw.image), "base64") }), "generate reply");
+  }
+  return decode(GenerateReplySchema, msg.data, "generate reply");
+}
+
+/** Calls `hadis.generate`. */
+export class HadisClient {
+  private readonly subject: string;
+  constructor(private readonly nc: NatsConnection, prefix?: string) {
+    this.subject = buildSubjects(prefix).generate;
+  }
+
+  /** Sends one request; resolves with the reply or rejects with a HadisError. */
+  async generate(request: GenerateRequest, opts: { timeoutMs?: number; json?: boolean } = {}): Promise<GenerateReply> {
+    const headers = newHeaders();
+    headers.set(Headers.contentType, opts.json ? ContentTypes.json : ContentTypes.msgpack);
+    const timeout = opts.timeoutMs ?? (request.deadlineMs ?? 60_000) + 5_000;
+    let msg: Msg;
+    try {
+      msg = await this.nc.request(this.subject, opts.json ? encodeJson(request) : encode(request), { timeout, headers });
+    } catch (err) {
+      const message = (err as Error).message ?? String(err);
+      if (/no responders/i.test(message)) throw new HadisError("no_capacity", "no router is serving hadis.generate", {}, { cause: err });
+      if (/timeout/i.test(message)) throw new HadisError("deadline_exceeded", `no reply within ${timeout} ms`, {}, { cause: err });
+      throw new HadisError("internal", message, {}, { cause: err });
+    }
+    return readGenerateReply(msg);
+  }
+}

@@ -1,0 +1,27 @@
+/** Structured one-line JSON logs on stderr; level from `HADIS_LOG` (debug|info|warn|error, default info). */
+
+/** A logger bound to a service name. */
+export interface Logger {
+  debug(event: string, fields?: Record<string, unknown>): void;
+  info(event: string, fields?: Record<string, unknown>): void;
+  warn(event: string, fields?: Record<string, unknown>): void;
+  error(event: string, fields?: Record<string, unknown>): void;
+}
+
+const LEVELS = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 } as const;
+type Level = keyof typeof LEVELS;
+
+/** Creates a logger for one service. */
+export function createLogger(service: string, level: Level = (process.env.HADIS_LOG as Level) ?? "info"): Logger {
+  const min = LEVELS[level] ?? LEVELS.info;
+  const emit = (lvl: Level, event: string, fields?: Record<string, unknown>) => {
+    if (LEVELS[lvl] < min) return;
+    process.stderr.write(JSON.stringify({ t: new Date().toISOString(), level: lvl, service, event, ...fields }) + "\n");
+  };
+  return {
+    debug: (e, f) => emit("debug", e, f),
+    info: (e, f) => emit("info", e, f),
+    warn: (e, f) => emit("warn", e, f),
+    error: (e, f) => emit("error", e, f),
+  };
+}

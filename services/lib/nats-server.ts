@@ -1,0 +1,125 @@
+/**
+ * Starts and stops a local `nats-server` with JetStream (the embedded default of `npm start`,
+ * and every integration test). The server is a child process in its own data folder.
+ */
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { MAX_PAYLOAD_BYTES } from "../../contracts/envelope.ts";
+
+/** Where the server binary is looked up, in order. */
+const CANDIDATES = [process.env.NATS_SERVER_BIN, "nats-server", "/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"].filter(Boolean) as string[];
+
+/** Path of a runnable nats-server, or null. */
+export function findNatsServer(): string | null {
+  for (const bin of CANDIDATES) {
+    const r = spawnSync(bin, ["--version"], { encoding: "utf8" });
+    if (r.status === 0) return bin;
+  }
+  return null;
+}
+
+/** A free TCP port on 127.0.0.1. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** True when something already listens on the port. */
+export async function portInUse(port: number, host = "127.0.0.1"): Promise<boolean> {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.once("error", () => resolve(true));
+    srv.listen(port, host, () => srv.close(() => resolve(false)));
+  });
+}
+
+/** Options of a local server. */
+export interface LocalServerOptions {
+  /** Client port; 0 picks a free one. */
+  port?: number;
+  /** JetStream data folder; a temporary one (removed on stop) when absent. */
+  dataDir?: string;
+  /** Extra config text appended (cluster blocks, accounts). */
+  extraConfig?: string;
+  /** Server name (needed in clusters). */
+  serverName?: string;
+}
+
+/** A running local server. */
+export interface LocalServer {
+  url: string;
+  port: number;
+  dataDir: string;
+  process: ChildProcess;
+  /** Stops the server (SIGTERM, then SIGKILL) and removes a temporary data folder. Never rejects. */
+  stop(): Promise<void>;
+  /** Kills the server at once (fault tests). */
+  kill(signal?: NodeJS.Signals): void;
+}
+
+/** Starts nats-server with JetStream on 127.0.0.1. Throws a clear error if the port is taken or the binary is missing. */
+export async function startNatsServer(opts: LocalServerOptions = {}): Promise<LocalServer> {
+  const bin = findNatsServer();
+  if (!bin) throw new Error("nats-server is not installed: run `apt-get install -y nats-server` (Debian) or put it on PATH / NATS_SERVER_BIN");
+  const port = opts.port && opts.port > 0 ? opts.port : await freePort();
+  if (opts.port && (await portInUse(port))) throw new Error(`port ${port} on 127.0.0.1 is already in use: pick another with --port, or stop what listens there`);
+  const temporary = !opts.dataDir;
+  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "hadis-nats-"));
+  mkdirSync(dataDir, { recursive: true });
+  const confPath = join(dataDir, "nats-server.conf");
+  writeFileSync(
+    confPath,
+    [
+      `listen: "127.0.0.1:${port}"`,
+      opts.serverName ? `server_name: "${opts.serverName}"` : "",
+      `max_payload: ${MAX_PAYLOAD_BYTES}`,
+      `jetstream { store_dir: "${join(dataDir, "jetstream")}" }`,
+      opts.extraConfig ?? "",
+    ].join("\n"),
+  );
+  const child = spawn(bin, ["-c", confPath], { stdio: ["ignore", "ignore", "pipe"] });
+  let log = "";
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`nats-server did not start within 10 s:\n${log}`)), 10_000);
+    child.stderr!.on("data", (chunk: Buffer) => {
+      log += chunk.toString();
+      if (log.includes("Server is ready")) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`nats-server exited with code ${code}:\n${log}`));
+    });
+  });
+  child.stderr!.removeAllListeners("data");
+  child.stderr!.resume();
+  child.removeAllListeners("exit");
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    port,
+    dataDir,
+    process: child,
+    kill: (signal = "SIGKILL") => void child.kill(signal),
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill("SIGTERM");
+        const t = setTimeout(() => child.kill("SIGKILL"), 5_000);
+        await exited;
+        clearTimeout(t);
+      }
+      if (temporary) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}

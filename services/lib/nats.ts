@@ -1,0 +1,257 @@
+/**
+ * The one module that talks to the NATS client libraries: connections, the JetStream work
+ * queue (stream, per-model pull consumers, batched pulls), the plan KV bucket, micro services
+ * and the reply helpers that put typed errors in the service error headers.
+ */
+import { connect, type NodeConnectionOptions } from "@nats-io/transport-node";
+import { createInbox, headers as natsHeaders, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from "@nats-io/nats-core";
+import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import { Kvm, type KV } from "@nats-io/kv";
+import { Svcm, type Service, type ServiceConfig, type ServiceMsg } from "@nats-io/services";
+import { ContentTypes, Headers, type Subjects } from "../../contracts/subjects.ts";
+import { asHadisError, toWireError } from "../../contracts/errors.ts";
+import { encodeAs, type Encoding } from "../../contracts/envelope.ts";
+import { PROTOCOL_VERSION } from "../../contracts/messages.ts";
+import type { Delivery } from "../../actors/worker/worker-agent.ts";
+
+export type { Msg, MsgHdrs, NatsConnection, Service, ServiceMsg, Subscription, KV, JetStreamClient };
+
+/** Default NATS URL everywhere (where `npm start` listens). */
+export const DEFAULT_NATS_URL = "nats://127.0.0.1:4222";
+
+/** Connects with endless reconnects (services outlive server restarts and fail-overs). */
+export async function connectNats(servers: string | string[], name: string, extra: Partial<NodeConnectionOptions> = {}): Promise<NatsConnection> {
+  return connect({
+    servers,
+    name,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 250,
+    pingInterval: 5_000,
+    ...extra,
+  });
+}
+
+/** A new NATS header set. */
+export const newHeaders = natsHeaders;
+/** A unique inbox subject. */
+export const newInbox = createInbox;
+
+/** How the work queue is kept. */
+export interface WorkQueueOptions {
+  storage: "file" | "memory";
+  replicas: number;
+  /** Ack wait of the per-model consumers, ms: an unacked item is redelivered after it. */
+  ackWaitMs: number;
+  /** Deliveries before an item is given up. */
+  maxDeliver: number;
+  /** Cap on queued items per model (bounded memory); a full queue rejects publishes. */
+  maxMsgsPerModel: number;
+  /** Window in which a repeated message id is dropped as duplicate, ms. */
+  duplicateWindowMs: number;
+}
+
+/** Defaults of the work queue. */
+export const DEFAULT_WORK_QUEUE: WorkQueueOptions = {
+  storage: "file",
+  replicas: 1,
+  ackWaitMs: 5_000,
+  maxDeliver: 5,
+  maxMsgsPerModel: 50_000,
+  duplicateWindowMs: 120_000,
+};
+
+const ms2ns = (ms: number) => Math.round(ms * 1_000_000);
+
+/** The JetStream work queue: one stream, one durable pull consumer per model. */
+export class WorkQueue {
+  private readonly consumers = new Set<string>();
+  private constructor(
+    private readonly nc: NatsConnection,
+    readonly js: JetStreamClient,
+    private readonly jsm: JetStreamManager,
+    private readonly subjects: Subjects,
+    private readonly options: WorkQueueOptions,
+  ) {}
+
+  /** Opens (creating if needed) the work stream. */
+  static async open(nc: NatsConnection, subjects: Subjects, options: WorkQueueOptions = DEFAULT_WORK_QUEUE): Promise<WorkQueue> {
+    const jsm = await jetstreamManager(nc);
+    const name = subjects.names.workStream;
+    const config = {
+      name,
+      subjects: [subjects.workAll],
+      retention: RetentionPolicy.Workqueue,
+      storage: options.storage === "memory" ? StorageType.Memory : StorageType.File,
+      num_replicas: options.replicas,
+      max_msgs_per_subject: options.maxMsgsPerModel,
+      duplicate_window: ms2ns(options.duplicateWindowMs),
+      discard: "new" as const,
+    };
+    try {
+      await jsm.streams.info(name);
+    } catch {
+      try {
+        await jsm.streams.add(config as never);
+      } catch (err) {
+        // Another service created it first.
+        if (!/already in use|exists/i.test(String((err as Error).message))) throw err;
+      }
+    }
+    return new WorkQueue(nc, jetstream(nc), jsm, subjects, options);
+  }
+
+  /** Ensures the pull consumer of a model exists. */
+  async ensureConsumer(model: string): Promise<string> {
+    const durable = this.subjects.names.workConsumer(model);
+    if (this.consumers.has(durable)) return durable;
+    const stream = this.subjects.names.workStream;
+    try {
+      await this.jsm.consumers.info(stream, durable);
+    } catch {
+      try {
+        await this.jsm.consumers.add(stream, {
+          durable_name: durable,
+          filter_subject: this.subjects.work(model),
+          ack_policy: AckPolicy.Explicit,
+          deliver_policy: DeliverPolicy.All,
+          ack_wait: ms2ns(this.options.ackWaitMs),
+          max_deliver: this.options.maxDeliver,
+          max_ack_pending: 100_000,
+          max_waiting: 4096,
+          num_replicas: this.options.replicas,
+        });
+      } catch (err) {
+        if (!/already in use|exists/i.test(String((err as Error).message))) throw err;
+      }
+    }
+    this.consumers.add(durable);
+    return durable;
+  }
+
+  /** Publishes a work item; `msgId` makes a repeat within the duplicate window a no-op. Returns whether it was a duplicate. */
+  async publish(model: string, data: Uint8Array, msgId: string, hdrs?: MsgHdrs): Promise<boolean> {
+    const h = hdrs ?? natsHeaders();
+    const ack = await this.js.publish(this.subjects.work(model), data, { msgID: msgId, headers: h });
+    return ack.duplicate;
+  }
+
+  /** Items waiting (not yet delivered) plus delivered but unacknowledged, per model. */
+  async depth(model: string): Promise<{ pending: number; ackPending: number }> {
+    const durable = await this.ensureConsumer(model);
+    const info = await this.jsm.consumers.info(this.subjects.names.workStream, durable);
+    return { pending: info.num_pending, ackPending: info.num_ack_pending };
+  }
+
+  /**
+   * Pulls up to `max` items of a model: waits at most `waitMs` for the first, then takes what is
+   * there (JetStream's no_wait + expires). Items arriving after an abort are handed back at once.
+   */
+  async pull(model: string, max: number, waitMs: number, signal: AbortSignal): Promise<Delivery[]> {
+    const durable = await this.ensureConsumer(model);
+    if (signal.aborted) return [];
+    const inbox = createInbox();
+    const out: Delivery[] = [];
+    return new Promise<Delivery[]>((resolve) => {
+      let finished = false;
+      const finish = () => {
+        if (finished) return;
+        finished = true;
+        clearTimeout(timer);
+        signal.removeEventListener("abort", finish);
+        resolve(out);
+        // Keep listening briefly: anything still in flight to us is handed back, not stranded.
+        setTimeout(() => sub.unsubscribe(), 2_000).unref();
+      };
+      const sub = this.nc.subscribe(inbox, {
+        callback: (_err, msg) => {
+          const status = msg.headers?.code ?? 0;
+          if (status !== 0 || (msg.data.length === 0 && msg.headers?.hasError)) {
+            if (status === 100) return; // idle heartbeat
+            finish();
+            return;
+          }
+          const delivery = toDelivery(this.nc, msg);
+          if (finished) {
+            delivery.nak();
+            return;
+          }
+          out.push(delivery);
+          if (out.length >= max) finish();
+        },
+      });
+      const timer = setTimeout(finish, waitMs + 1_000);
+      signal.addEventListener("abort", finish, { once: true });
+      const request = { batch: max, expires: ms2ns(Math.max(waitMs, 1)), no_wait: true };
+      this.nc.publish(`$JS.API.CONSUMER.MSG.NEXT.${this.subjects.names.workStream}.${durable}`, JSON.stringify(request), { reply: inbox });
+    });
+  }
+}
+
+function toDelivery(nc: NatsConnection, msg: Msg): Delivery {
+  const reply = msg.reply;
+  const send = (body: string) => {
+    if (reply) nc.publish(reply, body);
+  };
+  return {
+    data: msg.data,
+    ack: () => send("+ACK"),
+    nak: () => send("-NAK"),
+    term: () => send("+TERM"),
+    working: () => send("+WPI"),
+  };
+}
+
+/** The plan's KV bucket. */
+export async function openPlanBucket(nc: NatsConnection, subjects: Subjects, replicas = 1, storage: "file" | "memory" = "file"): Promise<KV> {
+  const kvm = new Kvm(nc);
+  return kvm.create(subjects.names.planBucket, { history: 10, replicas, storage: storage === "memory" ? StorageType.Memory : StorageType.File });
+}
+
+/** Calls `onValue` with the current value of `key` and every later one, until `signal` aborts. */
+export async function watchKey(kv: KV, key: string, onValue: (data: Uint8Array) => void, signal: AbortSignal): Promise<void> {
+  const iter = await kv.watch({ key });
+  signal.addEventListener("abort", () => iter.stop(), { once: true });
+  void (async () => {
+    for await (const entry of iter) {
+      if (entry.operation === "PUT" && entry.value.length > 0) onValue(entry.value);
+    }
+  })();
+}
+
+/** Starts a NATS micro service (answers `$SRV.PING|INFO|STATS`). */
+export async function startService(nc: NatsConnection, config: ServiceConfig): Promise<Service> {
+  return new Svcm(nc).add(config);
+}
+
+/** The encoding a request asked for (JSON by `Content-Type`, msgpack otherwise). */
+export function requestEncoding(msg: Msg): Encoding {
+  const ct = msg.headers?.get(Headers.contentType) ?? "";
+  return ct.toLowerCase().startsWith(ContentTypes.json) ? "json" : "msgpack";
+}
+
+function contentHeaders(encoding: Encoding): MsgHdrs {
+  const h = natsHeaders();
+  h.set(Headers.contentType, encoding === "json" ? ContentTypes.json : ContentTypes.msgpack);
+  return h;
+}
+
+/** Replies with a message in the caller's encoding. */
+export function replyWith(msg: Msg, body: unknown, encoding: Encoding): boolean {
+  if (!msg.reply) return false;
+  return msg.respond(encodeAs(body, encoding), { headers: contentHeaders(encoding) });
+}
+
+/**
+ * Replies with a typed error: `Nats-Service-Error` / `Nats-Service-Error-Code` headers and the
+ * typed error body in the caller's encoding.
+ */
+export function replyError(msg: Msg | ServiceMsg, err: unknown, encoding: Encoding): boolean {
+  if (!msg.reply) return false;
+  const e = asHadisError(err);
+  const body = encodeAs(toWireError(e, PROTOCOL_VERSION), encoding);
+  const h = contentHeaders(encoding);
+  if ("respondError" in msg) return msg.respondError(e.status, `${e.code}: ${e.message}`, body, { headers: h });
+  h.set(Headers.serviceError, `${e.code}: ${e.message}`);
+  h.set(Headers.serviceErrorCode, String(e.status));
+  return msg.respond(body, { headers: h });
+}

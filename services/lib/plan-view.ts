@@ -1,0 +1,67 @@
+/** A service's view of the plan: the newest epoch seen in KV (stale epochs are ignored). */
+import { decode } from "../../contracts/envelope.ts";
+import { PlanSchema, type Plan } from "../../contracts/messages.ts";
+import type { Subjects } from "../../contracts/subjects.ts";
+import { openPlanBucket, watchKey, type KV, type NatsConnection } from "./nats.ts";
+import type { Logger } from "./log.ts";
+
+/** Follows the plan in KV. */
+export class PlanView {
+  private plan: Plan | null = null;
+  private waiters: (() => void)[] = [];
+  private readonly listeners: ((plan: Plan) => void)[] = [];
+  private readonly abort = new AbortController();
+  private constructor(private readonly log: Logger) {}
+
+  /** Opens the bucket and starts watching; the current plan (if any) arrives first. */
+  static async open(nc: NatsConnection, subjects: Subjects, log: Logger, replicas = 1): Promise<{ view: PlanView; kv: KV }> {
+    const view = new PlanView(log);
+    const kv = await openPlanBucket(nc, subjects, replicas);
+    await watchKey(kv, subjects.names.planKey, (data) => view.offer(data), view.abort.signal);
+    return { view, kv };
+  }
+
+  /** Takes an encoded plan; ignores it if malformed or older than the one held. */
+  offer(data: Uint8Array): void {
+    let plan: Plan;
+    try {
+      plan = decode(PlanSchema, data, "plan");
+    } catch (err) {
+      this.log.warn("plan.rejected", { error: (err as Error).message });
+      return;
+    }
+    if (this.plan && plan.epoch <= this.plan.epoch) return;
+    this.plan = plan;
+    this.waiters.splice(0).forEach((w) => w());
+    for (const l of this.listeners) l(plan);
+  }
+
+  /** The plan in force, or null before the first. */
+  get current(): Plan | null {
+    return this.plan;
+  }
+
+  /** Calls `listener` on every newer plan. */
+  onPlan(listener: (plan: Plan) => void): void {
+    this.listeners.push(listener);
+    if (this.plan) listener(this.plan);
+  }
+
+  /** Resolves with the plan once there is one, or null after `timeoutMs`. */
+  async waitForPlan(timeoutMs: number): Promise<Plan | null> {
+    if (this.plan) return this.plan;
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, timeoutMs);
+      this.waiters.push(() => {
+        clearTimeout(t);
+        resolve();
+      });
+    });
+    return this.plan;
+  }
+
+  /** Stops watching. */
+  close(): void {
+    this.abort.abort();
+  }
+}

@@ -1,0 +1,167 @@
+/**
+ * The router service: owns `hadis.generate`. Each request gets one request machine
+ * (route → light → judge → heavy) whose actors are bound to NATS here.
+ */
+import { randomInt } from "node:crypto";
+import { createActor, toPromise } from "xstate";
+import { HadisError } from "../../contracts/errors.ts";
+import { encode, parseRaw, validate, type Encoding } from "../../contracts/envelope.ts";
+import { GenerateRequestSchema, MAX_PROMPT_CHARS, PROTOCOL_VERSION, type GenerateReply, type RouterStats } from "../../contracts/messages.ts";
+import { QueueGroups, ServiceNames, type Subjects } from "../../contracts/subjects.ts";
+import { RequestMachine } from "../../actors/request/request-machine.ts";
+import { buildReply } from "../../actors/request/reply.ts";
+import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
+import type { Logger } from "../lib/log.ts";
+import { newInbox, replyError, replyWith, requestEncoding, startService, type NatsConnection, type ServiceMsg, type WorkQueue } from "../lib/nats.ts";
+import { PlanView } from "../lib/plan-view.ts";
+import { within, type RunningService } from "../lib/running.ts";
+import { IdempotencyCache } from "./idempotency.ts";
+import { PendingResults, routerActors } from "./adapters.ts";
+
+/** Router options. */
+export interface RouterOptions {
+  nc: NatsConnection;
+  subjects: Subjects;
+  queue: WorkQueue;
+  scorer: DifficultyScorer;
+  threshold: HardnessThreshold;
+  /** SLO used as the default deadline before a plan is known, ms. */
+  defaultSloMs: number;
+  log: Logger;
+  routerId?: string;
+  judgeTimeoutMs?: number;
+  statsEveryMs?: number;
+  version?: string;
+}
+
+/** A running router. */
+export interface RunningRouter extends RunningService {
+  readonly routerId: string;
+  readonly plans: PlanView;
+  stats(): { received: number; replied: number; errors: number; inFlight: number; orphanedResults: number };
+}
+
+/** Starts a router instance. */
+export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
+  const { nc, subjects, log } = opts;
+  const routerId = opts.routerId ?? `r-${newInbox().slice(-10)}`;
+  const resultsSubject = subjects.results(routerId);
+  const { view: plans } = await PlanView.open(nc, subjects, log);
+  const pending = new PendingResults();
+  const resultsSub = nc.subscribe(resultsSubject, { callback: (_e, m) => pending.deliver(m.data) });
+  const machine = RequestMachine.provide({
+    actors: routerActors({
+      nc,
+      subjects,
+      queue: opts.queue,
+      pending,
+      plans,
+      scorer: opts.scorer,
+      threshold: opts.threshold,
+      resultsSubject,
+      judgeTimeoutMs: opts.judgeTimeoutMs ?? 10_000,
+      planWaitMs: 2_000,
+      log,
+    }),
+  });
+  const idempotency = new IdempotencyCache<GenerateReply>(100_000, 10 * 60_000, Date.now);
+  const counters = { received: 0, replied: 0, errors: 0, inFlight: 0, arrivalsSinceReport: 0 };
+  const inFlight = new Set<Promise<unknown>>();
+  let accepting = true;
+
+  async function serve(body: unknown): Promise<GenerateReply> {
+    const request = validate(GenerateRequestSchema, body, "generate request");
+    const prompt = request.prompt.trim();
+    if (prompt.length === 0) throw new HadisError("invalid_request", "prompt is empty", { field: "prompt" });
+    if (prompt.length > MAX_PROMPT_CHARS) {
+      throw new HadisError("prompt_too_long", `prompt has ${prompt.length} characters; the limit is ${MAX_PROMPT_CHARS}`, { field: "prompt" });
+    }
+    const run = async (): Promise<GenerateReply> => {
+      const requestId = newInbox().slice(-22);
+      const seed = request.seed ?? randomInt(0, 0xffffffff);
+      const now = Date.now();
+      const deadlineMs = request.deadlineMs ?? plans.current?.sloMs ?? opts.defaultSloMs;
+      const actor = createActor(machine, { input: { requestId, prompt, seed, receivedAtMs: now, deadlineAtMs: now + deadlineMs, now: Date.now } });
+      const outcome = toPromise(actor);
+      actor.start();
+      return buildReply(await outcome, requestId, seed);
+    };
+    if (!request.idempotencyKey) return run();
+    const previous = idempotency.get(request.idempotencyKey);
+    if (previous) return { ...(await previous), deduplicated: true };
+    const reply = run();
+    idempotency.set(request.idempotencyKey, reply);
+    return reply;
+  }
+
+  async function handle(msg: ServiceMsg): Promise<void> {
+    counters.received++;
+    counters.arrivalsSinceReport++;
+    let encoding: Encoding = "msgpack";
+    try {
+      encoding = requestEncoding(msg);
+      if (!accepting) throw new HadisError("overloaded", "router is shutting down", { retryAfterMs: 100 });
+      const reply = await serve(parseRaw(msg.data, encoding));
+      replyWith(msg, reply, encoding);
+      counters.replied++;
+    } catch (err) {
+      counters.errors++;
+      replyError(msg, err, encoding);
+    }
+  }
+
+  const service = await startService(nc, {
+    name: ServiceNames.router,
+    version: opts.version ?? "0.1.0",
+    description: "HADIS router: routes each prompt (light, heavy, or light then heavy) under the plan in force",
+    metadata: { routerId, protocol: String(PROTOCOL_VERSION) },
+  });
+  service.addEndpoint("generate", {
+    subject: subjects.generate,
+    queue: QueueGroups.router,
+    handler: (_err, msg) => {
+      counters.inFlight++;
+      const p = handle(msg).finally(() => {
+        counters.inFlight--;
+        inFlight.delete(p);
+      });
+      inFlight.add(p);
+    },
+  });
+
+  const statsEveryMs = opts.statsEveryMs ?? 1_000;
+  let lastReportMs = Date.now();
+  const statsTimer = setInterval(() => {
+    const now = Date.now();
+    const report: RouterStats = {
+      v: PROTOCOL_VERSION,
+      routerId,
+      arrivals: counters.arrivalsSinceReport,
+      intervalMs: Math.max(1, now - lastReportMs),
+      inFlight: counters.inFlight,
+      sentAtMs: now,
+    };
+    nc.publish(subjects.routerStats(routerId), encode(report));
+    counters.arrivalsSinceReport = 0;
+    lastReportMs = now;
+  }, statsEveryMs);
+  statsTimer.unref();
+
+  log.info("router.started", { routerId, subject: subjects.generate });
+  return {
+    name: ServiceNames.router,
+    routerId,
+    plans,
+    stats: () => ({ received: counters.received, replied: counters.replied, errors: counters.errors, inFlight: counters.inFlight, orphanedResults: pending.orphaned }),
+    async stop(graceMs = 10_000) {
+      accepting = false;
+      clearInterval(statsTimer);
+      await service.stop().catch(() => undefined);
+      const finished = await within(Promise.allSettled([...inFlight]), graceMs);
+      if (!finished) log.warn("router.stop_grace_exceeded", { inFlight: inFlight.size });
+      resultsSub.unsubscribe();
+      plans.close();
+      log.info("router.stopped", { routerId });
+    },
+  };
+}

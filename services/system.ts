@@ -1,0 +1,141 @@
+/**
+ * Composes the services: what `npm start` runs in one process, and what the integration tests
+ * and benchmarks start against their own nats-server. Each service has its own connection, as it
+ * would in its own process.
+ */
+import { subjects as buildSubjects, type Subjects } from "../contracts/subjects.ts";
+import { ProfileJudge } from "../actors/judge/profile-judge.ts";
+import { ProfileGenerationBackend } from "../actors/worker/profile-backend.ts";
+import { FixedPercentileThreshold, ReferenceFeatureScorer } from "../actors/routing/difficulty.ts";
+import type { StaticConfig } from "../actors/control/static-policy.ts";
+import { createLogger, type Logger } from "./lib/log.ts";
+import { connectNats, DEFAULT_WORK_QUEUE, WorkQueue, type NatsConnection, type WorkQueueOptions } from "./lib/nats.ts";
+import { loadProfiles } from "./lib/profiles.ts";
+import { sleep, type RunningService } from "./lib/running.ts";
+import { startRouter, type RunningRouter } from "./router/router.ts";
+import { startWorkers, type RunningWorkers } from "./worker/workers.ts";
+import { startDiscriminator } from "./discriminator/discriminator.ts";
+import { startResourceManager, type RunningResourceManager } from "./resource-manager/manager.ts";
+import { createPolicy } from "./resource-manager/policies.ts";
+
+/** The four service kinds. */
+export const SERVICE_KINDS = ["router", "worker", "discriminator", "resource-manager"] as const;
+/** One service kind. */
+export type ServiceKind = (typeof SERVICE_KINDS)[number];
+
+/** Options of a composed system (every field has a default). */
+export interface SystemOptions {
+  natsUrl: string;
+  /** Which services to run here (default: all four). */
+  services?: readonly ServiceKind[];
+  profilesDir?: string;
+  /** Worker (GPU) count. */
+  workers?: number;
+  /** Router instances. */
+  routers?: number;
+  /** Multiplies every profiled latency (0.1 = the paper's 10x compression). */
+  timeScale?: number;
+  /** Profile backends that do not wait at all (overhead benchmarks). */
+  zeroLatency?: boolean;
+  policy?: string;
+  staticConfig?: StaticConfig;
+  /** Resource manager tick, ms (scaled by the time scale). */
+  tickMs?: number;
+  workQueue?: Partial<WorkQueueOptions>;
+  subjectPrefix?: string;
+  workerIdPrefix?: string;
+  log?: Logger;
+}
+
+/** A running system. */
+export interface RunningSystem {
+  subjects: Subjects;
+  routers: RunningRouter[];
+  workers?: RunningWorkers;
+  manager?: RunningResourceManager;
+  /** Stops in order: intake first (routers), then the manager, workers, judge; closes connections. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+/** Starts the selected services against a NATS server. */
+export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
+  const kinds = new Set(opts.services ?? SERVICE_KINDS);
+  const subjects = buildSubjects(opts.subjectPrefix);
+  const profiles = loadProfiles(opts.profilesDir);
+  const timeScale = opts.timeScale ?? profiles.pool.defaultTimeScale;
+  const sloMs = profiles.pool.sloMs * timeScale;
+  const queueOptions = { ...DEFAULT_WORK_QUEUE, ...opts.workQueue };
+  const connections: NatsConnection[] = [];
+  const connect = async (name: string) => {
+    const nc = await connectNats(opts.natsUrl, name);
+    connections.push(nc);
+    return nc;
+  };
+  const logFor = (service: string) => opts.log ?? createLogger(service);
+  const started: { kind: ServiceKind; service: RunningService }[] = [];
+  const system: RunningSystem = {
+    subjects,
+    routers: [],
+    async stop(graceMs = 10_000) {
+      const order: ServiceKind[] = ["router", "resource-manager", "worker", "discriminator"];
+      for (const kind of order) {
+        await Promise.all(started.filter((s) => s.kind === kind).map((s) => s.service.stop(graceMs)));
+      }
+      await Promise.all(connections.map((nc) => nc.drain().catch(() => nc.close())));
+    },
+  };
+
+  try {
+    if (kinds.has("resource-manager")) {
+      const nc = await connect("hadis-resource-manager");
+      const manager = await startResourceManager({
+        nc,
+        subjects,
+        queue: await WorkQueue.open(nc, subjects, queueOptions),
+        policyName: opts.policy ?? "static",
+        policy: createPolicy(opts.policy ?? "static", { profiles, staticConfig: opts.staticConfig }),
+        models: profiles.models.map((m) => m.name),
+        sloMs,
+        timeScale,
+        tickMs: opts.tickMs ?? Math.max(500, 5_000 * timeScale),
+        silentAfterMs: 3_000,
+        log: logFor("resource-manager"),
+      });
+      system.manager = manager;
+      started.push({ kind: "resource-manager", service: manager });
+    }
+    if (kinds.has("discriminator")) {
+      const nc = await connect("hadis-discriminator");
+      const judge = new ProfileJudge(profiles, { latencyMs: opts.zeroLatency ? 0 : profiles.pool.judge.latencyMs * timeScale, sleep: (ms) => sleep(ms) });
+      started.push({ kind: "discriminator", service: await startDiscriminator({ nc, subjects, judge, log: logFor("discriminator") }) });
+    }
+    if (kinds.has("worker")) {
+      const nc = await connect("hadis-worker");
+      const workers = await startWorkers({
+        nc,
+        subjects,
+        queue: await WorkQueue.open(nc, subjects, queueOptions),
+        count: opts.workers ?? 16,
+        idPrefix: opts.workerIdPrefix,
+        backend: () => new ProfileGenerationBackend({ models: profiles.byName, timeScale, sleep: (ms) => sleep(ms), zeroLatency: opts.zeroLatency }),
+        log: logFor("worker"),
+      });
+      system.workers = workers;
+      started.push({ kind: "worker", service: workers });
+    }
+    if (kinds.has("router")) {
+      const scorer = new ReferenceFeatureScorer(profiles);
+      const threshold = new FixedPercentileThreshold(scorer.referenceScores);
+      for (let i = 0; i < (opts.routers ?? 1); i++) {
+        const nc = await connect("hadis-router");
+        const router = await startRouter({ nc, subjects, queue: await WorkQueue.open(nc, subjects, queueOptions), scorer, threshold, defaultSloMs: sloMs, log: logFor("router") });
+        system.routers.push(router);
+        started.push({ kind: "router", service: router });
+      }
+    }
+  } catch (err) {
+    await system.stop(1_000);
+    throw err;
+  }
+  return system;
+}

@@ -1,0 +1,100 @@
+/**
+ * The worker service: N GPU workers in one process, each a WorkerAgent bound to the JetStream
+ * work queue, following the plan, heart-beating its state.
+ */
+import { encode } from "../../contracts/envelope.ts";
+import { PROTOCOL_VERSION } from "../../contracts/messages.ts";
+import { ServiceNames, type Subjects } from "../../contracts/subjects.ts";
+import type { GenerationBackend } from "../../actors/worker/backend.ts";
+import { WorkerAgent, type WorkerOptions } from "../../actors/worker/worker-agent.ts";
+import type { Logger } from "../lib/log.ts";
+import { newInbox, startService, type NatsConnection, type WorkQueue } from "../lib/nats.ts";
+import { PlanView } from "../lib/plan-view.ts";
+import { sleep, within, type RunningService } from "../lib/running.ts";
+
+/** Worker service options. */
+export interface WorkersOptions {
+  nc: NatsConnection;
+  subjects: Subjects;
+  queue: WorkQueue;
+  /** How many workers (GPUs) this process runs. */
+  count: number;
+  /** One backend per worker (a GPU holds its own models). */
+  backend: (index: number) => GenerationBackend;
+  log: Logger;
+  /** Worker ids are `<idPrefix>-<index>`. */
+  idPrefix?: string;
+  heartbeatEveryMs?: number;
+  agent?: Partial<WorkerOptions>;
+  version?: string;
+}
+
+/** Running workers. */
+export interface RunningWorkers extends RunningService {
+  readonly agents: readonly WorkerAgent[];
+}
+
+/** Starts `count` workers. */
+export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers> {
+  const { nc, subjects, log } = opts;
+  const prefix = opts.idPrefix ?? `w-${newInbox().slice(-8)}`;
+  const { view: plans } = await PlanView.open(nc, subjects, log);
+  const backends: GenerationBackend[] = [];
+  const agents: WorkerAgent[] = [];
+  for (let i = 0; i < opts.count; i++) {
+    const backend = opts.backend(i);
+    backends.push(backend);
+    agents.push(
+      new WorkerAgent(
+        `${prefix}-${String(i).padStart(2, "0")}`,
+        {
+          source: opts.queue,
+          publishResult: (replyTo, result) => nc.publish(replyTo, encode(result)),
+          backend,
+          now: Date.now,
+          sleep: (ms) => sleep(ms),
+          log: (event, fields) => log.info(event, fields),
+        },
+        { pollMs: 1_000, workingEveryMs: 1_000, loadRetryMs: 2_000, ...opts.agent },
+      ),
+    );
+  }
+  plans.onPlan((plan) => agents.forEach((a) => a.applyPlan(plan)));
+  agents.forEach((a) => a.start());
+
+  const kind = backends[0]?.kind ?? "none";
+  const beat = () => {
+    for (const a of agents) nc.publish(subjects.workerHeartbeat(a.id), encode(a.status(kind)));
+  };
+  beat();
+  const heartbeat = setInterval(beat, opts.heartbeatEveryMs ?? 1_000);
+  heartbeat.unref();
+
+  const service = await startService(nc, {
+    name: ServiceNames.worker,
+    version: opts.version ?? "0.1.0",
+    description: `HADIS workers (${opts.count} × ${kind} backend)`,
+    metadata: { workers: agents.map((a) => a.id).join(","), backend: kind, protocol: String(PROTOCOL_VERSION) },
+  });
+  service.addEndpoint("status", {
+    subject: subjects.workerControl(prefix),
+    handler: (_err, msg) => msg.respond(encode(agents.map((a) => ({ ...a.status(kind), dropped: a.dropped })))),
+  });
+  log.info("workers.started", { count: opts.count, prefix, backend: kind });
+
+  return {
+    name: ServiceNames.worker,
+    agents,
+    async stop(graceMs = 10_000) {
+      clearInterval(heartbeat);
+      plans.close();
+      const done = await within(Promise.all(agents.map((a) => a.stop())), graceMs);
+      if (!done) log.warn("workers.stop_grace_exceeded", {});
+      // Last word: the workers are gone, so the resource manager need not wait for silence.
+      beat();
+      await service.stop().catch(() => undefined);
+      await Promise.all(backends.map((b) => b.close().catch(() => undefined)));
+      log.info("workers.stopped", { prefix });
+    },
+  };
+}

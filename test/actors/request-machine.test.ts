@@ -1,0 +1,112 @@
+import { describe, expect, it } from "vitest";
+import { createActor, fromPromise, SimulatedClock, toPromise } from "xstate";
+import { RequestMachine } from "../../actors/request/request-machine.ts";
+import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RequestOutcome, RouteDecision } from "../../actors/request/types.ts";
+import { HadisError } from "../../contracts/errors.ts";
+
+const PAIR = { light: "light-m", heavy: "heavy-m" };
+
+interface Scenario {
+  hard: boolean;
+  accept?: boolean;
+  skipJudge?: boolean;
+  latencyMs?: Record<string, number>;
+  failModel?: string;
+  deadlineMs?: number;
+}
+
+/** Runs one request on a simulated clock; returns the outcome and what the actors saw. */
+async function run(s: Scenario) {
+  const clock = new SimulatedClock();
+  const calls: string[] = [];
+  const sleep = (ms: number) => new Promise<void>((resolve) => clock.setTimeout(resolve, ms));
+  const machine = RequestMachine.provide({
+    actors: {
+      route: fromPromise<RouteDecision, { prompt: string }>(async () => {
+        calls.push("route");
+        return { hard: s.hard, difficulty: s.hard ? 2 : -1, routerThreshold: 0.2, pair: PAIR, skipJudge: s.skipJudge ?? false, planEpoch: 7 };
+      }),
+      generate: fromPromise<GenerateOutcome, GenerateCall>(async ({ input }) => {
+        calls.push(`generate:${input.model}`);
+        const ms = s.latencyMs?.[input.model] ?? 100;
+        await sleep(ms);
+        if (input.model === s.failModel) throw new HadisError("generation_failed", "gpu fell over");
+        return { image: new Uint8Array([1]), width: 8, height: 8, model: input.model, workerId: "w1", batchSize: 1, queueWaitMs: 0, execMs: ms / 2 };
+      }),
+      judge: fromPromise<JudgeOutcome, JudgeCall>(async ({ input }) => {
+        calls.push(`judge:${input.model}`);
+        await sleep(10);
+        return { score: s.accept ? 0.9 : 0.1, threshold: 0.5, accept: s.accept ?? true };
+      }),
+    },
+  });
+  const actor = createActor(machine, {
+    clock,
+    input: { requestId: "r1", prompt: "a cat", seed: 1, receivedAtMs: 0, deadlineAtMs: s.deadlineMs ?? 10_000, now: () => clock.now() },
+  });
+  actor.start();
+  const done = toPromise(actor) as Promise<RequestOutcome>;
+  // Advance simulated time in small steps, letting promise callbacks run between them.
+  for (let t = 0; t < 20_000 && actor.getSnapshot().status === "active"; t += 5) {
+    await Promise.resolve();
+    await Promise.resolve();
+    clock.increment(5);
+  }
+  return { outcome: await done, calls };
+}
+
+describe("RequestMachine", () => {
+  it("serves an easy prompt from the light model when the judge accepts", async () => {
+    const { outcome, calls } = await run({ hard: false, accept: true });
+    expect(calls).toEqual(["route", "generate:light-m", "judge:light-m"]);
+    expect(outcome.ok).toBe(true);
+    if (!outcome.ok) return;
+    expect(outcome.route).toBe("light");
+    expect(outcome.models).toEqual({ light: "light-m" });
+    expect(outcome.judge?.score).toBe(0.9);
+    expect(outcome.timings.lightMs).toBe(50);
+    expect(outcome.timings.queueWaitMs).toBeGreaterThanOrEqual(50);
+    expect(outcome.timings.totalMs).toBeGreaterThanOrEqual(110);
+  });
+
+  it("sends a hard prompt straight to the heavy model, skipping light and judge", async () => {
+    const { outcome, calls } = await run({ hard: true });
+    expect(calls).toEqual(["route", "generate:heavy-m"]);
+    expect(outcome.ok && outcome.route).toBe("heavy");
+  });
+
+  it("escalates a rejected light image to the heavy model", async () => {
+    const { outcome, calls } = await run({ hard: false, accept: false });
+    expect(calls).toEqual(["route", "generate:light-m", "judge:light-m", "generate:heavy-m"]);
+    expect(outcome.ok).toBe(true);
+    if (!outcome.ok) return;
+    expect(outcome.route).toBe("light→heavy");
+    expect(outcome.models).toEqual({ light: "light-m", heavy: "heavy-m" });
+    expect(outcome.image.model).toBe("heavy-m");
+    expect(outcome.judge?.accept).toBe(false);
+  });
+
+  it("serves light without judging when the plan escalates nothing", async () => {
+    const { outcome, calls } = await run({ hard: false, skipJudge: true });
+    expect(calls).toEqual(["route", "generate:light-m"]);
+    expect(outcome.ok && outcome.route).toBe("light");
+  });
+
+  it("expires when the deadline passes mid-generation", async () => {
+    const { outcome, calls } = await run({ hard: true, deadlineMs: 300, latencyMs: { "heavy-m": 1000 } });
+    expect(calls).toEqual(["route", "generate:heavy-m"]);
+    expect(outcome.ok).toBe(false);
+    if (outcome.ok) return;
+    expect(outcome.state).toBe("expired");
+    expect((outcome.error as HadisError).code).toBe("deadline_exceeded");
+    expect(outcome.timings.totalMs).toBe(300);
+  });
+
+  it("fails with the worker's error when generation fails", async () => {
+    const { outcome } = await run({ hard: false, accept: false, failModel: "heavy-m" });
+    expect(outcome.ok).toBe(false);
+    if (outcome.ok) return;
+    expect(outcome.state).toBe("failed");
+    expect((outcome.error as HadisError).code).toBe("generation_failed");
+  });
+});
