@@ -16,6 +16,7 @@ const runOptions = (cmd: Command) =>
     .addOption(new Option("--backend <kind>", "worker and judge backend").choices(["profile", "onnx"]).default("profile"))
     .option("--zero-latency", "profile backends do not wait (overhead benchmarks)")
     .option("--profiles <dir>", "profiles folder (default: the repository's profiles/)")
+    .option("--static-config <json>", 'static policy configuration, e.g. \'{"light":"sdxl-lightning","heavy":"sd35-large","routerThreshold":0.3,"discThreshold":0.1}\'')
     .addOption(new Option("--storage <kind>", "JetStream storage of the work queue").choices(["file", "memory"]).default("file"));
 
 runOptions(
@@ -29,7 +30,7 @@ runOptions(
 runOptions(
   program
     .command("serve")
-    .description("run one service against a NATS server: router | worker | discriminator | resource-manager")
+    .description("run one service against a NATS server: router | worker | discriminator | resource-manager | all")
     .argument("<service>")
     .option("--nats <url>", "NATS server URL", DEFAULT_NATS_URL)
     .option("--id-prefix <prefix>", "worker ids are <prefix>-NN (default: random)"),

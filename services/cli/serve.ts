@@ -3,6 +3,8 @@ import { resolve } from "node:path";
 import { startNatsServer, type LocalServer } from "../lib/nats-server.ts";
 import { createLogger } from "../lib/log.ts";
 import { startSystem, SERVICE_KINDS, type RunningSystem, type ServiceKind } from "../system.ts";
+import { DEFAULT_STATIC } from "../resource-manager/policies.ts";
+import type { StaticConfig } from "../../actors/control/static-policy.ts";
 
 /** Options shared by `start` and `serve`. */
 export interface RunOptions {
@@ -15,6 +17,13 @@ export interface RunOptions {
   idPrefix?: string;
   profiles?: string;
   storage: "file" | "memory";
+  /** JSON of a StaticConfig for the static policy. */
+  staticConfig?: string;
+}
+
+function staticConfigOf(opts: RunOptions): StaticConfig | undefined {
+  if (!opts.staticConfig) return undefined;
+  return { ...DEFAULT_STATIC, ...(JSON.parse(opts.staticConfig) as Partial<StaticConfig>) };
 }
 
 /** Runs until SIGINT/SIGTERM, then stops in order and exits 0. */
@@ -59,6 +68,7 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
       policy: opts.policy,
       zeroLatency: opts.zeroLatency,
       profilesDir: opts.profiles,
+      staticConfig: staticConfigOf(opts),
       workQueue: { storage: opts.storage },
     });
   } catch (err) {
@@ -84,11 +94,12 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
 
 /** `hadis serve <service>`: one service against an existing NATS server. */
 export async function serveCommand(kind: string, opts: RunOptions & { nats: string }): Promise<void> {
-  if (!SERVICE_KINDS.includes(kind as ServiceKind)) throw new Error(`unknown service "${kind}"; one of ${SERVICE_KINDS.join(", ")}`);
+  if (kind !== "all" && !SERVICE_KINDS.includes(kind as ServiceKind)) throw new Error(`unknown service "${kind}"; one of ${SERVICE_KINDS.join(", ")}, all`);
   checkBackend(opts.backend);
   const system = await startSystem({
     natsUrl: opts.nats,
-    services: [kind as ServiceKind],
+    services: kind === "all" ? SERVICE_KINDS : [kind as ServiceKind],
+    staticConfig: staticConfigOf(opts),
     workers: opts.workers,
     routers: opts.routers,
     timeScale: opts.timeScale,

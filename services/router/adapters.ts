@@ -118,6 +118,8 @@ export function routerActors(deps: RouterActorDeps) {
         reject(new HadisError("deadline_exceeded", "request ended"));
       }, { once: true });
     });
+    // The request may end (deadline) while the publish is in flight: nobody awaits `result` then.
+    result.catch(() => undefined);
     try {
       await deps.queue.publish(input.model, encode(item), `${input.requestId}/${input.model}`);
     } catch (err) {

@@ -4,7 +4,7 @@
  */
 import { randomInt } from "node:crypto";
 import { createActor, toPromise } from "xstate";
-import { HadisError } from "../../contracts/errors.ts";
+import { asHadisError, HadisError } from "../../contracts/errors.ts";
 import { encode, parseRaw, validate, type Encoding } from "../../contracts/envelope.ts";
 import { GenerateRequestSchema, MAX_PROMPT_CHARS, PROTOCOL_VERSION, type GenerateReply, type RouterStats } from "../../contracts/messages.ts";
 import { QueueGroups, ServiceNames, type Subjects } from "../../contracts/subjects.ts";
@@ -66,6 +66,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   });
   const idempotency = new IdempotencyCache<GenerateReply>(100_000, 10 * 60_000, Date.now);
   const counters = { received: 0, replied: 0, errors: 0, inFlight: 0, arrivalsSinceReport: 0 };
+  const errorsByCode: Record<string, number> = {};
   const inFlight = new Set<Promise<unknown>>();
   let accepting = true;
 
@@ -106,6 +107,8 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       counters.replied++;
     } catch (err) {
       counters.errors++;
+      const code = asHadisError(err).code;
+      errorsByCode[code] = (errorsByCode[code] ?? 0) + 1;
       replyError(msg, err, encoding);
     }
   }
@@ -115,6 +118,8 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     version: opts.version ?? "0.1.0",
     description: "HADIS router: routes each prompt (light, heavy, or light then heavy) under the plan in force",
     metadata: { routerId, protocol: String(PROTOCOL_VERSION) },
+    // Handlers are asynchronous, so the library's own error count stays 0: report ours.
+    statsHandler: async () => ({ ...counters, errorsByCode, orphanedResults: pending.orphaned, malformedResults: pending.malformed }),
   });
   service.addEndpoint("generate", {
     subject: subjects.generate,

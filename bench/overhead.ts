@@ -1,0 +1,131 @@
+/**
+ * The pipeline's own overhead: requests through router → worker → discriminator → reply with
+ * zero-latency profile models, next to raw NATS request-reply measured in the same run.
+ *
+ *   node --import tsx bench/overhead.ts [--seconds 10] [--concurrency 200]
+ *
+ * The system runs in a child process (as `npm start` would), the load here; one nats-server.
+ */
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { startNatsServer } from "../services/lib/nats-server.ts";
+import { connectNats, type NatsConnection } from "../services/lib/nats.ts";
+import { HadisClient } from "../services/lib/client.ts";
+import { median, percentile, r2, writeResult } from "./lib.ts";
+
+const args = new Map(process.argv.slice(2).map((a, i, all) => [a, all[i + 1]]));
+const seconds = Number(args.get("--seconds") ?? 10);
+const concurrency = Number(args.get("--concurrency") ?? 200);
+const openRates = (args.get("--rates") ?? "250,500,1000").split(",").map(Number);
+
+interface Run { label: string; requests: number; errors: number; seconds: number; rps: number; p50Ms: number; p99Ms: number; meanMs: number }
+
+function summarize(label: string, latencies: number[], errors: number, elapsedS: number): Run {
+  return {
+    label,
+    requests: latencies.length,
+    errors,
+    seconds: r2(elapsedS),
+    rps: Math.round(latencies.length / elapsedS),
+    p50Ms: r2(median(latencies)),
+    p99Ms: r2(percentile(latencies, 99)),
+    meanMs: r2(latencies.reduce((a, b) => a + b, 0) / Math.max(1, latencies.length)),
+  };
+}
+
+/** Closed loop: `n` callers, each sending the next request when the last is answered. */
+async function closedLoop(label: string, n: number, durS: number, call: () => Promise<unknown>): Promise<Run> {
+  const latencies: number[] = [];
+  let errors = 0;
+  const end = performance.now() + durS * 1000;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: n }, async () => {
+      while (performance.now() < end) {
+        const t = performance.now();
+        try {
+          await call();
+          latencies.push(performance.now() - t);
+        } catch {
+          errors++;
+        }
+      }
+    }),
+  );
+  return summarize(label, latencies, errors, (performance.now() - started) / 1000);
+}
+
+/** Open loop: Poisson arrivals at `rate` per second, whatever the replies do. */
+async function openLoop(label: string, rate: number, durS: number, call: () => Promise<unknown>): Promise<Run> {
+  const latencies: number[] = [];
+  let errors = 0;
+  const pending: Promise<void>[] = [];
+  const started = performance.now();
+  let next = started;
+  while (next < started + durS * 1000) {
+    next += -Math.log(1 - Math.random()) * (1000 / rate);
+    const wait = next - performance.now();
+    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+    const t = performance.now();
+    pending.push(call().then(() => void latencies.push(performance.now() - t), () => void errors++));
+  }
+  await Promise.all(pending);
+  return summarize(label, latencies, errors, durS);
+}
+
+async function main() {
+  const server = await startNatsServer();
+  const cli = fileURLToPath(new URL("../services/cli/main.ts", import.meta.url));
+  // All requests go light and are judged; 1% are escalated, so the heavy path is exercised too.
+  const system = spawn(process.execPath, [
+    "--import", "tsx", cli, "serve", "all", "--nats", server.url, "--zero-latency", "--storage", "memory", "--workers", "16",
+    "--static-config", JSON.stringify({ light: "sd35-large-turbo", heavy: "sd35-medium", routerThreshold: 0, discThreshold: 0.01, lightBatchSize: 8, heavyBatchSize: 8 }),
+  ], { stdio: ["ignore", "inherit", "inherit"], env: { ...process.env, HADIS_LOG: "warn" } });
+  const nc: NatsConnection = await connectNats(server.url, "bench");
+  const client = new HadisClient(nc);
+  // Wait for the system to serve.
+  for (let i = 0; ; i++) {
+    try {
+      await client.generate({ prompt: "warm up", deadlineMs: 5_000 }, { timeoutMs: 2_000 });
+      break;
+    } catch {
+      if (i > 100) throw new Error("system did not come up");
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+  const echo = nc.subscribe("bench.echo", { callback: (_e, m) => void m.respond(m.data) });
+  const payload = new Uint8Array(160);
+  const rawCall = () => nc.request("bench.echo", payload, { timeout: 5_000 });
+  let i = 0;
+  const hadisCall = () => client.generate({ prompt: `a photo of object ${i++ % 5000}`, deadlineMs: 30_000 });
+
+  // Warm-up both paths.
+  await closedLoop("warm-up raw", 50, 1, rawCall);
+  await closedLoop("warm-up hadis", 50, 2, hadisCall);
+
+  const runs: Run[] = [];
+  runs.push(await closedLoop("raw NATS request-reply, 1 caller", 1, Math.min(3, seconds), rawCall));
+  runs.push(await closedLoop("HADIS generate, 1 caller", 1, Math.min(3, seconds), hadisCall));
+  runs.push(await closedLoop(`raw NATS request-reply, ${concurrency} callers`, concurrency, seconds, rawCall));
+  runs.push(await closedLoop(`HADIS generate, ${concurrency} callers`, concurrency, seconds, hadisCall));
+  for (const rate of openRates) runs.push(await openLoop(`HADIS generate, open loop ${rate}/s`, rate, Math.min(5, seconds), hadisCall));
+
+  console.table(runs);
+  const raw1 = runs[0];
+  const hadis1 = runs[1];
+  const summary = {
+    addedLatencyAt1CallerP50Ms: r2(hadis1.p50Ms - raw1.p50Ms),
+    addedLatencyAt1CallerP99Ms: r2(hadis1.p99Ms - raw1.p99Ms),
+    throughputRatioHadisToRaw: r2(runs[3].rps / runs[2].rps),
+    hadisMaxRps: runs[3].rps,
+  };
+  console.log(summary);
+  console.log("wrote", writeResult("overhead", { date: new Date().toISOString(), seconds, concurrency, runs, summary }));
+  echo.unsubscribe();
+  await nc.close();
+  system.kill("SIGTERM");
+  await new Promise((r) => system.once("exit", r));
+  await server.stop();
+}
+
+await main();

@@ -1,0 +1,49 @@
+/** Starts a real nats-server on a free port and the HADIS services against it, for one test file. */
+import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
+import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
+import { HadisClient } from "../../services/lib/client.ts";
+import { startSystem, type RunningSystem, type SystemOptions } from "../../services/system.ts";
+import { createLogger } from "../../services/lib/log.ts";
+
+/** A test system: server, services, and a client connection. */
+export interface TestSystem {
+  server: LocalServer;
+  system: RunningSystem;
+  nc: NatsConnection;
+  client: HadisClient;
+  stop(): Promise<void>;
+}
+
+/** Starts everything; waits until the first plan assigns every worker. */
+export async function startTestSystem(opts: Partial<SystemOptions> = {}): Promise<TestSystem> {
+  const server = await startNatsServer();
+  const system = await startSystem({
+    natsUrl: server.url,
+    workers: 4,
+    timeScale: 0.001,
+    tickMs: 500,
+    workQueue: { storage: "memory", ackWaitMs: 2_000 },
+    log: createLogger("test", (process.env.HADIS_LOG as "info") ?? "error"),
+    ...opts,
+  });
+  const nc = await connectNats(server.url, "test-client");
+  const want = opts.workers ?? 4;
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    const plan = system.manager?.plans.current;
+    const ready = system.workers?.agents.filter((a) => a.status("x").state === "serving").length ?? 0;
+    if (plan && Object.keys(plan.assignment).length >= want && ready >= want) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    server,
+    system,
+    nc,
+    client: new HadisClient(nc),
+    async stop() {
+      await nc.close();
+      await system.stop(2_000);
+      await server.stop();
+    },
+  };
+}

@@ -1,0 +1,75 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Packr } from "msgpackr";
+import { startTestSystem, type TestSystem } from "../helpers/system.ts";
+import { newHeaders } from "../../services/lib/nats.ts";
+
+let t: TestSystem;
+beforeAll(async () => {
+  t = await startTestSystem({ workers: 2 });
+});
+afterAll(async () => {
+  await t?.stop();
+});
+
+const packr = new Packr({ useRecords: false });
+const pack = (v: unknown) => packr.pack(v);
+const json = (s: string) => new TextEncoder().encode(s);
+
+interface Case {
+  name: string;
+  payload: Uint8Array;
+  json?: boolean;
+  code: string;
+  status: number;
+}
+
+const cases: Case[] = [
+  { name: "malformed msgpack (reserved byte 0xc1)", payload: new Uint8Array([0xc1, 0xc1, 0xc1]), code: "malformed_payload", status: 400 },
+  { name: "truncated msgpack", payload: pack({ prompt: "a red bicycle on a hill" }).subarray(0, 10), code: "malformed_payload", status: 400 },
+  { name: "empty payload", payload: new Uint8Array(0), code: "malformed_payload", status: 400 },
+  { name: "malformed JSON", payload: json('{"prompt": "a cat",'), json: true, code: "malformed_payload", status: 400 },
+  { name: "msgpack that is not a map", payload: pack([1, 2, 3]), code: "invalid_request", status: 400 },
+  { name: "missing prompt", payload: pack({ seed: 3 }), code: "invalid_request", status: 400 },
+  { name: "empty prompt after trimming", payload: pack({ prompt: " \n\t " }), code: "invalid_request", status: 400 },
+  { name: "100,000-character prompt", payload: pack({ prompt: "a".repeat(100_000) }), code: "prompt_too_long", status: 413 },
+  { name: "prompt of the wrong type", payload: pack({ prompt: 42 }), code: "invalid_request", status: 400 },
+  { name: "seed of the wrong type", payload: pack({ prompt: "a cat", seed: "seven" }), code: "invalid_request", status: 400 },
+  { name: "negative deadline", payload: pack({ prompt: "a cat", deadlineMs: -5 }), code: "invalid_request", status: 400 },
+  { name: "unknown field", payload: pack({ prompt: "a cat", colour: "red" }), code: "invalid_request", status: 400 },
+  { name: "unknown field in JSON", payload: json('{"prompt":"a cat","x":1}'), json: true, code: "invalid_request", status: 400 },
+  { name: "unsupported protocol version", payload: pack({ v: 99, prompt: "a cat" }), code: "unsupported_version", status: 400 },
+  { name: "deadline too short to meet", payload: pack({ prompt: "a cat", deadlineMs: 1 }), code: "deadline_exceeded", status: 504 },
+];
+
+describe("bad input on hadis.generate", () => {
+  for (const c of cases) {
+    it(`${c.name} → ${c.code}, then the next good request is served`, async () => {
+      const h = newHeaders();
+      if (c.json) h.set("Content-Type", "application/json");
+      const started = performance.now();
+      const msg = await t.nc.request("hadis.generate", c.payload, { timeout: 2_000, headers: h });
+      const elapsedMs = performance.now() - started;
+      expect(elapsedMs).toBeLessThan(100);
+      expect(msg.headers?.get("Nats-Service-Error-Code")).toBe(String(c.status));
+      expect(msg.headers?.get("Nats-Service-Error")).toMatch(new RegExp(`^${c.code}: `));
+      const body = c.json ? JSON.parse(new TextDecoder().decode(msg.data)) : packr.unpack(msg.data);
+      expect(body.v).toBe(1);
+      expect(body.error.code).toBe(c.code);
+      expect(body.error.status).toBe(c.status);
+      expect(typeof body.error.message).toBe("string");
+      const good = await t.client.generate({ prompt: "a red bicycle", deadlineMs: 20_000 });
+      expect(good.image.byteLength).toBeGreaterThan(0);
+    });
+  }
+
+  it("counts the errors in $SRV.STATS and keeps serving", async () => {
+    const msg = await t.nc.request("$SRV.STATS.hadis-router", new Uint8Array(), { timeout: 2_000 });
+    const stats = JSON.parse(new TextDecoder().decode(msg.data));
+    const generate = stats.endpoints.find((e: { name: string }) => e.name === "generate");
+    expect(generate.num_requests).toBeGreaterThanOrEqual(2 * cases.length);
+    expect(generate.data.errors).toBeGreaterThanOrEqual(cases.length);
+    expect(generate.data.errorsByCode.invalid_request).toBeGreaterThanOrEqual(8);
+    expect(generate.data.errorsByCode.malformed_payload).toBeGreaterThanOrEqual(4);
+    expect(generate.data.replied).toBeGreaterThanOrEqual(cases.length);
+  });
+});
