@@ -49,7 +49,12 @@ export function parseRaw(data: Uint8Array, encoding: Encoding = "msgpack"): unkn
   }
   try {
     if (encoding === "json") return JSON.parse(textDecoder.decode(data));
-    return packr.unpack(data);
+    const value = packr.unpack(data);
+    // msgpackr answers the reserved byte 0xc1 with a marker object instead of an error.
+    if (value === undefined || (typeof value === "object" && value !== null && value.constructor?.name === "C1Type")) {
+      throw new Error("reserved or empty msgpack value");
+    }
+    return value;
   } catch (err) {
     throw new HadisError("malformed_payload", `payload is not valid ${encoding}: ${(err as Error).message}`, {}, { cause: err });
   }

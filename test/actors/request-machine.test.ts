@@ -22,7 +22,7 @@ async function run(s: Scenario) {
   const sleep = (ms: number) => new Promise<void>((resolve) => clock.setTimeout(resolve, ms));
   const machine = RequestMachine.provide({
     actors: {
-      route: fromPromise<RouteDecision, { prompt: string }>(async () => {
+      route: fromPromise<RouteDecision, { prompt: string; requestId: string }>(async () => {
         calls.push("route");
         return { hard: s.hard, difficulty: s.hard ? 2 : -1, routerThreshold: 0.2, pair: PAIR, skipJudge: s.skipJudge ?? false, planEpoch: 7 };
       }),

@@ -87,7 +87,7 @@ describe("hadis.generate over real NATS", () => {
   it("every service answers $SRV.PING", async () => {
     const seen = new Set<string>();
     const inbox = `_INBOX.ping.${Date.now()}`;
-    const sub = t.nc.subscribe(inbox, { callback: (_e, m) => seen.add(JSON.parse(new TextDecoder().decode(m.data)).name) });
+    const sub = t.nc.subscribe(inbox, { callback: (_e, m) => void seen.add(JSON.parse(new TextDecoder().decode(m.data)).name) });
     t.nc.publish("$SRV.PING", new Uint8Array(), { reply: inbox });
     await new Promise((r) => setTimeout(r, 500));
     sub.unsubscribe();

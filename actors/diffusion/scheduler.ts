@@ -1,0 +1,259 @@
+/**
+ * Diffusion schedulers built from a diffusers `scheduler_config.json`: Euler discrete,
+ * Euler ancestral, DDIM and LCM, with the formulas of diffusers' implementations
+ * (timestep spacing leading/trailing/linspace, scaled_linear/linear betas,
+ * epsilon/v_prediction/sample targets). Latents are flat Float32Arrays (batch-major).
+ */
+
+/** The scheduler families implemented here. */
+export const SchedulerKind = {
+  EulerDiscrete: "EulerDiscreteScheduler",
+  EulerAncestral: "EulerAncestralDiscreteScheduler",
+  Ddim: "DDIMScheduler",
+  Lcm: "LCMScheduler",
+} as const;
+/** One scheduler family. */
+export type SchedulerKind = (typeof SchedulerKind)[keyof typeof SchedulerKind];
+
+/** The fields of `scheduler_config.json` these schedulers read (diffusers defaults apply). */
+export interface SchedulerConfig {
+  _class_name?: string;
+  num_train_timesteps?: number;
+  beta_start?: number;
+  beta_end?: number;
+  beta_schedule?: string;
+  prediction_type?: string;
+  timestep_spacing?: string;
+  steps_offset?: number;
+  set_alpha_to_one?: boolean;
+  original_inference_steps?: number;
+  timestep_scaling?: number;
+}
+
+/** A configured schedule for a fixed number of steps. */
+export interface Scheduler {
+  readonly kind: SchedulerKind;
+  /** The model timestep for each step, in order. */
+  readonly timesteps: readonly number[];
+  /** Multiplier of unit Gaussian noise for the initial latents. */
+  readonly initNoiseSigma: number;
+  /** Noise levels per step plus a final 0 (Euler family only). */
+  readonly sigmas?: readonly number[];
+  /** Scales the denoiser input at step `index` (Euler divides by sqrt(sigma²+1)). */
+  scaleModelInput(sample: Float32Array, index: number): Float32Array;
+  /**
+   * One denoising step from step `index`; `drawNoise` supplies unit Gaussian noise of the
+   * sample's length for the stochastic schedulers (ancestral, LCM).
+   */
+  step(modelOutput: Float32Array, index: number, sample: Float32Array, drawNoise: () => Float32Array): Float32Array;
+}
+
+/** Training schedule: `alphas_cumprod` in float32 as diffusers keeps it. */
+export function alphasCumprod(config: SchedulerConfig): Float32Array {
+  const n = config.num_train_timesteps ?? 1000;
+  const start = config.beta_start ?? 0.0001;
+  const end = config.beta_end ?? 0.02;
+  const schedule = config.beta_schedule ?? "linear";
+  const betas = new Float32Array(n);
+  for (let i = 0; i < n; i++) {
+    const f = n === 1 ? 0 : i / (n - 1);
+    if (schedule === "scaled_linear") betas[i] = (Math.sqrt(start) + f * (Math.sqrt(end) - Math.sqrt(start))) ** 2;
+    else if (schedule === "linear") betas[i] = start + f * (end - start);
+    else throw new Error(`scheduler: unsupported beta_schedule "${schedule}"`);
+  }
+  const out = new Float32Array(n);
+  let prod = 1;
+  for (let i = 0; i < n; i++) {
+    prod = Math.fround(prod * Math.fround(1 - betas[i]));
+    out[i] = prod;
+  }
+  return out;
+}
+
+/** Timesteps (descending) for `steps` inference steps with the config's `timestep_spacing`. */
+export function spacedTimesteps(config: SchedulerConfig, steps: number, defaultSpacing = "leading"): number[] {
+  const n = config.num_train_timesteps ?? 1000;
+  const spacing = config.timestep_spacing ?? defaultSpacing;
+  const offset = config.steps_offset ?? 0;
+  if (steps < 1 || steps > n) throw new Error(`scheduler: steps ${steps} outside 1..${n}`);
+  const out: number[] = [];
+  if (spacing === "leading") {
+    const ratio = Math.floor(n / steps);
+    for (let i = steps - 1; i >= 0; i--) out.push(Math.round(i * ratio) + offset);
+  } else if (spacing === "trailing") {
+    const ratio = n / steps;
+    for (let t = n; t > 0 && out.length < steps; t -= ratio) out.push(Math.round(t) - 1);
+  } else if (spacing === "linspace") {
+    for (let i = steps - 1; i >= 0; i--) out.push(steps === 1 ? 0 : (i * (n - 1)) / (steps - 1));
+  } else {
+    throw new Error(`scheduler: unsupported timestep_spacing "${spacing}"`);
+  }
+  return out;
+}
+
+/** Linear interpolation of a table at fractional index `x` (numpy.interp over 0..len-1). */
+function interp(table: ArrayLike<number>, x: number): number {
+  if (x <= 0) return table[0];
+  if (x >= table.length - 1) return table[table.length - 1];
+  const lo = Math.floor(x);
+  return table[lo] + (table[lo + 1] - table[lo]) * (x - lo);
+}
+
+/** x0 from an epsilon / v / sample prediction at DDPM alpha-bar `alpha`. */
+function predictX0(kind: string, out: number, x: number, alpha: number): number {
+  const beta = 1 - alpha;
+  if (kind === "epsilon") return (x - Math.sqrt(beta) * out) / Math.sqrt(alpha);
+  if (kind === "v_prediction") return Math.sqrt(alpha) * x - Math.sqrt(beta) * out;
+  return out;
+}
+
+function checkPrediction(config: SchedulerConfig): string {
+  const kind = config.prediction_type ?? "epsilon";
+  if (kind !== "epsilon" && kind !== "v_prediction" && kind !== "sample") {
+    throw new Error(`scheduler: unsupported prediction_type "${kind}"`);
+  }
+  return kind;
+}
+
+/** Euler (and Euler ancestral) over Karras-style sigmas interpolated at the timesteps. */
+export function eulerScheduler(config: SchedulerConfig, steps: number, ancestral: boolean): Scheduler {
+  const prediction = checkPrediction(config);
+  const ac = alphasCumprod(config);
+  const trainSigmas = Float32Array.from(ac, (a) => Math.sqrt((1 - a) / a));
+  const spacing = config.timestep_spacing ?? "linspace";
+  const timesteps = spacedTimesteps(config, steps, "linspace");
+  const sigmas = [...timesteps.map((t) => Math.fround(interp(trainSigmas, t))), 0];
+  const maxSigma = Math.max(...sigmas);
+  const initNoiseSigma = spacing === "linspace" || spacing === "trailing" ? maxSigma : Math.sqrt(maxSigma ** 2 + 1);
+  return {
+    kind: ancestral ? SchedulerKind.EulerAncestral : SchedulerKind.EulerDiscrete,
+    timesteps,
+    initNoiseSigma,
+    sigmas,
+    scaleModelInput(sample, index) {
+      const scale = 1 / Math.sqrt(sigmas[index] ** 2 + 1);
+      return Float32Array.from(sample, (v) => v * scale);
+    },
+    step(modelOutput, index, sample, drawNoise) {
+      const sigma = sigmas[index];
+      const next = sigmas[index + 1];
+      let down = next;
+      let up = 0;
+      if (ancestral) {
+        up = Math.sqrt((next ** 2 * (sigma ** 2 - next ** 2)) / sigma ** 2);
+        down = Math.sqrt(next ** 2 - up ** 2);
+      }
+      const dt = down - sigma;
+      const noise = up > 0 ? drawNoise() : undefined;
+      const out = new Float32Array(sample.length);
+      const c = 1 / Math.sqrt(sigma ** 2 + 1);
+      for (let i = 0; i < sample.length; i++) {
+        const x = sample[i];
+        const m = modelOutput[i];
+        let x0: number;
+        if (prediction === "epsilon") x0 = x - sigma * m;
+        else if (prediction === "v_prediction") x0 = m * (-sigma * c) + x * c * c;
+        else x0 = m;
+        const derivative = (x - x0) / sigma;
+        out[i] = x + derivative * dt + (noise ? noise[i] * up : 0);
+      }
+      return out;
+    },
+  };
+}
+
+/** DDIM with eta = 0 (deterministic), as diffusers' DDIMScheduler. */
+export function ddimScheduler(config: SchedulerConfig, steps: number): Scheduler {
+  const prediction = checkPrediction(config);
+  const ac = alphasCumprod(config);
+  const n = config.num_train_timesteps ?? 1000;
+  const finalAlpha = config.set_alpha_to_one ?? true ? 1 : ac[0];
+  const timesteps = spacedTimesteps(config, steps, "leading").map((t) => Math.round(t));
+  const stride = Math.floor(n / steps);
+  return {
+    kind: SchedulerKind.Ddim,
+    timesteps,
+    initNoiseSigma: 1,
+    scaleModelInput: (sample) => sample,
+    step(modelOutput, index, sample) {
+      const t = timesteps[index];
+      const prev = t - stride;
+      const alpha = ac[t];
+      const alphaPrev = prev >= 0 ? ac[prev] : finalAlpha;
+      const out = new Float32Array(sample.length);
+      for (let i = 0; i < sample.length; i++) {
+        const x = sample[i];
+        const m = modelOutput[i];
+        const x0 = predictX0(prediction, m, x, alpha);
+        const eps =
+          prediction === "epsilon"
+            ? m
+            : prediction === "v_prediction"
+              ? Math.sqrt(alpha) * m + Math.sqrt(1 - alpha) * x
+              : (x - Math.sqrt(alpha) * x0) / Math.sqrt(1 - alpha);
+        out[i] = Math.sqrt(alphaPrev) * x0 + Math.sqrt(1 - alphaPrev) * eps;
+      }
+      return out;
+    },
+  };
+}
+
+/** Latent consistency (LCM) multistep sampling, as diffusers' LCMScheduler. */
+export function lcmScheduler(config: SchedulerConfig, steps: number): Scheduler {
+  const prediction = checkPrediction(config);
+  const ac = alphasCumprod(config);
+  const n = config.num_train_timesteps ?? 1000;
+  const original = config.original_inference_steps ?? 50;
+  const scaling = config.timestep_scaling ?? 10;
+  const finalAlpha = config.set_alpha_to_one ?? true ? 1 : ac[0];
+  if (steps > original) throw new Error(`scheduler: LCM steps ${steps} > original_inference_steps ${original}`);
+  const k = Math.floor(n / original);
+  const origin: number[] = [];
+  for (let i = original; i >= 1; i--) origin.push(i * k - 1);
+  const timesteps: number[] = [];
+  for (let i = 0; i < steps; i++) timesteps.push(origin[Math.floor((i * origin.length) / steps)]);
+  const sigmaData = 0.5;
+  return {
+    kind: SchedulerKind.Lcm,
+    timesteps,
+    initNoiseSigma: 1,
+    scaleModelInput: (sample) => sample,
+    step(modelOutput, index, sample, drawNoise) {
+      const t = timesteps[index];
+      const prev = index + 1 < timesteps.length ? timesteps[index + 1] : t;
+      const alpha = ac[t];
+      const alphaPrev = prev >= 0 ? ac[prev] : finalAlpha;
+      const scaled = t * scaling;
+      const cSkip = sigmaData ** 2 / (scaled ** 2 + sigmaData ** 2);
+      const cOut = scaled / Math.sqrt(scaled ** 2 + sigmaData ** 2);
+      const last = index === timesteps.length - 1;
+      const noise = last ? undefined : drawNoise();
+      const out = new Float32Array(sample.length);
+      for (let i = 0; i < sample.length; i++) {
+        const x = sample[i];
+        const denoised = cOut * predictX0(prediction, modelOutput[i], x, alpha) + cSkip * x;
+        out[i] = noise ? Math.sqrt(alphaPrev) * denoised + Math.sqrt(1 - alphaPrev) * noise[i] : denoised;
+      }
+      return out;
+    },
+  };
+}
+
+/**
+ * A scheduler for `steps` steps from a parsed `scheduler_config.json`. Classes without an
+ * implementation here (PNDM, LMS, DPM-Solver, …) fall back to Euler discrete over the same
+ * betas unless `override` names one of the implemented kinds.
+ */
+export function createScheduler(config: SchedulerConfig, steps: number, override?: SchedulerKind): Scheduler {
+  const kind = override ?? config._class_name;
+  switch (kind) {
+    case SchedulerKind.EulerAncestral:
+      return eulerScheduler(config, steps, true);
+    case SchedulerKind.Ddim:
+      return ddimScheduler(config, steps);
+    case SchedulerKind.Lcm:
+      return lcmScheduler(config, steps);
+    default:
+      return eulerScheduler(config, steps, false);
+  }
+}

@@ -1,0 +1,346 @@
+/**
+ * Text-to-image with ONNX models in the optimum/diffusers export layout: SD 1.x/2.x,
+ * distilled few-step models (SD-Turbo, SDXS, LCM) and SDXL. Tokenize → text encoder(s) →
+ * seeded latents → scheduler loop over the UNet (with classifier-free guidance when
+ * guidanceScale > 1) → VAE decoder → PNG. Deterministic for a seed; a batch gives the same
+ * bytes as its images run one by one.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import type { GeneratedImage, GenerationInput } from "../../../actors/worker/backend.ts";
+import { encodePng } from "../../../actors/diffusion/png.ts";
+import { vaeOutputToRgb } from "../../../actors/diffusion/image.ts";
+import { GaussianRng, combineGuidance, guidanceScaleEmbedding } from "../../../actors/diffusion/rng.ts";
+import { createScheduler, type SchedulerConfig, type SchedulerKind } from "../../../actors/diffusion/scheduler.ts";
+import { ClipTokenizer, CLIP_EOS_TOKEN, padTokenFromConfig } from "../../../actors/diffusion/tokenizer.ts";
+import { OnnxModel, type RuntimeOptions, type TensorData, type ValueSpec } from "./runtime.ts";
+
+/** Generation settings; the defaults are diffusers' (50 steps, guidance 7.5, the UNet's native size). */
+export interface PipelineOptions extends RuntimeOptions {
+  /** Denoising steps (default 50; 1–4 for turbo/LCM/SDXS models). */
+  steps?: number;
+  /** Classifier-free guidance scale; ≤ 1 runs the UNet once per step without guidance (default 7.5). */
+  guidanceScale?: number;
+  /** Output size in pixels, multiples of 8 (default: UNet `sample_size` · 8). */
+  height?: number;
+  width?: number;
+  /** Scheduler to use instead of the one `scheduler_config.json` names. */
+  scheduler?: SchedulerKind;
+  /** Negative prompt for guidance (default empty). */
+  negativePrompt?: string;
+  /**
+   * Make a batch byte-identical to its images run one by one, at the price of running a
+   * single unguided image as two UNet rows (default false).
+   */
+  batchInvariant?: boolean;
+}
+
+/** What a loaded pipeline is. */
+export interface PipelineInfo {
+  dir: string;
+  /** `sd` (one text encoder) or `sdxl` (two, pooled embeds and time ids). */
+  family: "sd" | "sdxl";
+  steps: number;
+  guidanceScale: number;
+  height: number;
+  width: number;
+  scheduler: string;
+}
+
+interface Encoder {
+  model: OnnxModel;
+  tokenizer: ClipTokenizer;
+  /** Output used as per-token embeddings (last or penultimate hidden state). */
+  hiddenOutput: string;
+  /** Pooled output (SDXL second encoder's `text_embeds`). */
+  pooledOutput?: string;
+}
+
+function readJson(file: string): Record<string, unknown> {
+  if (!existsSync(file)) throw new Error(`${file}: missing file`);
+  try {
+    return JSON.parse(readFileSync(file, "utf8")) as Record<string, unknown>;
+  } catch (err) {
+    throw new Error(`${file}: invalid JSON: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+function readTokenizer(dir: string, defaultPad: string): ClipTokenizer {
+  const vocabFile = join(dir, "vocab.json");
+  const mergesFile = join(dir, "merges.txt");
+  if (!existsSync(mergesFile)) throw new Error(`${mergesFile}: missing file`);
+  const configFile = join(dir, "tokenizer_config.json");
+  const config = existsSync(configFile) ? readJson(configFile) : {};
+  const maxLength = typeof config.model_max_length === "number" && config.model_max_length < 1e6 ? config.model_max_length : 77;
+  return new ClipTokenizer(readJson(vocabFile) as Record<string, number>, readFileSync(mergesFile, "utf8"), {
+    padToken: padTokenFromConfig(config) ?? defaultPad,
+    maxLength,
+  });
+}
+
+/** The deepest-but-one `hidden_states.N` output (SDXL conditions on the penultimate layer). */
+function penultimateOutput(model: OnnxModel): string {
+  const layers = model.outputs
+    .map((o) => /^hidden_states\.(\d+)$/.exec(o.name)?.[1])
+    .filter((n): n is string => n !== undefined)
+    .map(Number);
+  return layers.length >= 2 ? `hidden_states.${Math.max(...layers) - 1}` : "last_hidden_state";
+}
+
+function requireFloat(model: OnnxModel, name: string): void {
+  const type = model.input(name)?.type;
+  if (type && type !== "float32") throw new Error(`${model.file}: input "${name}" is ${type}; only float32 models are supported`);
+}
+
+function concat(parts: readonly Float32Array[]): Float32Array {
+  const out = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
+  let offset = 0;
+  for (const part of parts) {
+    out.set(part, offset);
+    offset += part.length;
+  }
+  return out;
+}
+
+/** A loaded ONNX diffusion pipeline; `release()` frees its sessions. */
+export class OnnxDiffusionPipeline {
+  private constructor(
+    readonly info: PipelineInfo,
+    private readonly encoders: Encoder[],
+    private readonly unet: OnnxModel,
+    private readonly vae: OnnxModel,
+    private readonly schedulerConfig: SchedulerConfig,
+    private readonly options: PipelineOptions,
+    private readonly vaeScale: number,
+    private readonly zeroUncond: boolean,
+  ) {}
+
+  /** Loads and validates a model folder; errors name the offending file and mismatch. */
+  static async load(dir: string, options: PipelineOptions = {}): Promise<OnnxDiffusionPipeline> {
+    const index = readJson(join(dir, "model_index.json"));
+    const xl = "text_encoder_2" in index || existsSync(join(dir, "text_encoder_2"));
+    const schedulerConfig = readJson(join(dir, "scheduler", "scheduler_config.json")) as SchedulerConfig;
+    const tokenizer = readTokenizer(join(dir, "tokenizer"), CLIP_EOS_TOKEN);
+    const tokenizer2 = xl ? readTokenizer(join(dir, "tokenizer_2"), "!") : undefined;
+    const opened: OnnxModel[] = [];
+    const open = async (component: string) => {
+      const model = await OnnxModel.open(join(dir, component, "model.onnx"), options);
+      opened.push(model);
+      return model;
+    };
+    try {
+      const encoders: Encoder[] = [];
+      const textInputs: ValueSpec[] = [{ name: "input_ids", rank: 2 }, { name: "attention_mask", rank: 2, optional: true }];
+      const te = await open("text_encoder");
+      te.validate(textInputs, [{ name: "last_hidden_state", rank: 3 }]);
+      encoders.push({ model: te, tokenizer, hiddenOutput: xl ? penultimateOutput(te) : "last_hidden_state" });
+      if (xl && tokenizer2) {
+        const te2 = await open("text_encoder_2");
+        te2.validate(textInputs, [{ name: "text_embeds", rank: 2 }, { name: "last_hidden_state", rank: 3 }]);
+        encoders.push({ model: te2, tokenizer: tokenizer2, hiddenOutput: penultimateOutput(te2), pooledOutput: "text_embeds" });
+      }
+      const unet = await open("unet");
+      const unetInputs: ValueSpec[] = [
+        { name: "sample", rank: 4 },
+        { name: "timestep", rank: unet.input("timestep")?.shape.length === 0 ? 0 : 1 },
+        { name: "encoder_hidden_states", rank: 3 },
+        { name: "timestep_cond", rank: 2, optional: true },
+      ];
+      if (xl) unetInputs.push({ name: "text_embeds", rank: 2 }, { name: "time_ids", rank: 2 });
+      unet.validate(unetInputs, [{ name: "out_sample", rank: 4 }]);
+      for (const name of ["sample", "encoder_hidden_states", "text_embeds", "time_ids"]) requireFloat(unet, name);
+      const crossDim = unet.input("encoder_hidden_states")?.shape[2];
+      const textDim = encoders.reduce<number | undefined>((sum, e) => {
+        const d = e.model.output(e.hiddenOutput)?.shape[2];
+        return typeof d === "number" && sum !== undefined ? sum + d : undefined;
+      }, 0);
+      if (typeof crossDim === "number" && textDim !== undefined && crossDim !== textDim) {
+        throw new Error(`${unet.file}: input "encoder_hidden_states" has width ${crossDim}, text encoder(s) produce ${textDim}`);
+      }
+      const vae = await open("vae_decoder");
+      vae.validate([{ name: "latent_sample", rank: 4 }], [{ name: "sample", rank: 4 }]);
+      requireFloat(vae, "latent_sample");
+
+      const unetConfigFile = join(dir, "unet", "config.json");
+      const unetConfig = existsSync(unetConfigFile) ? readJson(unetConfigFile) : {};
+      const fixedSide = unet.input("sample")?.shape[2];
+      const sampleSize = typeof unetConfig.sample_size === "number" ? unetConfig.sample_size : typeof fixedSide === "number" ? fixedSide : xl ? 128 : 64;
+      const vaeConfigFile = join(dir, "vae_decoder", "config.json");
+      const vaeConfig = existsSync(vaeConfigFile) ? readJson(vaeConfigFile) : {};
+      const vaeScale = typeof vaeConfig.scaling_factor === "number" ? vaeConfig.scaling_factor : xl ? 0.13025 : 0.18215;
+      const height = options.height ?? sampleSize * 8;
+      const width = options.width ?? sampleSize * 8;
+      if (height % 8 !== 0 || width % 8 !== 0) throw new Error(`${dir}: height and width must be multiples of 8 (got ${height}×${width})`);
+      const steps = options.steps ?? 50;
+      const info: PipelineInfo = {
+        dir,
+        family: xl ? "sdxl" : "sd",
+        steps,
+        guidanceScale: options.guidanceScale ?? 7.5,
+        height,
+        width,
+        scheduler: createScheduler(schedulerConfig, steps, options.scheduler).kind,
+      };
+      const zeroUncond = xl && index.force_zeros_for_empty_prompt !== false && !options.negativePrompt;
+      return new OnnxDiffusionPipeline(info, encoders, unet, vae, schedulerConfig, options, vaeScale, zeroUncond);
+    } catch (err) {
+      await Promise.all(opened.map((m) => m.release()));
+      throw err;
+    }
+  }
+
+  /** Per-token embeddings `[N, 77, D]` and pooled embeddings `[N, P]` (SDXL) for prompts. */
+  private async encodeText(prompts: readonly string[]): Promise<{ hidden: Float32Array; pooled?: Float32Array; dim: number }> {
+    const perEncoder: { data: Float32Array; dim: number }[] = [];
+    let pooled: Float32Array | undefined;
+    const n = prompts.length;
+    let seq = 0;
+    for (const enc of this.encoders) {
+      const ids = prompts.flatMap((p) => enc.tokenizer.encodePadded(p));
+      seq = enc.tokenizer.maxLength;
+      const idInfo = enc.model.input("input_ids");
+      const ids64 = idInfo?.type === "int64";
+      const feeds: Record<string, TensorData> = {
+        input_ids: ids64
+          ? { type: "int64", data: BigInt64Array.from(ids, (v) => BigInt(v)), dims: [n, seq] }
+          : { type: "int32", data: Int32Array.from(ids), dims: [n, seq] },
+      };
+      if (enc.model.input("attention_mask")) {
+        const mask = prompts.flatMap((p) => {
+          const len = enc.tokenizer.encode(p).length;
+          return Array.from({ length: seq }, (_, i) => (i < len ? 1 : 0));
+        });
+        feeds.attention_mask = ids64
+          ? { type: "int64", data: BigInt64Array.from(mask, (v) => BigInt(v)), dims: [n, seq] }
+          : { type: "int32", data: Int32Array.from(mask), dims: [n, seq] };
+      }
+      const outputs = [enc.hiddenOutput, ...(enc.pooledOutput ? [enc.pooledOutput] : [])];
+      const result = await enc.model.run(feeds, outputs);
+      const hidden = result[enc.hiddenOutput];
+      perEncoder.push({ data: hidden.data, dim: hidden.dims[2] });
+      if (enc.pooledOutput) pooled = result[enc.pooledOutput].data;
+    }
+    if (perEncoder.length === 1) return { hidden: perEncoder[0].data, pooled, dim: perEncoder[0].dim };
+    const dim = perEncoder.reduce((s, e) => s + e.dim, 0);
+    const hidden = new Float32Array(n * seq * dim);
+    for (let row = 0; row < n * seq; row++) {
+      let offset = row * dim;
+      for (const e of perEncoder) {
+        hidden.set(e.data.subarray(row * e.dim, (row + 1) * e.dim), offset);
+        offset += e.dim;
+      }
+    }
+    return { hidden, pooled, dim };
+  }
+
+  private timestepTensor(t: number, batch: number): TensorData {
+    const info = this.unet.input("timestep");
+    const rank0 = info?.shape.length === 0;
+    const fixed = info?.shape[0];
+    const count = rank0 ? 1 : typeof fixed === "number" ? fixed : batch;
+    const dims = rank0 ? [] : [count];
+    // Integer timestep inputs get the value truncated, as numpy's float → int cast does in diffusers.
+    if (info?.type === "int64") return { type: "int64", data: new BigInt64Array(count).fill(BigInt(Math.trunc(t))), dims };
+    if (info?.type === "int32") return { type: "int32", data: new Int32Array(count).fill(Math.trunc(t)), dims };
+    return { type: "float32", data: new Float32Array(count).fill(t), dims };
+  }
+
+  /** Generates one PNG per input, as one batch; `steps` overrides the configured count. */
+  async generate(batch: readonly GenerationInput[], overrides: { steps?: number } = {}): Promise<GeneratedImage[]> {
+    if (batch.length === 0) return [];
+    const { height, width } = this.info;
+    const steps = overrides.steps ?? this.info.steps;
+    const guidance = this.info.guidanceScale;
+    const embedsGuidance = this.unet.input("timestep_cond") !== undefined;
+    const cfg = guidance > 1 && !embedsGuidance;
+    const b = batch.length;
+    const scheduler = createScheduler(this.schedulerConfig, steps, this.options.scheduler);
+
+    // One prompt per text-encoder run: a batched GEMM may round differently from a single-row
+    // one, and encoding is a small share of the cost, so this keeps batch == singles bytewise.
+    const perPrompt = [];
+    for (const x of batch) perPrompt.push(await this.encodeText([x.prompt]));
+    const cond = {
+      hidden: concat(perPrompt.map((e) => e.hidden)),
+      pooled: perPrompt[0].pooled ? concat(perPrompt.map((e) => e.pooled as Float32Array)) : undefined,
+      dim: perPrompt[0].dim,
+    };
+    let hidden = cond.hidden;
+    let pooled = cond.pooled;
+    if (cfg) {
+      const rowHidden = cond.hidden.length / b;
+      const rowPooled = cond.pooled ? cond.pooled.length / b : 0;
+      let uncondHidden: Float32Array = new Float32Array(rowHidden);
+      let uncondPooled: Float32Array = new Float32Array(rowPooled);
+      if (!this.zeroUncond) {
+        const uncond = await this.encodeText([this.options.negativePrompt ?? ""]);
+        uncondHidden = uncond.hidden;
+        uncondPooled = uncond.pooled ?? uncondPooled;
+      }
+      hidden = concat([...Array.from({ length: b }, () => uncondHidden), cond.hidden]);
+      if (cond.pooled) pooled = concat([...Array.from({ length: b }, () => uncondPooled), cond.pooled]);
+    }
+    const unetBatch = cfg ? 2 * b : b;
+    const seq = hidden.length / (unetBatch * cond.dim);
+    // A one-row UNet call may take a different GEMM kernel than a multi-row one (MLAS has an
+    // M = 1 path), so batchInvariant pads it to two rows and keeps the first.
+    const padRows = (this.options.batchInvariant ?? false) && unetBatch === 1;
+    const rows = padRows ? 2 : unetBatch;
+    const pad = (a: Float32Array) => (padRows ? concat([a, a]) : a);
+    const lh = height / 8;
+    const lw = width / 8;
+    const perImage = 4 * lh * lw;
+    const rngs = batch.map((x) => new GaussianRng(x.seed));
+    let latents = concat(rngs.map((rng) => rng.normals(perImage, scheduler.initNoiseSigma)));
+    const drawNoise = () => concat(rngs.map((rng) => rng.normals(perImage)));
+
+    const fixedFeeds: Record<string, TensorData> = {
+      encoder_hidden_states: { type: "float32", data: pad(hidden), dims: [rows, seq, cond.dim] },
+    };
+    if (pooled) {
+      fixedFeeds.text_embeds = { type: "float32", data: pad(pooled), dims: [rows, pooled.length / unetBatch] };
+      const ids = [height, width, 0, 0, height, width];
+      fixedFeeds.time_ids = { type: "float32", data: Float32Array.from({ length: rows * 6 }, (_, i) => ids[i % 6]), dims: [rows, 6] };
+    }
+    if (embedsGuidance) {
+      const dim = this.unet.input("timestep_cond")?.shape[1];
+      if (typeof dim !== "number") throw new Error(`${this.unet.file}: input "timestep_cond" needs a fixed width`);
+      const row = guidanceScaleEmbedding(guidance, dim);
+      fixedFeeds.timestep_cond = { type: "float32", data: concat(Array.from({ length: rows }, () => row)), dims: [rows, dim] };
+    }
+
+    for (let i = 0; i < scheduler.timesteps.length; i++) {
+      const t = scheduler.timesteps[i];
+      const scaled = scheduler.scaleModelInput(latents, i);
+      const sample = cfg ? concat([scaled, scaled]) : scaled;
+      const result = await this.unet.run(
+        {
+          ...fixedFeeds,
+          sample: { type: "float32", data: pad(sample), dims: [rows, 4, lh, lw] },
+          timestep: this.timestepTensor(t, rows),
+        },
+        ["out_sample"],
+      );
+      const out = padRows ? result.out_sample.data.subarray(0, perImage) : result.out_sample.data;
+      const noisePred = cfg ? combineGuidance(out.subarray(0, b * perImage), out.subarray(b * perImage), guidance) : out;
+      latents = scheduler.step(noisePred, i, latents, drawNoise);
+    }
+
+    const inv = 1 / this.vaeScale;
+    const decoded = await this.vae.run(
+      { latent_sample: { type: "float32", data: latents.map((v) => v * inv), dims: [b, 4, lh, lw] } },
+      ["sample"],
+    );
+    const [, channels, outH, outW] = decoded.sample.dims;
+    if (channels !== 3) throw new Error(`${this.vae.file}: output "sample" has ${channels} channels, expected 3`);
+    return batch.map((_, k) => {
+      const rgb = vaeOutputToRgb(decoded.sample.data, k, outH, outW);
+      return { image: encodePng(rgb), width: outW, height: outH };
+    });
+  }
+
+  /** Releases every session. */
+  async release(): Promise<void> {
+    await Promise.all([...this.encoders.map((e) => e.model.release()), this.unet.release(), this.vae.release()]);
+  }
+}

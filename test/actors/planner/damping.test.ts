@@ -1,0 +1,88 @@
+import { describe, expect, it } from "vitest";
+import type { Plan } from "../../../contracts/messages.ts";
+import { dampPlan, planShortfall } from "../../../actors/planner/damping.ts";
+import { loadProfiles } from "../../../services/lib/profiles.ts";
+
+const profiles = loadProfiles();
+const ids = Array.from({ length: 16 }, (_, i) => `w${i}`);
+
+function plan(over: Partial<Plan> & { split: [string, number][] }): Plan {
+  const assignment: Record<string, string> = {};
+  let i = 0;
+  for (const [m, n] of over.split) for (let k = 0; k < n; k++) assignment[ids[i++]] = m;
+  const models = Object.fromEntries(over.split.map(([m, n]) => [m, { workers: n, batchSize: 1 }]));
+  const { split: _split, ...rest } = over;
+  return {
+    v: 1,
+    epoch: 1,
+    policy: "hadis",
+    issuedAtMs: 0,
+    sloMs: 6000,
+    timeScale: 0.1,
+    pair: { light: over.split[0][0], heavy: over.split[over.split.length - 1][0] },
+    routerThreshold: 0.2,
+    discThreshold: 0,
+    heavyShare: 0.2,
+    expectedFid: 20,
+    models,
+    assignment,
+    reason: "test",
+    degraded: 0,
+    ...rest,
+  };
+}
+
+const current = plan({ split: [["sd35-medium", 8], ["sd35-large", 8]], expectedFid: 19.77 });
+const moveTwo = (fid: number) =>
+  plan({ split: [["sd35-medium", 6], ["sd35-large", 10]], routerThreshold: 0.5, heavyShare: 0.5, expectedFid: fid });
+
+describe("dampPlan", () => {
+  it("adopts the first plan and plans that move nobody", () => {
+    expect(dampPlan({ current: null, candidate: current, lastSwapAtMs: {}, nowMs: 0, demandQps: 1, profiles }).adopt).toBe(true);
+    const same = { ...current, routerThreshold: 0.3, expectedFid: 19.9 };
+    const v = dampPlan({ current, candidate: same, lastSwapAtMs: {}, nowMs: 0, demandQps: 1, profiles });
+    expect(v).toMatchObject({ adopt: true, swaps: 0 });
+  });
+
+  it("holds a worth-it change while a moved worker is within its dwell time", () => {
+    const candidate = moveTwo(19.3);
+    const lastSwapAtMs = { w6: 10_000, w7: 10_000 };
+    const held = dampPlan({ current, candidate, lastSwapAtMs, nowMs: 12_000, demandQps: 1, profiles });
+    expect(held.adopt).toBe(false);
+    expect(held.dwelling).toEqual(["w6", "w7"]);
+    const later = dampPlan({ current, candidate, lastSwapAtMs, nowMs: 10_000 + 12_001, demandQps: 1, profiles });
+    expect(later.adopt).toBe(true);
+    expect(later.swaps).toBe(2);
+  });
+
+  it("adopts a change only when the FID gain pays for the swaps", () => {
+    const small = dampPlan({ current, candidate: moveTwo(19.76), lastSwapAtMs: {}, nowMs: 0, demandQps: 1, profiles });
+    expect(small.adopt).toBe(false);
+    expect(small.requiredGain).toBeGreaterThan(0.01);
+    const big = dampPlan({ current, candidate: moveTwo(19.3), lastSwapAtMs: {}, nowMs: 0, demandQps: 1, profiles });
+    expect(big.adopt).toBe(true);
+    // A worse plan is never worth a swap.
+    expect(dampPlan({ current, candidate: moveTwo(21), lastSwapAtMs: {}, nowMs: 0, demandQps: 1, profiles }).adopt).toBe(false);
+  });
+
+  it("always adopts when the current plan falls short, even within dwell", () => {
+    // 8 medium + 8 large cannot carry 30 qps.
+    expect(planShortfall(current, 30, profiles)).toMatch(/capacity/);
+    const lighter = plan({ split: [["sd35-large-turbo", 4], ["sd35-medium", 12]], expectedFid: 22.5 });
+    const v = dampPlan({ current, candidate: lighter, lastSwapAtMs: Object.fromEntries(ids.map((id) => [id, 0])), nowMs: 1, demandQps: 30, profiles });
+    expect(v.adopt).toBe(true);
+    expect(v.reason).toMatch(/falls short/);
+  });
+
+  it("always leaves a degraded plan for a feasible one", () => {
+    const degraded = plan({ split: [["sdxl-lightning", 16]], expectedFid: 29.75, degraded: 1, routerThreshold: 0, heavyShare: 0 });
+    const v = dampPlan({ current: degraded, candidate: moveTwo(19.3), lastSwapAtMs: Object.fromEntries(ids.map((id) => [id, 0])), nowMs: 1, demandQps: 1, profiles });
+    expect(v.adopt).toBe(true);
+  });
+
+  it("flags a slowest path over the SLO as a shortfall", () => {
+    const slow = plan({ split: [["sd35-medium", 8], ["sd35-large", 8]], discThreshold: 0.5, heavyShare: 0.6 });
+    expect(planShortfall(slow, 0.5, profiles, { "sd35-large": 3000 })).toMatch(/slowest path/);
+    expect(planShortfall(slow, 0.5, profiles)).toBeNull();
+  });
+});

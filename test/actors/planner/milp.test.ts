@@ -1,0 +1,193 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { BATCH_SIZES } from "../../../contracts/profile.ts";
+import { batchLatencyMs } from "../../../actors/profile/profile-set.ts";
+import { buildMilp, DEFAULT_SOLVE_OPTIONS, planWithMilp } from "../../../actors/planner/milp.ts";
+import type { PlannerSnapshot } from "../../../actors/planner/snapshot.ts";
+import type { MilpSolution, SolveFn } from "../../../actors/planner/solver.ts";
+import { createInlineHighsSolver, type HighsSolver } from "../../../services/lib/highs-solver.ts";
+import { loadProfiles } from "../../../services/lib/profiles.ts";
+
+const profiles = loadProfiles();
+const table = profiles.reference.paretoHybrid;
+let solver: HighsSolver;
+beforeAll(async () => {
+  solver = await createInlineHighsSolver();
+});
+afterAll(() => solver.close());
+
+function mulberry32(seed: number) {
+  return () => {
+    seed |= 0;
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function snapshot(demandQps: number, holdings: (string | null)[], queueDelayMs: Record<string, number> = {}): PlannerSnapshot {
+  return {
+    nowMs: 0,
+    demandQps,
+    queueDepth: {},
+    queueDelayMs,
+    workers: holdings.map((model, i) => ({ id: `w${String(i).padStart(2, "0")}`, model })),
+    current: null,
+    sloMs: 6000,
+    timeScale: 0.1,
+  };
+}
+
+/** Lexicographic score of a configuration: FID, then workers that must load a model, then the tie-break. */
+interface Score {
+  fid: number;
+  swaps: number;
+  tie: number;
+}
+const better = (a: Score, b: Score) => a.fid < b.fid - 1e-9 || (Math.abs(a.fid - b.fid) <= 1e-9 && (a.swaps < b.swaps || (a.swaps === b.swaps && a.tie < b.tie - 1e-9)));
+
+/** Brute force over the same space: every row × light batch × heavy batch, minimal workers per model. */
+function bruteForce(s: PlannerSnapshot): Score | null {
+  const workers = s.workers.length;
+  const judgeMs = profiles.pool.judge.latencyMs * s.timeScale;
+  const holding: Record<string, number> = {};
+  for (const w of s.workers) if (w.model) holding[w.model] = (holding[w.model] ?? 0) + 1;
+  let best: Score | null = null;
+  for (const row of table) {
+    const light = profiles.nameByReferenceId.get(row.lightId)!;
+    const heavy = profiles.nameByReferenceId.get(row.heavyId)!;
+    const uses = [
+      { model: light, share: 1 - row.routerThreshold },
+      { model: heavy, share: row.heavyShare },
+    ].filter((u) => u.share > 0);
+    const options = uses.map((u) => {
+      const p = profiles.byName.get(u.model)!;
+      const q = s.queueDelayMs[u.model] ?? 0;
+      return BATCH_SIZES.map((b) => {
+        const ms = batchLatencyMs(p, b, s.timeScale);
+        return { ms, q, n: Math.ceil((s.demandQps * u.share) / ((b * 1000) / ms) - 1e-9), model: u.model };
+      }).filter((o) => o.ms + o.q <= s.sloMs && o.n <= workers);
+    });
+    const combos: (typeof options)[number][number][][] = options.length === 1 ? options[0].map((o) => [o]) : options[0].flatMap((a) => options[1].map((b) => [a, b]));
+    const cascade = uses.length === 2 && row.discThreshold > 0;
+    for (const combo of combos) {
+      if (combo.reduce((t, o) => t + o.n, 0) > workers) continue;
+      if (cascade && combo[0].ms + combo[0].q + judgeMs + combo[1].ms + combo[1].q > s.sloMs) continue;
+      const score: Score = {
+        fid: row.fid,
+        swaps: combo.reduce((t, o) => t + Math.max(0, o.n - (holding[o.model] ?? 0)), 0),
+        tie: combo.reduce((t, o) => t + o.ms / s.sloMs + o.n / Math.max(1, workers), 0),
+      };
+      if (!best || better(score, best)) best = score;
+    }
+  }
+  return best;
+}
+
+/** The same score read from the MILP's primal values. */
+function milpScore(columns: Record<string, number>, s: PlannerSnapshot, fid: number): Score {
+  let swaps = 0;
+  let tie = 0;
+  for (const [name, value] of Object.entries(columns)) {
+    if (name.startsWith("v_")) swaps += Math.round(value);
+    const m = /^([yn])_(\d+)_(\d+)$/.exec(name);
+    if (!m || Math.round(value) === 0) continue;
+    if (m[1] === "n") tie += Math.round(value) / s.workers.length;
+  }
+  // Batch latency terms (latency / SLO) are the objective coefficients of the chosen y columns.
+  const lp = buildMilp(s, profiles, table).lp;
+  const obj = lp.slice(lp.indexOf("obj:"), lp.indexOf("Subject To"));
+  for (const [name, value] of Object.entries(columns)) {
+    if (!name.startsWith("y_") || Math.round(value) !== 1) continue;
+    const coef = new RegExp(`([0-9.]+) ${name}\\b`).exec(obj);
+    tie += coef ? Number(coef[1]) : 1;
+  }
+  return { fid, swaps, tie };
+}
+
+describe("buildMilp", () => {
+  it("finds the brute-force optimum on random snapshots of the real pool", async () => {
+    const rand = mulberry32(42);
+    const models = [null, ...profiles.models.map((m) => m.name)];
+    let compared = 0;
+    for (let c = 0; c < 14; c++) {
+      const size = [4, 8, 16][c % 3];
+      const demand = [0.3, 1.5, 4, 9, 20, 45, 64, 120][Math.floor(rand() * 8)];
+      const holdings = Array.from({ length: size }, () => models[Math.floor(rand() * models.length)]);
+      const delays: Record<string, number> = rand() < 0.3 ? { "sd35-large": 1500 * rand(), "sd35-medium": 800 * rand() } : {};
+      const s = snapshot(demand, holdings, delays);
+      const expected = bruteForce(s);
+      const model = buildMilp(s, profiles, table);
+      if (!expected) {
+        if (model.rowCount === 0) continue;
+        const sol = await solver.solve(model.lp, DEFAULT_SOLVE_OPTIONS);
+        expect(sol.status, `case ${c}`).toBe("Infeasible");
+        continue;
+      }
+      const sol = await solver.solve(model.lp, DEFAULT_SOLVE_OPTIONS);
+      expect(sol.status, `case ${c}: ${JSON.stringify({ demand, size })}`).toBe("Optimal");
+      const decision = model.decode(sol.columns)!;
+      const got = milpScore(sol.columns, s, decision.expectedFid);
+      expect(got.fid, `case ${c} fid`).toBeCloseTo(expected.fid, 9);
+      expect(got.swaps, `case ${c} swaps`).toBe(expected.swaps);
+      expect(got.tie, `case ${c} tie-break`).toBeCloseTo(expected.tie, 6);
+      const total = Object.values(decision.models).reduce((t, m) => t + m.workers, 0);
+      expect(total, `case ${c}: leftover workers are spread`).toBe(size);
+      compared += 1;
+    }
+    expect(compared).toBeGreaterThanOrEqual(10);
+  });
+
+  it("chooses the best-FID pair at low demand and a lighter pair at peak", async () => {
+    const holdings = Array(16).fill(null);
+    const low = await planWithMilp(snapshot(2, holdings), profiles, table, solver.solve);
+    expect(low.pair).toEqual({ light: "sd35-medium", heavy: "sd35-large" });
+    expect(low.expectedFid).toBe(19.29);
+    const peak = await planWithMilp(snapshot(64, holdings), profiles, table, solver.solve);
+    expect(peak.degraded).toBe(0);
+    expect(peak.expectedFid).toBeGreaterThan(low.expectedFid);
+    expect(Object.values(peak.models).reduce((t, m) => t + m.workers, 0)).toBe(16);
+  });
+
+  it("keeps workers on the models they hold when FID ties", async () => {
+    // All 16 already on medium/large as the optimum needs: the plan moves nobody.
+    const holdings = [...Array(6).fill("sd35-medium"), ...Array(10).fill("sd35-large")];
+    const d = await planWithMilp(snapshot(2, holdings), profiles, table, solver.solve);
+    expect(d.models["sd35-medium"].workers).toBe(6);
+    expect(d.models["sd35-large"].workers).toBe(10);
+  });
+});
+
+describe("degraded plans", () => {
+  it("demand above capacity gives the lightest configuration", async () => {
+    const d = await planWithMilp(snapshot(5000, Array(16).fill("sd35-large")), profiles, table, solver.solve);
+    expect(d.degraded).toBe(1);
+    expect(d.pair).toEqual({ light: "sdxl-lightning", heavy: "sdxl-lightning" });
+    expect(d.models["sdxl-lightning"].workers).toBe(16);
+    expect(d.reason).toMatch(/degraded/);
+  });
+
+  it("no live workers gives a degraded plan without solving", async () => {
+    let called = false;
+    const solve: SolveFn = async () => {
+      called = true;
+      return { status: "Optimal", objective: 0, columns: {}, solveMs: 0 };
+    };
+    const d = await planWithMilp(snapshot(10, []), profiles, table, solve);
+    expect(called).toBe(false);
+    expect(d.degraded).toBe(1);
+    expect(d.models["sdxl-lightning"].workers).toBe(0);
+  });
+
+  it("a failing or throwing solver never throws", async () => {
+    const failing: SolveFn = async (): Promise<MilpSolution> => ({ status: "Error", objective: null, columns: {}, solveMs: 1, error: "boom" });
+    const throwing: SolveFn = async () => {
+      throw new Error("wasm trap");
+    };
+    for (const solve of [failing, throwing]) {
+      const d = await planWithMilp(snapshot(10, Array(16).fill(null)), profiles, table, solve);
+      expect(d.degraded).toBe(1);
+      expect(d.solverStatus).toBe("Error");
+    }
+  });
+});

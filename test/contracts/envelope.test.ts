@@ -1,0 +1,60 @@
+import { describe, expect, it } from "vitest";
+import { decode, encode, encodeJson, parseRaw, validate } from "../../contracts/envelope.ts";
+import { fromWireError, HadisError, isWireError, toWireError } from "../../contracts/errors.ts";
+import { GenerateRequestSchema, PlanSchema, PROTOCOL_VERSION, WorkItemSchema } from "../../contracts/messages.ts";
+
+describe("envelope", () => {
+  it("round-trips a work item through msgpack with its bytes intact", () => {
+    const item = { v: PROTOCOL_VERSION, requestId: "r1", prompt: "a cat", seed: 3, model: "m1", replyTo: "hadis.result.r", enqueuedAtMs: 1, deadlineAtMs: 2, planEpoch: 4 };
+    expect(decode(WorkItemSchema, encode(item), "work item")).toEqual(item);
+  });
+
+  it("JSON encodes bytes as base64", () => {
+    const text = new TextDecoder().decode(encodeJson({ image: new Uint8Array([1, 2, 3]) }));
+    expect(JSON.parse(text).image).toBe("AQID");
+  });
+
+  it("types malformed payloads, schema errors and version mismatches", () => {
+    const code = (f: () => unknown) => {
+      try {
+        f();
+      } catch (e) {
+        return (e as HadisError).code;
+      }
+      return "none";
+    };
+    expect(code(() => parseRaw(new Uint8Array([0xc1])))).toBe("malformed_payload");
+    expect(code(() => parseRaw(new TextEncoder().encode("{"), "json"))).toBe("malformed_payload");
+    expect(code(() => parseRaw(new Uint8Array()))).toBe("malformed_payload");
+    expect(code(() => validate(GenerateRequestSchema, { prompt: 1 }, "req"))).toBe("invalid_request");
+    expect(code(() => validate(GenerateRequestSchema, { v: 2, prompt: "x" }, "req"))).toBe("unsupported_version");
+    expect(code(() => validate(PlanSchema, { v: PROTOCOL_VERSION }, "plan"))).toBe("invalid_request");
+  });
+
+  it("names the field at fault", () => {
+    try {
+      validate(GenerateRequestSchema, { prompt: "x", seed: -1 }, "req");
+      expect.unreachable();
+    } catch (e) {
+      expect((e as HadisError).details.field).toBe("seed");
+    }
+  });
+});
+
+describe("errors", () => {
+  it("round-trips a typed error through its wire body", () => {
+    const err = new HadisError("overloaded", "too busy", { retryAfterMs: 250 });
+    const wire = toWireError(err, PROTOCOL_VERSION);
+    expect(wire.error).toMatchObject({ code: "overloaded", status: 503, retryable: true, details: { retryAfterMs: 250 } });
+    expect(isWireError(wire)).toBe(true);
+    const back = fromWireError(wire);
+    expect(back).toBeInstanceOf(HadisError);
+    expect([back.code, back.message, back.retryable, back.details.retryAfterMs]).toEqual(["overloaded", "too busy", true, 250]);
+  });
+
+  it("turns unknown throwables into internal errors and unknown codes into internal", () => {
+    expect(toWireError(new Error("boom"), 1).error.code).toBe("internal");
+    expect(fromWireError({ v: 1, error: { code: "nope" as never, status: 500, message: "m", retryable: false } }).code).toBe("internal");
+    expect(isWireError({ error: "x" })).toBe(false);
+  });
+});

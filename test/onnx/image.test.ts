@@ -1,0 +1,93 @@
+import { inflateSync } from "node:zlib";
+import { describe, expect, it } from "vitest";
+import { CLIP_MEAN, CLIP_STD, clipPixelValues, resizeBicubic, vaeOutputToRgb } from "../../actors/diffusion/image.ts";
+import { crc32, decodePng, encodePng, PNG_SIGNATURE } from "../../actors/diffusion/png.ts";
+import { GaussianRng, combineGuidance, guidanceScaleEmbedding } from "../../actors/diffusion/rng.ts";
+
+function solid(width: number, height: number, rgb: [number, number, number]) {
+  const pixels = new Uint8Array(width * height * 3);
+  for (let i = 0; i < width * height; i++) pixels.set(rgb, i * 3);
+  return { width, height, pixels };
+}
+
+describe("PNG", () => {
+  it("CRC32 check value", () => {
+    expect(crc32(new TextEncoder().encode("123456789"))).toBe(0xcbf43926);
+  });
+
+  it("encodes signature, IHDR and deflated rows that round-trip", () => {
+    const image = { width: 5, height: 3, pixels: Uint8Array.from({ length: 45 }, (_, i) => (i * 37) % 256) };
+    const png = encodePng(image);
+    expect([...png.subarray(0, 8)]).toEqual([...PNG_SIGNATURE]);
+    const view = new DataView(png.buffer, png.byteOffset);
+    expect(String.fromCharCode(...png.subarray(12, 16))).toBe("IHDR");
+    expect(view.getUint32(16)).toBe(5);
+    expect(view.getUint32(20)).toBe(3);
+    expect(png[24]).toBe(8);
+    expect(png[25]).toBe(2);
+    expect(view.getUint32(29)).toBe(crc32(png, 12, 29));
+    const idatLength = view.getUint32(33);
+    const raw = inflateSync(png.subarray(41, 41 + idatLength));
+    expect(raw.length).toBe((5 * 3 + 1) * 3);
+    expect(decodePng(png)).toEqual(image);
+  });
+
+  it("rejects a bad signature", () => {
+    expect(() => decodePng(new Uint8Array(16))).toThrow(/signature/);
+  });
+});
+
+describe("pixels", () => {
+  it("maps VAE output [-1, 1] to bytes with clamping", () => {
+    const data = Float32Array.of(-1, 0, 1, 2, /* G */ -2, 0.5, 0, 0, /* B */ 0, 0, 0, 0);
+    const rgb = vaeOutputToRgb(data, 0, 2, 2);
+    expect([...rgb.pixels.subarray(0, 6)]).toEqual([0, 0, 128, 128, 191, 128]);
+    expect(rgb.pixels[9]).toBe(255);
+  });
+
+  it("bicubic resize keeps a constant image constant", () => {
+    const out = resizeBicubic(solid(64, 48, [10, 200, 77]), 224, 168);
+    expect(out.pixels.every((v, i) => v === [10, 200, 77][i % 3])).toBe(true);
+  });
+
+  it("CLIP preprocessing: 224×224 CHW, rescaled and normalised", () => {
+    const values = clipPixelValues(solid(64, 32, [255, 0, 128]));
+    expect(values).toHaveLength(3 * 224 * 224);
+    const plane = 224 * 224;
+    expect(values[0]).toBeCloseTo((1 - CLIP_MEAN[0]) / CLIP_STD[0], 5);
+    expect(values[plane + 1000]).toBeCloseTo((0 - CLIP_MEAN[1]) / CLIP_STD[1], 5);
+    expect(values[2 * plane + 5]).toBeCloseTo((128 / 255 - CLIP_MEAN[2]) / CLIP_STD[2], 5);
+  });
+
+  it("CLIP preprocessing center-crops the long side", () => {
+    // Left half black, right half white, 2:1 → resized to 448×224, crop keeps columns 112..335.
+    const image = solid(64, 32, [0, 0, 0]);
+    for (let y = 0; y < 32; y++) for (let x = 32; x < 64; x++) image.pixels.fill(255, (y * 64 + x) * 3, (y * 64 + x) * 3 + 3);
+    const values = clipPixelValues(image);
+    const black = (0 - CLIP_MEAN[0]) / CLIP_STD[0];
+    const white = (1 - CLIP_MEAN[0]) / CLIP_STD[0];
+    expect(values[0]).toBeCloseTo(black, 5);
+    expect(values[223]).toBeCloseTo(white, 5);
+  });
+});
+
+describe("GaussianRng and guidance", () => {
+  it("is deterministic per seed and roughly standard normal", () => {
+    const a = new GaussianRng(42).normals(20000);
+    expect(new GaussianRng(42).normals(20000)).toEqual(a);
+    expect(new GaussianRng(43).normals(8)).not.toEqual(a.subarray(0, 8));
+    const mean = a.reduce((s, v) => s + v, 0) / a.length;
+    const variance = a.reduce((s, v) => s + (v - mean) ** 2, 0) / a.length;
+    expect(Math.abs(mean)).toBeLessThan(0.03);
+    expect(Math.abs(variance - 1)).toBeLessThan(0.05);
+  });
+
+  it("combines guidance as uncond + s · (cond − uncond)", () => {
+    expect([...combineGuidance(Float32Array.of(1, 2), Float32Array.of(3, 2), 7.5)]).toEqual([16, 2]);
+  });
+
+  it("guidance-scale embedding is sin then cos of w · freqs", () => {
+    const e = guidanceScaleEmbedding(1, 8);
+    expect([...e]).toEqual([0, 0, 0, 0, 1, 1, 1, 1]);
+  });
+});

@@ -1,0 +1,59 @@
+import { mkdtempSync, rmSync, unlinkSync, cpSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { encodePng } from "../../actors/diffusion/png.ts";
+import { OnnxClipJudge } from "../../services/lib/onnx/clip-judge.ts";
+import { makeTinyModels, type TinyModelDirs } from "../../tools/make-tiny-models.ts";
+
+let root: string;
+let dirs: TinyModelDirs;
+
+beforeAll(() => {
+  root = mkdtempSync(join(tmpdir(), "hadis-onnx-judge-"));
+  dirs = makeTinyModels(join(root, "models"));
+});
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+function image(seed: number): Uint8Array {
+  let s = seed;
+  const pixels = Uint8Array.from({ length: 64 * 64 * 3 }, () => {
+    s = (Math.imul(s, 1103515245) + 12345) >>> 0;
+    return s >>> 24;
+  });
+  return encodePng({ width: 64, height: 64, pixels });
+}
+
+describe("OnnxClipJudge", () => {
+  it.each(["head", "clip"] as const)("scores in [0, 1], deterministically (%s scoring)", async (scoring) => {
+    const judge = await OnnxClipJudge.load({ dir: dirs.clip, scoring, intraOpNumThreads: 1 });
+    const batch = [1, 2, 3].map((seed) => ({ prompt: "a photo of a cat", model: "m", image: image(seed) }));
+    const scores = await judge.score(batch);
+    expect(scores).toHaveLength(3);
+    for (const s of scores) expect(s >= 0 && s <= 1).toBe(true);
+    expect(new Set(scores).size).toBeGreaterThan(1);
+    expect(await judge.score(batch)).toEqual(scores);
+    const single = await judge.score([batch[1]]);
+    expect(single[0]).toBeCloseTo(scores[1], 5);
+    await judge.close();
+  });
+
+  it("thresholds are the share quantile of a bounded per-model window", async () => {
+    const judge = await OnnxClipJudge.load({ dir: dirs.clip, windowSize: 4, intraOpNumThreads: 1 });
+    expect(judge.thresholdFor("m", 0.5)).toBe(0);
+    const scores = await judge.score([1, 2, 3, 4, 5, 6].map((seed) => ({ prompt: "", model: "m", image: image(seed) })));
+    const window = scores.slice(2).sort((a, b) => a - b);
+    expect(judge.thresholdFor("m", 0)).toBeCloseTo(window[0], 10);
+    expect(judge.thresholdFor("m", 1)).toBeCloseTo(window[3], 10);
+    expect(judge.thresholdFor("m", 0.5)).toBeCloseTo((window[1] + window[2]) / 2, 10);
+    expect(judge.thresholdFor("other", 0.5)).toBe(0);
+    await judge.close();
+  });
+
+  it("names a missing head model", async () => {
+    const dir = join(root, "judge-no-head");
+    cpSync(dirs.clip, dir, { recursive: true });
+    unlinkSync(join(dir, "head", "model.onnx"));
+    await expect(OnnxClipJudge.load({ dir })).rejects.toThrow(/head[/\\]model\.onnx: missing model file/);
+  });
+});

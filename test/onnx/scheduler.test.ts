@@ -1,0 +1,126 @@
+import { describe, expect, it } from "vitest";
+import {
+  alphasCumprod,
+  createScheduler,
+  ddimScheduler,
+  eulerScheduler,
+  lcmScheduler,
+  SchedulerKind,
+  spacedTimesteps,
+} from "../../actors/diffusion/scheduler.ts";
+
+/** Stable Diffusion 1.x/2.x training betas (scheduler_config.json of runwayml/stable-diffusion-v1-5). */
+const SD = { num_train_timesteps: 1000, beta_start: 0.00085, beta_end: 0.012, beta_schedule: "scaled_linear" };
+const noNoise = () => {
+  throw new Error("deterministic step drew noise");
+};
+
+describe("timesteps", () => {
+  it("SD 1.5 Euler, 50 steps, leading spacing, steps_offset 1: 981, 961, …, 1", () => {
+    const s = eulerScheduler({ ...SD, timestep_spacing: "leading", steps_offset: 1 }, 50, false);
+    expect(s.timesteps).toHaveLength(50);
+    expect(s.timesteps.slice(0, 3)).toEqual([981, 961, 941]);
+    expect(s.timesteps.at(-1)).toBe(1);
+  });
+
+  it("SD-Turbo: trailing spacing, 1 step → [999]; 4 steps → [999, 749, 499, 249]", () => {
+    expect(eulerScheduler({ ...SD, timestep_spacing: "trailing" }, 1, false).timesteps).toEqual([999]);
+    expect(spacedTimesteps({ ...SD, timestep_spacing: "trailing" }, 4)).toEqual([999, 749, 499, 249]);
+  });
+
+  it("LCM, 4 steps from 50 original steps → [999, 759, 499, 259]", () => {
+    expect(lcmScheduler(SD, 4).timesteps).toEqual([999, 759, 499, 259]);
+    expect(lcmScheduler(SD, 1).timesteps).toEqual([999]);
+  });
+
+  it("DDIM leading and linspace spacing", () => {
+    expect(ddimScheduler({ ...SD, steps_offset: 1 }, 50).timesteps.slice(0, 3)).toEqual([981, 961, 941]);
+    expect(spacedTimesteps({ ...SD, timestep_spacing: "linspace" }, 4)).toEqual([999, 666, 333, 0]);
+  });
+});
+
+describe("sigmas", () => {
+  it("match Stable Diffusion's published range (sigma_max 14.6146, sigma_min 0.0292)", () => {
+    const s = eulerScheduler({ ...SD, timestep_spacing: "linspace" }, 50, false);
+    expect(s.sigmas?.[0]).toBeCloseTo(14.6146, 3);
+    expect(s.sigmas?.at(-2)).toBeCloseTo(0.0292, 4);
+    expect(s.sigmas?.at(-1)).toBe(0);
+    expect(s.initNoiseSigma).toBeCloseTo(14.6146, 3);
+  });
+
+  it("leading spacing scales initial noise by sqrt(sigma_max² + 1)", () => {
+    const s = eulerScheduler({ ...SD, timestep_spacing: "leading", steps_offset: 1 }, 50, false);
+    const sigma = s.sigmas?.[0] ?? 0;
+    expect(s.initNoiseSigma).toBeCloseTo(Math.sqrt(sigma ** 2 + 1), 6);
+  });
+
+  it("linear beta schedule differs from scaled_linear", () => {
+    const linear = alphasCumprod({ ...SD, beta_schedule: "linear" });
+    const scaled = alphasCumprod(SD);
+    expect(linear[999]).toBeLessThan(scaled[999]);
+    expect(() => alphasCumprod({ ...SD, beta_schedule: "cosine" })).toThrow(/beta_schedule/);
+  });
+});
+
+describe("steps", () => {
+  const x0 = Float32Array.of(0.5, -0.25, 1);
+  const eps = Float32Array.of(0.1, 2, -1);
+
+  it("one Euler step to sigma 0 recovers x0 from an epsilon prediction", () => {
+    const s = eulerScheduler({ ...SD, timestep_spacing: "trailing" }, 1, false);
+    const sigma = s.sigmas?.[0] ?? 0;
+    const x = x0.map((v, i) => v + sigma * eps[i]);
+    const out = s.step(eps, 0, x, noNoise);
+    out.forEach((v, i) => expect(v).toBeCloseTo(x0[i], 4));
+  });
+
+  it("one Euler step recovers x0 from a v prediction", () => {
+    const s = eulerScheduler({ ...SD, timestep_spacing: "trailing", prediction_type: "v_prediction" }, 1, false);
+    const sigma = s.sigmas?.[0] ?? 0;
+    const a = 1 / (sigma ** 2 + 1);
+    const x = x0.map((v, i) => v + sigma * eps[i]);
+    const v = x0.map((v0, i) => Math.sqrt(a) * eps[i] - Math.sqrt(1 - a) * v0);
+    const out = s.step(v, 0, x, noNoise);
+    out.forEach((value, i) => expect(value).toBeCloseTo(x0[i], 4));
+  });
+
+  it("DDIM (set_alpha_to_one) lands on x0 in one step; scale_model_input is identity", () => {
+    const s = ddimScheduler({ ...SD, set_alpha_to_one: true }, 1);
+    const alpha = alphasCumprod(SD)[s.timesteps[0]];
+    const x = x0.map((v, i) => Math.sqrt(alpha) * v + Math.sqrt(1 - alpha) * eps[i]);
+    expect(s.scaleModelInput(x, 0)).toBe(x);
+    s.step(eps, 0, x, noNoise).forEach((v, i) => expect(v).toBeCloseTo(x0[i], 4));
+  });
+
+  it("LCM draws noise between steps but not on the last one", () => {
+    const s = lcmScheduler(SD, 2);
+    let draws = 0;
+    const noise = () => {
+      draws++;
+      return new Float32Array(3);
+    };
+    s.step(eps, 0, x0, noise);
+    s.step(eps, 1, x0, noise);
+    expect(draws).toBe(1);
+  });
+
+  it("Euler ancestral adds noise; plain Euler does not", () => {
+    const cfg = { ...SD, timestep_spacing: "leading", steps_offset: 1 };
+    const ancestral = eulerScheduler(cfg, 10, true);
+    let draws = 0;
+    ancestral.step(eps, 0, x0, () => {
+      draws++;
+      return Float32Array.of(1, 1, 1);
+    });
+    expect(draws).toBe(1);
+    eulerScheduler(cfg, 10, false).step(eps, 0, x0, noNoise);
+  });
+
+  it("createScheduler picks the class named in the config, falling back to Euler", () => {
+    expect(createScheduler({ ...SD, _class_name: "LCMScheduler" }, 4).kind).toBe(SchedulerKind.Lcm);
+    expect(createScheduler({ ...SD, _class_name: "DDIMScheduler" }, 4).kind).toBe(SchedulerKind.Ddim);
+    expect(createScheduler({ ...SD, _class_name: "EulerAncestralDiscreteScheduler" }, 4).kind).toBe(SchedulerKind.EulerAncestral);
+    expect(createScheduler({ ...SD, _class_name: "PNDMScheduler" }, 4).kind).toBe(SchedulerKind.EulerDiscrete);
+    expect(createScheduler({ ...SD, _class_name: "PNDMScheduler" }, 4, SchedulerKind.Ddim).kind).toBe(SchedulerKind.Ddim);
+  });
+});

@@ -1,0 +1,72 @@
+import { describe, expect, it } from "vitest";
+import { ClipTokenizer, bytesToUnicode, padTokenFromConfig } from "../../actors/diffusion/tokenizer.ts";
+import { tinyClipVocab } from "../../tools/make-tiny-models.ts";
+
+const { vocab, merges } = tinyClipVocab();
+const sd15 = new ClipTokenizer(vocab, merges);
+const sd2 = new ClipTokenizer(vocab, merges, { padToken: "!" });
+
+describe("ClipTokenizer on the tiny CLIP-layout vocabulary", () => {
+  // Published ids of the real openai/clip-vit-large-patch14 tokenizer; the tiny vocab keeps
+  // the byte symbols and these whole words at their real ids.
+  it("reproduces published CLIP ids", () => {
+    expect(sd15.encode("a photo of a cat")).toEqual([49406, 320, 1125, 539, 320, 2368, 49407]);
+    expect(sd15.encode("Hello, world!")).toEqual([49406, 3306, 267, 1002, 256, 49407]);
+    expect(sd15.encode("A PHOTO of  a Cat!")).toEqual([49406, 320, 1125, 539, 320, 2368, 256, 49407]);
+    expect(sd15.encode("")).toEqual([49406, 49407]);
+  });
+
+  it("cleans whitespace and case", () => {
+    expect(sd15.encode("    a    photo  of\n a CaT    ")).toEqual(sd15.encode("a photo of a cat"));
+  });
+
+  it("splits contractions, single digits and non-ASCII bytes (hand-computed from the byte layout)", () => {
+    // d=67 o=78 n</w>=333 | '=6 t</w>=339
+    expect(sd15.encodeRaw("don't")).toEqual([67, 78, 333, 6, 339]);
+    // each digit is its own pre-token: 4</w>=275, 2</w>=273
+    expect(sd15.encodeRaw("42")).toEqual([275, 273]);
+    // é = bytes C3 A9 → byte symbols 127 and 102, the last with </w> (358)
+    expect(sd15.encodeRaw("é")).toEqual([127, 358]);
+  });
+
+  it("pads with eos for SD 1.x and with ! (id 0) for SD 2.x / SDXL encoder 2", () => {
+    const a = sd15.encodePadded("a cat");
+    expect(a).toHaveLength(77);
+    expect(a.slice(0, 4)).toEqual([49406, 320, 2368, 49407]);
+    expect(a.slice(4).every((id) => id === 49407)).toBe(true);
+    const b = sd2.encodePadded("a cat");
+    expect(b.slice(0, 4)).toEqual([49406, 320, 2368, 49407]);
+    expect(b.slice(4).every((id) => id === 0)).toBe(true);
+  });
+
+  it("truncates to 77 keeping bos and eos", () => {
+    const ids = sd15.encodePadded("a ".repeat(100));
+    expect(ids).toHaveLength(77);
+    expect(ids[0]).toBe(49406);
+    expect(ids[76]).toBe(49407);
+    expect(ids.slice(1, 76).every((id) => id === 320)).toBe(true);
+  });
+
+  it("reads the pad token from tokenizer_config.json forms", () => {
+    expect(padTokenFromConfig({ pad_token: "!" })).toBe("!");
+    expect(padTokenFromConfig({ pad_token: { content: "<|endoftext|>" } })).toBe("<|endoftext|>");
+    expect(padTokenFromConfig({})).toBeUndefined();
+  });
+});
+
+describe("BPE merge order on a hand-made vocabulary", () => {
+  const base: Record<string, number> = { "<|startoftext|>": 100, "<|endoftext|>": 101, a: 1, b: 2, "c</w>": 3, ab: 4, "bc</w>": 5 };
+  it("applies the lowest-ranked merge first", () => {
+    const bcFirst = new ClipTokenizer(base, "#version: 0.2\nb c</w>\na b\n");
+    expect(bcFirst.encodeRaw("abc")).toEqual([1, 5]);
+    const abFirst = new ClipTokenizer(base, "#version: 0.2\na b\nb c</w>\n");
+    expect(abFirst.encodeRaw("abc")).toEqual([4, 3]);
+  });
+
+  it("maps bytes to CLIP's printable unicode table", () => {
+    const table = bytesToUnicode();
+    expect(table[33]).toBe("!");
+    expect(table[32]).toBe("Ġ");
+    expect(new Set(table).size).toBe(256);
+  });
+});
