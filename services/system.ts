@@ -17,6 +17,7 @@ import { startWorkers, type RunningWorkers } from "./worker/workers.ts";
 import { startDiscriminator } from "./discriminator/discriminator.ts";
 import { startResourceManager, type RunningResourceManager } from "./resource-manager/manager.ts";
 import { createPolicy } from "./resource-manager/policies.ts";
+import { prepareOnnx } from "./lib/onnx-setup.ts";
 
 /** The four service kinds. */
 export const SERVICE_KINDS = ["router", "worker", "discriminator", "resource-manager"] as const;
@@ -37,6 +38,10 @@ export interface SystemOptions {
   timeScale?: number;
   /** Profile backends that do not wait at all (overhead benchmarks). */
   zeroLatency?: boolean;
+  /** `profile` (default) emulates GPUs from profiles; `onnx` runs real ONNX pipelines. */
+  backend?: "profile" | "onnx";
+  /** For the onnx backend: the model map file and the folder of model exports. */
+  onnx?: { modelMap?: string; modelsDir: string; maxResident?: number };
   policy?: string;
   staticConfig?: StaticConfig;
   /** Resource manager tick, ms (scaled by the time scale). */
@@ -73,6 +78,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
   };
   const logFor = (service: string) => opts.log ?? createLogger(service);
   const started: { kind: ServiceKind; service: RunningService }[] = [];
+  const onnx = opts.backend === "onnx" ? prepareOnnx(opts.onnx ?? { modelsDir: ".hadis/models" }) : null;
   const system: RunningSystem = {
     subjects,
     routers: [],
@@ -106,7 +112,9 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
     }
     if (kinds.has("discriminator")) {
       const nc = await connect("hadis-discriminator");
-      const judge = new ProfileJudge(profiles, { latencyMs: opts.zeroLatency ? 0 : profiles.pool.judge.latencyMs * timeScale, sleep: (ms) => sleep(ms) });
+      const judge = onnx
+        ? await onnx.judge()
+        : new ProfileJudge(profiles, { latencyMs: opts.zeroLatency ? 0 : profiles.pool.judge.latencyMs * timeScale, sleep: (ms) => sleep(ms) });
       started.push({ kind: "discriminator", service: await startDiscriminator({ nc, subjects, judge, log: logFor("discriminator") }) });
     }
     if (kinds.has("worker")) {
@@ -117,7 +125,10 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
         queue: await WorkQueue.open(nc, subjects, queueOptions),
         count: opts.workers ?? 16,
         idPrefix: opts.workerIdPrefix,
-        backend: () => new ProfileGenerationBackend({ models: profiles.byName, timeScale, sleep: (ms) => sleep(ms), zeroLatency: opts.zeroLatency }),
+        backend: () =>
+          onnx
+            ? onnx.generationBackend()
+            : new ProfileGenerationBackend({ models: profiles.byName, timeScale, sleep: (ms) => sleep(ms), zeroLatency: opts.zeroLatency }),
         log: logFor("worker"),
       });
       system.workers = workers;

@@ -19,6 +19,9 @@ export interface RunOptions {
   storage: "file" | "memory";
   /** JSON of a StaticConfig for the static policy. */
   staticConfig?: string;
+  /** onnx backend: model map file and export folder. */
+  modelMap?: string;
+  modelsDir?: string;
 }
 
 function staticConfigOf(opts: RunOptions): StaticConfig | undefined {
@@ -41,13 +44,15 @@ function untilSignal(stop: () => Promise<void>): void {
   process.on("SIGTERM", () => onSignal("SIGTERM"));
 }
 
-function checkBackend(backend: string): void {
-  if (backend !== "profile") throw new Error(`backend "${backend}" is not available in this build; use --backend profile`);
+function backendOptions(opts: RunOptions) {
+  return {
+    backend: opts.backend as "profile" | "onnx",
+    onnx: { modelMap: opts.modelMap, modelsDir: opts.modelsDir ?? ".hadis/models" },
+  };
 }
 
 /** `hadis start`: a local nats-server plus every service, until Ctrl-C. */
 export async function startCommand(opts: RunOptions & { port: number; dataDir: string; natsOnly?: boolean }): Promise<void> {
-  checkBackend(opts.backend);
   const log = createLogger("start");
   let server: LocalServer;
   try {
@@ -70,6 +75,7 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
       profilesDir: opts.profiles,
       staticConfig: staticConfigOf(opts),
       workQueue: { storage: opts.storage },
+      ...backendOptions(opts),
     });
   } catch (err) {
     process.stderr.write(`hadis start: ${(err as Error).message}\n`);
@@ -80,7 +86,7 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
   process.stdout.write(
     [
       `HADIS is serving hadis.generate on ${server.url}`,
-      `  ${opts.workers} profile-driven workers, policy ${opts.policy}, time scale ${opts.timeScale ?? 1}`,
+      `  ${opts.workers} ${opts.backend === "onnx" ? "ONNX (real inference)" : "profile-driven"} workers, policy ${opts.policy}, time scale ${opts.timeScale ?? 1}`,
       `  try:  npx hadis generate "a red bicycle" --nats ${server.url}`,
       `  stop: Ctrl-C`,
       "",
@@ -95,8 +101,8 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
 /** `hadis serve <service>`: one service against an existing NATS server. */
 export async function serveCommand(kind: string, opts: RunOptions & { nats: string }): Promise<void> {
   if (kind !== "all" && !SERVICE_KINDS.includes(kind as ServiceKind)) throw new Error(`unknown service "${kind}"; one of ${SERVICE_KINDS.join(", ")}, all`);
-  checkBackend(opts.backend);
   const system = await startSystem({
+    ...backendOptions(opts),
     natsUrl: opts.nats,
     services: kind === "all" ? SERVICE_KINDS : [kind as ServiceKind],
     staticConfig: staticConfigOf(opts),

@@ -1,0 +1,51 @@
+/**
+ * Builds the onnx backends from a model map (`profiles/onnx/*.json`): pool model name → export
+ * folder and settings. When the folders are missing and the map names the tiny generated
+ * models, they are generated first (so `npm start -- --backend onnx` works on a fresh clone).
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { isAbsolute, join, resolve } from "node:path";
+import { z } from "zod";
+import { makeTinyModels } from "../../tools/make-tiny-models.ts";
+import { OnnxClipJudge, OnnxGenerationBackend, type OnnxModelEntry } from "./onnx/index.ts";
+import { DEFAULT_PROFILES_DIR } from "./profiles.ts";
+
+const ModelMapSchema = z.object({
+  description: z.string().optional(),
+  models: z.record(z.string(), z.object({ dir: z.string(), steps: z.number().int().positive().optional(), guidanceScale: z.number().nonnegative().optional() })),
+  judge: z.object({ dir: z.string(), scoring: z.enum(["head", "clip"]).optional() }),
+});
+
+/** The default model map: tiny generated stand-ins for the pool. */
+export const DEFAULT_MODEL_MAP = join(DEFAULT_PROFILES_DIR, "onnx", "tiny-pool.json");
+
+/** Options of the onnx backends. */
+export interface OnnxSetupOptions {
+  /** Model map file. */
+  modelMap?: string;
+  /** Folder the map's `dir`s are relative to. */
+  modelsDir: string;
+  /** Models resident per worker at once. */
+  maxResident?: number;
+  intraOpNumThreads?: number;
+}
+
+/** Reads the map, generating the tiny models if they are what is missing. */
+export function prepareOnnx(opts: OnnxSetupOptions) {
+  const map = ModelMapSchema.parse(JSON.parse(readFileSync(opts.modelMap ?? DEFAULT_MODEL_MAP, "utf8")));
+  const base = resolve(opts.modelsDir);
+  const at = (dir: string) => (isAbsolute(dir) ? dir : join(base, dir));
+  const folders = [...Object.values(map.models).map((m) => m.dir), map.judge.dir];
+  if (folders.some((d) => !existsSync(join(at(d), d === map.judge.dir ? "head" : "unet")))) {
+    if (folders.every((d) => d.startsWith("tiny-"))) makeTinyModels(base);
+  }
+  const models: Record<string, OnnxModelEntry> = {};
+  for (const [name, m] of Object.entries(map.models)) {
+    models[name] = { dir: at(m.dir), steps: m.steps, guidanceScale: m.guidanceScale, intraOpNumThreads: opts.intraOpNumThreads ?? 1 };
+  }
+  return {
+    models: Object.keys(models),
+    generationBackend: () => new OnnxGenerationBackend({ models, maxResident: opts.maxResident ?? 1, intraOpNumThreads: opts.intraOpNumThreads ?? 1 }),
+    judge: () => OnnxClipJudge.load({ dir: at(map.judge.dir), scoring: map.judge.scoring ?? "head", intraOpNumThreads: opts.intraOpNumThreads ?? 1 }),
+  };
+}
