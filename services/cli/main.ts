@@ -50,6 +50,21 @@ program
   .option("--json", "print the reply as one JSON object (image as its byte length)")
   .action((prompt, opts) => generateCommand(prompt, opts));
 
+program
+  .command("profile")
+  .description("measure an ONNX model export: latency per batch size, load/unload time and memory; writes a profile file")
+  .argument("<model-dir>")
+  .option("--batches <list>", "batch sizes", (v: string) => v.split(",").map((x) => count(x)), [1, 2, 4, 8])
+  .option("--out <file>", "write the profile JSON here (default: stdout)")
+  .option("--name <name>", "model name in the profile")
+  .option("--runs <n>", "runs per batch size (median)", count, 3)
+  .option("--steps <n>", "denoising steps", count)
+  .option("--guidance-scale <x>", "classifier-free guidance scale", Number)
+  .action(async (dir, opts) => {
+    const { profileCommand } = await import("./profile.ts");
+    await profileCommand(dir, opts);
+  });
+
 program.parseAsync(process.argv).catch((err) => {
   process.stderr.write(`hadis: ${(err as Error).message}\n`);
   process.exit(1);

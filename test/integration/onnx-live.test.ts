@@ -4,7 +4,9 @@
  * manager: it writes plans to the KV bucket as the manager would.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mkdtempSync, rmSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { makeTinyModels } from "../../tools/make-tiny-models.ts";
+import { DEFAULT_MODEL_MAP } from "../../services/lib/onnx-setup.ts";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { inflateSync } from "node:zlib";
@@ -13,7 +15,7 @@ import { connectNats, openPlanBucket, type NatsConnection } from "../../services
 import { HadisClient } from "../../services/lib/client.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
 import { createLogger } from "../../services/lib/log.ts";
-import { encode } from "../../contracts/envelope.ts";
+import { encode, parseRaw } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION, type Plan } from "../../contracts/messages.ts";
 import { subjects } from "../../contracts/subjects.ts";
 
@@ -53,6 +55,13 @@ function pngSize(bytes: Uint8Array) {
 }
 
 beforeAll(async () => {
+  // A model map with one broken export (its UNet is missing) besides the tiny stand-ins.
+  const dirs = makeTinyModels(modelsDir);
+  cpSync(dirs.turbo, join(modelsDir, "broken"), { recursive: true });
+  rmSync(join(modelsDir, "broken", "unet", "model.onnx"));
+  const map = JSON.parse(readFileSync(DEFAULT_MODEL_MAP, "utf8"));
+  map.models.broken = { dir: "broken", steps: 1, guidanceScale: 0 };
+  writeFileSync(join(modelsDir, "map.json"), JSON.stringify(map));
   server = await startNatsServer();
   system = await startSystem({
     natsUrl: server.url,
@@ -60,7 +69,7 @@ beforeAll(async () => {
     workers: 2,
     workerIdPrefix: "onnx",
     backend: "onnx",
-    onnx: { modelsDir },
+    onnx: { modelsDir, modelMap: join(modelsDir, "map.json") },
     workQueue: { storage: "memory" },
     log: createLogger("test", "error"),
   });
@@ -108,5 +117,25 @@ describe("onnx backend behind the router and judge", () => {
     await publish(plan(1, "sdxl-lightning", "sd35-medium", { "onnx-00": "sdxl-lightning", "onnx-01": "sd35-medium" }));
     await new Promise((r) => setTimeout(r, 300));
     expect(w0.status("x").model).toBe("sd35-large-turbo");
+  });
+
+  it("a model folder missing a file fails at load with the file named; the worker stays up and reports it", async () => {
+    const w1 = system.workers!.agents.find((a) => a.id === "onnx-01")!;
+    await publish(plan(3, "sd35-large-turbo", "broken", { "onnx-00": "sd35-large-turbo", "onnx-01": "broken" }, 0));
+    await until(() => w1.status("x").state === "failed");
+    expect(w1.status("x").lastError).toMatch(/broken\/unet\/model\.onnx/);
+    // The heartbeat carries the failure to the resource manager.
+    const beat = await new Promise<Record<string, unknown>>((resolve) => {
+      const sub = nc.subscribe("hadis.heartbeat.worker.onnx-01", {
+        callback: (_e, m) => {
+          sub.unsubscribe();
+          resolve(parseRaw(m.data) as Record<string, unknown>);
+        },
+      });
+    });
+    expect(String(beat.lastError)).toMatch(/unet\/model\.onnx/);
+    // Still alive: a plan that moves it back is followed.
+    await publish(plan(4, "sd35-large-turbo", "sd35-medium", { "onnx-00": "sd35-large-turbo", "onnx-01": "sd35-medium" }, 0));
+    await until(() => w1.status("x").state === "serving" && w1.status("x").model === "sd35-medium");
   });
 });
