@@ -1,0 +1,141 @@
+import { describe, expect, it } from "vitest";
+import { WorkerAgent, type Delivery, type WorkSource } from "../../../actors/worker/worker-agent.ts";
+import type { GenerationBackend } from "../../../actors/worker/backend.ts";
+import { encode } from "../../../contracts/envelope.ts";
+import { PROTOCOL_VERSION, type Plan, type WorkResult } from "../../../contracts/messages.ts";
+
+/** An in-memory work queue per model with ack bookkeeping. */
+class FakeQueue implements WorkSource {
+  readonly queues = new Map<string, Uint8Array[]>();
+  readonly acked: string[] = [];
+  readonly termed: number[] = [];
+  push(model: string, data: Uint8Array) {
+    (this.queues.get(model) ?? this.queues.set(model, []).get(model)!).push(data);
+  }
+  async pull(model: string, max: number, waitMs: number, signal: AbortSignal): Promise<Delivery[]> {
+    const q = this.queues.get(model) ?? [];
+    if (q.length === 0) {
+      await new Promise((r) => {
+        const t = setTimeout(r, Math.min(waitMs, 5));
+        signal.addEventListener("abort", () => (clearTimeout(t), r(undefined)));
+      });
+      return [];
+    }
+    return q.splice(0, max).map((data, i) => ({
+      data,
+      ack: () => void this.acked.push(model),
+      term: () => void this.termed.push(i),
+      nak: () => q.unshift(data),
+      working: () => undefined,
+    }));
+  }
+}
+
+function item(model: string, id: string, deadlineAtMs = Date.now() + 60_000) {
+  return encode({ v: PROTOCOL_VERSION, requestId: id, prompt: "a cat", seed: 1, model, replyTo: "r", enqueuedAtMs: Date.now(), deadlineAtMs, planEpoch: 1 });
+}
+
+function plan(epoch: number, model: string | null, batchSize = 4): Plan {
+  return {
+    v: PROTOCOL_VERSION, epoch, policy: "t", issuedAtMs: 0, sloMs: 1000, timeScale: 1, pair: { light: "a", heavy: "b" },
+    routerThreshold: 0, discThreshold: 0, heavyShare: 0, models: { a: { workers: 1, batchSize }, b: { workers: 0, batchSize: 1 } },
+    assignment: model ? { w: model } : {}, reason: "",
+  };
+}
+
+function setup(genMs = 20) {
+  const events: string[] = [];
+  const results: WorkResult[] = [];
+  const backend: GenerationBackend = {
+    kind: "fake",
+    load: async (m) => void events.push(`load ${m}`),
+    unload: async (m) => void events.push(`unload ${m}`),
+    generate: async (m, batch) => {
+      events.push(`gen ${m} x${batch.length}`);
+      await new Promise((r) => setTimeout(r, genMs));
+      events.push(`done ${m}`);
+      return batch.map(() => ({ image: new Uint8Array([1]), width: 1, height: 1 }));
+    },
+    close: async () => undefined,
+  };
+  const queue = new FakeQueue();
+  const agent = new WorkerAgent("w", {
+    source: queue,
+    publishResult: (_to, r) => void results.push(r),
+    backend,
+    now: Date.now,
+    sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
+    log: () => undefined,
+  }, { pollMs: 5, workingEveryMs: 1_000, loadRetryMs: 10 });
+  return { agent, queue, events, results };
+}
+
+const until = async (check: () => boolean) => {
+  for (let i = 0; i < 400 && !check(); i++) await new Promise((r) => setTimeout(r, 5));
+  expect(check()).toBe(true);
+};
+
+describe("WorkerAgent", () => {
+  it("loads its model, runs up to its batch size at once, publishes and acks each result", async () => {
+    const { agent, queue, events, results } = setup();
+    for (let i = 0; i < 6; i++) queue.push("a", item("a", `r${i}`));
+    agent.applyPlan(plan(1, "a", 4));
+    agent.start();
+    await until(() => results.length === 6);
+    expect(events.filter((e) => e.startsWith("gen"))).toEqual(["gen a x4", "gen a x2"]);
+    expect(events[0]).toBe("load a");
+    expect(results.every((r) => r.ok && r.batchSize > 0)).toBe(true);
+    expect(queue.acked).toHaveLength(6);
+    await agent.stop();
+  });
+
+  it("finishes the batch in flight before swapping, then serves the new model's queue", async () => {
+    const { agent, queue, events, results } = setup(50);
+    queue.push("a", item("a", "r1"));
+    agent.applyPlan(plan(1, "a"));
+    agent.start();
+    await until(() => events.includes("gen a x1"));
+    agent.applyPlan(plan(2, "b"));
+    queue.push("b", item("b", "r2"));
+    await until(() => results.length === 2);
+    expect(events).toEqual(["load a", "gen a x1", "done a", "unload a", "load b", "gen b x1", "done b"]);
+    expect(agent.status("fake").swapsTotal).toBe(1);
+    // A stale epoch is ignored.
+    expect(agent.applyPlan(plan(1, "a"))).toBe(false);
+    await agent.stop();
+    expect(events.at(-1)).toBe("unload b");
+  });
+
+  it("drops expired and malformed items without running them, and counts why", async () => {
+    const { agent, queue, events, results } = setup();
+    queue.push("a", item("a", "old", Date.now() - 1));
+    queue.push("a", new Uint8Array([0xc1, 0xc1]));
+    queue.push("a", item("a", "fresh"));
+    agent.applyPlan(plan(1, "a"));
+    agent.start();
+    await until(() => results.length === 1);
+    expect(results[0].requestId).toBe("fresh");
+    expect(agent.dropped).toMatchObject({ expired: 1, malformed: 1 });
+    expect(events.filter((e) => e.startsWith("gen"))).toEqual(["gen a x1"]);
+    await agent.stop();
+  });
+
+  it("a failing load leaves the worker up and reporting, and a later plan is followed", async () => {
+    const { agent, events } = setup();
+    const broken = { ...(agent as unknown as { ports: { backend: GenerationBackend } }).ports.backend };
+    (agent as unknown as { ports: { backend: GenerationBackend } }).ports.backend = {
+      ...broken,
+      load: async (m) => {
+        if (m === "a") throw new Error("a/unet/model.onnx: missing");
+        events.push(`load ${m}`);
+      },
+    };
+    agent.applyPlan(plan(1, "a"));
+    agent.start();
+    await until(() => agent.status("fake").state === "failed");
+    expect(agent.status("fake").lastError).toMatch(/unet\/model\.onnx/);
+    agent.applyPlan(plan(2, "b"));
+    await until(() => agent.status("fake").model === "b");
+    await agent.stop();
+  });
+});
