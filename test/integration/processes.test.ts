@@ -1,0 +1,88 @@
+/**
+ * The services as separate processes (a multi-machine deployment on one host): each started
+ * with `hadis serve <kind> --nats <url>`, a request served through all four, then SIGTERM to
+ * each: it stops intake, finishes in-flight work and exits 0.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
+import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
+import { HadisClient } from "../../services/lib/client.ts";
+import { spawnHadis, waitFor, type Spawned } from "../helpers/processes.ts";
+import { freePort } from "../../services/lib/nats-server.ts";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+let server: LocalServer;
+let nc: NatsConnection;
+const procs: Record<string, Spawned> = {};
+
+beforeAll(async () => {
+  server = await startNatsServer();
+  const common = ["--nats", server.url, "--time-scale", "0.002", "--storage", "memory"];
+  procs.manager = spawnHadis(["serve", "resource-manager", ...common]);
+  procs.judge = spawnHadis(["serve", "discriminator", ...common]);
+  procs.workers = spawnHadis(["serve", "worker", "--workers", "3", "--id-prefix", "gpu", ...common]);
+  procs.router = spawnHadis(["serve", "router", ...common]);
+  nc = await connectNats(server.url, "test");
+}, 60_000);
+
+afterAll(async () => {
+  for (const p of Object.values(procs)) p.child.kill("SIGKILL");
+  await nc?.close();
+  await server?.stop();
+});
+
+describe("services as separate processes", () => {
+  it("serve requests end to end", async () => {
+    const client = new HadisClient(nc);
+    await waitFor(async () => {
+      try {
+        await client.generate({ prompt: "a red bicycle", deadlineMs: 5_000 }, { timeoutMs: 6_000 });
+        return true;
+      } catch {
+        return false;
+      }
+    }, 40_000, "first reply");
+    const replies = await Promise.all(Array.from({ length: 20 }, (_, i) => client.generate({ prompt: `a boat ${i}`, deadlineMs: 20_000 })));
+    expect(replies.map((r) => r.planEpoch).every((e) => e >= 1)).toBe(true);
+  }, 60_000);
+
+  it("each exits 0 on SIGTERM after finishing in-flight work", async () => {
+    const client = new HadisClient(nc);
+    // Requests in flight while the router is asked to stop are still answered.
+    const inFlight = Array.from({ length: 10 }, (_, i) => client.generate({ prompt: `a kite ${i}`, deadlineMs: 20_000 }));
+    await new Promise((r) => setTimeout(r, 20));
+    procs.router.child.kill("SIGTERM");
+    const settled = await Promise.allSettled(inFlight);
+    expect(settled.filter((s) => s.status === "fulfilled").length).toBe(10);
+    expect(await procs.router.exited).toBe(0);
+    for (const name of ["workers", "judge", "manager"]) {
+      procs[name].child.kill("SIGTERM");
+      expect(await procs[name].exited, procs[name].output().slice(-2000)).toBe(0);
+    }
+  }, 60_000);
+
+  it("`hadis start` (what npm start runs) serves, refuses a taken port, and Ctrl-C leaves no process behind", async () => {
+    const port = await freePort();
+    const dataDir = mkdtempSync(join(tmpdir(), "hadis-start-"));
+    const start = spawnHadis(["start", "--port", String(port), "--data-dir", dataDir, "--workers", "4", "--time-scale", "0.002"]);
+    await waitFor(() => start.output().includes("HADIS is serving"), 40_000, "start banner");
+    expect(start.output()).toContain(`nats://127.0.0.1:${port}`);
+    const nc2 = await connectNats(`nats://127.0.0.1:${port}`, "t2");
+    const reply = await new HadisClient(nc2).generate({ prompt: "a red bicycle", deadlineMs: 20_000 });
+    expect(reply.image.byteLength).toBeGreaterThan(0);
+    await nc2.close();
+
+    const second = spawnHadis(["start", "--port", String(port), "--data-dir", `${dataDir}-2`]);
+    expect(await second.exited).toBe(2);
+    expect(second.output()).toMatch(/port \d+ on 127\.0\.0\.1 is already in use/);
+
+    start.child.kill("SIGINT");
+    expect(await start.exited).toBe(0);
+    const left = spawnSync("pgrep", ["-f", dataDir], { encoding: "utf8" }).stdout.trim();
+    expect(left).toBe("");
+    rmSync(dataDir, { recursive: true, force: true });
+  }, 90_000);
+});
