@@ -173,6 +173,8 @@ export const PlanSchema = z.strictObject({
   pair: z.strictObject({ light: modelName, heavy: modelName }),
   /** Share of prompts (0..1) the router sends straight to the heavy model. */
   routerThreshold: z.number().min(0).max(1),
+  /** How that share is picked: the hardest prompts (`difficulty`), or at random (`random`: a mix without cascade). */
+  routerMode: z.enum(["difficulty", "random"]).optional(),
   /** Share of light images (0..1) the discriminator escalates: the quantile of the light model's scores. */
   discThreshold: z.number().min(0).max(1),
   /** Expected share of requests that end on the heavy model. */

@@ -1,15 +1,23 @@
 /** The routing decision for one prompt under the plan in force. */
 import type { Plan } from "../../contracts/messages.ts";
 import type { RouteDecision } from "../request/types.ts";
+import { fnv1a } from "../profile/stats.ts";
 import type { DifficultyScorer, HardnessThreshold } from "./difficulty.ts";
 
-/** Scores the prompt and decides light or heavy under `plan`. */
-export function decideRoute(plan: Plan, prompt: string, scorer: DifficultyScorer, threshold: HardnessThreshold): RouteDecision {
+/**
+ * Scores the prompt and decides light or heavy under `plan`. In `random` mode (a mix of
+ * models without cascade) the share goes to the heavy model by a hash of the request id.
+ */
+export function decideRoute(plan: Plan, prompt: string, requestId: string, scorer: DifficultyScorer, threshold: HardnessThreshold): RouteDecision {
   const difficulty = scorer.score(prompt);
   threshold.observe?.(difficulty);
   const single = plan.pair.light === plan.pair.heavy;
+  const hard =
+    plan.routerMode === "random"
+      ? fnv1a(requestId) / 0x100000000 < plan.routerThreshold
+      : threshold.isHard(difficulty, plan.routerThreshold);
   return {
-    hard: !single && threshold.isHard(difficulty, plan.routerThreshold),
+    hard: !single && hard,
     difficulty,
     routerThreshold: plan.routerThreshold,
     pair: plan.pair,

@@ -95,7 +95,7 @@ export function routerActors(deps: RouterActorDeps) {
   const route = fromPromise<RouteDecision, { prompt: string; requestId: string }>(async ({ input }) => {
     const plan = deps.plans.current ?? (await deps.plans.waitForPlan(deps.planWaitMs));
     if (!plan) throw new HadisError("no_capacity", "no plan in force yet: is the resource manager running?");
-    return decideRoute(plan, input.prompt, deps.scorer, deps.threshold);
+    return decideRoute(plan, input.prompt, input.requestId, deps.scorer, deps.threshold);
   });
 
   const generate = fromPromise<GenerateOutcome, GenerateCall>(async ({ input, signal }) => {
