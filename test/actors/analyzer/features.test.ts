@@ -76,6 +76,9 @@ describe("spatialRelations: spatial terms as whole words", () => {
     expect(countSpatial(["sitting", "into", "tons"], [["in"], ["on"], ["to"]])).toBe(0);
     expect(countSpatial(["on", "on", "top", "of"], [["on"], ["on", "top", "of"]])).toBe(3);
   });
+  it("reads 'thru' as 'through', as spaCy's norm does", () => {
+    expect(countSpatial(["walking", "thru", "woods"], [["through"]])).toBe(1);
+  });
 });
 
 describe("actionVerbs: verbs, not auxiliaries", () => {
@@ -97,5 +100,23 @@ describe("namedEntities: runs of proper nouns", () => {
       isPunct: [false, false, false, false, false],
     };
     expect(countProperRuns(t)).toBe(2);
+  });
+});
+
+describe("tag corrections (retag)", () => {
+  it("keeps a verb with an object, makes a lexicalised -ing word a noun", () => {
+    expect(f("a man painting a wall").actionVerbs).toBe(1);
+    expect(f("a watercolor painting of a house").actionVerbs).toBe(0);
+  });
+  it("an attributive participle is both a verb and an attribute (spaCy VERB + amod)", () => {
+    const a = f("a stuffed animal in a bucket");
+    expect(a.actionVerbs).toBe(1);
+    expect(a.attributeDensity).toBe(1);
+    expect(a.numObjects).toBe(1); // bucket; 'animal' is the root, not an object of 'stuffed'
+  });
+  it("'on top' and 'in the wild' head prepositional objects", () => {
+    expect(f("a screw with a nut on top").numObjects).toBe(2); // nut, top
+    expect(f("a lion in the wild").numObjects).toBe(1); // wild
+    expect(f("a lion in the wild").attributeDensity).toBe(1); // still an adjective
   });
 });
