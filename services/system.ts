@@ -6,7 +6,10 @@
 import { subjects as buildSubjects, type Subjects } from "../contracts/subjects.ts";
 import { ProfileJudge } from "../actors/judge/profile-judge.ts";
 import { ProfileGenerationBackend } from "../actors/worker/profile-backend.ts";
-import { FixedPercentileThreshold, ReferenceFeatureScorer } from "../actors/routing/difficulty.ts";
+import { FixedPercentileThreshold, ReferenceFeatureScorer, type DifficultyScorer, type HardnessThreshold } from "../actors/routing/difficulty.ts";
+import { AnalyzerScorer, liveThreshold } from "../actors/routing/analyzer-scorer.ts";
+import { loadPromptAnalyzer } from "./lib/analyzer-files.ts";
+import type { ProfileSet } from "../actors/profile/profile-set.ts";
 import type { StaticConfig } from "../actors/control/static-policy.ts";
 import { createLogger, type Logger } from "./lib/log.ts";
 import { connectNats, DEFAULT_WORK_QUEUE, WorkQueue, type NatsConnection, type WorkQueueOptions } from "./lib/nats.ts";
@@ -17,6 +20,21 @@ import { startWorkers, type RunningWorkers } from "./worker/workers.ts";
 import { startDiscriminator } from "./discriminator/discriminator.ts";
 import { startResourceManager, type RunningResourceManager } from "./resource-manager/manager.ts";
 import { createPolicy } from "./resource-manager/policies.ts";
+import { createHighsSolver } from "./lib/highs-solver.ts";
+import { plannerWarmupLp } from "../actors/planner/milp.ts";
+
+/** The router's scorer and threshold: the analyzer with a live window, or the reference features. */
+function routerScoring(kind: "analyzer" | "reference", profiles: ProfileSet): { scorer: DifficultyScorer; threshold: HardnessThreshold } {
+  if (kind === "reference") {
+    const scorer = new ReferenceFeatureScorer(profiles);
+    return { scorer, threshold: new FixedPercentileThreshold(scorer.referenceScores) };
+  }
+  const analyzer = loadPromptAnalyzer();
+  return { scorer: new AnalyzerScorer(analyzer), threshold: liveThreshold(analyzer, profiles.reference.prompts) };
+}
+
+/** The policy `npm start` runs unless told otherwise. */
+export const DEFAULT_POLICY = "hadis";
 import { prepareOnnx } from "./lib/onnx-setup.ts";
 
 /** The four service kinds. */
@@ -44,8 +62,12 @@ export interface SystemOptions {
   onnx?: { modelMap?: string; modelsDir: string; maxResident?: number };
   policy?: string;
   staticConfig?: StaticConfig;
-  /** Resource manager tick, ms (scaled by the time scale). */
+  /** The router's difficulty score: the prompt analyzer (default) or the reference features of known prompts. */
+  scorer?: "analyzer" | "reference";
+  /** Resource manager tick, ms (default 20 s × time scale, at least 0.5 s). */
   tickMs?: number;
+  /** Half-life of the demand EWMA, ms (default 20 s × time scale, at least 1 s). */
+  demandHalfLifeMs?: number;
   workQueue?: Partial<WorkQueueOptions>;
   subjectPrefix?: string;
   workerIdPrefix?: string;
@@ -78,6 +100,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
   };
   const logFor = (service: string) => opts.log ?? createLogger(service);
   const started: { kind: ServiceKind; service: RunningService }[] = [];
+  const closers: (() => Promise<void>)[] = [];
   const onnx = opts.backend === "onnx" ? prepareOnnx(opts.onnx ?? { modelsDir: ".hadis/models" }) : null;
   const system: RunningSystem = {
     subjects,
@@ -88,22 +111,32 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
         await Promise.all(started.filter((s) => s.kind === kind).map((s) => s.service.stop(graceMs)));
       }
       await Promise.all(connections.map((nc) => nc.drain().catch(() => nc.close())));
+      await Promise.all(closers.map((close) => close().catch(() => undefined)));
     },
   };
 
   try {
     if (kinds.has("resource-manager")) {
       const nc = await connect("hadis-resource-manager");
+      const policyName = opts.policy ?? DEFAULT_POLICY;
+      const solver = createHighsSolver({ warmupLp: plannerWarmupLp(profiles) });
+      closers.push(() => solver.close());
       const manager = await startResourceManager({
         nc,
         subjects,
         queue: await WorkQueue.open(nc, subjects, queueOptions),
-        policyName: opts.policy ?? "static",
-        policy: createPolicy(opts.policy ?? "static", { profiles, staticConfig: opts.staticConfig }),
-        models: profiles.models.map((m) => m.name),
-        sloMs,
-        timeScale,
-        tickMs: opts.tickMs ?? Math.max(500, 5_000 * timeScale),
+        tick: {
+          policyName,
+          policy: createPolicy(policyName, profiles, opts.staticConfig),
+          profiles,
+          solve: (lp, o) => solver.solve(lp, o),
+          sloMs,
+          timeScale,
+          queueSafety: 1.5,
+        },
+        // The paper re-plans every few seconds of its (compressed) trace time.
+        tickMs: opts.tickMs ?? Math.max(500, 20_000 * timeScale),
+        demandHalfLifeMs: opts.demandHalfLifeMs ?? Math.max(1_000, 20_000 * timeScale),
         silentAfterMs: 3_000,
         log: logFor("resource-manager"),
       });
@@ -135,8 +168,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
       started.push({ kind: "worker", service: workers });
     }
     if (kinds.has("router")) {
-      const scorer = new ReferenceFeatureScorer(profiles);
-      const threshold = new FixedPercentileThreshold(scorer.referenceScores);
+      const { scorer, threshold } = routerScoring(opts.scorer ?? "analyzer", profiles);
       for (let i = 0; i < (opts.routers ?? 1); i++) {
         const nc = await connect("hadis-router");
         const router = await startRouter({ nc, subjects, queue: await WorkQueue.open(nc, subjects, queueOptions), scorer, threshold, defaultSloMs: sloMs, log: logFor("router") });

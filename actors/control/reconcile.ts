@@ -1,79 +1,163 @@
 /**
- * The reconciler's last step: name the workers for a decision (moving as few as possible)
- * and issue a new plan epoch only when something changed.
+ * One control tick of the resource manager, as a pure function: snapshot → policy → assignment
+ * (fewest moves) → damping → the plan to publish, or null when nothing should change. The
+ * service and the simulator both run it; time and I/O are passed in.
  */
-import { PROTOCOL_VERSION, type Plan } from "../../contracts/messages.ts";
-import type { PlanDecision } from "./decision.ts";
+import type { Plan } from "../../contracts/messages.ts";
+import type { ProfileSet } from "../profile/profile-set.ts";
+import { assignWorkers, swappedWorkers } from "../planner/assignment.ts";
+import { dampPlan, type DampingOptions, type DampingVerdict } from "../planner/damping.ts";
+import { decisionToPlan, workerCapacityQps, type PlanDecision } from "../planner/decision.ts";
+import type { PlannerPolicy } from "../planner/policies.ts";
+import type { SolveFn } from "../planner/solver.ts";
+import { Ewma, queueDelayMs, type PlannerSnapshot, type WorkerInventoryItem } from "../planner/snapshot.ts";
 
-/**
- * Names a model for each live worker so that each model gets its count, moving the fewest:
- * a worker keeps its model while that model still needs workers; the rest fill the gaps.
- */
-export function assignWorkers(
-  workerIds: readonly string[],
-  current: Readonly<Record<string, string | null | undefined>>,
-  counts: Readonly<Record<string, number>>,
-): Record<string, string> {
-  const need = new Map(Object.entries(counts).filter(([, n]) => n > 0));
-  const out: Record<string, string> = {};
-  const free: string[] = [];
-  for (const id of [...workerIds].sort()) {
-    const m = current[id];
-    const left = m ? need.get(m) ?? 0 : 0;
-    if (m && left > 0) {
-      out[id] = m;
-      need.set(m, left - 1);
-    } else free.push(id);
-  }
-  for (const [model, left] of [...need.entries()].sort()) {
-    for (let i = 0; i < left && free.length > 0; i++) out[free.shift()!] = model;
+/** What the control loop remembers between ticks. */
+export interface ControlState {
+  demand: Ewma;
+  /** Last time each worker was told to swap, ms. */
+  lastSwapAtMs: Record<string, number>;
+}
+
+/** A fresh control state; `halfLifeMs` is the demand EWMA's half-life. */
+export function newControlState(halfLifeMs: number): ControlState {
+  return { demand: new Ewma(halfLifeMs), lastSwapAtMs: {} };
+}
+
+/** What one tick observes. */
+export interface TickObservation {
+  nowMs: number;
+  /** Arrivals per second since the last tick, summed over routers. */
+  arrivalsQps: number;
+  /** Items waiting per model queue. */
+  queueDepth: Record<string, number>;
+  /** Live workers and what they hold. */
+  workers: WorkerInventoryItem[];
+  current: Plan | null;
+}
+
+/** Fixed inputs of the loop. */
+export interface TickConfig {
+  policyName: string;
+  policy: PlannerPolicy;
+  profiles: ProfileSet;
+  solve: SolveFn;
+  sloMs: number;
+  timeScale: number;
+  /** Multiplies Little's-law queue delays (headroom for bursts). */
+  queueSafety: number;
+  damping?: DampingOptions;
+}
+
+/** What a tick decided and why. */
+export interface TickOutcome {
+  /** The plan to publish, or null to keep the one in force. */
+  plan: Plan | null;
+  snapshot: PlannerSnapshot;
+  decision: PlanDecision;
+  verdict: DampingVerdict | null;
+  /** Workers the new plan moves to another model. */
+  swapped: string[];
+  /** Why nothing changed, when `plan` is null. */
+  held?: string;
+}
+
+const POLICY_ROUTER_MODE: Record<string, Plan["routerMode"]> = { proteus: "random" };
+
+function sameConfiguration(a: Plan, b: Plan): boolean {
+  const key = (p: Plan) =>
+    JSON.stringify([
+      p.policy, p.pair, p.routerThreshold, p.routerMode ?? "difficulty", p.discThreshold, p.sloMs, p.degraded ?? 0,
+      Object.entries(p.models).sort(([x], [y]) => (x < y ? -1 : 1)),
+      Object.entries(p.assignment).sort(([x], [y]) => (x < y ? -1 : 1)),
+    ]);
+  return key(a) === key(b);
+}
+
+/** Per-model arrival rate under a plan: light gets the non-routed share, heavy the heavy share. */
+function modelArrivalQps(plan: Plan | null, demandQps: number): Record<string, number> {
+  if (!plan) return {};
+  const { light, heavy } = plan.pair;
+  if (light === heavy) return { [light]: demandQps };
+  return { [light]: demandQps * (1 - plan.routerThreshold), [heavy]: demandQps * plan.heavyShare };
+}
+
+/** Service capacity per model under a plan, qps. */
+function modelCapacityQps(plan: Plan | null, profiles: ProfileSet): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [m, a] of Object.entries(plan?.models ?? {})) {
+    const p = profiles.byName.get(m);
+    if (p && a.workers > 0) out[m] = a.workers * workerCapacityQps(p, a.batchSize, plan!.timeScale);
   }
   return out;
 }
 
-/** Workers whose model differs between two assignments (newly named workers do not count). */
-export function countSwaps(before: Readonly<Record<string, string>>, after: Readonly<Record<string, string>>): number {
-  let n = 0;
-  for (const [id, m] of Object.entries(after)) if (before[id] !== undefined && before[id] !== m) n++;
-  return n;
+/**
+ * Queueing delay per model by Little's law (queue ÷ arrival rate) × safety. A queue left over
+ * from a swap while arrivals are few drains at service speed, not at the arrival rate, so the
+ * rate is floored at half the model's capacity: otherwise two items queued at 0.1 qps would
+ * read as a 20 s wait and the planner would flee to the cheapest pair.
+ */
+export function estimateQueueDelays(depth: Record<string, number>, arrivals: Record<string, number>, capacity: Record<string, number>, safety: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [model, n] of Object.entries(depth)) {
+    out[model] = queueDelayMs(n, Math.max(arrivals[model] ?? 0, 0.5 * (capacity[model] ?? 0)), safety);
+  }
+  return out;
 }
 
-/** Inputs of `nextPlan`. */
-export interface NextPlanInput {
-  current: Plan | null;
-  decision: PlanDecision;
-  assignment: Record<string, string>;
-  policy: string;
-  sloMs: number;
-  timeScale: number;
-  nowMs: number;
-}
-
-function sameShape(a: Plan, b: Omit<Plan, "epoch" | "issuedAtMs" | "reason" | "v">): boolean {
-  return JSON.stringify([a.policy, a.pair, a.routerThreshold, a.discThreshold, a.models, sortKeys(a.assignment), a.sloMs, a.degraded ?? 0]) ===
-    JSON.stringify([b.policy, b.pair, b.routerThreshold, b.discThreshold, b.models, sortKeys(b.assignment), b.sloMs, b.degraded ?? 0]);
-}
-
-function sortKeys(r: Record<string, string>): [string, string][] {
-  return Object.entries(r).sort(([a], [b]) => (a < b ? -1 : 1));
-}
-
-/** The plan to publish, or null when the decision changes nothing in force. */
-export function nextPlan(input: NextPlanInput): Plan | null {
-  const { decision } = input;
-  const body = {
-    policy: input.policy,
-    sloMs: input.sloMs,
-    timeScale: input.timeScale,
-    pair: decision.pair,
-    routerThreshold: decision.routerThreshold,
-    discThreshold: decision.discThreshold,
-    heavyShare: decision.heavyShare,
-    ...(decision.expectedFid !== undefined ? { expectedFid: decision.expectedFid } : {}),
-    models: Object.fromEntries(Object.entries(decision.models).sort(([a], [b]) => (a < b ? -1 : 1))),
-    assignment: input.assignment,
-    degraded: decision.degraded,
+/** Runs one control tick. Never throws for a policy failure: the outcome says what was held. */
+export async function controlTick(state: ControlState, obs: TickObservation, config: TickConfig): Promise<TickOutcome> {
+  const demandQps = state.demand.update(obs.arrivalsQps, obs.nowMs);
+  const delays = estimateQueueDelays(obs.queueDepth, modelArrivalQps(obs.current, demandQps), modelCapacityQps(obs.current, config.profiles), config.queueSafety);
+  const snapshot: PlannerSnapshot = {
+    nowMs: obs.nowMs,
+    demandQps,
+    queueDepth: obs.queueDepth,
+    queueDelayMs: delays,
+    workers: obs.workers,
+    current: obs.current,
+    sloMs: config.sloMs,
+    timeScale: config.timeScale,
   };
-  if (input.current && sameShape(input.current, body)) return null;
-  return { v: PROTOCOL_VERSION, epoch: (input.current?.epoch ?? 0) + 1, issuedAtMs: input.nowMs, reason: decision.reason, ...body };
+  const decision = await config.policy(snapshot, config.profiles, config.solve);
+  const outcome = (plan: Plan | null, verdict: DampingVerdict | null, swapped: string[], held?: string): TickOutcome => ({ plan, snapshot, decision, verdict, swapped, held });
+  if (obs.current && (decision.solverStatus === "Error" || decision.solverStatus === "Timeout")) {
+    return outcome(null, null, [], `solver ${decision.solverStatus}: keeping epoch ${obs.current.epoch}`);
+  }
+
+  const live = new Set(obs.workers.map((w) => w.id));
+  const held = Object.fromEntries(Object.entries(obs.current?.assignment ?? {}).filter(([id]) => live.has(id)));
+  const counts = Object.fromEntries(Object.entries(decision.models).map(([m, a]) => [m, a.workers]));
+  const assignment = assignWorkers(obs.workers, held, counts, { lastSwapAtMs: state.lastSwapAtMs });
+  const candidate = decisionToPlan(decision, {
+    epoch: (obs.current?.epoch ?? 0) + 1,
+    policy: config.policyName,
+    issuedAtMs: obs.nowMs,
+    sloMs: config.sloMs,
+    timeScale: config.timeScale,
+    assignment,
+  });
+  const routerMode = POLICY_ROUTER_MODE[config.policyName];
+  if (routerMode) candidate.routerMode = routerMode;
+  if (obs.current && sameConfiguration(obs.current, candidate)) return outcome(null, null, [], "unchanged");
+
+  // Workers that died or joined must be reflected at once, whatever damping would say.
+  const inventoryChanged =
+    obs.current !== null &&
+    (Object.keys(obs.current.assignment).some((id) => !live.has(id)) || obs.workers.some((w) => !(w.id in obs.current!.assignment) && w.id in assignment));
+  const verdict = dampPlan({
+    current: obs.current,
+    candidate,
+    lastSwapAtMs: state.lastSwapAtMs,
+    nowMs: obs.nowMs,
+    demandQps,
+    queueDelayMs: delays,
+    profiles: config.profiles,
+    options: config.damping,
+  });
+  if (!verdict.adopt && !inventoryChanged) return outcome(null, verdict, [], verdict.reason);
+  const swapped = swappedWorkers(held, assignment);
+  for (const id of swapped) state.lastSwapAtMs[id] = obs.nowMs;
+  return outcome(candidate, verdict, swapped);
 }

@@ -2,8 +2,8 @@
  * The static policy: one configuration from config, workers split between the two models in
  * proportion to the GPU time each needs (share of requests × per-image latency).
  */
-import type { ModelProfile } from "../../contracts/profile.ts";
-import type { PlanDecision } from "./decision.ts";
+import type { PlanDecision } from "../planner/decision.ts";
+import type { PlannerPolicy } from "../planner/policies.ts";
 
 /** A fixed configuration. */
 export interface StaticConfig {
@@ -22,16 +22,15 @@ export function heavyShareOf(routerThreshold: number, discThreshold: number): nu
 }
 
 /** Splits `workers` for a static configuration; each used model gets at least one when possible. */
-export function staticDecision(config: StaticConfig, profiles: ReadonlyMap<string, ModelProfile>, workers: number): PlanDecision {
+export function staticDecision(config: StaticConfig, latencyMs: (model: string) => number, workers: number): PlanDecision {
   const heavyShare = heavyShareOf(config.routerThreshold, config.discThreshold);
   const single = config.light === config.heavy;
   const models: PlanDecision["models"] = {};
   if (single || workers < 2) {
     models[config.heavy] = { workers, batchSize: config.heavyBatchSize };
   } else {
-    const per = (m: string) => profiles.get(m)?.latencyMsByBatch["1"] ?? 1;
-    const lightLoad = (1 - config.routerThreshold) * per(config.light);
-    const heavyLoad = heavyShare * per(config.heavy);
+    const lightLoad = (1 - config.routerThreshold) * latencyMs(config.light);
+    const heavyLoad = heavyShare * latencyMs(config.heavy);
     const total = lightLoad + heavyLoad;
     const lightWorkers = total > 0 ? Math.min(workers - 1, Math.max(1, Math.round((workers * lightLoad) / total))) : Math.ceil(workers / 2);
     models[config.light] = { workers: lightWorkers, batchSize: config.lightBatchSize };
@@ -42,9 +41,15 @@ export function staticDecision(config: StaticConfig, profiles: ReadonlyMap<strin
     routerThreshold: single ? 0 : config.routerThreshold,
     discThreshold: single ? 0 : config.discThreshold,
     heavyShare: single ? 1 : heavyShare,
-    expectedFid: config.expectedFid,
+    expectedFid: config.expectedFid ?? Number.NaN,
     models,
     reason: `static configuration over ${workers} workers`,
     degraded: 0,
   };
+}
+
+/** The static configuration as a planner policy. */
+export function staticPolicy(config: StaticConfig): PlannerPolicy {
+  return async (snapshot, profiles) =>
+    staticDecision(config, (m) => profiles.byName.get(m)?.latencyMsByBatch["1"] ?? 1, snapshot.workers.length);
 }

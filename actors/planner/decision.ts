@@ -97,6 +97,14 @@ export function spreadLeftover(needs: Record<string, ModelNeed>, workers: Planne
   const utilisation = (n: string) => needs[n].loadQps / (Math.max(alloc[n], 1e-9) * needs[n].capacityQps);
   const byPressure = (a: string, b: string) =>
     utilisation(b) - utilisation(a) || needs[b].batchMs - needs[a].batchMs || (a < b ? -1 : 1);
+  // Every model the configuration uses serves at least one worker, even at zero demand:
+  // a model in the pair without a worker would strand every request routed to it.
+  for (const n of [...names].sort(byPressure)) {
+    if (alloc[n] === 0 && left > 0) {
+      alloc[n] = 1;
+      left -= 1;
+    }
+  }
   const holding: Record<string, number> = {};
   for (const w of workers) if (w.model && w.model in alloc) holding[w.model] = (holding[w.model] ?? 0) + 1;
   for (const n of [...names].sort(byPressure)) {

@@ -105,6 +105,7 @@ export const RequestMachine = setup({
         src: "generate",
         input: ({ context }) => ({
           requestId: context.requestId,
+          stage: "light" as const,
           model: context.decision!.pair.light,
           prompt: context.prompt,
           seed: context.seed,
@@ -172,6 +173,7 @@ export const RequestMachine = setup({
         src: "generate",
         input: ({ context }) => ({
           requestId: context.requestId,
+          stage: "heavy" as const,
           model: context.decision!.pair.heavy,
           prompt: context.prompt,
           seed: context.seed,

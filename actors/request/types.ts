@@ -18,6 +18,8 @@ export interface RouteDecision {
 /** What the generate actor gets. */
 export interface GenerateCall {
   requestId: string;
+  /** Which stage of the cascade this generation is. */
+  stage: "light" | "heavy";
   model: string;
   prompt: string;
   seed: number;

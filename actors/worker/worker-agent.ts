@@ -29,6 +29,8 @@ export interface Delivery {
   nak(): void;
   /** Still working: extend the ack deadline. */
   working(): void;
+  /** A header of the message (e.g. `traceparent`), when the transport has headers. */
+  header?(name: string): string | undefined;
 }
 
 /** Where work comes from. */
@@ -40,11 +42,34 @@ export interface WorkSource {
 /** The worker's side effects, supplied by the service (or the simulator, or tests). */
 export interface WorkerPorts {
   source: WorkSource;
-  publishResult(replyTo: string, result: WorkResult): void;
+  /** Sends a result; `context` is what the observer gave for that item (e.g. trace headers). */
+  publishResult(replyTo: string, result: WorkResult, context?: unknown): void;
   backend: GenerationBackend;
   now(): number;
   sleep(ms: number): Promise<void>;
   log(event: string, fields: Record<string, unknown>): void;
+  /** Optional observer of batches (tracing, metrics), supplied by the service. */
+  observer?: BatchObserver;
+}
+
+/** One item of a batch as the observer sees it. */
+export interface BatchEntry {
+  item: WorkItem;
+  delivery: Delivery;
+}
+
+/** Watches batches run; the service turns this into spans and metrics. */
+export interface BatchObserver {
+  /** A batch starts executing at `startedMs`. */
+  started(workerId: string, model: string, batch: readonly BatchEntry[], startedMs: number): BatchObservation;
+}
+
+/** One observed batch. */
+export interface BatchObservation {
+  /** Opaque per-item value handed to `publishResult` with that item's result. */
+  itemContext(index: number): unknown;
+  /** The batch ended (its results are published); `error` when it failed. */
+  ended(endedMs: number, error?: string): void;
 }
 
 /** Tunables of the worker loop. */
@@ -216,6 +241,8 @@ export class WorkerAgent {
     this.inFlight = batch.length;
     const ticker = setIntervalPort(this.ports, this.options.workingEveryMs, () => batch.forEach((b) => b.delivery.working()));
     const startedMs = this.ports.now();
+    const observed = this.ports.observer?.started(this.id, model, batch, startedMs);
+    let failure: string | undefined;
     try {
       const images = await this.ports.backend.generate(model, batch.map((b) => ({ prompt: b.item.prompt, seed: b.item.seed })));
       const execMs = this.ports.now() - startedMs;
@@ -232,19 +259,21 @@ export class WorkerAgent {
           batchSize: batch.length,
           queueWaitMs: Math.max(0, startedMs - item.enqueuedAtMs),
           execMs,
-        });
+        }, observed?.itemContext(i));
         delivery.ack();
       });
       this.servedTotal += batch.length;
     } catch (err) {
       const e = asHadisError(err);
+      failure = e.message;
       this.lastError = e.message;
       this.ports.log("worker.batch_failed", { workerId: this.id, model, size: batch.length, error: e.message });
-      for (const { item, delivery } of batch) {
-        this.ports.publishResult(item.replyTo, errorResult(item, this.id, new HadisError("generation_failed", e.message, {}, { cause: e })));
+      batch.forEach(({ item, delivery }, i) => {
+        this.ports.publishResult(item.replyTo, errorResult(item, this.id, new HadisError("generation_failed", e.message, {}, { cause: e })), observed?.itemContext(i));
         delivery.ack();
-      }
+      });
     } finally {
+      observed?.ended(this.ports.now(), failure);
       ticker.stop();
       this.inFlight = 0;
     }

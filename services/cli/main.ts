@@ -12,7 +12,8 @@ const runOptions = (cmd: Command) =>
     .option("--workers <n>", "profile-driven workers (GPUs) to run", count, 16)
     .option("--routers <n>", "router instances", count, 1)
     .option("--time-scale <x>", "multiplies every profiled latency (0.1 = the paper's 10x compression)", positive)
-    .option("--policy <name>", "planning policy of the resource manager", "static")
+    .option("--policy <name>", "planning policy of the resource manager (hadis, static, router-only, disc-only, fixed-pair, diffserve, proteus, infaas-acc, clipper-light, clipper-heavy)", "hadis")
+    .addOption(new Option("--scorer <kind>", "router difficulty score").choices(["analyzer", "reference"]).default("analyzer"))
     .addOption(new Option("--backend <kind>", "worker and judge backend").choices(["profile", "onnx"]).default("profile"))
     .option("--zero-latency", "profile backends do not wait (overhead benchmarks)")
     .option("--model-map <file>", "onnx backend: pool model name → export folder (default profiles/onnx/tiny-pool.json)")
@@ -63,6 +64,84 @@ program
   .action(async (dir, opts) => {
     const { profileCommand } = await import("./profile.ts");
     await profileCommand(dir, opts);
+  });
+
+program
+  .command("analyze")
+  .description("print a prompt's eight router features and its difficulty score")
+  .argument("[prompt]")
+  .option("--file <prompts.txt>", "analyze every line of a file (one JSON line each)")
+  .option("--json", "print one JSON object {features, score}")
+  .option("--weights <file>", "score weights file (default profiles/analyzer/router-weights.json)")
+  .action(async (prompt, opts) => {
+    if (!prompt && !opts.file) throw new Error("give a prompt or --file");
+    const { analyzeCommand } = await import("./analyze.ts");
+    await analyzeCommand({ prompt, ...opts });
+  });
+
+program
+  .command("calibrate")
+  .description("learn router weights from measured quality; compare ROC AUC of reference, learned and random routing on held-out prompts")
+  .option("--pair <light:heavy>", "reference model ids of the pair", "2:3")
+  .option("--out <file>", "where to write the learned weights (default profiles/analyzer/router-weights-learned.json)")
+  .option("--seed <n>", "split seed", count)
+  .action(async (opts) => {
+    const { calibrateCommand } = await import("./calibrate.ts");
+    await calibrateCommand(opts);
+  });
+
+program
+  .command("pareto")
+  .description("build the Pareto lookup table from the full configuration grid and compare it with the reference table")
+  .option("--out <file>", "write the front as CSV")
+  .action(async (opts) => {
+    const { paretoCommand } = await import("./pareto.ts");
+    await paretoCommand(opts);
+  });
+
+const e1Options = (cmd: Command) =>
+  cmd
+    .option("--trace <file>", "arrival trace, lines arrival_ms,prompt_idx", "profiles/reference/traces/azure_1to64qps.txt")
+    .option("--prompts <file>", "prompts, one a line (line i = prompt index i)", "profiles/reference/prompts/imagenet1k_captions_5k.txt")
+    .option("--policy <name|all>", "planning policy, or all nine", "all")
+    .option("--slo-ms <ms>", "latency objective per request, ms (already time-scaled)", positive, 6000)
+    .option("--workers <n>", "workers (GPUs)", count, 16)
+    .option("--time-scale <x>", "multiplies every profiled latency", positive, 0.1)
+    .option("--seed <n>", "seed (request ids)", count, 1)
+    .option("--json <file>", "write the report as JSON")
+    .option("--plots", "write PNG plots under bench/results/ (default with --policy all)");
+
+e1Options(program.command("sim").description("the anchor experiment on the discrete-event simulator (no NATS): policies over a trace")).action(async (opts) => {
+  const { simCommand } = await import("./sim.ts");
+  await simCommand(opts);
+});
+
+e1Options(
+  program
+    .command("bench")
+    .description("live benchmarks against NATS: `bench e1` replays a trace against a running system or embedded fresh ones")
+    .argument("<name>", "benchmark name (e1)")
+    .option("--nats <url>", "NATS server of a running system (default: --embedded)")
+    .option("--embedded", "start a nats-server and a fresh system per policy in this process"),
+).action(async (name, opts) => {
+  if (name !== "e1") throw new Error(`unknown benchmark "${name}" (known: e1)`);
+  const { benchE1Command } = await import("./bench-e1.ts");
+  await benchE1Command(opts);
+});
+
+program
+  .command("trace")
+  .description("generate an arrival trace from an hourly invocation shape (Poisson arrivals per second)")
+  .requiredOption("--from-hourly <csv>", "hourly shape, columns ,hour,invocations")
+  .option("--min-qps <x>", "rate at the shape's minimum", positive, 1)
+  .option("--max-qps <x>", "rate at the shape's maximum", positive, 64)
+  .option("--seconds <n>", "trace length, s", count, 300)
+  .option("--seed <n>", "seed", count, 1)
+  .option("--prompt-count <n>", "prompt indices are uniform below this", count, 5000)
+  .requiredOption("--out <file>", "write the trace here")
+  .action(async (opts) => {
+    const { traceCommand } = await import("./trace.ts");
+    traceCommand(opts);
   });
 
 program.parseAsync(process.argv).catch((err) => {

@@ -19,6 +19,7 @@ export interface RunOptions {
   storage: "file" | "memory";
   /** JSON of a StaticConfig for the static policy. */
   staticConfig?: string;
+  scorer: "analyzer" | "reference";
   /** onnx backend: model map file and export folder. */
   modelMap?: string;
   modelsDir?: string;
@@ -46,6 +47,7 @@ function untilSignal(stop: () => Promise<void>): void {
 
 function backendOptions(opts: RunOptions) {
   return {
+    scorer: opts.scorer,
     backend: opts.backend as "profile" | "onnx",
     onnx: { modelMap: opts.modelMap, modelsDir: opts.modelsDir ?? ".hadis/models" },
   };

@@ -6,10 +6,12 @@
 import { HadisError } from "../../contracts/errors.ts";
 import { decode, encode } from "../../contracts/envelope.ts";
 import { JudgeRequestSchema, PROTOCOL_VERSION, type JudgeReply } from "../../contracts/messages.ts";
-import { QueueGroups, ServiceNames, type Subjects } from "../../contracts/subjects.ts";
+import { Headers, QueueGroups, ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import type { JudgeBackend } from "../../actors/worker/backend.ts";
 import type { Logger } from "../lib/log.ts";
-import { replyError, startService, type NatsConnection } from "../lib/nats.ts";
+import { replyError, startService, type MsgHdrs, type NatsConnection } from "../lib/nats.ts";
+import { recordVerdict } from "../lib/metrics.ts";
+import { endWithError, ServiceTelemetry, SpanKind } from "../lib/telemetry.ts";
 import { PlanView } from "../lib/plan-view.ts";
 import { within, type RunningService } from "../lib/running.ts";
 
@@ -27,6 +29,7 @@ export async function startDiscriminator(opts: DiscriminatorOptions): Promise<Ru
   const { nc, subjects, judge, log } = opts;
   const { view: plans } = await PlanView.open(nc, subjects, log);
   const inFlight = new Set<Promise<unknown>>();
+  const telemetry = new ServiceTelemetry(ServiceNames.discriminator, nc);
 
   async function handle(data: Uint8Array): Promise<JudgeReply> {
     const request = decode(JudgeRequestSchema, data, "judge request");
@@ -51,6 +54,28 @@ export async function startDiscriminator(opts: DiscriminatorOptions): Promise<Ru
     };
   }
 
+  /** Judges one request inside a `judge` span continuing the router's trace. */
+  async function traced(data: Uint8Array, headers: MsgHdrs | undefined): Promise<JudgeReply> {
+    // Only judge requests inside a (sampled) request trace get a span: the discriminator starts no traces.
+    if (!telemetry.on || !headers?.has(Headers.traceparent)) return handle(data).then((r) => (recordVerdict(r.accept), r));
+    const span = telemetry.start("judge", { kind: SpanKind.SERVER, attributes: { "hadis.judge.backend": judge.kind } }, telemetry.extract(headers));
+    try {
+      const reply = await handle(data);
+      recordVerdict(reply.accept);
+      span.setAttributes({
+        "hadis.disc.score": reply.score,
+        "hadis.disc.threshold": reply.threshold,
+        "hadis.disc.accept": reply.accept,
+        "hadis.plan_epoch": reply.planEpoch,
+      });
+      span.end();
+      return reply;
+    } catch (err) {
+      endWithError(span, err);
+      throw err;
+    }
+  }
+
   const service = await startService(nc, {
     name: ServiceNames.discriminator,
     version: opts.version ?? "0.1.0",
@@ -61,7 +86,7 @@ export async function startDiscriminator(opts: DiscriminatorOptions): Promise<Ru
     subject: subjects.judge,
     queue: QueueGroups.discriminator,
     handler: (_err, msg) => {
-      const p = handle(msg.data).then(
+      const p = traced(msg.data, msg.headers).then(
         (reply) => msg.respond(encode(reply)),
         (err) => replyError(msg, err, "msgpack"),
       );

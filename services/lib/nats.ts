@@ -128,11 +128,16 @@ export class WorkQueue {
     return durable;
   }
 
-  /** Publishes a work item; `msgId` makes a repeat within the duplicate window a no-op. Returns whether it was a duplicate. */
-  async publish(model: string, data: Uint8Array, msgId: string, hdrs?: MsgHdrs): Promise<boolean> {
+  /** Publishes a work item; `msgId` makes a repeat within the duplicate window a no-op. */
+  async publish(model: string, data: Uint8Array, msgId: string, hdrs?: MsgHdrs): Promise<{ seq: number; duplicate: boolean }> {
     const h = hdrs ?? natsHeaders();
     const ack = await this.js.publish(this.subjects.work(model), data, { msgID: msgId, headers: h });
-    return ack.duplicate;
+    return { seq: ack.seq, duplicate: ack.duplicate };
+  }
+
+  /** Removes a queued item by stream sequence; false if it is already gone (taken or acknowledged). */
+  async remove(seq: number): Promise<boolean> {
+    return this.jsm.streams.deleteMessage(this.subjects.names.workStream, seq, false).catch(() => false);
   }
 
   /** Items waiting (not yet delivered) plus delivered but unacknowledged, per model. */
@@ -198,6 +203,7 @@ function toDelivery(nc: NatsConnection, msg: Msg): Delivery {
     nak: () => send("-NAK"),
     term: () => send("+TERM"),
     working: () => send("+WPI"),
+    header: (name) => msg.headers?.get(name) || undefined,
   };
 }
 

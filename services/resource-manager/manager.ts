@@ -1,57 +1,42 @@
 /**
  * The resource manager: a reconciler. Each tick takes a snapshot (live workers from heartbeats,
- * demand from router reports, queue depths), asks the planning policy for a decision, names the
- * workers (moving as few as possible) and publishes a new plan epoch to KV when anything changed.
- * A failing tick is logged, never fatal.
+ * demand from router reports, queue depths), runs the control tick (policy → MILP → assignment
+ * → damping) and publishes a new plan epoch to KV when it adopts a change. A failing tick is
+ * logged, never fatal; a restarted manager continues from the plan and epoch in KV.
  */
 import { decode, encode } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION, RouterStatsSchema, WorkerHeartbeatSchema, type Plan } from "../../contracts/messages.ts";
 import { ServiceNames, type Subjects } from "../../contracts/subjects.ts";
-import type { PlanDecision } from "../../actors/control/decision.ts";
-import { WorkerInventory, type KnownWorker } from "../../actors/control/inventory.ts";
-import { assignWorkers, nextPlan } from "../../actors/control/reconcile.ts";
+import { WorkerInventory } from "../../actors/control/inventory.ts";
+import { controlTick, newControlState, type TickConfig, type TickOutcome } from "../../actors/control/reconcile.ts";
 import type { Logger } from "../lib/log.ts";
 import { startService, type NatsConnection, type WorkQueue } from "../lib/nats.ts";
 import { PlanView } from "../lib/plan-view.ts";
 import type { RunningService } from "../lib/running.ts";
-
-/** What a policy sees each tick. */
-export interface ControlSnapshot {
-  nowMs: number;
-  workers: KnownWorker[];
-  /** Arrivals per second over the last tick, summed over routers. */
-  arrivalsQps: number;
-  /** Items waiting per model. */
-  queueDepth: Record<string, number>;
-  current: Plan | null;
-}
-
-/** A planning policy: snapshot in, decision out. */
-export type PlanningPolicy = (snapshot: ControlSnapshot) => Promise<PlanDecision>;
 
 /** Resource manager options. */
 export interface ResourceManagerOptions {
   nc: NatsConnection;
   subjects: Subjects;
   queue: WorkQueue;
-  policyName: string;
-  policy: PlanningPolicy;
-  /** Models whose queue depth is read each tick. */
-  models: readonly string[];
-  sloMs: number;
-  timeScale: number;
+  /** The control tick's fixed inputs (policy, profiles, solver, SLO, time scale). */
+  tick: TickConfig;
   tickMs: number;
+  /** Half-life of the demand EWMA, ms. */
+  demandHalfLifeMs: number;
   /** A worker silent this long is gone. */
   silentAfterMs: number;
   log: Logger;
+  /** Called after every tick (metrics, spans). */
+  onTick?: (outcome: TickOutcome | null, error?: Error) => void;
   version?: string;
 }
 
 /** A running resource manager. */
 export interface RunningResourceManager extends RunningService {
   readonly plans: PlanView;
-  /** Runs one tick now (tests and the CLI use it). */
-  tick(): Promise<Plan | null>;
+  /** Runs one tick now (tests use it). */
+  tick(): Promise<TickOutcome | null>;
 }
 
 /** Starts the resource manager. */
@@ -60,10 +45,12 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   const { view: plans, kv } = await PlanView.open(nc, subjects, log);
   // A restarted manager continues from the plan in KV (its epoch), not from zero.
   await plans.waitForPlan(300);
+  const state = newControlState(opts.demandHalfLifeMs);
   const inventory = new WorkerInventory();
+  const models = opts.tick.profiles.models.map((m) => m.name);
   let arrivals = 0;
   let lastTickMs = Date.now();
-  let ticking: Promise<Plan | null> | null = null;
+  let ticking: Promise<TickOutcome | null> | null = null;
   let soon: NodeJS.Timeout | null = null;
 
   const beats = nc.subscribe(subjects.workerHeartbeatAll, {
@@ -89,43 +76,46 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     },
   });
 
-  async function snapshot(): Promise<ControlSnapshot> {
+  async function runTick(): Promise<TickOutcome | null> {
     const nowMs = Date.now();
     const queueDepth: Record<string, number> = {};
-    await Promise.all(
-      opts.models.map(async (m) => {
-        queueDepth[m] = await opts.queue.depth(m).then((d) => d.pending, () => 0);
-      }),
-    );
-    const elapsedS = Math.max(0.001, (nowMs - lastTickMs) / 1000);
-    const snap = { nowMs, workers: inventory.live(nowMs, opts.silentAfterMs), arrivalsQps: arrivals / elapsedS, queueDepth, current: plans.current };
+    await Promise.all(models.map(async (m) => (queueDepth[m] = await opts.queue.depth(m).then((d) => d.pending, () => 0))));
+    const arrivalsQps = arrivals / Math.max(0.001, (nowMs - lastTickMs) / 1000);
     arrivals = 0;
     lastTickMs = nowMs;
-    return snap;
+    const workers = inventory.live(nowMs, opts.silentAfterMs).map((w) => ({ id: w.id, model: w.model }));
+    const outcome = await controlTick(state, { nowMs, arrivalsQps, queueDepth, workers, current: plans.current }, opts.tick);
+    const plan = outcome.plan;
+    if (plan) {
+      await kv.put(subjects.names.planKey, encode(plan));
+      plans.offer(encode(plan));
+      nc.publish(subjects.planBroadcast, encode({ v: PROTOCOL_VERSION, epoch: plan.epoch }));
+      log.info("manager.plan", {
+        epoch: plan.epoch,
+        pair: plan.pair,
+        routerThreshold: plan.routerThreshold,
+        discThreshold: plan.discThreshold,
+        models: plan.models,
+        swapped: outcome.swapped.length,
+        demandQps: Number(outcome.snapshot.demandQps.toFixed(2)),
+        workers: workers.length,
+        solveMs: outcome.decision.solveMs,
+        reason: plan.reason,
+        damping: outcome.verdict?.reason,
+      });
+    } else if (outcome.held && outcome.held !== "unchanged") {
+      log.info("manager.held", { reason: outcome.held, demandQps: Number(outcome.snapshot.demandQps.toFixed(2)) });
+    }
+    opts.onTick?.(outcome);
+    return outcome;
   }
 
-  async function runTick(): Promise<Plan | null> {
-    const snap = await snapshot();
-    const decision = await opts.policy(snap);
-    const current = snap.current;
-    const held: Record<string, string | null> = {};
-    for (const w of snap.workers) held[w.id] = current?.assignment[w.id] ?? w.model;
-    const counts = Object.fromEntries(Object.entries(decision.models).map(([m, a]) => [m, a.workers]));
-    const assignment = assignWorkers(snap.workers.map((w) => w.id), held, counts);
-    const plan = nextPlan({ current, decision, assignment, policy: opts.policyName, sloMs: opts.sloMs, timeScale: opts.timeScale, nowMs: snap.nowMs });
-    if (!plan) return null;
-    await kv.put(subjects.names.planKey, encode(plan));
-    plans.offer(encode(plan));
-    nc.publish(subjects.planBroadcast, encode({ v: PROTOCOL_VERSION, epoch: plan.epoch }));
-    log.info("manager.plan", { epoch: plan.epoch, pair: plan.pair, models: plan.models, workers: snap.workers.length, reason: plan.reason });
-    return plan;
-  }
-
-  function tick(): Promise<Plan | null> {
+  function tick(): Promise<TickOutcome | null> {
     // One tick at a time: a slow solve delays the next tick instead of overlapping it.
     ticking ??= runTick()
       .catch((err) => {
         log.error("manager.tick_failed", { error: (err as Error).message });
+        opts.onTick?.(null, err as Error);
         return null;
       })
       .finally(() => (ticking = null));
@@ -137,14 +127,14 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   const service = await startService(nc, {
     name: ServiceNames.resourceManager,
     version: opts.version ?? "0.1.0",
-    description: `HADIS resource manager (policy ${opts.policyName})`,
-    metadata: { policy: opts.policyName, protocol: String(PROTOCOL_VERSION) },
+    description: `HADIS resource manager (policy ${opts.tick.policyName})`,
+    metadata: { policy: opts.tick.policyName, protocol: String(PROTOCOL_VERSION) },
   });
   service.addEndpoint("plan", {
     subject: `${subjects.prefix}.manager.plan`,
-    handler: (_err, msg) => msg.respond(encode(plans.current ?? null)),
+    handler: (_err, msg) => msg.respond(encode({ plan: plans.current ?? null, demandQps: state.demand.value })),
   });
-  log.info("manager.started", { policy: opts.policyName, tickMs: opts.tickMs, epoch: plans.current?.epoch ?? 0 });
+  log.info("manager.started", { policy: opts.tick.policyName, tickMs: opts.tickMs, epoch: plans.current?.epoch ?? 0 });
 
   return {
     name: ServiceNames.resourceManager,
@@ -163,3 +153,5 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     },
   };
 }
+
+export type { Plan };

@@ -1,7 +1,7 @@
-/** The planning policies the resource manager can run, by name. */
+/** The planning policies the resource manager can run, by name: the planner's and `static`. */
+import { getPolicy, POLICY_NAMES as PLANNER_POLICIES, type PlannerPolicy } from "../../actors/planner/policies.ts";
+import { staticPolicy, type StaticConfig } from "../../actors/control/static-policy.ts";
 import type { ProfileSet } from "../../actors/profile/profile-set.ts";
-import { staticDecision, type StaticConfig } from "../../actors/control/static-policy.ts";
-import type { PlanningPolicy } from "./manager.ts";
 
 /** The default static configuration: a row of the reference Pareto table (pair 1→2, FID 22.03). */
 export const DEFAULT_STATIC: StaticConfig = {
@@ -14,24 +14,19 @@ export const DEFAULT_STATIC: StaticConfig = {
   expectedFid: 22.03,
 };
 
-/** Names of the policies this build knows. */
-export const POLICY_NAMES = ["static"] as const;
+/** Every policy name this build knows. */
+export const POLICY_NAMES = [...PLANNER_POLICIES, "static"] as const;
 
-/** Options shared by policies. */
-export interface PolicyContext {
-  profiles: ProfileSet;
-  staticConfig?: StaticConfig;
-}
-
-/** Builds the named policy. */
-export function createPolicy(name: string, ctx: PolicyContext): PlanningPolicy {
-  switch (name) {
-    case "static": {
-      const config = ctx.staticConfig ?? DEFAULT_STATIC;
-      for (const m of [config.light, config.heavy]) if (!ctx.profiles.byName.has(m)) throw new Error(`static plan names unknown model "${m}"`);
-      return async (snap) => staticDecision(config, ctx.profiles.byName, snap.workers.length);
-    }
-    default:
-      throw new Error(`unknown policy "${name}"; known: ${POLICY_NAMES.join(", ")}`);
+/** The policy called `name`; `static` uses `staticConfig` (default DEFAULT_STATIC). */
+export function createPolicy(name: string, profiles: ProfileSet, staticConfig?: StaticConfig): PlannerPolicy {
+  if (name === "static") {
+    const config = staticConfig ?? DEFAULT_STATIC;
+    for (const m of [config.light, config.heavy]) if (!profiles.byName.has(m)) throw new Error(`static plan names unknown model "${m}"`);
+    return staticPolicy(config);
+  }
+  try {
+    return getPolicy(name);
+  } catch {
+    throw new Error(`unknown policy "${name}"; known: ${POLICY_NAMES.join(", ")}`);
   }
 }

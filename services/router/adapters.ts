@@ -4,82 +4,27 @@
  */
 import { fromPromise } from "xstate";
 import { fromWireError, HadisError, isWireError } from "../../contracts/errors.ts";
+import { moveTarget, type PendingItem, type PendingWork } from "./pending.ts";
 import { decode, encode, parseRaw } from "../../contracts/envelope.ts";
-import { JudgeReplySchema, PROTOCOL_VERSION, WorkResultSchema, type WorkItem, type WorkResult } from "../../contracts/messages.ts";
+import { JudgeReplySchema, PROTOCOL_VERSION, type WorkItem } from "../../contracts/messages.ts";
 import { Headers, type Subjects } from "../../contracts/subjects.ts";
 import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RouteDecision } from "../../actors/request/types.ts";
 import { decideRoute } from "../../actors/routing/route-policy.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
 import type { Logger } from "../lib/log.ts";
-import type { NatsConnection, WorkQueue } from "../lib/nats.ts";
+import { newHeaders, type MsgHdrs, type NatsConnection, type WorkQueue } from "../lib/nats.ts";
 import type { PlanView } from "../lib/plan-view.ts";
-
-interface Waiter {
-  resolve(result: GenerateOutcome): void;
-  reject(err: unknown): void;
-}
-
-/** Results awaited by this router, keyed by request id and model. */
-export class PendingResults {
-  private readonly waiters = new Map<string, Waiter>();
-  /** Results that matched no waiter (late, after expiry), by reason. */
-  orphaned = 0;
-  malformed = 0;
-
-  private static key(requestId: string, model: string): string {
-    return `${requestId}/${model}`;
-  }
-
-  /** Registers interest in a result; the returned function cancels it. */
-  wait(requestId: string, model: string, waiter: Waiter): () => void {
-    const key = PendingResults.key(requestId, model);
-    this.waiters.set(key, waiter);
-    return () => this.waiters.delete(key);
-  }
-
-  /** Delivers an encoded work result to its waiter. */
-  deliver(data: Uint8Array): void {
-    let result: WorkResult;
-    try {
-      result = decode(WorkResultSchema, data, "work result");
-    } catch {
-      this.malformed++;
-      return;
-    }
-    const key = PendingResults.key(result.requestId, result.model);
-    const waiter = this.waiters.get(key);
-    if (!waiter) {
-      this.orphaned++;
-      return;
-    }
-    this.waiters.delete(key);
-    if (result.ok) {
-      waiter.resolve({
-        image: result.image,
-        width: result.width,
-        height: result.height,
-        model: result.model,
-        workerId: result.workerId,
-        batchSize: result.batchSize,
-        queueWaitMs: result.queueWaitMs,
-        execMs: result.execMs,
-      });
-    } else {
-      waiter.reject(fromWireError({ v: PROTOCOL_VERSION, error: result.error as never }));
-    }
-  }
-
-  get size(): number {
-    return this.waiters.size;
-  }
-}
+import { endWithError, SpanKind } from "../lib/telemetry.ts";
+import type { RequestTraces } from "./tracing.ts";
 
 /** What the router's actors need. */
 export interface RouterActorDeps {
   nc: NatsConnection;
   subjects: Subjects;
   queue: WorkQueue;
-  pending: PendingResults;
+  pending: PendingWork;
+  /** Called once an item's publish is acknowledged (its sequence known). */
+  afterEnqueue?: (entry: PendingItem) => void;
   plans: PlanView;
   scorer: DifficultyScorer;
   threshold: HardnessThreshold;
@@ -88,42 +33,95 @@ export interface RouterActorDeps {
   /** How long a request waits for the first plan before failing. */
   planWaitMs: number;
   log: Logger;
+  /** Request traces: each actor opens its stage span under the request's root span. */
+  traces?: RequestTraces;
 }
 
 /** The route, generate and judge actors bound to NATS. */
 export function routerActors(deps: RouterActorDeps) {
   const route = fromPromise<RouteDecision, { prompt: string; requestId: string }>(async ({ input }) => {
-    const plan = deps.plans.current ?? (await deps.plans.waitForPlan(deps.planWaitMs));
-    if (!plan) throw new HadisError("no_capacity", "no plan in force yet: is the resource manager running?");
-    return decideRoute(plan, input.prompt, input.requestId, deps.scorer, deps.threshold);
+    const stage = deps.traces?.stage(input.requestId, "route", SpanKind.INTERNAL);
+    try {
+      const plan = deps.plans.current ?? (await deps.plans.waitForPlan(deps.planWaitMs));
+      if (!plan) throw new HadisError("no_capacity", "no plan in force yet: is the resource manager running?");
+      const decision = decideRoute(plan, input.prompt, input.requestId, deps.scorer, deps.threshold);
+      stage?.span.setAttributes({
+        "hadis.route.hard": decision.hard,
+        "hadis.difficulty": decision.difficulty,
+        "hadis.router_threshold": decision.routerThreshold,
+        "hadis.pair.light": decision.pair.light,
+        "hadis.pair.heavy": decision.pair.heavy,
+        "hadis.plan_epoch": decision.planEpoch,
+        "hadis.skip_judge": decision.skipJudge,
+      });
+      stage?.span.end();
+      return decision;
+    } catch (err) {
+      if (stage) endWithError(stage.span, err);
+      throw err;
+    }
   });
 
   const generate = fromPromise<GenerateOutcome, GenerateCall>(async ({ input, signal }) => {
+    // The decision may predate the plan in force (an escalation long after routing): work goes
+    // to the model that plays this stage now if the decided one has lost its workers.
+    const current = deps.plans.current;
+    const model = (current && moveTarget(current, input.stage, input.model)) ?? input.model;
     const item: WorkItem = {
       v: PROTOCOL_VERSION,
       requestId: input.requestId,
       prompt: input.prompt,
       seed: input.seed,
-      model: input.model,
+      model,
       replyTo: deps.resultsSubject,
       enqueuedAtMs: Date.now(),
       deadlineAtMs: input.deadlineAtMs,
       planEpoch: input.planEpoch,
     };
+    const stage = deps.traces?.stage(input.requestId, `${input.stage} ${input.model}`, SpanKind.PRODUCER, {
+      "hadis.stage": input.stage,
+      "hadis.model": input.model,
+      "hadis.plan_epoch": input.planEpoch,
+    });
     let cancel: () => void = () => {};
+    let entry = { seq: 0 } as PendingItem;
     const result = new Promise<GenerateOutcome>((resolve, reject) => {
-      cancel = deps.pending.wait(input.requestId, input.model, { resolve, reject });
+      const pending: PendingItem = { item, stage: input.stage, seq: 0, resolve, reject };
+      if (stage) {
+        pending.resolve = (outcome: GenerateOutcome, headers?: MsgHdrs) => {
+          const link = deps.traces!.telemetry.linkFrom(headers, { "hadis.link": "result" });
+          if (link) stage.span.addLink(link);
+          stage.span.setAttributes({
+            "hadis.served_model": outcome.model,
+            "hadis.worker_id": outcome.workerId,
+            "hadis.batch_size": outcome.batchSize,
+            "hadis.queue_wait_ms": outcome.queueWaitMs,
+            "hadis.exec_ms": outcome.execMs,
+          });
+          stage.span.end();
+          resolve(outcome);
+        };
+        pending.reject = (err: unknown) => {
+          endWithError(stage.span, err);
+          reject(err);
+        };
+      }
+      entry = pending;
+      cancel = deps.pending.wait(pending);
       signal.addEventListener("abort", () => {
         cancel();
-        reject(new HadisError("deadline_exceeded", "request ended"));
+        pending.reject(new HadisError("deadline_exceeded", "request ended"));
       }, { once: true });
     });
     // The request may end (deadline) while the publish is in flight: nobody awaits `result` then.
     result.catch(() => undefined);
     try {
-      await deps.queue.publish(input.model, encode(item), `${input.requestId}/${input.model}`);
+      const ack = await deps.queue.publish(model, encode(item), `${input.requestId}/${input.stage}/${model}`, stage ? deps.traces!.telemetry.inject(stage.ctx) : undefined);
+      entry.seq = ack.seq;
+      deps.afterEnqueue?.(entry);
     } catch (err) {
       cancel();
+      if (stage) endWithError(stage.span, err);
       const message = (err as Error).message ?? String(err);
       if (/maximum messages|resource limits|exceeded/i.test(message)) {
         throw new HadisError("overloaded", `work queue of ${input.model} is full`, { retryAfterMs: 1_000 }, { cause: err });
@@ -133,11 +131,14 @@ export function routerActors(deps: RouterActorDeps) {
     return result;
   });
 
+  // The judge stage's span is the discriminator's (a child of the request's root span): one span
+  // per hop is what tracing can afford at this request rate.
   const judge = fromPromise<JudgeOutcome, JudgeCall>(async ({ input }) => {
+    const traced = deps.traces?.context(input.requestId);
     const reply = await deps.nc.request(
       deps.subjects.judge,
       encode({ v: PROTOCOL_VERSION, requestId: input.requestId, prompt: input.prompt, model: input.model, image: input.image, planEpoch: input.planEpoch }),
-      { timeout: deps.judgeTimeoutMs },
+      { timeout: deps.judgeTimeoutMs, ...(traced ? { headers: deps.traces!.telemetry.inject(traced, newHeaders()) } : {}) },
     );
     if (reply.headers?.get(Headers.serviceErrorCode)) {
       const body = parseRaw(reply.data);

@@ -6,7 +6,7 @@ import { randomInt } from "node:crypto";
 import { createActor, toPromise } from "xstate";
 import { asHadisError, HadisError } from "../../contracts/errors.ts";
 import { encode, parseRaw, validate, type Encoding } from "../../contracts/envelope.ts";
-import { GenerateRequestSchema, MAX_PROMPT_CHARS, PROTOCOL_VERSION, type GenerateReply, type RouterStats } from "../../contracts/messages.ts";
+import { GenerateRequestSchema, MAX_PROMPT_CHARS, PROTOCOL_VERSION, type GenerateReply, type Plan, type RouterStats } from "../../contracts/messages.ts";
 import { QueueGroups, ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import { RequestMachine } from "../../actors/request/request-machine.ts";
 import { buildReply } from "../../actors/request/reply.ts";
@@ -16,7 +16,10 @@ import { newInbox, replyError, replyWith, requestEncoding, startService, type Na
 import { PlanView } from "../lib/plan-view.ts";
 import { within, type RunningService } from "../lib/running.ts";
 import { IdempotencyCache } from "./idempotency.ts";
-import { PendingResults, routerActors } from "./adapters.ts";
+import { routerActors } from "./adapters.ts";
+import { moveTarget, PendingWork, type PendingItem } from "./pending.ts";
+import { RequestTraces, type RequestSpan } from "./tracing.ts";
+import { ServiceTelemetry, SpanKind } from "../lib/telemetry.ts";
 
 /** Router options. */
 export interface RouterOptions {
@@ -47,14 +50,51 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   const routerId = opts.routerId ?? `r-${newInbox().slice(-10)}`;
   const resultsSubject = subjects.results(routerId);
   const { view: plans } = await PlanView.open(nc, subjects, log);
-  const pending = new PendingResults();
-  const resultsSub = nc.subscribe(resultsSubject, { callback: (_e, m) => pending.deliver(m.data) });
+  const pending = new PendingWork();
+  /** Moves a waiting item off a model the plan no longer serves (removed by sequence, re-queued). */
+  const moving = new Set<PendingItem>();
+  const rescue = (entry: PendingItem, to: string, plan: Plan) => {
+    if (moving.has(entry)) return;
+    moving.add(entry);
+    const from = entry.item.model;
+    void opts.queue.remove(entry.seq).then(async (removed) => {
+      moving.delete(entry);
+      if (!removed || pending.get(entry.item.requestId) !== entry) return;
+      entry.item = { ...entry.item, model: to, planEpoch: plan.epoch };
+      entry.seq = 0;
+      try {
+        entry.seq = (await opts.queue.publish(to, encode(entry.item), `${entry.item.requestId}/${entry.stage}/${to}/${plan.epoch}`)).seq;
+        log.debug("router.moved", { requestId: entry.item.requestId, from, to, epoch: plan.epoch });
+        // Plans can move faster than a publish: check again against the newest one.
+        afterEnqueue(entry);
+      } catch (err) {
+        entry.reject(new HadisError("no_capacity", `could not move work from ${from} to ${to}: ${(err as Error).message}`));
+      }
+    });
+  };
+  // A plan that leaves a model without workers must not strand the items queued for it: check on
+  // every plan, and sweep once a second for items a worker handed back after the plan arrived.
+  const sweep = (plan: Plan | null) => {
+    if (plan) for (const { entry, to } of pending.stranded(plan)) rescue(entry, to, plan);
+  };
+  plans.onPlan(sweep);
+  const sweepTimer = setInterval(() => sweep(plans.current), 1_000);
+  sweepTimer.unref();
+  // An item whose publish was acknowledged after such a plan arrived gets the same check.
+  const afterEnqueue = (entry: PendingItem) => {
+    const plan = plans.current;
+    const to = plan ? moveTarget(plan, entry.stage, entry.item.model) : null;
+    if (plan && to) rescue(entry, to, plan);
+  };
+  const resultsSub = nc.subscribe(resultsSubject, { callback: (_e, m) => pending.deliver(m.data, m.headers) });
+  const traces = new RequestTraces(new ServiceTelemetry(ServiceNames.router, nc, routerId));
   const machine = RequestMachine.provide({
     actors: routerActors({
       nc,
       subjects,
       queue: opts.queue,
       pending,
+      afterEnqueue,
       plans,
       scorer: opts.scorer,
       threshold: opts.threshold,
@@ -62,6 +102,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       judgeTimeoutMs: opts.judgeTimeoutMs ?? 10_000,
       planWaitMs: 2_000,
       log,
+      traces,
     }),
   });
   const idempotency = new IdempotencyCache<GenerateReply>(100_000, 10 * 60_000, Date.now);
@@ -70,18 +111,27 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   const inFlight = new Set<Promise<unknown>>();
   let accepting = true;
 
-  async function serve(body: unknown): Promise<GenerateReply> {
+  /** The request id a `serve` call gave its request (for the trace), once it has one. */
+  interface Serving {
+    requestId?: string;
+    accepted: boolean;
+  }
+
+  async function serve(body: unknown, root: RequestSpan | null, serving: Serving): Promise<GenerateReply> {
     const request = validate(GenerateRequestSchema, body, "generate request");
     const prompt = request.prompt.trim();
     if (prompt.length === 0) throw new HadisError("invalid_request", "prompt is empty", { field: "prompt" });
     if (prompt.length > MAX_PROMPT_CHARS) {
       throw new HadisError("prompt_too_long", `prompt has ${prompt.length} characters; the limit is ${MAX_PROMPT_CHARS}`, { field: "prompt" });
     }
+    serving.accepted = true;
     const run = async (): Promise<GenerateReply> => {
       const requestId = newInbox().slice(-22);
       const seed = request.seed ?? randomInt(0, 0xffffffff);
       const now = Date.now();
       const deadlineMs = request.deadlineMs ?? plans.current?.sloMs ?? opts.defaultSloMs;
+      serving.requestId = requestId;
+      traces.bind(requestId, root, { "hadis.deadline_ms": deadlineMs, "hadis.seed": seed });
       const actor = createActor(machine, { input: { requestId, prompt, seed, receivedAtMs: now, deadlineAtMs: now + deadlineMs, now: Date.now } });
       const outcome = toPromise(actor);
       actor.start();
@@ -99,17 +149,24 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     counters.received++;
     counters.arrivalsSinceReport++;
     let encoding: Encoding = "msgpack";
+    const root = traces.receive(msg.subject, msg.headers, routerId);
+    const serving: Serving = { accepted: false };
+    const sloMs = () => plans.current?.sloMs ?? opts.defaultSloMs;
     try {
       encoding = requestEncoding(msg);
       if (!accepting) throw new HadisError("overloaded", "router is shutting down", { retryAfterMs: 100 });
-      const reply = await serve(parseRaw(msg.data, encoding));
+      const reply = await serve(parseRaw(msg.data, encoding), root, serving);
+      const replySpan = serving.requestId ? traces.stage(serving.requestId, "reply", SpanKind.INTERNAL, { "hadis.encoding": encoding }) : null;
       replyWith(msg, reply, encoding);
+      replySpan?.span.end();
       counters.replied++;
+      traces.finish(root, serving.requestId, reply, null, sloMs(), true);
     } catch (err) {
       counters.errors++;
       const code = asHadisError(err).code;
       errorsByCode[code] = (errorsByCode[code] ?? 0) + 1;
       replyError(msg, err, encoding);
+      traces.finish(root, serving.requestId, null, err, sloMs(), serving.accepted);
     }
   }
 
@@ -161,6 +218,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     async stop(graceMs = 10_000) {
       accepting = false;
       clearInterval(statsTimer);
+      clearInterval(sweepTimer);
       await service.stop().catch(() => undefined);
       const finished = await within(Promise.allSettled([...inFlight]), graceMs);
       if (!finished) log.warn("router.stop_grace_exceeded", { inFlight: inFlight.size });

@@ -8,7 +8,10 @@ import { ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import type { GenerationBackend } from "../../actors/worker/backend.ts";
 import { WorkerAgent, type WorkerOptions } from "../../actors/worker/worker-agent.ts";
 import type { Logger } from "../lib/log.ts";
-import { newInbox, startService, type NatsConnection, type WorkQueue } from "../lib/nats.ts";
+import { newInbox, startService, type MsgHdrs, type NatsConnection, type WorkQueue } from "../lib/nats.ts";
+import { recordSwaps, recordWorkers } from "../lib/metrics.ts";
+import { ServiceTelemetry } from "../lib/telemetry.ts";
+import { workerObserver } from "./tracing.ts";
 import { PlanView } from "../lib/plan-view.ts";
 import { sleep, within, type RunningService } from "../lib/running.ts";
 
@@ -41,6 +44,7 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
   const { view: plans } = await PlanView.open(nc, subjects, log);
   const backends: GenerationBackend[] = [];
   const agents: WorkerAgent[] = [];
+  const observer = workerObserver(new ServiceTelemetry(ServiceNames.worker, nc, prefix));
   for (let i = 0; i < opts.count; i++) {
     const backend = opts.backend(i);
     backends.push(backend);
@@ -49,7 +53,8 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
         `${prefix}-${String(i).padStart(2, "0")}`,
         {
           source: opts.queue,
-          publishResult: (replyTo, result) => nc.publish(replyTo, encode(result)),
+          publishResult: (replyTo, result, context) => nc.publish(replyTo, encode(result), context ? { headers: context as MsgHdrs } : undefined),
+          observer,
           backend,
           now: Date.now,
           sleep: (ms) => sleep(ms),
@@ -63,8 +68,15 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
   agents.forEach((a) => a.start());
 
   const kind = backends[0]?.kind ?? "none";
+  const swapsSeen = new Map<string, number>();
   const beat = () => {
-    for (const a of agents) nc.publish(subjects.workerHeartbeat(a.id), encode(a.status(kind)));
+    const statuses = agents.map((a) => a.status(kind));
+    for (const status of statuses) {
+      recordSwaps(status.swapsTotal - (swapsSeen.get(status.workerId) ?? 0));
+      swapsSeen.set(status.workerId, status.swapsTotal);
+      nc.publish(subjects.workerHeartbeat(status.workerId), encode(status));
+    }
+    recordWorkers(statuses);
   };
   beat();
   const heartbeat = setInterval(beat, opts.heartbeatEveryMs ?? 1_000);

@@ -22,6 +22,9 @@ export async function startTestSystem(opts: Partial<SystemOptions> = {}): Promis
     workers: 4,
     timeScale: 0.001,
     tickMs: 500,
+    // Fixed routes unless a test asks for a planner: route tests need to know the thresholds.
+    policy: "static",
+    scorer: "reference",
     workQueue: { storage: "memory", ackWaitMs: 2_000 },
     log: createLogger("test", (process.env.HADIS_LOG as "info") ?? "error"),
     ...opts,

@@ -46,10 +46,17 @@ describe("bad input on hadis.generate", () => {
     it(`${c.name} → ${c.code}, then the next good request is served`, async () => {
       const h = newHeaders();
       if (c.json) h.set("Content-Type", "application/json");
-      const started = performance.now();
-      const msg = await t.nc.request("hadis.generate", c.payload, { timeout: 2_000, headers: h });
-      const elapsedMs = performance.now() - started;
-      expect(elapsedMs).toBeLessThan(100);
+      // Three sends: every one must be refused the same way; the median must be under 100 ms
+      // (one scheduling hiccup on a loaded 2-core runner should not decide the test).
+      const timings: number[] = [];
+      let msg!: Awaited<ReturnType<typeof t.nc.request>>;
+      for (let i = 0; i < 3; i++) {
+        const started = performance.now();
+        msg = await t.nc.request("hadis.generate", c.payload, { timeout: 2_000, headers: h });
+        timings.push(performance.now() - started);
+        expect(msg.headers?.get("Nats-Service-Error-Code")).toBe(String(c.status));
+      }
+      expect(timings.sort((a, b) => a - b)[1]).toBeLessThan(100);
       expect(msg.headers?.get("Nats-Service-Error-Code")).toBe(String(c.status));
       expect(msg.headers?.get("Nats-Service-Error")).toMatch(new RegExp(`^${c.code}: `));
       const body = c.json ? JSON.parse(new TextDecoder().decode(msg.data)) : packr.unpack(msg.data);
@@ -66,10 +73,10 @@ describe("bad input on hadis.generate", () => {
     const msg = await t.nc.request("$SRV.STATS.hadis-router", new Uint8Array(), { timeout: 2_000 });
     const stats = JSON.parse(new TextDecoder().decode(msg.data));
     const generate = stats.endpoints.find((e: { name: string }) => e.name === "generate");
-    expect(generate.num_requests).toBeGreaterThanOrEqual(2 * cases.length);
-    expect(generate.data.errors).toBeGreaterThanOrEqual(cases.length);
-    expect(generate.data.errorsByCode.invalid_request).toBeGreaterThanOrEqual(8);
-    expect(generate.data.errorsByCode.malformed_payload).toBeGreaterThanOrEqual(4);
+    expect(generate.num_requests).toBeGreaterThanOrEqual(4 * cases.length);
+    expect(generate.data.errors).toBeGreaterThanOrEqual(3 * cases.length);
+    expect(generate.data.errorsByCode.invalid_request).toBeGreaterThanOrEqual(3 * 8);
+    expect(generate.data.errorsByCode.malformed_payload).toBeGreaterThanOrEqual(3 * 4);
     expect(generate.data.replied).toBeGreaterThanOrEqual(cases.length);
   });
 });

@@ -1,55 +1,92 @@
-import { describe, expect, it } from "vitest";
-import { assignWorkers, countSwaps, nextPlan } from "../../../actors/control/reconcile.ts";
-import { staticDecision, heavyShareOf } from "../../../actors/control/static-policy.ts";
+import { beforeAll, describe, expect, it } from "vitest";
+import { controlTick, newControlState, type TickConfig } from "../../../actors/control/reconcile.ts";
+import { staticDecision, staticPolicy, heavyShareOf } from "../../../actors/control/static-policy.ts";
 import { WorkerInventory } from "../../../actors/control/inventory.ts";
-import type { ModelProfile } from "../../../contracts/profile.ts";
+import { getPolicy } from "../../../actors/planner/policies.ts";
+import { createInlineHighsSolver, type HighsSolver } from "../../../services/lib/highs-solver.ts";
+import { loadProfiles } from "../../../services/lib/profiles.ts";
 
-const ids = ["w0", "w1", "w2", "w3", "w4"];
+const profiles = loadProfiles();
+const workers = (n: number, model: string | null = null) => Array.from({ length: n }, (_, i) => ({ id: `w${String(i).padStart(2, "0")}`, model }));
 
-describe("assignWorkers", () => {
-  it("keeps workers on their model while it still needs them and moves the fewest", () => {
-    const current = { w0: "a", w1: "a", w2: "a", w3: "b", w4: "b" };
-    const next = assignWorkers(ids, current, { a: 2, b: 3 });
-    expect(Object.values(next).filter((m) => m === "a")).toHaveLength(2);
-    expect(Object.values(next).filter((m) => m === "b")).toHaveLength(3);
-    expect(countSwaps(current, next)).toBe(1);
-    expect(next.w3).toBe("b");
-    expect(next.w4).toBe("b");
+describe("controlTick", () => {
+  let solver: HighsSolver;
+  beforeAll(async () => {
+    solver = await createInlineHighsSolver();
+  });
+  const config = (policyName: string): TickConfig => ({
+    policyName,
+    policy: getPolicy(policyName),
+    profiles,
+    solve: (lp, o) => solver.solve(lp, o),
+    sloMs: 6_000,
+    timeScale: 0.1,
+    queueSafety: 1.5,
   });
 
-  it("fills unassigned workers first and leaves extras unassigned", () => {
-    const next = assignWorkers(ids, { w0: "a" }, { a: 1, b: 2 });
-    expect(next.w0).toBe("a");
-    expect(Object.keys(next)).toHaveLength(3);
+  it("issues epoch 1 naming every live worker, then holds when nothing changes", async () => {
+    const state = newControlState(2_000);
+    const first = await controlTick(state, { nowMs: 0, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: null }, config("hadis"));
+    expect(first.plan?.epoch).toBe(1);
+    expect(Object.keys(first.plan!.assignment)).toHaveLength(16);
+    expect(first.plan!.policy).toBe("hadis");
+    const again = await controlTick(state, { nowMs: 2_000, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: first.plan }, config("hadis"));
+    expect(again.plan).toBeNull();
+    expect(again.held).toBe("unchanged");
   });
 
-  it("assigns as many as exist when counts exceed the workers", () => {
-    const next = assignWorkers(["w0"], {}, { a: 3 });
-    expect(next).toEqual({ w0: "a" });
+  it("re-plans when demand rises (EWMA), moving workers and raising the epoch", async () => {
+    const state = newControlState(1_000);
+    const low = (await controlTick(state, { nowMs: 0, arrivalsQps: 2, queueDepth: {}, workers: workers(16), current: null }, config("hadis"))).plan!;
+    let current = low;
+    let t = 0;
+    let outcome;
+    for (let i = 0; i < 20; i++) {
+      t += 1_000;
+      outcome = await controlTick(state, { nowMs: t, arrivalsQps: 60, queueDepth: {}, workers: workers(16), current }, config("hadis"));
+      if (outcome.plan) current = outcome.plan;
+    }
+    expect(state.demand.value).toBeGreaterThan(55);
+    expect(current.epoch).toBeGreaterThan(low.epoch);
+    expect(current.expectedFid!).toBeGreaterThan(low.expectedFid!);
+    const lowPair = `${low.pair.light}>${low.pair.heavy}`;
+    const highPair = `${current.pair.light}>${current.pair.heavy}`;
+    expect(highPair === lowPair && current.routerThreshold === low.routerThreshold).toBe(false);
   });
-});
 
-describe("nextPlan", () => {
-  const decision = { pair: { light: "a", heavy: "b" }, routerThreshold: 0.2, discThreshold: 0.1, heavyShare: 0.28, models: { a: { workers: 1, batchSize: 2 }, b: { workers: 1, batchSize: 1 } }, reason: "r", degraded: 0 };
-  const base = { decision, assignment: { w0: "a", w1: "b" }, policy: "static", sloMs: 6000, timeScale: 0.1, nowMs: 10 };
-  it("issues epoch 1 first, nothing when unchanged, and epoch+1 on a change", () => {
-    const first = nextPlan({ ...base, current: null })!;
-    expect(first.epoch).toBe(1);
-    expect(nextPlan({ ...base, current: first, nowMs: 20 })).toBeNull();
-    const moved = nextPlan({ ...base, current: first, assignment: { w0: "b", w1: "b" } })!;
-    expect(moved.epoch).toBe(2);
+  it("reflects a dead worker at once", async () => {
+    const state = newControlState(1_000);
+    const plan = (await controlTick(state, { nowMs: 0, arrivalsQps: 10, queueDepth: {}, workers: workers(16), current: null }, config("hadis"))).plan!;
+    const next = await controlTick(state, { nowMs: 1_000, arrivalsQps: 10, queueDepth: {}, workers: workers(15), current: plan }, config("hadis"));
+    expect(next.plan).not.toBeNull();
+    expect(Object.keys(next.plan!.assignment)).not.toContain("w15");
+    expect(next.plan!.epoch).toBe(plan.epoch + 1);
+  });
+
+  it("stamps random routing on Proteus plans", async () => {
+    const out = await controlTick(newControlState(1_000), { nowMs: 0, arrivalsQps: 30, queueDepth: {}, workers: workers(16), current: null }, config("proteus"));
+    expect(out.plan!.routerMode).toBe("random");
+    expect(out.plan!.discThreshold).toBe(0);
   });
 });
 
 describe("staticDecision", () => {
-  const profile = (name: string, ms: number): ModelProfile => ({ name, latencyMsByBatch: { "1": ms }, loadMs: 0, unloadMs: 0 });
-  const profiles = new Map([["a", profile("a", 100)], ["b", profile("b", 1000)]]);
+  const latency = (m: string) => ({ a: 100, b: 1000 })[m as "a" | "b"];
   it("splits workers by the GPU time each model needs", () => {
-    const d = staticDecision({ light: "a", heavy: "b", routerThreshold: 0.2, discThreshold: 0.2, lightBatchSize: 1, heavyBatchSize: 1 }, profiles, 10);
+    const d = staticDecision({ light: "a", heavy: "b", routerThreshold: 0.2, discThreshold: 0.2, lightBatchSize: 1, heavyBatchSize: 1 }, latency, 10);
     // light 0.8 × 100 = 80, heavy 0.36 × 1000 = 360 → light ≈ 10 × 80/440 = 1.8 → 2
     expect(d.models).toEqual({ a: { workers: 2, batchSize: 1 }, b: { workers: 8, batchSize: 1 } });
     expect(d.heavyShare).toBeCloseTo(heavyShareOf(0.2, 0.2));
     expect(heavyShareOf(0.2, 0.2)).toBeCloseTo(0.36);
+  });
+
+  it("as a policy, uses the live worker count", async () => {
+    const d = await staticPolicy({ light: "sd35-large-turbo", heavy: "sd35-medium", routerThreshold: 0.2, discThreshold: 0.2, lightBatchSize: 2, heavyBatchSize: 1 })(
+      { nowMs: 0, demandQps: 0, queueDepth: {}, queueDelayMs: {}, workers: workers(4), current: null, sloMs: 6000, timeScale: 0.1 },
+      profiles,
+      async () => ({ status: "Error", objective: null, columns: {}, solveMs: 0 }),
+    );
+    expect(Object.values(d.models).reduce((s, m) => s + m.workers, 0)).toBe(4);
   });
 });
 

@@ -1,0 +1,408 @@
+/**
+ * The profile-driven serving system as a deterministic discrete-event simulation: no NATS, a
+ * simulated clock, and the live system's own pieces — `controlTick` (policy → MILP → assignment
+ * → damping), `decideRoute` with the router's scorer and threshold, the profile judge, per-model
+ * FIFO queues and workers with the batch, expiry and swap semantics of `WorkerAgent`.
+ *
+ * The request lifecycle mirrors `RequestMachine` in a lean event loop (route → light → judge →
+ * heavy, deadline from arrival) rather than running one XState actor per request; the live
+ * router's transport details that change outcomes are mirrored too (see `applyPlan`).
+ */
+import type { Plan, Route } from "../../contracts/messages.ts";
+import { Routes } from "../../contracts/messages.ts";
+import { controlTick, newControlState, type TickConfig } from "../control/reconcile.ts";
+import type { ProfileJudge } from "../judge/profile-judge.ts";
+import { getPolicy } from "../planner/policies.ts";
+import type { SolveFn } from "../planner/solver.ts";
+import { batchLatencyMs, referenceIndexFor, type ProfileSet } from "../profile/profile-set.ts";
+import type { Arrival } from "../profile/reference.ts";
+import type { DifficultyScorer, HardnessThreshold } from "../routing/difficulty.ts";
+import { decideRoute } from "../routing/route-policy.ts";
+import type { RouteDecision } from "../request/types.ts";
+import { EventQueue } from "./event-queue.ts";
+import type { PlanMark, RequestRecord } from "./scoring.ts";
+
+/** Inputs of one simulated run. */
+export interface SimConfig {
+  policyName: string;
+  profiles: ProfileSet;
+  solve: SolveFn;
+  /** The router's difficulty scorer and (fresh, stateful) threshold. */
+  scorer: DifficultyScorer;
+  threshold: HardnessThreshold;
+  /** Profile judge; its latency option is ignored (`judgeLatencyMs` is used). */
+  judge: ProfileJudge;
+  arrivals: readonly Arrival[];
+  /** Prompt text by prompt index. */
+  prompts: readonly string[];
+  workers: number;
+  /** Latency objective, ms (already time-scaled). */
+  sloMs: number;
+  timeScale: number;
+  /** Seeds request ids (Proteus's random split hashes them). */
+  seed: number;
+  /** Control tick, ms (live default: max(500, 20 s × time scale)). */
+  tickMs?: number;
+  /** Demand EWMA half-life, ms (live default: max(1 s, 20 s × time scale)). */
+  demandHalfLifeMs?: number;
+  /** Little's-law safety factor (live: 1.5). */
+  queueSafety?: number;
+  /** Router stats interval, ms: the manager sees arrivals only when a router reports (live: 1 s). */
+  statsEveryMs?: number;
+  /** The system starts this long before the trace's time 0 (first tick 250 ms after start). */
+  warmupMs?: number;
+  /** Judge latency, ms (live: pool judge latency × time scale). */
+  judgeLatencyMs?: number;
+}
+
+/** A plan adopted during the run. */
+export interface SimPlanChange extends PlanMark {
+  epoch: number;
+  pair: Plan["pair"];
+  routerThreshold: number;
+  discThreshold: number;
+  models: Plan["models"];
+  degraded: number;
+  swapped: number;
+  demandQps: number;
+}
+
+/** What a run produced. */
+export interface SimResult {
+  records: RequestRecord[];
+  plans: SimPlanChange[];
+  /** Completed worker swaps (a loaded model replaced by another). */
+  swaps: number;
+  ticks: number;
+  /** Work items dropped by workers because their deadline had passed. */
+  expiredDrops: number;
+  /** Items executed for requests already answered or expired (duplicates after a move, late items). */
+  wastedItems: number;
+  /** Items moved to another model's queue by a plan change. */
+  movedItems: number;
+}
+
+type Stage = "light" | "heavy";
+
+interface SimRequest {
+  index: number;
+  id: string;
+  arrivalMs: number;
+  prompt: string;
+  refIndex: number;
+  deadlineAtMs: number;
+  decision?: RouteDecision;
+  /** The stage whose generation the router waits for (one outstanding generation per request). */
+  waiting: Stage | null;
+  /** Light image made (the model that made it). */
+  lightModel?: string;
+  ended: boolean;
+  record?: RequestRecord;
+}
+
+interface WorkItem {
+  req: SimRequest;
+  stage: Stage;
+  model: string;
+  deadlineAtMs: number;
+}
+
+interface SimWorker {
+  id: string;
+  model: string | null;
+  desired: string | null;
+  batchSize: number;
+  /** Executing a batch or swapping. */
+  busy: boolean;
+  /** Items of the batch in execution. */
+  batch: WorkItem[];
+  swaps: number;
+}
+
+type SimEvent =
+  | { kind: "arrival"; req: SimRequest }
+  | { kind: "deadline"; req: SimRequest }
+  | { kind: "judged"; req: SimRequest }
+  | { kind: "batchDone"; worker: SimWorker }
+  | { kind: "swapDone"; worker: SimWorker; to: string | null }
+  | { kind: "stats" }
+  | { kind: "tick" };
+
+/** Runs one policy over a trace; deterministic for the same inputs and seed. */
+export async function simulate(config: SimConfig): Promise<SimResult> {
+  const { profiles, timeScale, sloMs } = config;
+  const tickMs = config.tickMs ?? Math.max(500, 20_000 * timeScale);
+  const statsEveryMs = config.statsEveryMs ?? 1_000;
+  const warmupMs = config.warmupMs ?? 2 * tickMs;
+  const judgeLatencyMs = config.judgeLatencyMs ?? profiles.pool.judge.latencyMs * timeScale;
+  const tick: TickConfig = {
+    policyName: config.policyName,
+    policy: getPolicy(config.policyName),
+    profiles,
+    solve: config.solve,
+    sloMs,
+    timeScale,
+    queueSafety: config.queueSafety ?? 1.5,
+  };
+  const control = newControlState(config.demandHalfLifeMs ?? Math.max(1_000, 20_000 * timeScale));
+  const agenda = new EventQueue<SimEvent>();
+  const queues = new Map<string, WorkItem[]>(profiles.models.map((m) => [m.name, []]));
+  const workers: SimWorker[] = Array.from({ length: config.workers }, (_, i) => ({
+    id: `w-${String(i).padStart(2, "0")}`,
+    model: null,
+    desired: null,
+    batchSize: 1,
+    busy: false,
+    batch: [],
+    swaps: 0,
+  }));
+  /** Idle workers waiting on a model's queue, in the order they started waiting (pull order). */
+  const waitingPulls = new Map<string, SimWorker[]>(profiles.models.map((m) => [m.name, []]));
+  const result: SimResult = { records: [], plans: [], swaps: 0, ticks: 0, expiredDrops: 0, wastedItems: 0, movedItems: 0 };
+  let plan: Plan | null = null;
+  let now = -warmupMs;
+  let arrivalsSinceReport = 0;
+  let arrivalsReported = 0;
+  let lastTickMs = now;
+  let open = config.arrivals.length;
+
+  const requests: SimRequest[] = config.arrivals.map((a, index) => {
+    const prompt = config.prompts[a.promptIdx % config.prompts.length];
+    return {
+      index,
+      id: `${config.seed}-${index}`,
+      arrivalMs: a.atMs,
+      prompt,
+      refIndex: referenceIndexFor(profiles, prompt).index,
+      deadlineAtMs: a.atMs + sloMs,
+      waiting: null,
+      ended: false,
+    };
+  });
+  for (const req of requests) agenda.push(req.arrivalMs, { kind: "arrival", req });
+  agenda.push(now + 250, { kind: "tick" });
+  agenda.push(now + statsEveryMs, { kind: "stats" });
+
+  const scoreOf = (model: string, req: SimRequest) => profiles.reference.scores.get(model)?.[req.refIndex];
+
+  function finish(req: SimRequest, record: Omit<RequestRecord, "arrivalMs">): void {
+    req.ended = true;
+    req.waiting = null;
+    req.record = { arrivalMs: req.arrivalMs, ...record };
+    open--;
+  }
+
+  function serve(req: SimRequest, model: string, route: Route): void {
+    const models = route === Routes.light ? { light: model } : route === Routes.heavy ? { heavy: model } : { light: req.lightModel, heavy: model };
+    finish(req, { latencyMs: now - req.arrivalMs, outcome: "served", route, models, servedModel: model, servedScore: scoreOf(model, req) });
+  }
+
+  /** Queues work as the router's generate actor does: to the model playing the stage now if the decided one has no workers. */
+  function enqueue(req: SimRequest, stage: Stage, decided: string): void {
+    const model = (plan && moveTarget(plan, stage, decided)) ?? decided;
+    req.waiting = stage;
+    push({ req, stage, model, deadlineAtMs: req.deadlineAtMs });
+  }
+
+  function push(item: WorkItem): void {
+    queues.get(item.model)!.push(item);
+    const idle = waitingPulls.get(item.model)!;
+    while (idle.length > 0 && queues.get(item.model)!.length > 0) {
+      const w = idle.shift()!;
+      if (!w.busy && w.model === item.model && w.desired === item.model) pull(w);
+    }
+  }
+
+  /** The worker loop after a batch, a swap or a wake-up (WorkerAgent.run). */
+  function advance(w: SimWorker): void {
+    if (w.busy) return;
+    if (w.desired !== w.model) return startSwap(w);
+    if (!w.model) return;
+    pull(w);
+  }
+
+  function pull(w: SimWorker): void {
+    const model = w.model!;
+    const queue = queues.get(model)!;
+    for (;;) {
+      if (queue.length === 0) {
+        const idle = waitingPulls.get(model)!;
+        if (!idle.includes(w)) idle.push(w);
+        return;
+      }
+      const taken = queue.splice(0, w.batchSize);
+      // Expired items are dropped unexecuted; they still took their place in the pull.
+      const batch = taken.filter((it) => it.deadlineAtMs > now);
+      result.expiredDrops += taken.length - batch.length;
+      if (batch.length === 0) continue;
+      const idle = waitingPulls.get(model)!;
+      const at = idle.indexOf(w);
+      if (at >= 0) idle.splice(at, 1);
+      w.busy = true;
+      w.batch = batch;
+      agenda.push(now + batchLatencyMs(profiles.byName.get(model)!, batch.length, timeScale), { kind: "batchDone", worker: w });
+      return;
+    }
+  }
+
+  function startSwap(w: SimWorker): void {
+    const from = w.model;
+    const to = w.desired;
+    if (from) {
+      const idle = waitingPulls.get(from)!;
+      const at = idle.indexOf(w);
+      if (at >= 0) idle.splice(at, 1);
+    }
+    const unloadMs = from ? profiles.byName.get(from)!.unloadMs * timeScale : 0;
+    const loadMs = to ? profiles.byName.get(to)!.loadMs * timeScale : 0;
+    w.busy = true;
+    w.model = null;
+    if (from && to) w.swaps++;
+    agenda.push(now + unloadMs + loadMs, { kind: "swapDone", worker: w, to });
+  }
+
+  /** A worker's result reaches the router: the first result of a request wins, whatever model made it. */
+  function deliver(item: WorkItem): void {
+    const req = item.req;
+    if (req.ended || req.waiting === null) {
+      result.wastedItems++;
+      return;
+    }
+    const stage = req.waiting;
+    req.waiting = null;
+    if (stage === "heavy") return serve(req, item.model, req.lightModel ? Routes.lightThenHeavy : Routes.heavy);
+    req.lightModel = item.model;
+    if (req.decision!.skipJudge) return serve(req, item.model, Routes.light);
+    agenda.push(now + judgeLatencyMs, { kind: "judged", req });
+  }
+
+  /** A new plan: workers follow it, and waiting work on models left without workers moves (the live router's rescue). */
+  function applyPlan(next: Plan): void {
+    plan = next;
+    for (const w of workers) {
+      const model = next.assignment[w.id] ?? null;
+      w.batchSize = model ? Math.max(1, next.models[model]?.batchSize ?? 1) : 1;
+      w.desired = model;
+    }
+    for (const [model, queue] of queues) {
+      const keep: WorkItem[] = [];
+      const move: { item: WorkItem; to: string }[] = [];
+      for (const item of queue) {
+        const to = !item.req.ended && item.req.waiting === item.stage ? moveTarget(next, item.stage, model) : null;
+        if (to) move.push({ item, to });
+        else keep.push(item);
+      }
+      queues.set(model, keep);
+      // Items a worker is still running are deleted from the stream too and re-queued: the live
+      // router cannot tell them from queued ones, so they run twice (first result wins).
+      for (const w of workers) {
+        if (w.busy && w.batch.length > 0 && w.batch[0].model === model) {
+          for (const item of w.batch) {
+            const to = !item.req.ended && item.req.waiting === item.stage ? moveTarget(next, item.stage, model) : null;
+            if (to) move.push({ item: { ...item }, to });
+          }
+        }
+      }
+      for (const { item, to } of move) {
+        result.movedItems++;
+        push({ ...item, model: to });
+      }
+    }
+    for (const w of workers) advance(w);
+  }
+
+  async function runTick(): Promise<void> {
+    result.ticks++;
+    const queueDepth: Record<string, number> = {};
+    for (const [m, q] of queues) queueDepth[m] = q.length;
+    const arrivalsQps = arrivalsReported / Math.max(0.001, (now - lastTickMs) / 1000);
+    arrivalsReported = 0;
+    lastTickMs = now;
+    const inventory = workers.map((w) => ({ id: w.id, model: w.model }));
+    const outcome = await controlTick(control, { nowMs: now, arrivalsQps, queueDepth, workers: inventory, current: plan }, tick);
+    if (!outcome.plan) return;
+    const p = outcome.plan;
+    result.plans.push({
+      atMs: now,
+      epoch: p.epoch,
+      expectedFid: p.expectedFid,
+      pair: p.pair,
+      routerThreshold: p.routerThreshold,
+      discThreshold: p.discThreshold,
+      models: p.models,
+      degraded: p.degraded ?? 0,
+      swapped: outcome.swapped.length,
+      demandQps: outcome.snapshot.demandQps,
+    });
+    applyPlan(p);
+  }
+
+  for (let ev = agenda.pop(); ev; ev = agenda.pop()) {
+    now = ev.atMs;
+    const e = ev.event;
+    switch (e.kind) {
+      case "arrival": {
+        const req = e.req;
+        arrivalsSinceReport++;
+        agenda.push(req.deadlineAtMs, { kind: "deadline", req });
+        if (!plan) {
+          finish(req, { latencyMs: null, outcome: "dropped" });
+          break;
+        }
+        req.decision = decideRoute(plan, req.prompt, req.id, config.scorer, config.threshold);
+        enqueue(req, req.decision.hard ? "heavy" : "light", req.decision.hard ? req.decision.pair.heavy : req.decision.pair.light);
+        break;
+      }
+      case "deadline":
+        if (!e.req.ended) finish(e.req, { latencyMs: null, outcome: "timedOut" });
+        break;
+      case "judged": {
+        const req = e.req;
+        if (req.ended) break;
+        // The discriminator judges against the threshold of the plan in force now.
+        const share = (plan as Plan | null)?.discThreshold ?? 0;
+        const [score] = await config.judge.score([{ prompt: req.prompt, model: req.lightModel!, image: new Uint8Array(0) }]);
+        const accept = share <= 0 || score >= config.judge.thresholdFor(req.lightModel!, share);
+        if (accept) serve(req, req.lightModel!, Routes.light);
+        else enqueue(req, "heavy", req.decision!.pair.heavy);
+        break;
+      }
+      case "batchDone": {
+        const w = e.worker;
+        const batch = w.batch;
+        w.busy = false;
+        w.batch = [];
+        for (const item of batch) deliver(item);
+        advance(w);
+        break;
+      }
+      case "swapDone": {
+        const w = e.worker;
+        w.busy = false;
+        w.model = e.to;
+        advance(w);
+        break;
+      }
+      case "stats":
+        arrivalsReported += arrivalsSinceReport;
+        arrivalsSinceReport = 0;
+        if (open > 0) agenda.push(now + statsEveryMs, { kind: "stats" });
+        break;
+      case "tick":
+        await runTick();
+        if (open > 0) agenda.push(now + tickMs, { kind: "tick" });
+        break;
+    }
+  }
+  result.swaps = workers.reduce((s, w) => s + w.swaps, 0);
+  result.records = requests.map((r) => r.record ?? { arrivalMs: r.arrivalMs, latencyMs: null, outcome: "dropped" });
+  return result;
+}
+
+/** Mirror of the router's `moveTarget` (services/router/pending.ts): the model now playing `stage`, if `model` has no workers. */
+export function moveTarget(plan: Plan, stage: Stage, model: string): string | null {
+  const served = (m: string) => (plan.models[m]?.workers ?? 0) > 0;
+  if (served(model)) return null;
+  const to = stage === "light" ? plan.pair.light : plan.pair.heavy;
+  return to !== model && served(to) ? to : null;
+}

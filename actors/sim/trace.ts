@@ -1,0 +1,97 @@
+/**
+ * Arrival traces: `arrival_ms,prompt_idx` lines, and a generator that scales an hourly
+ * invocation shape (the Azure Functions trace) to a QPS range with Poisson arrivals per second.
+ * Pure and seeded: the same inputs give the same trace.
+ */
+import type { Arrival } from "../profile/reference.ts";
+
+export type { Arrival };
+
+/** A small seeded PRNG (mulberry32): uniform floats in [0, 1). */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** A Poisson draw with mean `lambda` (Knuth's product method, split for large means). */
+export function poisson(lambda: number, random: () => number): number {
+  let n = 0;
+  let left = lambda;
+  while (left > 0) {
+    const step = Math.min(left, 30);
+    left -= step;
+    const limit = Math.exp(-step);
+    let p = random();
+    while (p > limit) {
+      n++;
+      p *= random();
+    }
+  }
+  return n;
+}
+
+/** Parses `,hour,invocations` (the hourly Azure shape): invocations per hour in file order. */
+export function parseHourlyInvocations(text: string): number[] {
+  const rows = text.split(/\r?\n/).filter((l) => l.trim().length > 0);
+  const header = rows[0].split(",").map((h) => h.trim());
+  const col = header.indexOf("invocations");
+  if (col < 0) throw new Error('hourly CSV has no "invocations" column');
+  return rows.slice(1).map((row, i) => {
+    const v = Number(row.split(",")[col]);
+    if (!Number.isFinite(v)) throw new Error(`bad invocations in row ${i + 2}: "${row}"`);
+    return v;
+  });
+}
+
+/** Options of `traceFromHourly`. */
+export interface HourlyTraceOptions {
+  minQps: number;
+  maxQps: number;
+  /** Trace length, s: the hourly shape is resampled (linear interpolation) to one rate per second. */
+  seconds: number;
+  seed: number;
+  /** Prompt indices are uniform in [0, promptCount). */
+  promptCount: number;
+}
+
+/** Target rate per second: the hourly shape min–max scaled to [minQps, maxQps]. */
+export function ratePerSecond(hourly: readonly number[], opts: Pick<HourlyTraceOptions, "minQps" | "maxQps" | "seconds">): number[] {
+  if (hourly.length === 0) throw new Error("empty hourly shape");
+  const lo = Math.min(...hourly);
+  const hi = Math.max(...hourly);
+  const out: number[] = [];
+  for (let s = 0; s < opts.seconds; s++) {
+    const x = opts.seconds <= 1 ? 0 : (s / (opts.seconds - 1)) * (hourly.length - 1);
+    const i = Math.floor(x);
+    const f = x - i;
+    const v = i + 1 < hourly.length ? hourly[i] * (1 - f) + hourly[i + 1] * f : hourly[i];
+    const unit = hi > lo ? (v - lo) / (hi - lo) : 1;
+    out.push(opts.minQps + unit * (opts.maxQps - opts.minQps));
+  }
+  return out;
+}
+
+/** Generates arrivals: Poisson count per second at the scaled rate, times uniform in the second. */
+export function traceFromHourly(hourly: readonly number[], opts: HourlyTraceOptions): Arrival[] {
+  const random = seededRandom(opts.seed);
+  const out: Arrival[] = [];
+  ratePerSecond(hourly, opts).forEach((qps, s) => {
+    const n = poisson(qps, random);
+    const times: number[] = [];
+    for (let k = 0; k < n; k++) times.push(Math.floor((s + random()) * 1000));
+    times.sort((a, b) => a - b);
+    for (const atMs of times) out.push({ atMs, promptIdx: Math.floor(random() * opts.promptCount) });
+  });
+  return out;
+}
+
+/** Formats a trace as `arrival_ms,prompt_idx` lines (the reference format). */
+export function formatTrace(arrivals: readonly Arrival[]): string {
+  return arrivals.map((a) => `${a.atMs.toFixed(1)},${a.promptIdx}`).join("\n") + "\n";
+}

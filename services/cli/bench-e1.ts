@@ -1,0 +1,183 @@
+/**
+ * `hadis bench e1`: the anchor experiment live. Replays a trace against `hadis.generate` (each
+ * arrival at its time, with its prompt), records what scoring needs from each reply, follows the
+ * plan in force (KV) for the cascade FID, and scores with the simulator's scoring. Runs against a
+ * running system (`--nats`) or starts a nats-server and a fresh system per policy (`--embedded`).
+ * Ctrl-C stops sending, waits for the requests in flight, and keeps what was recorded.
+ */
+import { performance } from "node:perf_hooks";
+import { basename } from "node:path";
+import { SingleBar, Presets } from "cli-progress";
+import { asHadisError } from "../../contracts/errors.ts";
+import { subjects as buildSubjects } from "../../contracts/subjects.ts";
+import type { Plan } from "../../contracts/messages.ts";
+import { countSwaps } from "../../actors/planner/assignment.ts";
+import { referenceIndexFor, type ProfileSet } from "../../actors/profile/profile-set.ts";
+import type { Arrival } from "../../actors/profile/reference.ts";
+import { fidLookupFromProfiles, scoreRun, type PlanMark, type RequestRecord } from "../../actors/sim/scoring.ts";
+import { HadisClient } from "../lib/client.ts";
+import { createLogger } from "../lib/log.ts";
+import { connectNats } from "../lib/nats.ts";
+import { startNatsServer } from "../lib/nats-server.ts";
+import { PlanView } from "../lib/plan-view.ts";
+import { loadProfiles } from "../lib/profiles.ts";
+import { sleep } from "../lib/running.ts";
+import { startSystem, type RunningSystem } from "../system.ts";
+import { loadWorkload, policiesFor, renderTable, summarize, writePlots, writeReport, type E1Options, type SystemSummary } from "./e1-report.ts";
+
+/** Options of `hadis bench e1`. */
+export interface BenchE1Options extends E1Options {
+  nats?: string;
+  embedded?: boolean;
+}
+
+/** What one live replay recorded. */
+export interface ReplayResult {
+  records: RequestRecord[];
+  plans: PlanMark[];
+  /** Plans adopted during the replay (epochs). */
+  planEpochs: number[];
+  /** Workers reassigned by plan changes during the replay. */
+  planSwaps: number;
+  interrupted: boolean;
+}
+
+/** Replays `arrivals` against `hadis.generate` on `natsUrl`; `stop()` ends sending early. */
+export async function replayTrace(opts: {
+  natsUrl: string;
+  arrivals: readonly Arrival[];
+  prompts: readonly string[];
+  profiles: ProfileSet;
+  sloMs: number;
+  label: string;
+  stopped: () => boolean;
+}): Promise<ReplayResult> {
+  const log = createLogger("bench-e1", "warn");
+  const nc = await connectNats(opts.natsUrl, "hadis-bench-e1");
+  const client = new HadisClient(nc);
+  const { view } = await PlanView.open(nc, buildSubjects(), log);
+  const first = await view.waitForPlan(30_000);
+  if (!first) throw new Error(`no plan on ${opts.natsUrl} within 30 s: is the resource manager running?`);
+  const plans: PlanMark[] = [];
+  const planEpochs: number[] = [];
+  let planSwaps = 0;
+  let previous: Plan | null = null;
+  let t0 = performance.now();
+  view.onPlan((plan) => {
+    if (previous) planSwaps += countSwaps(previous.assignment, plan.assignment);
+    previous = plan;
+    plans.push({ atMs: Math.max(0, performance.now() - t0), expectedFid: plan.expectedFid });
+    planEpochs.push(plan.epoch);
+  });
+  const bar = new SingleBar({ format: `${opts.label} [{bar}] {value}/{total} done | {violations} violations | t={t}s`, hideCursor: true }, Presets.shades_classic);
+  const records: (RequestRecord | undefined)[] = new Array(opts.arrivals.length);
+  let done = 0;
+  let violations = 0;
+  const inFlight = new Set<Promise<void>>();
+  bar.start(opts.arrivals.length, 0, { violations: 0, t: 0 });
+  t0 = performance.now() - (opts.arrivals[0]?.atMs ?? 0) + Math.min(opts.arrivals[0]?.atMs ?? 0, 0);
+  // Plans in force before the first arrival count from time 0.
+  plans.splice(0, plans.length, { atMs: 0, expectedFid: view.current?.expectedFid });
+  t0 = performance.now();
+  let sent = 0;
+  for (let i = 0; i < opts.arrivals.length && !opts.stopped(); i++) {
+    const a = opts.arrivals[i];
+    const wait = a.atMs - (performance.now() - t0);
+    if (wait > 1) await sleep(wait);
+    if (opts.stopped()) break;
+    const prompt = opts.prompts[a.promptIdx % opts.prompts.length];
+    const sentAt = performance.now();
+    sent++;
+    const p = client
+      .generate({ prompt, deadlineMs: opts.sloMs }, { timeoutMs: opts.sloMs + 5_000 })
+      .then(
+        (reply) => {
+          const latencyMs = performance.now() - sentAt;
+          const score = opts.profiles.reference.scores.get(reply.servedBy)?.[referenceIndexFor(opts.profiles, prompt).index];
+          records[i] = { arrivalMs: a.atMs, latencyMs, outcome: "served", route: reply.route, models: reply.models, servedModel: reply.servedBy, servedScore: score };
+          if (latencyMs > opts.sloMs) violations++;
+        },
+        (err) => {
+          const code = asHadisError(err).code;
+          records[i] = { arrivalMs: a.atMs, latencyMs: null, outcome: code === "deadline_exceeded" ? "timedOut" : "dropped" };
+          violations++;
+        },
+      )
+      .finally(() => {
+        done++;
+        bar.update(done, { violations, t: ((performance.now() - t0) / 1000).toFixed(0) });
+        inFlight.delete(p);
+      });
+    inFlight.add(p);
+  }
+  await Promise.allSettled([...inFlight]);
+  bar.stop();
+  view.close();
+  await nc.drain().catch(() => nc.close());
+  return { records: records.slice(0, sent).filter((r): r is RequestRecord => r !== undefined), plans, planEpochs, planSwaps, interrupted: sent < opts.arrivals.length };
+}
+
+/** Waits until every worker holds the model the plan assigns it (or `timeoutMs`). */
+async function workersSettled(system: RunningSystem, timeoutMs: number): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    const plan = system.manager?.plans.current;
+    const agents = system.workers?.agents ?? [];
+    if (plan && agents.length > 0 && agents.every((a) => a.status("profile").model === (plan.assignment[a.id] ?? null))) return;
+    await sleep(200);
+  }
+}
+
+/** Runs `hadis bench e1`. */
+export async function benchE1Command(opts: BenchE1Options): Promise<void> {
+  const profiles = loadProfiles();
+  const { arrivals, prompts } = loadWorkload(opts);
+  const embedded = opts.embedded || !opts.nats;
+  const policies = embedded ? policiesFor(opts.policy) : [opts.policy === "all" ? "running" : opts.policy];
+  let interrupted = false;
+  const onSigint = () => {
+    if (interrupted) process.exit(130);
+    interrupted = true;
+    process.stderr.write("\nstopping: no new requests; waiting for those in flight (Ctrl-C again to quit now)\n");
+  };
+  process.on("SIGINT", onSigint);
+  const systems: SystemSummary[] = [];
+  try {
+    for (const policy of policies) {
+      if (interrupted) break;
+      let stopAll = async () => {};
+      let natsUrl = opts.nats!;
+      let system: RunningSystem | null = null;
+      if (embedded) {
+        const server = await startNatsServer();
+        system = await startSystem({ natsUrl: server.url, policy, workers: opts.workers, timeScale: opts.timeScale, workQueue: { storage: "memory" }, log: createLogger(policy, "warn") });
+        natsUrl = server.url;
+        stopAll = async () => {
+          await system!.stop(5_000);
+          await server.stop();
+        };
+        await workersSettled(system, 20_000);
+      }
+      try {
+        const run = await replayTrace({ natsUrl, arrivals, prompts, profiles, sloMs: opts.sloMs, label: policy, stopped: () => interrupted });
+        const swaps = system?.workers ? system.workers.agents.reduce((s, a) => s + a.status("profile").swapsTotal, 0) : run.planSwaps;
+        const score = scoreRun({ policy, records: run.records, plans: run.plans, sloMs: opts.sloMs, fid: fidLookupFromProfiles(profiles) });
+        systems.push(summarize(policy, score, swaps));
+        process.stderr.write(`${policy}: ${run.records.length} requests, ${run.planEpochs.length} plans${run.interrupted ? " (interrupted)" : ""}\n`);
+      } finally {
+        await stopAll();
+      }
+    }
+  } finally {
+    process.off("SIGINT", onSigint);
+  }
+  if (systems.length === 0) return;
+  process.stdout.write(renderTable(systems) + "\n");
+  const report = { trace: opts.trace, sloMs: opts.sloMs, workers: opts.workers, timeScale: opts.timeScale, seed: opts.seed, mode: embedded ? "live-embedded" : `live ${opts.nats}`, systems };
+  if (opts.json) process.stdout.write(`wrote ${writeReport(opts.json, report)}\n`);
+  if (opts.plots ?? systems.length > 1) {
+    const name = basename(opts.trace).replace(/\.[^.]+$/, "");
+    const paths = await writePlots(systems, `live-${name}`, `live, ${name}, ${opts.workers} workers, SLO ${opts.sloMs} ms`);
+    process.stdout.write(`plots: ${paths.join(", ")}\n`);
+  }
+}

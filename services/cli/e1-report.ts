@@ -1,0 +1,119 @@
+/**
+ * The anchor experiment's report, shared by the simulator (`hadis sim`) and the live replayer
+ * (`hadis bench e1`): trace and prompt loading, the per-system summary, the table, the JSON file
+ * and the Figure 7-style plots.
+ */
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import Table from "cli-table3";
+import { parsePrompts, parseTrace, type Arrival } from "../../actors/profile/reference.ts";
+import type { RunScore } from "../../actors/sim/scoring.ts";
+import { POLICY_NAMES } from "../../actors/planner/policies.ts";
+
+/** Where the benchmark results go. */
+export const RESULTS_DIR = fileURLToPath(new URL("../../bench/results", import.meta.url));
+/** The anchor trace and prompts. */
+export const DEFAULT_TRACE = fileURLToPath(new URL("../../profiles/reference/traces/azure_1to64qps.txt", import.meta.url));
+export const DEFAULT_PROMPTS = fileURLToPath(new URL("../../profiles/reference/prompts/imagenet1k_captions_5k.txt", import.meta.url));
+
+/** Options both commands take. */
+export interface E1Options {
+  trace: string;
+  prompts: string;
+  policy: string;
+  sloMs: number;
+  workers: number;
+  timeScale: number;
+  seed: number;
+  json?: string;
+  plots?: boolean;
+}
+
+/** One system's figures in the JSON report. */
+export interface SystemSummary {
+  name: string;
+  sloViolationRatio: number;
+  fid: number;
+  meanServedScore: number;
+  p50Ms: number;
+  p99Ms: number;
+  goodputQps: number;
+  swaps: number;
+  routeShares: Record<string, number>;
+  offered: number;
+  timedOut: number;
+  dropped: number;
+  /** Per 5 s window, for the plots. */
+  windows: RunScore["windows"];
+}
+
+/** The policies `--policy` names (`all` = the nine). */
+export function policiesFor(policy: string): string[] {
+  if (policy === "all") return [...ORDER];
+  if (!(POLICY_NAMES as readonly string[]).includes(policy)) throw new Error(`unknown policy "${policy}" (known: all, ${POLICY_NAMES.join(", ")})`);
+  return [policy];
+}
+
+/** The six systems of the paper first, then the ablations. */
+const ORDER = ["clipper-light", "clipper-heavy", "infaas-acc", "proteus", "diffserve", "hadis", "router-only", "disc-only", "fixed-pair"];
+
+/** Reads the trace and the prompts. */
+export function loadWorkload(opts: Pick<E1Options, "trace" | "prompts">): { arrivals: Arrival[]; prompts: string[] } {
+  const arrivals = parseTrace(readFileSync(opts.trace, "utf8"));
+  const prompts = parsePrompts(readFileSync(opts.prompts, "utf8"));
+  if (prompts.length === 0) throw new Error(`no prompts in ${opts.prompts}`);
+  return { arrivals, prompts };
+}
+
+/** A summary from a run's score. */
+export function summarize(name: string, score: RunScore, swaps: number): SystemSummary {
+  return {
+    name,
+    sloViolationRatio: score.sloViolationRatio,
+    fid: score.fid,
+    meanServedScore: score.meanServedScore,
+    p50Ms: score.p50Ms,
+    p99Ms: score.p99Ms,
+    goodputQps: score.goodputQps,
+    swaps,
+    routeShares: score.routeShares,
+    offered: score.offered,
+    timedOut: score.timedOut,
+    dropped: score.dropped,
+    windows: score.windows,
+  };
+}
+
+const f = (x: number, d: number) => (Number.isFinite(x) ? x.toFixed(d) : "–");
+
+/** The results table. */
+export function renderTable(systems: readonly SystemSummary[]): string {
+  const table = new Table({
+    head: ["system", "SLO viol.", "FID", "score", "p50 ms", "p99 ms", "goodput qps", "swaps", "light / heavy / l→h"],
+  });
+  for (const s of systems) {
+    const share = (k: string) => f((s.routeShares[k] ?? 0) * 100, 0);
+    table.push([s.name, f(s.sloViolationRatio, 4), f(s.fid, 2), f(s.meanServedScore, 4), f(s.p50Ms, 0), f(s.p99Ms, 0), f(s.goodputQps, 2), String(s.swaps), `${share("light")} / ${share("heavy")} / ${share("light→heavy")} %`]);
+  }
+  return table.toString();
+}
+
+/** Writes the JSON report; `full` keeps the per-window series. */
+export function writeReport(file: string, report: { trace: string; sloMs: number; workers: number; systems: SystemSummary[] } & Record<string, unknown>): string {
+  const path = resolve(file);
+  mkdirSync(dirname(path), { recursive: true });
+  writeFileSync(path, JSON.stringify(report, null, 2) + "\n");
+  return path;
+}
+
+/** Writes the Figure 7 plots (over time, and bars per system) as PNG; returns their paths. */
+export async function writePlots(systems: readonly SystemSummary[], prefix: string, title: string): Promise<string[]> {
+  const { timeSeriesSpec, barsSpec, renderPng } = await import("./charts.ts");
+  mkdirSync(RESULTS_DIR, { recursive: true });
+  const over = join(RESULTS_DIR, `${prefix}-over-time.png`);
+  const bars = join(RESULTS_DIR, `${prefix}-bars.png`);
+  writeFileSync(over, await renderPng(timeSeriesSpec(systems, title)));
+  writeFileSync(bars, await renderPng(barsSpec(systems, title)));
+  return [over, bars];
+}

@@ -1,0 +1,23 @@
+/** `hadis trace --from-hourly`: writes an arrival trace scaled from an hourly invocation shape. */
+import { readFileSync, writeFileSync } from "node:fs";
+import { formatTrace, parseHourlyInvocations, traceFromHourly } from "../../actors/sim/trace.ts";
+
+/** Options of `hadis trace`. */
+export interface TraceOptions {
+  fromHourly: string;
+  minQps: number;
+  maxQps: number;
+  seconds: number;
+  seed: number;
+  promptCount: number;
+  out: string;
+}
+
+/** Generates and writes the trace; prints a one-line summary. */
+export function traceCommand(opts: TraceOptions): void {
+  if (opts.maxQps < opts.minQps) throw new Error("--max-qps must be at least --min-qps");
+  const hourly = parseHourlyInvocations(readFileSync(opts.fromHourly, "utf8"));
+  const arrivals = traceFromHourly(hourly, opts);
+  writeFileSync(opts.out, formatTrace(arrivals));
+  process.stdout.write(`wrote ${opts.out}: ${arrivals.length} arrivals over ${opts.seconds} s (${opts.minQps}..${opts.maxQps} qps shape, seed ${opts.seed})\n`);
+}

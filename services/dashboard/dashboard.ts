@@ -1,0 +1,162 @@
+/**
+ * The live dashboard of a HADIS system (`http://127.0.0.1:8787` under `hadis start`): one static
+ * page, JSON endpoints and the aggregated Prometheus `/metrics` of this process. It listens to the
+ * services' finished spans (`hadis.telemetry.spans`), router load reports, worker heartbeats and
+ * the plan, and turns on tracing with the local span sink in this process if nothing configured it.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { decode, parseRaw } from "../../contracts/envelope.ts";
+import { RouterStatsSchema, WorkerHeartbeatSchema } from "../../contracts/messages.ts";
+import type { Subjects } from "../../contracts/subjects.ts";
+import type { Logger } from "../lib/log.ts";
+import type { NatsConnection, Subscription } from "../lib/nats.ts";
+import { PlanView } from "../lib/plan-view.ts";
+import { METRICS_CONTENT_TYPE, metricsText, recordPlan } from "../lib/metrics.ts";
+import { configureTelemetry, spanSinkSubject, tracingEnabled, type SpanRecord } from "../lib/telemetry.ts";
+import { DashboardState } from "./state.ts";
+
+/** Default port of the dashboard. */
+export const DEFAULT_DASHBOARD_PORT = 8787;
+
+/** Dashboard options. */
+export interface DashboardOptions {
+  nc: NatsConnection;
+  subjects: Subjects;
+  /** TCP port (0 picks a free one); default 8787. */
+  port?: number;
+  host?: string;
+  log: Logger;
+  /** Turn tracing on in this process (with the span sink) when nothing configured it; default true. */
+  enableTracing?: boolean;
+}
+
+/** A running dashboard. */
+export interface RunningDashboard {
+  /** Base URL, e.g. `http://127.0.0.1:8787/`. */
+  url: string;
+  readonly state: DashboardState;
+  stop(): Promise<void>;
+}
+
+const PUBLIC = fileURLToPath(new URL("./public/", import.meta.url));
+const STATIC: Record<string, { file: string; type: string }> = {
+  "/": { file: "index.html", type: "text/html; charset=utf-8" },
+  "/app.js": { file: "app.js", type: "text/javascript; charset=utf-8" },
+  "/style.css": { file: "style.css", type: "text/css; charset=utf-8" },
+};
+
+function sendJson(res: ServerResponse, body: unknown, status = 200): void {
+  res.writeHead(status, { "Content-Type": "application/json", "Cache-Control": "no-store" }).end(JSON.stringify(body));
+}
+
+/** Starts the dashboard. */
+export async function startDashboard(opts: DashboardOptions): Promise<RunningDashboard> {
+  const { nc, subjects, log } = opts;
+  if ((opts.enableTracing ?? true) && !tracingEnabled()) configureTelemetry({ enabled: true, spanSink: true, subjectPrefix: subjects.prefix });
+  const state = new DashboardState();
+  const { view: plans } = await PlanView.open(nc, subjects, log);
+  plans.onPlan((plan) => {
+    state.plan = plan;
+    recordPlan(plan);
+  });
+  const subs: Subscription[] = [
+    nc.subscribe(spanSinkSubject(subjects.prefix), {
+      callback: (_e, m) => {
+        try {
+          state.addSpans(parseRaw(m.data) as SpanRecord[]);
+        } catch {
+          // A malformed batch is dropped; the dashboard never stops for it.
+        }
+      },
+    }),
+    nc.subscribe(subjects.routerStatsAll, {
+      callback: (_e, m) => {
+        try {
+          state.addRouterStats(decode(RouterStatsSchema, m.data, "router stats"), Date.now());
+        } catch {
+          /* ignored: not ours to judge */
+        }
+      },
+    }),
+    nc.subscribe(subjects.workerHeartbeatAll, {
+      callback: (_e, m) => {
+        try {
+          state.addHeartbeat(decode(WorkerHeartbeatSchema, m.data, "heartbeat"), Date.now());
+        } catch {
+          /* ignored */
+        }
+      },
+    }),
+  ];
+
+  const files = new Map<string, Buffer>();
+  const staticFile = (name: string) => {
+    // Read once in production; a change on disk shows on restart.
+    let body = files.get(name);
+    if (!body) files.set(name, (body = readFileSync(PUBLIC + name)));
+    return body;
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    const url = new URL(req.url ?? "/", "http://dashboard");
+    const path = url.pathname;
+    if (req.method !== "GET") return void res.writeHead(405).end();
+    if (STATIC[path]) {
+      res.writeHead(200, { "Content-Type": STATIC[path].type, "Cache-Control": "no-store" }).end(staticFile(STATIC[path].file));
+      return;
+    }
+    if (path === "/metrics") {
+      res.writeHead(200, { "Content-Type": METRICS_CONTENT_TYPE }).end(await metricsText());
+      return;
+    }
+    if (path === "/api/state") {
+      const now = Date.now();
+      sendJson(res, {
+        now,
+        plan: state.plan,
+        workers: state.liveWorkers(now),
+        series: state.series(now, Number(url.searchParams.get("seconds") ?? 300)),
+        summary: state.summary(now),
+        recent: state.recent(Number(url.searchParams.get("recent") ?? 40)),
+        tracing: tracingEnabled(),
+      });
+      return;
+    }
+    const trace = /^\/api\/trace\/([0-9a-f]{32})$/.exec(path);
+    if (trace) {
+      const spans = state.trace(trace[1]);
+      sendJson(res, spans.length ? { traceId: trace[1], spans } : { error: "unknown trace" }, spans.length ? 200 : 404);
+      return;
+    }
+    if (path === "/healthz") return void res.writeHead(200).end("ok\n");
+    res.writeHead(404, { "Content-Type": "text/plain" }).end("not found\n");
+  };
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err) => {
+      log.warn("dashboard.error", { error: (err as Error).message });
+      if (!res.headersSent) res.writeHead(500).end();
+    });
+  });
+  const host = opts.host ?? "127.0.0.1";
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(opts.port ?? DEFAULT_DASHBOARD_PORT, host, () => resolve());
+  });
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : opts.port;
+  const url = `http://${host}:${port}/`;
+  log.info("dashboard.started", { url });
+  return {
+    url,
+    state,
+    async stop() {
+      subs.forEach((s) => s.unsubscribe());
+      plans.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      log.info("dashboard.stopped", {});
+    },
+  };
+}

@@ -1,0 +1,184 @@
+/**
+ * What the dashboard knows, built from what the services publish: finished spans (grouped into
+ * traces; a `hadis.generate` root span is one request), router load reports (demand), worker
+ * heartbeats and the plan. Pure: time is passed in.
+ */
+import type { Plan, RouterStats, WorkerHeartbeat } from "../../contracts/messages.ts";
+import type { SpanRecord } from "../lib/telemetry.ts";
+
+/** One second of traffic. */
+export interface SecondBucket {
+  /** Epoch second. */
+  t: number;
+  /** Requests that arrived at the routers (their load reports). */
+  arrivals: number;
+  /** Requests answered with an image. */
+  served: number;
+  /** Accepted requests that failed or missed the SLO. */
+  violations: number;
+  /** Answered requests (served or failed; refused bad input excluded). */
+  answered: number;
+}
+
+/** One request as the dashboard lists it. */
+export interface RequestSummary {
+  traceId: string;
+  requestId?: string;
+  startMs: number;
+  totalMs: number;
+  route?: string;
+  outcome: string;
+  sloMet?: boolean;
+  sloMs?: number;
+  planEpoch?: number;
+  models?: string[];
+  score?: number;
+  threshold?: number;
+  /** The stage spans of the request, relative to its start: name, service, offset ms, duration ms, error. */
+  stages: { n: string; sv: string; o: number; d: number; e?: boolean }[];
+}
+
+/** A worker as last heard. */
+export interface WorkerView extends WorkerHeartbeat {
+  heardAtMs: number;
+}
+
+const ROOT_SPAN = "hadis.generate";
+
+/** The dashboard's model of the running system. */
+export class DashboardState {
+  private readonly traces = new Map<string, SpanRecord[]>();
+  private readonly requests: RequestSummary[] = [];
+  private readonly seconds = new Map<number, SecondBucket>();
+  private readonly workers = new Map<string, WorkerView>();
+  private readonly swapsSeen = new Map<string, number>();
+  plan: Plan | null = null;
+  spansReceived = 0;
+
+  constructor(private readonly limits = { traces: 2_000, requests: 300, seconds: 600, workerSilenceMs: 10_000 }) {}
+
+  private bucket(ms: number): SecondBucket {
+    const t = Math.floor(ms / 1000);
+    let b = this.seconds.get(t);
+    if (!b) {
+      b = { t, arrivals: 0, served: 0, violations: 0, answered: 0 };
+      this.seconds.set(t, b);
+      for (const old of this.seconds.keys()) {
+        if (old > t - this.limits.seconds) break;
+        this.seconds.delete(old);
+      }
+    }
+    return b;
+  }
+
+  /** Takes a batch of finished spans. */
+  addSpans(spans: SpanRecord[]): void {
+    for (const span of spans) {
+      this.spansReceived++;
+      let trace = this.traces.get(span.t);
+      if (!trace) {
+        trace = [];
+        this.traces.set(span.t, trace);
+        if (this.traces.size > this.limits.traces) this.traces.delete(this.traces.keys().next().value!);
+      }
+      trace.push(span);
+      if (span.n === ROOT_SPAN) this.addRequest(span);
+    }
+    // Stage spans may arrive after their root (other services flush on their own): refresh.
+    for (const r of this.requests.slice(0, 50)) r.stages = this.stagesOf(r.traceId, r.startMs);
+  }
+
+  private addRequest(root: SpanRecord): void {
+    const a = root.a;
+    const outcome = String(a["hadis.outcome"] ?? (root.e ? "error" : "ok"));
+    const sloMet = typeof a["hadis.slo_met"] === "boolean" ? (a["hadis.slo_met"] as boolean) : undefined;
+    const summary: RequestSummary = {
+      traceId: root.t,
+      requestId: a["hadis.request_id"] as string | undefined,
+      startMs: root.st,
+      totalMs: root.d,
+      route: a["hadis.route"] as string | undefined,
+      outcome,
+      sloMet,
+      sloMs: a["hadis.slo_ms"] as number | undefined,
+      planEpoch: a["hadis.plan_epoch"] as number | undefined,
+      models: a["hadis.models"] as string[] | undefined,
+      score: a["hadis.disc.score"] as number | undefined,
+      threshold: a["hadis.disc.threshold"] as number | undefined,
+      stages: [],
+    };
+    summary.stages = this.stagesOf(root.t, root.st);
+    this.requests.unshift(summary);
+    if (this.requests.length > this.limits.requests) this.requests.pop();
+    const b = this.bucket(root.st + root.d);
+    if (outcome === "ok") b.served++;
+    if (sloMet !== undefined) {
+      b.answered++;
+      if (!sloMet) b.violations++;
+    }
+  }
+
+  private stagesOf(traceId: string, startMs: number): RequestSummary["stages"] {
+    return (this.traces.get(traceId) ?? [])
+      .filter((s) => s.n !== ROOT_SPAN && !s.n.startsWith("batch "))
+      .sort((x, y) => x.st - y.st)
+      .map((s) => ({ n: s.n, sv: s.sv, o: Math.max(0, s.st - startMs), d: s.d, ...(s.e ? { e: true } : {}) }));
+  }
+
+  /** Takes a router's load report. */
+  addRouterStats(stats: RouterStats, nowMs: number): void {
+    this.bucket(nowMs).arrivals += stats.arrivals;
+  }
+
+  /** Takes a worker heartbeat. Returns the swaps it completed since the last one. */
+  addHeartbeat(beat: WorkerHeartbeat, nowMs: number): number {
+    this.workers.set(beat.workerId, { ...beat, heardAtMs: nowMs });
+    const before = this.swapsSeen.get(beat.workerId) ?? beat.swapsTotal;
+    this.swapsSeen.set(beat.workerId, beat.swapsTotal);
+    return Math.max(0, beat.swapsTotal - before);
+  }
+
+  /** Workers heard from recently, by id. */
+  liveWorkers(nowMs: number): WorkerView[] {
+    for (const [id, w] of this.workers) if (nowMs - w.heardAtMs > this.limits.workerSilenceMs) this.workers.delete(id);
+    return [...this.workers.values()].sort((a, b) => a.workerId.localeCompare(b.workerId));
+  }
+
+  /** The last `n` seconds (oldest first, gaps filled), excluding the current second. */
+  series(nowMs: number, n = 300): SecondBucket[] {
+    const last = Math.floor(nowMs / 1000) - 1;
+    const out: SecondBucket[] = [];
+    for (let t = last - n + 1; t <= last; t++) out.push(this.seconds.get(t) ?? { t, arrivals: 0, served: 0, violations: 0, answered: 0 });
+    return out;
+  }
+
+  /** The most recent requests, newest first. */
+  recent(n = 40): RequestSummary[] {
+    return this.requests.slice(0, n);
+  }
+
+  /** Every span of a trace, by start time. */
+  trace(traceId: string): SpanRecord[] {
+    return [...(this.traces.get(traceId) ?? [])].sort((a, b) => a.st - b.st);
+  }
+
+  /** Headline figures over the last `windowS` seconds. */
+  summary(nowMs: number, windowS = 10) {
+    const win = this.series(nowMs, windowS);
+    const sum = (k: keyof SecondBucket) => win.reduce((acc, b) => acc + (b[k] as number), 0);
+    const minute = this.series(nowMs, 60);
+    const answered = minute.reduce((a, b) => a + b.answered, 0);
+    const violations = minute.reduce((a, b) => a + b.violations, 0);
+    const latencies = this.requests.filter((r) => r.startMs > nowMs - 60_000 && r.outcome === "ok").map((r) => r.totalMs).sort((a, b) => a - b);
+    const pct = (p: number) => (latencies.length ? latencies[Math.min(latencies.length - 1, Math.ceil((p / 100) * latencies.length) - 1)] : null);
+    return {
+      demandQps: sum("arrivals") / windowS,
+      servedQps: sum("served") / windowS,
+      sloViolationRatio: answered ? violations / answered : null,
+      answeredLastMinute: answered,
+      p50Ms: pct(50),
+      p99Ms: pct(99),
+      spansReceived: this.spansReceived,
+    };
+  }
+}

@@ -1,0 +1,208 @@
+/**
+ * Prometheus metrics of HADIS (prom-client, one registry per process). Services record what they
+ * see (requests, stages, workers, swaps); the resource manager calls `recordPlan`, `recordSolve`,
+ * `recordDemand` and `recordQueueDepth`. `startMetricsServer(port)` serves `/metrics`.
+ */
+import { createServer, type Server } from "node:http";
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { GenerateReply, Plan, WorkerHeartbeat } from "../../contracts/messages.ts";
+
+/** The process registry every HADIS metric lives in. */
+export const registry = new Registry();
+collectDefaultMetrics({ register: registry, prefix: "hadis_process_" });
+
+/** Seconds buckets from 1 ms to 2 min: the profile emulation at time scales 0.001..1. */
+const SECONDS_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120];
+
+const requests = new Counter({
+  name: "hadis_requests_total",
+  help: "Requests answered by the routers, by route taken (none for refused or failed ones) and outcome (ok or the error code).",
+  labelNames: ["route", "outcome"] as const,
+  registers: [registry],
+});
+const sloViolations = new Counter({
+  name: "hadis_slo_violations_total",
+  help: "Accepted requests that missed the SLO: failed, expired, or served after the SLO in force.",
+  registers: [registry],
+});
+const stageDuration = new Histogram({
+  name: "hadis_stage_duration_seconds",
+  help: "Time per request stage (route, queue, light, judge, heavy, total).",
+  labelNames: ["stage"] as const,
+  buckets: SECONDS_BUCKETS,
+  registers: [registry],
+});
+const batchSize = new Histogram({
+  name: "hadis_batch_size",
+  help: "Size of the batches the workers ran, by model.",
+  labelNames: ["model"] as const,
+  buckets: [1, 2, 4, 8, 16, 32],
+  registers: [registry],
+});
+const verdicts = new Counter({
+  name: "hadis_discriminator_verdicts_total",
+  help: "Discriminator verdicts on light images: accept or escalate.",
+  labelNames: ["verdict"] as const,
+  registers: [registry],
+});
+const queueDepth = new Gauge({
+  name: "hadis_queue_depth",
+  help: "Work items waiting or unacknowledged in a model's work queue.",
+  labelNames: ["model"] as const,
+  registers: [registry],
+});
+const workers = new Gauge({
+  name: "hadis_workers",
+  help: "Workers by the model they hold and their state (serving, loading, unloading, idle, draining, failed).",
+  labelNames: ["model", "state"] as const,
+  registers: [registry],
+});
+const swaps = new Counter({
+  name: "hadis_swaps_total",
+  help: "Model swaps completed by workers.",
+  registers: [registry],
+});
+const planEpoch = new Gauge({ name: "hadis_plan_epoch", help: "Epoch of the plan in force.", registers: [registry] });
+const planWorkers = new Gauge({
+  name: "hadis_plan_workers",
+  help: "Workers the plan in force gives each model.",
+  labelNames: ["model"] as const,
+  registers: [registry],
+});
+const planBatch = new Gauge({
+  name: "hadis_plan_batch_size",
+  help: "Batch size the plan in force gives each model.",
+  labelNames: ["model"] as const,
+  registers: [registry],
+});
+const planThreshold = new Gauge({
+  name: "hadis_plan_threshold_ratio",
+  help: "Thresholds of the plan in force: router (share sent to heavy) and discriminator (share escalated).",
+  labelNames: ["stage"] as const,
+  registers: [registry],
+});
+const planPair = new Gauge({
+  name: "hadis_plan_info",
+  help: "The plan in force: 1 for its (light, heavy) pair and policy.",
+  labelNames: ["light", "heavy", "policy"] as const,
+  registers: [registry],
+});
+const planFid = new Gauge({ name: "hadis_plan_expected_fid", help: "Expected FID of the plan in force.", registers: [registry] });
+const planHeavyShare = new Gauge({ name: "hadis_plan_heavy_share_ratio", help: "Expected share of requests ending on the heavy model.", registers: [registry] });
+const sloSeconds = new Gauge({ name: "hadis_slo_seconds", help: "Latency SLO in force.", registers: [registry] });
+const solveSeconds = new Histogram({
+  name: "hadis_milp_solve_seconds",
+  help: "Time the resource manager spent solving one MILP (one control tick).",
+  buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  registers: [registry],
+});
+const demand = new Gauge({ name: "hadis_demand_qps", help: "Demand estimate of the resource manager (EWMA of arrivals), requests per second.", registers: [registry] });
+
+/** Records one answered `hadis.generate` request. `sloMs` is the SLO in force. */
+export function recordRequest(reply: GenerateReply | null, outcome: string, sloMs: number, accepted: boolean): void {
+  requests.inc({ route: reply?.route ?? "none", outcome });
+  if (reply) {
+    const t = reply.timings;
+    stageDuration.observe({ stage: "route" }, t.routeMs / 1e3);
+    stageDuration.observe({ stage: "queue" }, t.queueWaitMs / 1e3);
+    if (reply.models.light) stageDuration.observe({ stage: "light" }, t.lightMs / 1e3);
+    if (reply.score !== undefined) stageDuration.observe({ stage: "judge" }, t.judgeMs / 1e3);
+    if (reply.models.heavy) stageDuration.observe({ stage: "heavy" }, t.heavyMs / 1e3);
+    stageDuration.observe({ stage: "total" }, t.totalMs / 1e3);
+    if (t.totalMs > sloMs) sloViolations.inc();
+  } else if (accepted) {
+    sloViolations.inc();
+  }
+}
+
+/** Records a batch a worker ran. */
+export function recordBatch(model: string, size: number): void {
+  batchSize.observe({ model }, size);
+}
+
+/** Records a discriminator verdict. */
+export function recordVerdict(accept: boolean): void {
+  verdicts.inc({ verdict: accept ? "accept" : "escalate" });
+}
+
+/** Records completed swaps. */
+export function recordSwaps(n: number): void {
+  if (n > 0) swaps.inc(n);
+}
+
+/** Sets the worker counts by (model, state) from the latest heartbeat of each worker. */
+export function recordWorkers(beats: Iterable<Pick<WorkerHeartbeat, "model" | "state">>): void {
+  workers.reset();
+  for (const b of beats) workers.inc({ model: b.model ?? "none", state: b.state });
+}
+
+/** Sets the plan gauges from the plan in force. */
+export function recordPlan(plan: Plan): void {
+  planEpoch.set(plan.epoch);
+  planWorkers.reset();
+  planBatch.reset();
+  for (const [model, alloc] of Object.entries(plan.models)) {
+    planWorkers.set({ model }, alloc.workers);
+    planBatch.set({ model }, alloc.batchSize);
+  }
+  planThreshold.set({ stage: "router" }, plan.routerThreshold);
+  planThreshold.set({ stage: "discriminator" }, plan.discThreshold);
+  planPair.reset();
+  planPair.set({ light: plan.pair.light, heavy: plan.pair.heavy, policy: plan.policy }, 1);
+  if (plan.expectedFid !== undefined) planFid.set(plan.expectedFid);
+  planHeavyShare.set(plan.heavyShare);
+  sloSeconds.set(plan.sloMs / 1e3);
+}
+
+/** Records one MILP solve (control tick), in ms. */
+export function recordSolve(ms: number): void {
+  solveSeconds.observe(ms / 1e3);
+}
+
+/** Records the demand estimate, requests per second. */
+export function recordDemand(qps: number): void {
+  demand.set(qps);
+}
+
+/** Records a model's work-queue depth (pending + unacknowledged items). */
+export function recordQueueDepth(model: string, n: number): void {
+  queueDepth.set({ model }, n);
+}
+
+/** The registry in Prometheus text format. */
+export function metricsText(): Promise<string> {
+  return registry.metrics();
+}
+
+/** Content type of the Prometheus text format. */
+export const METRICS_CONTENT_TYPE = registry.contentType;
+
+/** A running `/metrics` server. */
+export interface MetricsServer {
+  url: string;
+  stop(): Promise<void>;
+}
+
+/** Serves `/metrics` on 127.0.0.1 (or `host`) at `port` (0 picks a free port). */
+export async function startMetricsServer(port: number, host = "127.0.0.1"): Promise<MetricsServer> {
+  const server: Server = createServer((req, res) => {
+    if (req.url?.split("?")[0] !== "/metrics") {
+      res.writeHead(404).end("not found; try /metrics\n");
+      return;
+    }
+    metricsText().then(
+      (text) => res.writeHead(200, { "Content-Type": METRICS_CONTENT_TYPE }).end(text),
+      (err) => res.writeHead(500).end(String(err)),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => resolve());
+  });
+  const address = server.address();
+  const actualPort = typeof address === "object" && address ? address.port : port;
+  return {
+    url: `http://${host}:${actualPort}/metrics`,
+    stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}

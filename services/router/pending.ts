@@ -1,0 +1,98 @@
+/**
+ * Work this router waits for: one outstanding generation per request (light, then maybe heavy),
+ * keyed by request id. When a new plan leaves a waiting item's model without workers, the item
+ * is moved to the model that now plays its stage, so a plan change strands nothing.
+ */
+import { fromWireError } from "../../contracts/errors.ts";
+import { decode } from "../../contracts/envelope.ts";
+import { PROTOCOL_VERSION, WorkResultSchema, type Plan, type WorkItem, type WorkResult } from "../../contracts/messages.ts";
+import type { GenerateOutcome } from "../../actors/request/types.ts";
+import type { MsgHdrs } from "../lib/nats.ts";
+
+/**
+ * The model that should take work of `stage` now queued for `model`, or null if `model` still
+ * has workers under the plan (or nothing better exists).
+ */
+export function moveTarget(plan: Plan, stage: "light" | "heavy", model: string): string | null {
+  const served = (m: string) => (plan.models[m]?.workers ?? 0) > 0;
+  if (served(model)) return null;
+  const to = stage === "light" ? plan.pair.light : plan.pair.heavy;
+  return to !== model && served(to) ? to : null;
+}
+
+/** One generation this router waits for. */
+export interface PendingItem {
+  item: WorkItem;
+  stage: "light" | "heavy";
+  /** Stream sequence of the queued item (0 until the publish is acknowledged). */
+  seq: number;
+  /** `headers` are the result message's (they carry the worker's `traceparent`). */
+  resolve(result: GenerateOutcome, headers?: MsgHdrs): void;
+  reject(err: unknown): void;
+}
+
+/** The waiting generations of one router. */
+export class PendingWork {
+  private readonly items = new Map<string, PendingItem>();
+  /** Results that matched nothing (late, after expiry, or a duplicate after a move). */
+  orphaned = 0;
+  malformed = 0;
+
+  /** Registers a generation; the returned function forgets it. */
+  wait(entry: PendingItem): () => void {
+    this.items.set(entry.item.requestId, entry);
+    return () => {
+      if (this.items.get(entry.item.requestId) === entry) this.items.delete(entry.item.requestId);
+    };
+  }
+
+  /** The waiting entry of a request. */
+  get(requestId: string): PendingItem | undefined {
+    return this.items.get(requestId);
+  }
+
+  /** Delivers an encoded work result; the first result of a request wins, whatever model made it. */
+  deliver(data: Uint8Array, headers?: MsgHdrs): void {
+    let result: WorkResult;
+    try {
+      result = decode(WorkResultSchema, data, "work result");
+    } catch {
+      this.malformed++;
+      return;
+    }
+    const entry = this.items.get(result.requestId);
+    if (!entry) {
+      this.orphaned++;
+      return;
+    }
+    this.items.delete(result.requestId);
+    if (result.ok) {
+      entry.resolve({
+        image: result.image,
+        width: result.width,
+        height: result.height,
+        model: result.model,
+        workerId: result.workerId,
+        batchSize: result.batchSize,
+        queueWaitMs: result.queueWaitMs,
+        execMs: result.execMs,
+      }, headers);
+    } else {
+      entry.reject(fromWireError({ v: PROTOCOL_VERSION, error: result.error as never }));
+    }
+  }
+
+  /** Entries queued for a model the plan gives no workers, with the model that now plays their stage. */
+  stranded(plan: Plan): { entry: PendingItem; to: string }[] {
+    const out: { entry: PendingItem; to: string }[] = [];
+    for (const entry of this.items.values()) {
+      const to = entry.seq === 0 ? null : moveTarget(plan, entry.stage, entry.item.model);
+      if (to) out.push({ entry, to });
+    }
+    return out;
+  }
+
+  get size(): number {
+    return this.items.size;
+  }
+}

@@ -1,0 +1,103 @@
+/**
+ * The router's view of each request's trace: one `hadis.generate` server span per request
+ * (continuing the caller's `traceparent` when it sent one) and the stage spans the request
+ * machine's actors open under it (route, light/heavy generation, judge, reply). Also records the
+ * request metrics. When tracing is off only the metrics run.
+ */
+import { HadisError, asHadisError } from "../../contracts/errors.ts";
+import type { GenerateReply } from "../../contracts/messages.ts";
+import { recordRequest } from "../lib/metrics.ts";
+import type { MsgHdrs } from "../lib/nats.ts";
+import { endWithError, SpanKind, type Attributes, type Context, type ServiceTelemetry, type Span } from "../lib/telemetry.ts";
+
+interface LiveTrace {
+  span: Span;
+  ctx: Context;
+}
+
+/** A request's root span, handed from the subject handler to the request machine's actors. */
+export interface RequestSpan {
+  span: Span;
+  ctx: Context;
+}
+
+/** Child span of a request stage, with its context (for injection into outgoing headers). */
+export interface StageSpan {
+  span: Span;
+  ctx: Context;
+}
+
+/** Traces of the requests in flight on one router. */
+export class RequestTraces {
+  private readonly live = new Map<string, LiveTrace>();
+
+  constructor(readonly telemetry: ServiceTelemetry) {}
+
+  /**
+   * Starts a request's root span from the incoming message; null when tracing is off or the
+   * sampler drops this request (then nothing downstream traces it either: no headers are sent).
+   */
+  receive(subject: string, headers: MsgHdrs | undefined, routerId: string): RequestSpan | null {
+    if (!this.telemetry.on) return null;
+    const parent = this.telemetry.extract(headers);
+    const span = this.telemetry.start("hadis.generate", {
+      kind: SpanKind.SERVER,
+      attributes: { "messaging.system": "nats", "messaging.destination.name": subject, "hadis.router_id": routerId },
+    }, parent);
+    if (!span.isRecording()) return null;
+    return { span, ctx: this.telemetry.contextOf(span, parent) };
+  }
+
+  /** Binds a request id to its root span so the actors find it. */
+  bind(requestId: string, root: RequestSpan | null, attributes: Attributes): void {
+    if (!root) return;
+    root.span.setAttributes({ "hadis.request_id": requestId, ...attributes });
+    this.live.set(requestId, root);
+  }
+
+  /** The request's root context (to carry in outgoing headers), or null when not traced. */
+  context(requestId: string): Context | null {
+    return this.live.get(requestId)?.ctx ?? null;
+  }
+
+  /** Opens a stage span under the request's root; null when the request is not traced. */
+  stage(requestId: string, name: string, kind: SpanKind, attributes: Attributes = {}): StageSpan | null {
+    const live = this.live.get(requestId);
+    if (!live) return null;
+    const span = this.telemetry.start(name, { kind, attributes }, live.ctx);
+    return { span, ctx: this.telemetry.contextOf(span, live.ctx) };
+  }
+
+  /**
+   * Ends a request: metrics always, the root span when traced. `accepted` is false for requests
+   * refused at the edge (bad input), which count in no SLO.
+   */
+  finish(root: RequestSpan | null, requestId: string | undefined, reply: GenerateReply | null, err: unknown, sloMs: number, accepted: boolean): void {
+    const outcome = reply ? "ok" : asHadisError(err).code;
+    recordRequest(reply, outcome, sloMs, accepted);
+    if (requestId) this.live.delete(requestId);
+    if (!root) return;
+    const span = root.span;
+    if (reply) {
+      span.setAttributes({
+        "hadis.request_id": reply.requestId,
+        "hadis.route": reply.route,
+        "hadis.served_by": reply.servedBy,
+        "hadis.models": [reply.models.light, reply.models.heavy].filter((m): m is string => !!m),
+        "hadis.plan_epoch": reply.planEpoch,
+        "hadis.difficulty": reply.difficulty,
+        "hadis.router_threshold": reply.routerThreshold,
+        "hadis.total_ms": reply.timings.totalMs,
+        "hadis.slo_ms": sloMs,
+        "hadis.slo_met": reply.timings.totalMs <= sloMs,
+        "hadis.outcome": "ok",
+        ...(reply.score !== undefined ? { "hadis.disc.score": reply.score, "hadis.disc.threshold": reply.threshold! } : {}),
+        ...(reply.deduplicated ? { "hadis.deduplicated": true } : {}),
+      });
+      span.end();
+    } else {
+      span.setAttributes({ "hadis.outcome": outcome, "hadis.slo_ms": sloMs, ...(accepted ? { "hadis.slo_met": false } : {}) });
+      endWithError(span, err instanceof HadisError ? err : asHadisError(err));
+    }
+  }
+}

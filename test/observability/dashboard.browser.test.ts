@@ -1,0 +1,76 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { mkdirSync } from "node:fs";
+import { chromium, type Browser } from "playwright-core";
+import { startTestSystem, type TestSystem } from "../helpers/system.ts";
+import { promptsByRoute } from "../helpers/prompts.ts";
+import { waitFor } from "../helpers/processes.ts";
+import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
+import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
+import { createLogger } from "../../services/lib/log.ts";
+import { startDashboard, type RunningDashboard } from "../../services/dashboard/dashboard.ts";
+import { shutdownTelemetry } from "../../services/lib/telemetry.ts";
+
+const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic", "--no-first-run", "--disable-component-update", "--disable-sync"];
+
+let t: TestSystem;
+let dashNc: NatsConnection;
+let dashboard: RunningDashboard;
+let browser: Browser | undefined;
+
+beforeAll(async () => {
+  t = await startTestSystem({ policy: "static" });
+  dashNc = await connectNats(t.server.url, "hadis-dashboard");
+  dashboard = await startDashboard({ nc: dashNc, subjects: t.system.subjects, port: 0, log: createLogger("dashboard", "error") });
+});
+afterAll(async () => {
+  await browser?.close();
+  await dashboard?.stop();
+  await dashNc?.close();
+  await t?.stop();
+  await shutdownTelemetry();
+});
+
+describe("the live dashboard", () => {
+  const routes = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold);
+
+  it("shows the plan, the workers and request waterfalls; a click shows the whole trace", async () => {
+    // Traffic: every route, plus a burst.
+    await Promise.all([routes.light, routes.heavy, routes.escalated].map((prompt) => t.client.generate({ prompt, deadlineMs: 20_000 })));
+    await Promise.all(Array.from({ length: 40 }, (_, i) => t.client.generate({ prompt: `a watercolor of lighthouse ${i}`, deadlineMs: 20_000 })));
+    const escalated = await t.client.generate({ prompt: routes.escalated, deadlineMs: 20_000 });
+    await waitFor(() => dashboard.state.recent(100).some((r) => r.requestId === escalated.requestId && r.stages.length >= 8), 10_000, "the escalated request's spans");
+
+    // The JSON the page reads.
+    const state = (await (await fetch(`${dashboard.url}api/state`)).json()) as { plan: { pair: unknown }; workers: unknown[]; recent: { requestId?: string; traceId: string }[] };
+    expect(state.plan.pair).toEqual({ light: DEFAULT_STATIC.light, heavy: DEFAULT_STATIC.heavy });
+    expect(state.workers).toHaveLength(4);
+    expect(state.recent.length).toBeGreaterThanOrEqual(10);
+    const metrics = await (await fetch(`${dashboard.url}metrics`)).text();
+    expect(metrics).toMatch(/^hadis_requests_total\{route="light→heavy",outcome="ok"\} \d+/m);
+
+    browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: CHROMIUM_ARGS });
+    const page = await browser.newPage({ viewport: { width: 1440, height: 1300 } });
+    await page.goto(dashboard.url);
+    await page.waitForSelector(".plan .pair");
+    expect(await page.textContent(".plan .pair")).toContain(DEFAULT_STATIC.heavy);
+    await page.waitForFunction(`document.querySelectorAll(".worker").length === 4`);
+    expect(await page.locator(".worker .badge.serving").count()).toBe(4);
+    await page.waitForSelector("#requests tbody tr[data-trace] .mini span");
+
+    // Click the escalated request: its trace spans three services.
+    const traceId = state.recent.find((r) => r.requestId === escalated.requestId)?.traceId
+      ?? dashboard.state.recent(100).find((r) => r.requestId === escalated.requestId)!.traceId;
+    await page.click(`#requests tbody tr[data-trace="${traceId}"]`);
+    await page.waitForFunction(`document.querySelector("#trace .tid")?.textContent === "${traceId}" && document.querySelectorAll("#trace .wfrow").length >= 8`);
+    const names = await page.locator("#trace .wfrow .name").allTextContents();
+    expect(names.some((n) => n.startsWith("hadis.generate"))).toBe(true);
+    expect(names.some((n) => n.startsWith(`execute ${DEFAULT_STATIC.heavy}`))).toBe(true);
+    expect(await page.textContent("#trace h2")).toMatch(/router.*worker.*discriminator|discriminator/);
+    await page.click("#trace .wfrow:has-text('judge')");
+    await page.waitForSelector("#trace .attrs :text('hadis.disc.score')");
+
+    mkdirSync("test-artifacts", { recursive: true });
+    await page.waitForTimeout(1_200);
+    await page.screenshot({ path: "test-artifacts/dashboard.png", fullPage: true });
+  }, 60_000);
+});

@@ -1,0 +1,86 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestSystem, type TestSystem } from "../helpers/system.ts";
+import { promptsByRoute } from "../helpers/prompts.ts";
+import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
+import { recordDemand, recordQueueDepth, recordSolve, startMetricsServer, type MetricsServer } from "../../services/lib/metrics.ts";
+
+/** One sample of the Prometheus text format. */
+interface Sample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+/** Parses the Prometheus text exposition format (samples, # HELP and # TYPE lines). */
+function parsePrometheus(text: string): { samples: Sample[]; types: Map<string, string> } {
+  const samples: Sample[] = [];
+  const types = new Map<string, string>();
+  for (const line of text.split("\n")) {
+    if (line.startsWith("# TYPE ")) {
+      const [, , name, type] = line.split(" ");
+      types.set(name, type);
+      continue;
+    }
+    if (line === "" || line.startsWith("#")) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!m) throw new Error(`not a sample line: ${line}`);
+    const labels: Record<string, string> = {};
+    for (const [, k, v] of (m[2] ?? "").matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[k] = v;
+    samples.push({ name: m[1], labels, value: Number(m[3]) });
+  }
+  return { samples, types };
+}
+
+let t: TestSystem;
+let server: MetricsServer;
+beforeAll(async () => {
+  t = await startTestSystem({ policy: "static" });
+  server = await startMetricsServer(0);
+});
+afterAll(async () => {
+  await server?.stop();
+  await t?.stop();
+});
+
+describe("Prometheus /metrics", () => {
+  const routes = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold);
+
+  it("counts requests by route and outcome, stage durations, workers, and the resource manager's figures", async () => {
+    await Promise.all([
+      ...Array.from({ length: 3 }, () => t.client.generate({ prompt: routes.light, deadlineMs: 20_000 })),
+      ...Array.from({ length: 2 }, () => t.client.generate({ prompt: routes.heavy, deadlineMs: 20_000 })),
+      t.client.generate({ prompt: routes.escalated, deadlineMs: 20_000 }),
+    ]);
+    await expect(t.client.generate({ prompt: "   ", deadlineMs: 20_000 })).rejects.toThrow();
+    recordSolve(42);
+    recordDemand(12.5);
+    recordQueueDepth(DEFAULT_STATIC.light, 3);
+    await new Promise((r) => setTimeout(r, 1_100)); // one heartbeat
+
+    const res = await fetch(server.url);
+    expect(res.headers.get("content-type")).toMatch(/^text\/plain; version=0\.0\.4/);
+    const { samples, types } = parsePrometheus(await res.text());
+    const value = (name: string, labels: Record<string, string> = {}) =>
+      samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v)).reduce((a, s) => a + s.value, 0);
+
+    expect(types.get("hadis_requests_total")).toBe("counter");
+    expect(value("hadis_requests_total", { route: "light", outcome: "ok" })).toBe(3);
+    expect(value("hadis_requests_total", { route: "heavy", outcome: "ok" })).toBe(2);
+    expect(value("hadis_requests_total", { route: "light→heavy", outcome: "ok" })).toBe(1);
+    expect(value("hadis_requests_total", { route: "none", outcome: "invalid_request" })).toBe(1);
+    expect(types.get("hadis_slo_violations_total")).toBe("counter");
+    expect(types.get("hadis_stage_duration_seconds")).toBe("histogram");
+    expect(value("hadis_stage_duration_seconds_count", { stage: "total" })).toBe(6);
+    expect(value("hadis_stage_duration_seconds_count", { stage: "judge" })).toBe(4);
+    expect(value("hadis_stage_duration_seconds_count", { stage: "heavy" })).toBe(3);
+    expect(value("hadis_stage_duration_seconds_bucket", { stage: "total", le: "+Inf" })).toBe(6);
+    expect(value("hadis_workers", { state: "serving" })).toBe(4);
+    expect(value("hadis_batch_size_count")).toBeGreaterThanOrEqual(1);
+    expect(value("hadis_discriminator_verdicts_total", { verdict: "escalate" })).toBe(1);
+    expect(value("hadis_milp_solve_seconds_sum")).toBeCloseTo(0.042);
+    expect(value("hadis_demand_qps")).toBe(12.5);
+    expect(value("hadis_queue_depth", { model: DEFAULT_STATIC.light })).toBe(3);
+    // Every HADIS metric name follows the conventions: snake case, unit suffix or _total.
+    for (const name of types.keys()) if (name.startsWith("hadis_")) expect(name).toMatch(/^hadis_[a-z0-9_]+$/);
+  });
+});

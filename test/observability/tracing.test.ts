@@ -1,0 +1,102 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { InMemorySpanExporter, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
+import { startTestSystem, type TestSystem } from "../helpers/system.ts";
+import { promptsByRoute } from "../helpers/prompts.ts";
+import { waitFor } from "../helpers/processes.ts";
+import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
+import { newHeaders } from "../../services/lib/nats.ts";
+import { readGenerateReply } from "../../services/lib/client.ts";
+import { encode } from "../../contracts/envelope.ts";
+import { configureTelemetry, flushTelemetry, shutdownTelemetry } from "../../services/lib/telemetry.ts";
+
+const exporter = new InMemorySpanExporter();
+let t: TestSystem;
+beforeAll(async () => {
+  configureTelemetry({ enabled: true, exporters: [exporter], spanSink: false, otlpUrl: null });
+  // The static policy keeps the (light, heavy) pair the prompts below were chosen for.
+  t = await startTestSystem({ policy: "static" });
+});
+afterAll(async () => {
+  await t?.stop();
+  await shutdownTelemetry();
+});
+
+const serviceOf = (s: ReadableSpan) => String(s.resource.attributes["service.name"]);
+
+async function traceOf(traceId: string, until: (spans: ReadableSpan[]) => boolean): Promise<ReadableSpan[]> {
+  let spans: ReadableSpan[] = [];
+  await waitFor(async () => {
+    await flushTelemetry();
+    spans = exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
+    return until(spans);
+  }, 5_000, `spans of trace ${traceId}`);
+  return spans;
+}
+
+describe("one trace per request across router, worker and discriminator", () => {
+  const routes = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold);
+
+  it("a light→heavy request continues the caller's traceparent, with correct parent links", async () => {
+    const traceId = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const callerSpanId = "00f067aa0ba902b7";
+    const h = newHeaders();
+    h.set("traceparent", `00-${traceId}-${callerSpanId}-01`);
+    const msg = await t.nc.request("hadis.generate", encode({ prompt: routes.escalated, deadlineMs: 20_000 }), { timeout: 20_000, headers: h });
+    const reply = readGenerateReply(msg);
+    expect(reply.route).toBe("light→heavy");
+
+    const spans = await traceOf(traceId, (s) => s.some((x) => x.name === "hadis.generate") && s.filter((x) => x.name.startsWith("execute")).length >= 2);
+    const byId = new Map(spans.map((s) => [s.spanContext().spanId, s]));
+    const root = spans.find((s) => s.name === "hadis.generate")!;
+    expect(root.parentSpanContext?.spanId).toBe(callerSpanId);
+    expect(serviceOf(root)).toBe("hadis-router");
+    expect(new Set(spans.map(serviceOf))).toEqual(new Set(["hadis-router", "hadis-worker", "hadis-discriminator"]));
+    // Every span but the root has its parent inside the trace.
+    for (const s of spans) {
+      if (s === root) continue;
+      expect(byId.has(s.parentSpanContext!.spanId), `${s.name} has its parent in the trace`).toBe(true);
+    }
+    const parentName = (s: ReadableSpan) => byId.get(s.parentSpanContext!.spanId)?.name;
+    const named = (n: string) => spans.filter((s) => s.name === n);
+    const light = named(`light ${DEFAULT_STATIC.light}`)[0];
+    const heavy = named(`heavy ${DEFAULT_STATIC.heavy}`)[0];
+    expect(parentName(named("route")[0])).toBe("hadis.generate");
+    expect(parentName(light)).toBe("hadis.generate");
+    expect(parentName(heavy)).toBe("hadis.generate");
+    expect(parentName(named(`queue ${DEFAULT_STATIC.light}`)[0])).toBe(light.name);
+    expect(parentName(named(`execute ${DEFAULT_STATIC.light}`)[0])).toBe(light.name);
+    expect(parentName(named(`execute ${DEFAULT_STATIC.heavy}`)[0])).toBe(heavy.name);
+    const judgeServer = named("judge").find((s) => serviceOf(s) === "hadis-discriminator")!;
+    expect(parentName(judgeServer)).toBe("hadis.generate");
+    expect(judgeServer.attributes["hadis.disc.accept"]).toBe(false);
+    expect(named("reply")).toHaveLength(1);
+
+    // The attributes an operator reads.
+    expect(root.attributes["hadis.route"]).toBe("light→heavy");
+    expect(root.attributes["hadis.models"]).toEqual([DEFAULT_STATIC.light, DEFAULT_STATIC.heavy]);
+    expect(root.attributes["hadis.plan_epoch"]).toBe(reply.planEpoch);
+    // The test runs at time scale 0.001: a 60 ms SLO, which a cold first request may miss.
+    expect(root.attributes["hadis.slo_ms"]).toBe(t.system.routers[0].plans.current!.sloMs);
+    expect(root.attributes["hadis.slo_met"]).toBe(reply.timings.totalMs <= Number(root.attributes["hadis.slo_ms"]));
+    expect(root.attributes["hadis.deadline_ms"]).toBe(20_000);
+    expect(root.attributes["hadis.disc.score"]).toBe(reply.score);
+    expect(root.attributes["hadis.disc.threshold"]).toBe(reply.threshold);
+    const exec = named(`execute ${DEFAULT_STATIC.light}`)[0];
+    expect(exec.attributes["hadis.batch_size"]).toBeGreaterThanOrEqual(1);
+    // The worker's batch span (its own trace) links to the request; the result links back.
+    const batch = exporter.getFinishedSpans().find((s) => s.name === `batch ${DEFAULT_STATIC.light}` && s.links.some((l) => l.context.traceId === traceId));
+    expect(batch).toBeDefined();
+    expect(light.links.some((l) => l.context.spanId === exec.spanContext().spanId)).toBe(true);
+  });
+
+  it("a request without traceparent starts its own trace", async () => {
+    const reply = await t.client.generate({ prompt: routes.heavy, deadlineMs: 20_000 });
+    await waitFor(async () => {
+      await flushTelemetry();
+      return exporter.getFinishedSpans().some((s) => s.name === "hadis.generate" && s.attributes["hadis.request_id"] === reply.requestId);
+    }, 5_000, "root span");
+    const root = exporter.getFinishedSpans().find((s) => s.name === "hadis.generate" && s.attributes["hadis.request_id"] === reply.requestId)!;
+    expect(root.parentSpanContext).toBeUndefined();
+    expect(root.attributes["hadis.route"]).toBe("heavy");
+  });
+});
