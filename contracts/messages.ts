@@ -186,6 +186,15 @@ export const PlanSchema = z.strictObject({
   reason: z.string(),
   /** Degradation step in force (0 = normal). */
   degraded: z.number().int().nonnegative().optional(),
+  /** Demand estimate (EWMA, qps) the plan was made for; a restarted manager starts from it. */
+  demandQps: z.number().nonnegative().optional(),
+  /** Largest demand (qps) the plan's workers carry. */
+  capacityQps: z.number().nonnegative().optional(),
+  /**
+   * Admission bound: requests in flight system-wide beyond which routers refuse new ones with
+   * `overloaded` (capacity × SLO by Little's law, with headroom), and the routers sharing it.
+   */
+  admission: z.strictObject({ maxInFlight: z.number().int().positive(), routers: z.number().int().positive() }).optional(),
 });
 /** A plan snapshot. */
 export type Plan = z.infer<typeof PlanSchema>;

@@ -19,9 +19,30 @@ export interface ControlState {
   lastSwapAtMs: Record<string, number>;
 }
 
-/** A fresh control state; `halfLifeMs` is the demand EWMA's half-life. */
-export function newControlState(halfLifeMs: number): ControlState {
-  return { demand: new Ewma(halfLifeMs), lastSwapAtMs: {} };
+/**
+ * A fresh control state; `halfLifeMs` is the demand EWMA's half-life. Given the plan in force
+ * (a restarted manager), it resumes from it: demand from the plan's estimate, and every
+ * assigned worker treated as swapped when the plan was issued, so dwell damping holds.
+ */
+export function newControlState(halfLifeMs: number, resume?: Plan | null, nowMs = 0): ControlState {
+  const state: ControlState = { demand: new Ewma(halfLifeMs), lastSwapAtMs: {} };
+  if (resume) {
+    if (resume.demandQps !== undefined) state.demand.update(resume.demandQps, nowMs);
+    for (const id of Object.keys(resume.assignment)) state.lastSwapAtMs[id] = resume.issuedAtMs;
+  }
+  return state;
+}
+
+/** Largest demand (qps) a plan carries: the tightest model's capacity over the share it receives. */
+export function planCapacityQps(plan: Plan, profiles: ProfileSet): number {
+  const capacity = modelCapacityQps(plan, profiles);
+  const shares: [string, number][] =
+    plan.pair.light === plan.pair.heavy
+      ? [[plan.pair.light, 1]]
+      : [[plan.pair.light, 1 - plan.routerThreshold], [plan.pair.heavy, plan.heavyShare]];
+  let best = Number.POSITIVE_INFINITY;
+  for (const [m, share] of shares) if (share > 0) best = Math.min(best, (capacity[m] ?? 0) / share);
+  return Number.isFinite(best) ? best : 0;
 }
 
 /** What one tick observes. */
@@ -34,7 +55,11 @@ export interface TickObservation {
   /** Live workers and what they hold. */
   workers: WorkerInventoryItem[];
   current: Plan | null;
+  /** Routers heard from (they share the admission bound). */
+  routers?: number;
 }
+
+const round2 = (x: number) => Math.round(x * 100) / 100;
 
 /** Fixed inputs of the loop. */
 export interface TickConfig {
@@ -46,6 +71,8 @@ export interface TickConfig {
   timeScale: number;
   /** Multiplies Little's-law queue delays (headroom for bursts). */
   queueSafety: number;
+  /** Requests in flight allowed beyond capacity × SLO (default 1.5 = 50% more) before routers refuse. */
+  admissionHeadroom?: number;
   damping?: DampingOptions;
 }
 
@@ -67,7 +94,7 @@ const POLICY_ROUTER_MODE: Record<string, Plan["routerMode"]> = { proteus: "rando
 function sameConfiguration(a: Plan, b: Plan): boolean {
   const key = (p: Plan) =>
     JSON.stringify([
-      p.policy, p.pair, p.routerThreshold, p.routerMode ?? "difficulty", p.discThreshold, p.sloMs, p.degraded ?? 0,
+      p.policy, p.pair, p.routerThreshold, p.routerMode ?? "difficulty", p.discThreshold, p.sloMs, p.degraded ?? 0, p.admission?.routers ?? 1,
       Object.entries(p.models).sort(([x], [y]) => (x < y ? -1 : 1)),
       Object.entries(p.assignment).sort(([x], [y]) => (x < y ? -1 : 1)),
     ]);
@@ -140,6 +167,11 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   });
   const routerMode = POLICY_ROUTER_MODE[config.policyName];
   if (routerMode) candidate.routerMode = routerMode;
+  candidate.demandQps = round2(demandQps);
+  candidate.capacityQps = round2(planCapacityQps(candidate, config.profiles));
+  // Little's law: more requests in flight than capacity × SLO cannot all meet the SLO.
+  const routers = Math.max(1, obs.routers ?? 1);
+  candidate.admission = { maxInFlight: Math.max(routers, Math.ceil(candidate.capacityQps * (config.sloMs / 1000) * (config.admissionHeadroom ?? 1.5))), routers };
   if (obs.current && sameConfiguration(obs.current, candidate)) return outcome(null, null, [], "unchanged");
 
   // Workers that died or joined must be reflected at once, whatever damping would say.

@@ -45,7 +45,8 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   const { view: plans, kv } = await PlanView.open(nc, subjects, log);
   // A restarted manager continues from the plan in KV (its epoch), not from zero.
   await plans.waitForPlan(300);
-  const state = newControlState(opts.demandHalfLifeMs);
+  const state = newControlState(opts.demandHalfLifeMs, plans.current, Date.now());
+  const routersSeen = new Map<string, number>();
   const inventory = new WorkerInventory();
   const models = opts.tick.profiles.models.map((m) => m.name);
   let arrivals = 0;
@@ -69,7 +70,9 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   const stats = nc.subscribe(subjects.routerStatsAll, {
     callback: (_e, m) => {
       try {
-        arrivals += decode(RouterStatsSchema, m.data, "router stats").arrivals;
+        const report = decode(RouterStatsSchema, m.data, "router stats");
+        arrivals += report.arrivals;
+        routersSeen.set(report.routerId, Date.now());
       } catch (err) {
         log.debug("manager.bad_stats", { error: (err as Error).message });
       }
@@ -84,7 +87,8 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     arrivals = 0;
     lastTickMs = nowMs;
     const workers = inventory.live(nowMs, opts.silentAfterMs).map((w) => ({ id: w.id, model: w.model }));
-    const outcome = await controlTick(state, { nowMs, arrivalsQps, queueDepth, workers, current: plans.current }, opts.tick);
+    for (const [id, at] of routersSeen) if (nowMs - at > opts.silentAfterMs) routersSeen.delete(id);
+    const outcome = await controlTick(state, { nowMs, arrivalsQps, queueDepth, workers, current: plans.current, routers: routersSeen.size }, opts.tick);
     const plan = outcome.plan;
     if (plan) {
       await kv.put(subjects.names.planKey, encode(plan));

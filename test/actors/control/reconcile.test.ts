@@ -101,3 +101,35 @@ describe("WorkerInventory", () => {
     expect(inv.live(1000, 500)).toEqual([]);
   });
 });
+
+describe("resuming and admission", () => {
+  it("a restarted manager resumes demand and dwell from the plan in force: no flap", async () => {
+    const solver = await createInlineHighsSolver();
+    const config: TickConfig = { policyName: "hadis", policy: getPolicy("hadis"), profiles, solve: (lp, o) => solver.solve(lp, o), sloMs: 6_000, timeScale: 0.1, queueSafety: 1.5 };
+    const first = newControlState(2_000);
+    let plan = (await controlTick(first, { nowMs: 0, arrivalsQps: 40, queueDepth: {}, workers: workers(16), current: null }, config)).plan!;
+    for (let t = 1_000; t <= 10_000; t += 1_000) {
+      const out = await controlTick(first, { nowMs: t, arrivalsQps: 40, queueDepth: {}, workers: workers(16), current: plan }, config);
+      if (out.plan) plan = out.plan;
+    }
+    expect(plan.demandQps).toBeGreaterThan(30);
+    // The manager restarts: a new state from the plan in KV; its first tick sees a short, quiet window.
+    const resumed = newControlState(2_000, plan, 10_500);
+    expect(resumed.demand.value).toBeCloseTo(plan.demandQps!, 1);
+    const next = await controlTick(resumed, { nowMs: 10_600, arrivalsQps: 0, queueDepth: {}, workers: workers(16), current: plan }, config);
+    expect(next.plan === null || JSON.stringify(next.plan.assignment) === JSON.stringify(plan.assignment)).toBe(true);
+    await solver.close();
+  });
+
+  it("sets the admission bound from capacity × SLO and the capacity from the tightest model", async () => {
+    const solver = await createInlineHighsSolver();
+    const config: TickConfig = { policyName: "clipper-light", policy: getPolicy("clipper-light"), profiles, solve: (lp, o) => solver.solve(lp, o), sloMs: 6_000, timeScale: 0.1, queueSafety: 1.5, admissionHeadroom: 1.5 };
+    const plan = (await controlTick(newControlState(1_000), { nowMs: 0, arrivalsQps: 10, queueDepth: {}, workers: workers(16), current: null, routers: 2 }, config)).plan!;
+    const model = profiles.byName.get(plan.pair.light)!;
+    const batch = plan.models[plan.pair.light].batchSize;
+    const perWorker = (batch * 1000) / (model.latencyMsByBatch[String(batch)] * 0.1);
+    expect(plan.capacityQps).toBeCloseTo(16 * perWorker, 0);
+    expect(plan.admission).toEqual({ maxInFlight: Math.ceil(plan.capacityQps! * 6 * 1.5), routers: 2 });
+    await solver.close();
+  });
+});
