@@ -6,7 +6,7 @@
  * Besides throughput and latency it reports the services' CPU time per request, which other load
  * on a shared machine disturbs far less.
  *
- *   node --import tsx bench/tracing.ts [--seconds 6] [--concurrency 200] [--rounds 2]
+ *   node --import tsx bench/tracing.ts [--seconds 6] [--concurrency 200] [--rounds 2] [--modes off,on,nosink,sampled]
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
@@ -24,16 +24,18 @@ const rounds = Number(args.get("--rounds") ?? 2);
 
 /** A tracing configuration under test. */
 interface Mode {
+  key: string;
   name: string;
   env: Record<string, string>;
 }
 
-const MODES: Mode[] = [
-  { name: "off", env: { HADIS_TRACING: "off", HADIS_SPAN_SINK: "off" } },
-  { name: "on (every request)", env: { HADIS_TRACING: "on", HADIS_SPAN_SINK: "on", OTEL_TRACES_SAMPLER: "parentbased_always_on" } },
-  { name: "on, no span sink", env: { HADIS_TRACING: "on", HADIS_SPAN_SINK: "off", OTEL_TRACES_SAMPLER: "parentbased_always_on" } },
-  { name: "on (10% sampled)", env: { HADIS_TRACING: "on", HADIS_SPAN_SINK: "on", OTEL_TRACES_SAMPLER: "parentbased_traceidratio", OTEL_TRACES_SAMPLER_ARG: "0.1" } },
+const ALL_MODES: Mode[] = [
+  { key: "off", name: "off", env: { HADIS_TRACING: "off", HADIS_SPAN_SINK: "off" } },
+  { key: "on", name: "on (every request)", env: { HADIS_TRACING: "on", HADIS_SPAN_SINK: "on", OTEL_TRACES_SAMPLER: "parentbased_always_on" } },
+  { key: "nosink", name: "on, no span sink", env: { HADIS_TRACING: "on", HADIS_SPAN_SINK: "off", OTEL_TRACES_SAMPLER: "parentbased_always_on" } },
+  { key: "sampled", name: "on (10% sampled)", env: { HADIS_TRACING: "on", HADIS_SPAN_SINK: "on", OTEL_TRACES_SAMPLER: "parentbased_traceidratio", OTEL_TRACES_SAMPLER_ARG: "0.1" } },
 ];
+const MODES = ALL_MODES.filter((m) => (args.get("--modes") ?? "off,on,nosink,sampled").split(",").includes(m.key));
 
 interface Run {
   label: string;

@@ -191,10 +191,10 @@ export const PlanSchema = z.strictObject({
   /** Largest demand (qps) the plan's workers carry. */
   capacityQps: z.number().nonnegative().optional(),
   /**
-   * Admission bound: requests in flight system-wide beyond which routers refuse new ones with
-   * `overloaded` (capacity × SLO by Little's law, with headroom), and the routers sharing it.
+   * Admission: routers sharing the capacity, and the share (0..1] of Little's bound
+   * (capacity × deadline) a router lets be in flight before it refuses with `overloaded`.
    */
-  admission: z.strictObject({ maxInFlight: z.number().int().positive(), routers: z.number().int().positive() }).optional(),
+  admission: z.strictObject({ routers: z.number().int().positive(), headroom: z.number().positive().max(1) }).optional(),
 });
 /** A plan snapshot. */
 export type Plan = z.infer<typeof PlanSchema>;

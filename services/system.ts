@@ -12,7 +12,7 @@ import { loadPromptAnalyzer } from "./lib/analyzer-files.ts";
 import type { ProfileSet } from "../actors/profile/profile-set.ts";
 import type { StaticConfig } from "../actors/control/static-policy.ts";
 import { createLogger, type Logger } from "./lib/log.ts";
-import { connectNats, DEFAULT_WORK_QUEUE, WorkQueue, type NatsConnection, type WorkQueueOptions } from "./lib/nats.ts";
+import { connectNats, DEFAULT_WORK_QUEUE, openPlanBucket, WorkQueue, type NatsConnection, type WorkQueueOptions } from "./lib/nats.ts";
 import { loadProfiles } from "./lib/profiles.ts";
 import { sleep, type RunningService } from "./lib/running.ts";
 import { startRouter, type RunningRouter } from "./router/router.ts";
@@ -44,7 +44,12 @@ export type ServiceKind = (typeof SERVICE_KINDS)[number];
 
 /** Options of a composed system (every field has a default). */
 export interface SystemOptions {
-  natsUrl: string;
+  /** One server URL, or every URL of a cluster (the client fails over between them). */
+  natsUrl: string | string[];
+  /** NATS user and password of each service's connection (a user per role, see ops/nats/accounts.conf); none when absent. */
+  credentials?: (service: ServiceKind) => NatsCredentials | undefined;
+  /** JetStream replicas of the work stream and the plan bucket (3 on a 3-node cluster; default 1). */
+  replicas?: number;
   /** Which services to run here (default: all four). */
   services?: readonly ServiceKind[];
   profilesDir?: string;
@@ -74,6 +79,12 @@ export interface SystemOptions {
   log?: Logger;
 }
 
+/** A user and password for one NATS connection. */
+export interface NatsCredentials {
+  user: string;
+  pass: string;
+}
+
 /** A running system. */
 export interface RunningSystem {
   subjects: Subjects;
@@ -91,11 +102,18 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
   const profiles = loadProfiles(opts.profilesDir);
   const timeScale = opts.timeScale ?? profiles.pool.defaultTimeScale;
   const sloMs = profiles.pool.sloMs * timeScale;
-  const queueOptions = { ...DEFAULT_WORK_QUEUE, ...opts.workQueue };
+  const queueOptions = { ...DEFAULT_WORK_QUEUE, ...(opts.replicas ? { replicas: opts.replicas } : {}), ...opts.workQueue };
   const connections: NatsConnection[] = [];
-  const connect = async (name: string) => {
-    const nc = await connectNats(opts.natsUrl, name);
+  let planBucketReady = !opts.replicas || opts.replicas <= 1;
+  const connect = async (name: string, kind: ServiceKind) => {
+    const credentials = opts.credentials?.(kind);
+    const nc = await connectNats(opts.natsUrl, name, credentials ? { user: credentials.user, pass: credentials.pass } : {});
     connections.push(nc);
+    // Every PlanView opens the bucket with one replica: create it replicated first (it keeps its config).
+    if (!planBucketReady) {
+      await openPlanBucket(nc, subjects, opts.replicas);
+      planBucketReady = true;
+    }
     return nc;
   };
   const logFor = (service: string) => opts.log ?? createLogger(service);
@@ -117,7 +135,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
 
   try {
     if (kinds.has("resource-manager")) {
-      const nc = await connect("hadis-resource-manager");
+      const nc = await connect("hadis-resource-manager", "resource-manager");
       const policyName = opts.policy ?? DEFAULT_POLICY;
       const solver = createHighsSolver({ warmupLp: plannerWarmupLp(profiles) });
       closers.push(() => solver.close());
@@ -133,6 +151,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
           sloMs,
           timeScale,
           queueSafety: 1.5,
+          admissionHeadroom: 0.8,
         },
         // The paper re-plans every few seconds of its (compressed) trace time.
         tickMs: opts.tickMs ?? Math.max(500, 20_000 * timeScale),
@@ -144,14 +163,14 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
       started.push({ kind: "resource-manager", service: manager });
     }
     if (kinds.has("discriminator")) {
-      const nc = await connect("hadis-discriminator");
+      const nc = await connect("hadis-discriminator", "discriminator");
       const judge = onnx
         ? await onnx.judge()
         : new ProfileJudge(profiles, { latencyMs: opts.zeroLatency ? 0 : profiles.pool.judge.latencyMs * timeScale, sleep: (ms) => sleep(ms) });
       started.push({ kind: "discriminator", service: await startDiscriminator({ nc, subjects, judge, log: logFor("discriminator") }) });
     }
     if (kinds.has("worker")) {
-      const nc = await connect("hadis-worker");
+      const nc = await connect("hadis-worker", "worker");
       const workers = await startWorkers({
         nc,
         subjects,
@@ -170,7 +189,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
     if (kinds.has("router")) {
       const { scorer, threshold } = routerScoring(opts.scorer ?? "analyzer", profiles);
       for (let i = 0; i < (opts.routers ?? 1); i++) {
-        const nc = await connect("hadis-router");
+        const nc = await connect("hadis-router", "router");
         const router = await startRouter({ nc, subjects, queue: await WorkQueue.open(nc, subjects, queueOptions), scorer, threshold, defaultSloMs: sloMs, log: logFor("router") });
         system.routers.push(router);
         started.push({ kind: "router", service: router });

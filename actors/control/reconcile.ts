@@ -71,7 +71,7 @@ export interface TickConfig {
   timeScale: number;
   /** Multiplies Little's-law queue delays (headroom for bursts). */
   queueSafety: number;
-  /** Requests in flight allowed beyond capacity × SLO (default 1.5 = 50% more) before routers refuse. */
+  /** Requests in flight allowed beyond capacity × SLO (default 0.8: a little under the Little bound, since batches rarely run full) before routers refuse. */
   admissionHeadroom?: number;
   damping?: DampingOptions;
 }
@@ -169,9 +169,7 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   if (routerMode) candidate.routerMode = routerMode;
   candidate.demandQps = round2(demandQps);
   candidate.capacityQps = round2(planCapacityQps(candidate, config.profiles));
-  // Little's law: more requests in flight than capacity × SLO cannot all meet the SLO.
-  const routers = Math.max(1, obs.routers ?? 1);
-  candidate.admission = { maxInFlight: Math.max(routers, Math.ceil(candidate.capacityQps * (config.sloMs / 1000) * (config.admissionHeadroom ?? 1.5))), routers };
+  candidate.admission = { routers: Math.max(1, obs.routers ?? 1), headroom: config.admissionHeadroom ?? 0.8 };
   if (obs.current && sameConfiguration(obs.current, candidate)) return outcome(null, null, [], "unchanged");
 
   // Workers that died or joined must be reflected at once, whatever damping would say.

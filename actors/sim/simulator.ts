@@ -10,7 +10,7 @@
  */
 import type { Plan, Route } from "../../contracts/messages.ts";
 import { Routes } from "../../contracts/messages.ts";
-import { controlTick, newControlState, type TickConfig } from "../control/reconcile.ts";
+import { controlTick, newControlState, type TickConfig, type TickOutcome } from "../control/reconcile.ts";
 import type { ProfileJudge } from "../judge/profile-judge.ts";
 import { getPolicy } from "../planner/policies.ts";
 import type { SolveFn } from "../planner/solver.ts";
@@ -53,6 +53,14 @@ export interface SimConfig {
   warmupMs?: number;
   /** Judge latency, ms (live: pool judge latency × time scale). */
   judgeLatencyMs?: number;
+  /**
+   * What-if, not the live semantics: a request's queued items leave the queues when it ends
+   * (answered or expired). Live, an item stays in JetStream until a worker pulls it, so a model
+   * left without workers keeps stale items — and their queue depth — for good.
+   */
+  purgeFinished?: boolean;
+  /** Called after every control tick (diagnostics), like the manager's `onTick`. */
+  onTick?: (outcome: TickOutcome, nowMs: number) => void;
 }
 
 /** A plan adopted during the run. */
@@ -65,6 +73,7 @@ export interface SimPlanChange extends PlanMark {
   degraded: number;
   swapped: number;
   demandQps: number;
+  reason: string;
 }
 
 /** What a run produced. */
@@ -80,6 +89,8 @@ export interface SimResult {
   wastedItems: number;
   /** Items moved to another model's queue by a plan change. */
   movedItems: number;
+  /** Items left in each model's queue when the run ended (stale work no worker pulled). */
+  leftInQueue: Record<string, number>;
 }
 
 type Stage = "light" | "heavy";
@@ -158,7 +169,7 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
   }));
   /** Idle workers waiting on a model's queue, in the order they started waiting (pull order). */
   const waitingPulls = new Map<string, SimWorker[]>(profiles.models.map((m) => [m.name, []]));
-  const result: SimResult = { records: [], plans: [], swaps: 0, ticks: 0, expiredDrops: 0, wastedItems: 0, movedItems: 0 };
+  const result: SimResult = { records: [], plans: [], swaps: 0, ticks: 0, expiredDrops: 0, wastedItems: 0, movedItems: 0, leftInQueue: {} };
   let plan: Plan | null = null;
   let now = -warmupMs;
   let arrivalsSinceReport = 0;
@@ -190,6 +201,9 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     req.waiting = null;
     req.record = { arrivalMs: req.arrivalMs, ...record };
     open--;
+    if (config.purgeFinished) {
+      for (const [m, q] of queues) if (q.some((it) => it.req === req)) queues.set(m, q.filter((it) => it.req !== req));
+    }
   }
 
   function serve(req: SimRequest, model: string, route: Route): void {
@@ -320,6 +334,7 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     lastTickMs = now;
     const inventory = workers.map((w) => ({ id: w.id, model: w.model }));
     const outcome = await controlTick(control, { nowMs: now, arrivalsQps, queueDepth, workers: inventory, current: plan }, tick);
+    config.onTick?.(outcome, now);
     if (!outcome.plan) return;
     const p = outcome.plan;
     result.plans.push({
@@ -333,6 +348,7 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
       degraded: p.degraded ?? 0,
       swapped: outcome.swapped.length,
       demandQps: outcome.snapshot.demandQps,
+      reason: p.reason,
     });
     applyPlan(p);
   }
@@ -395,6 +411,7 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     }
   }
   result.swaps = workers.reduce((s, w) => s + w.swaps, 0);
+  for (const [m, q] of queues) result.leftInQueue[m] = q.length;
   result.records = requests.map((r) => r.record ?? { arrivalMs: r.arrivalMs, latencyMs: null, outcome: "dropped" });
   return result;
 }

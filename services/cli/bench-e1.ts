@@ -23,7 +23,7 @@ import { PlanView } from "../lib/plan-view.ts";
 import { loadProfiles } from "../lib/profiles.ts";
 import { sleep } from "../lib/running.ts";
 import { startSystem, type RunningSystem } from "../system.ts";
-import { loadWorkload, policiesFor, renderTable, summarize, writePlots, writeReport, type E1Options, type SystemSummary } from "./e1-report.ts";
+import { loadWorkload, policiesFor, renderTable, summarize, writePlots, writeReport, type E1Options, type PlanLog, type SystemSummary } from "./e1-report.ts";
 
 /** Options of `hadis bench e1`. */
 export interface BenchE1Options extends E1Options {
@@ -35,8 +35,8 @@ export interface BenchE1Options extends E1Options {
 export interface ReplayResult {
   records: RequestRecord[];
   plans: PlanMark[];
-  /** Plans adopted during the replay (epochs). */
-  planEpochs: number[];
+  /** Plans adopted during the replay. */
+  planLog: PlanLog[];
   /** Workers reassigned by plan changes during the replay. */
   planSwaps: number;
   interrupted: boolean;
@@ -59,7 +59,7 @@ export async function replayTrace(opts: {
   const first = await view.waitForPlan(30_000);
   if (!first) throw new Error(`no plan on ${opts.natsUrl} within 30 s: is the resource manager running?`);
   const plans: PlanMark[] = [];
-  const planEpochs: number[] = [];
+  const planLog: PlanLog[] = [];
   let planSwaps = 0;
   let previous: Plan | null = null;
   let t0 = performance.now();
@@ -67,7 +67,7 @@ export async function replayTrace(opts: {
     if (previous) planSwaps += countSwaps(previous.assignment, plan.assignment);
     previous = plan;
     plans.push({ atMs: Math.max(0, performance.now() - t0), expectedFid: plan.expectedFid });
-    planEpochs.push(plan.epoch);
+    planLog.push({ atMs: Math.max(0, performance.now() - t0), epoch: plan.epoch, pair: `${plan.pair.light}→${plan.pair.heavy}`, expectedFid: plan.expectedFid, degraded: plan.degraded ?? 0, reason: plan.reason });
   });
   const bar = new SingleBar({ format: `${opts.label} [{bar}] {value}/{total} done | {violations} violations | t={t}s`, hideCursor: true }, Presets.shades_classic);
   const records: (RequestRecord | undefined)[] = new Array(opts.arrivals.length);
@@ -75,7 +75,6 @@ export async function replayTrace(opts: {
   let violations = 0;
   const inFlight = new Set<Promise<void>>();
   bar.start(opts.arrivals.length, 0, { violations: 0, t: 0 });
-  t0 = performance.now() - (opts.arrivals[0]?.atMs ?? 0) + Math.min(opts.arrivals[0]?.atMs ?? 0, 0);
   // Plans in force before the first arrival count from time 0.
   plans.splice(0, plans.length, { atMs: 0, expectedFid: view.current?.expectedFid });
   t0 = performance.now();
@@ -114,7 +113,7 @@ export async function replayTrace(opts: {
   bar.stop();
   view.close();
   await nc.drain().catch(() => nc.close());
-  return { records: records.slice(0, sent).filter((r): r is RequestRecord => r !== undefined), plans, planEpochs, planSwaps, interrupted: sent < opts.arrivals.length };
+  return { records: records.slice(0, sent).filter((r): r is RequestRecord => r !== undefined), plans, planLog, planSwaps, interrupted: sent < opts.arrivals.length };
 }
 
 /** Waits until every worker holds the model the plan assigns it (or `timeoutMs`). */
@@ -162,8 +161,8 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
         const run = await replayTrace({ natsUrl, arrivals, prompts, profiles, sloMs: opts.sloMs, label: policy, stopped: () => interrupted });
         const swaps = system?.workers ? system.workers.agents.reduce((s, a) => s + a.status("profile").swapsTotal, 0) : run.planSwaps;
         const score = scoreRun({ policy, records: run.records, plans: run.plans, sloMs: opts.sloMs, fid: fidLookupFromProfiles(profiles) });
-        systems.push(summarize(policy, score, swaps));
-        process.stderr.write(`${policy}: ${run.records.length} requests, ${run.planEpochs.length} plans${run.interrupted ? " (interrupted)" : ""}\n`);
+        systems.push(summarize(policy, score, swaps, run.planLog));
+        process.stderr.write(`${policy}: ${run.records.length} requests, ${run.planLog.length} plans${run.interrupted ? " (interrupted)" : ""}\n`);
       } finally {
         await stopAll();
       }

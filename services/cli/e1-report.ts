@@ -46,6 +46,18 @@ export interface SystemSummary {
   dropped: number;
   /** Per 5 s window, for the plots. */
   windows: RunScore["windows"];
+  /** Plans adopted during the run (trace clock), for reading why the configuration changed. */
+  plans?: PlanLog[];
+}
+
+/** One adopted plan as the report keeps it. */
+export interface PlanLog {
+  atMs: number;
+  epoch: number;
+  pair: string;
+  expectedFid?: number;
+  degraded: number;
+  reason: string;
 }
 
 /** The policies `--policy` names (`all` = the nine). */
@@ -67,8 +79,9 @@ export function loadWorkload(opts: Pick<E1Options, "trace" | "prompts">): { arri
 }
 
 /** A summary from a run's score. */
-export function summarize(name: string, score: RunScore, swaps: number): SystemSummary {
+export function summarize(name: string, score: RunScore, swaps: number, plans?: PlanLog[]): SystemSummary {
   return {
+    plans,
     name,
     sloViolationRatio: score.sloViolationRatio,
     fid: score.fid,

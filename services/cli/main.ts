@@ -111,7 +111,9 @@ const e1Options = (cmd: Command) =>
     .option("--json <file>", "write the report as JSON")
     .option("--plots", "write PNG plots under bench/results/ (default with --policy all)");
 
-e1Options(program.command("sim").description("the anchor experiment on the discrete-event simulator (no NATS): policies over a trace")).action(async (opts) => {
+e1Options(program.command("sim").description("the anchor experiment on the discrete-event simulator (no NATS): policies over a trace"))
+  .option("--purge-finished", "what-if, not the live semantics: work of answered or expired requests leaves the queues")
+  .action(async (opts) => {
   const { simCommand } = await import("./sim.ts");
   await simCommand(opts);
 });

@@ -52,6 +52,10 @@ export interface LocalServerOptions {
   extraConfig?: string;
   /** Server name (needed in clusters). */
   serverName?: string;
+  /** Extra environment of the server process: values for `$NAME` references in the config (passwords). */
+  env?: Record<string, string>;
+  /** Receives the server's log output after start (e.g. to look for permission violations). */
+  onLog?: (text: string) => void;
 }
 
 /** A running local server. */
@@ -86,7 +90,7 @@ export async function startNatsServer(opts: LocalServerOptions = {}): Promise<Lo
       opts.extraConfig ?? "",
     ].join("\n"),
   );
-  const child = spawn(bin, ["-c", confPath], { stdio: ["ignore", "ignore", "pipe"] });
+  const child = spawn(bin, ["-c", confPath], { stdio: ["ignore", "ignore", "pipe"], env: opts.env ? { ...process.env, ...opts.env } : process.env });
   let log = "";
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`nats-server did not start within 10 s:\n${log}`)), 10_000);
@@ -103,6 +107,7 @@ export async function startNatsServer(opts: LocalServerOptions = {}): Promise<Lo
     });
   });
   child.stderr!.removeAllListeners("data");
+  if (opts.onLog) child.stderr!.on("data", (chunk: Buffer) => opts.onLog!(chunk.toString()));
   child.stderr!.resume();
   child.removeAllListeners("exit");
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));

@@ -48,6 +48,11 @@ export interface WorkQueueOptions {
   maxMsgsPerModel: number;
   /** Window in which a repeated message id is dropped as duplicate, ms. */
   duplicateWindowMs: number;
+  /**
+   * How long a publish keeps retrying while the stream cannot answer (a cluster electing a new
+   * stream leader), ms; repeats carry the same message id, so none is stored twice. 0 or absent: fail at once.
+   */
+  publishRetryMs?: number;
 }
 
 /** Defaults of the work queue. */
@@ -61,6 +66,8 @@ export const DEFAULT_WORK_QUEUE: WorkQueueOptions = {
 };
 
 const ms2ns = (ms: number) => Math.round(ms * 1_000_000);
+/** Publish failures that a stream leader election explains (no responders, 503, timeouts, a closed-then-reopened connection). */
+const RETRYABLE_PUBLISH = /no responders|not enabled|503|timeout|timed out|disconnect|reconnect|connection/i;
 
 /** The JetStream work queue: one stream, one durable pull consumer per model. */
 export class WorkQueue {
@@ -131,8 +138,22 @@ export class WorkQueue {
   /** Publishes a work item; `msgId` makes a repeat within the duplicate window a no-op. */
   async publish(model: string, data: Uint8Array, msgId: string, hdrs?: MsgHdrs): Promise<{ seq: number; duplicate: boolean }> {
     const h = hdrs ?? natsHeaders();
-    const ack = await this.js.publish(this.subjects.work(model), data, { msgID: msgId, headers: h });
-    return { seq: ack.seq, duplicate: ack.duplicate };
+    const retryMs = this.options.publishRetryMs ?? 0;
+    if (retryMs <= 0) {
+      const ack = await this.js.publish(this.subjects.work(model), data, { msgID: msgId, headers: h });
+      return { seq: ack.seq, duplicate: ack.duplicate };
+    }
+    const deadline = Date.now() + retryMs;
+    for (let attempt = 0; ; attempt++) {
+      const remainingMs = deadline - Date.now();
+      try {
+        const ack = await this.js.publish(this.subjects.work(model), data, { msgID: msgId, headers: h, timeout: Math.max(250, Math.min(2_000, remainingMs)) });
+        return { seq: ack.seq, duplicate: ack.duplicate };
+      } catch (err) {
+        if (remainingMs <= 0 || !RETRYABLE_PUBLISH.test(String((err as Error).message))) throw err;
+        await new Promise((r) => setTimeout(r, Math.min(50 * 2 ** attempt, 500)));
+      }
+    }
   }
 
   /** Removes a queued item by stream sequence; false if it is already gone (taken or acknowledged). */

@@ -212,9 +212,10 @@ class NatsSpanSink implements SpanProcessor {
   onEnd(span: ReadableSpan): void {
     if (!current().spanSink) return;
     this.buffer.push(toSpanRecord(span));
-    if (this.buffer.length >= 256) this.flush();
+    // Small, frequent batches: records held long survive young-generation GC and cost more.
+    if (this.buffer.length >= 64) this.flush();
     else if (!this.timer) {
-      this.timer = setTimeout(() => this.flush(), 200);
+      this.timer = setTimeout(() => this.flush(), 100);
       this.timer.unref();
     }
   }

@@ -17,6 +17,7 @@ import { PlanView } from "../lib/plan-view.ts";
 import { within, type RunningService } from "../lib/running.ts";
 import { IdempotencyCache } from "./idempotency.ts";
 import { routerActors } from "./adapters.ts";
+import { refusal } from "../../actors/routing/admission.ts";
 import { moveTarget, PendingWork, type PendingItem } from "./pending.ts";
 import { RequestTraces, type RequestSpan } from "./tracing.ts";
 import { ServiceTelemetry, SpanKind } from "../lib/telemetry.ts";
@@ -106,7 +107,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     }),
   });
   const idempotency = new IdempotencyCache<GenerateReply>(100_000, 10 * 60_000, Date.now);
-  const counters = { received: 0, replied: 0, errors: 0, inFlight: 0, arrivalsSinceReport: 0 };
+  const counters = { received: 0, replied: 0, errors: 0, refused: 0, inFlight: 0, arrivalsSinceReport: 0 };
   const errorsByCode: Record<string, number> = {};
   const inFlight = new Set<Promise<unknown>>();
   let accepting = true;
@@ -130,6 +131,11 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       const seed = request.seed ?? randomInt(0, 0xffffffff);
       const now = Date.now();
       const deadlineMs = request.deadlineMs ?? plans.current?.sloMs ?? opts.defaultSloMs;
+      const refused = refusal(plans.current, counters.inFlight, deadlineMs);
+      if (refused) {
+        counters.refused++;
+        throw refused;
+      }
       serving.requestId = requestId;
       traces.bind(requestId, root, { "hadis.deadline_ms": deadlineMs, "hadis.seed": seed });
       const actor = createActor(machine, { input: { requestId, prompt, seed, receivedAtMs: now, deadlineAtMs: now + deadlineMs, now: Date.now } });

@@ -2,6 +2,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { controlTick, newControlState, type TickConfig } from "../../../actors/control/reconcile.ts";
 import { staticDecision, staticPolicy, heavyShareOf } from "../../../actors/control/static-policy.ts";
 import { WorkerInventory } from "../../../actors/control/inventory.ts";
+import { admissionLimit, refusal } from "../../../actors/routing/admission.ts";
 import { getPolicy } from "../../../actors/planner/policies.ts";
 import { createInlineHighsSolver, type HighsSolver } from "../../../services/lib/highs-solver.ts";
 import { loadProfiles } from "../../../services/lib/profiles.ts";
@@ -121,7 +122,7 @@ describe("resuming and admission", () => {
     await solver.close();
   });
 
-  it("sets the admission bound from capacity × SLO and the capacity from the tightest model", async () => {
+  it("sets capacity from the tightest model and admission from capacity × deadline", async () => {
     const solver = await createInlineHighsSolver();
     const config: TickConfig = { policyName: "clipper-light", policy: getPolicy("clipper-light"), profiles, solve: (lp, o) => solver.solve(lp, o), sloMs: 6_000, timeScale: 0.1, queueSafety: 1.5, admissionHeadroom: 1.5 };
     const plan = (await controlTick(newControlState(1_000), { nowMs: 0, arrivalsQps: 10, queueDepth: {}, workers: workers(16), current: null, routers: 2 }, config)).plan!;
@@ -129,7 +130,14 @@ describe("resuming and admission", () => {
     const batch = plan.models[plan.pair.light].batchSize;
     const perWorker = (batch * 1000) / (model.latencyMsByBatch[String(batch)] * 0.1);
     expect(plan.capacityQps).toBeCloseTo(16 * perWorker, 0);
-    expect(plan.admission).toEqual({ maxInFlight: Math.ceil(plan.capacityQps! * 6 * 1.5), routers: 2 });
+    expect(plan.admission).toEqual({ routers: 2, headroom: 1.5 });
+    // A router holds about its share of capacity × deadline.
+    expect(admissionLimit(plan, 6_000)).toBe(Math.floor((plan.capacityQps! / 2) * 6 * 1.5));
+    expect(refusal(plan, admissionLimit(plan, 6_000), 6_000)).toBeNull();
+    const refused = refusal(plan, admissionLimit(plan, 6_000) + 1, 6_000)!;
+    expect(refused.code).toBe("overloaded");
+    expect(refused.details.retryAfterMs).toBe(3_000);
+    expect(admissionLimit({ ...plan, capacityQps: 0 }, 6_000)).toBe(Infinity);
     await solver.close();
   });
 });

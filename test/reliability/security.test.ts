@@ -1,0 +1,156 @@
+/**
+ * Per-role NATS permissions (ops/nats/accounts.conf): the whole system works with a user per
+ * service, and each role is refused what it has no business doing.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Packr } from "msgpackr";
+import { PermissionViolationError } from "@nats-io/nats-core";
+import { startSecureServer, type Role, type SecureServer } from "../helpers/secure.ts";
+import { promptsByRoute } from "../helpers/prompts.ts";
+import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
+import { HadisClient } from "../../services/lib/client.ts";
+import { startSystem, type RunningSystem } from "../../services/system.ts";
+import { createLogger } from "../../services/lib/log.ts";
+import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
+import { ServiceNames } from "../../contracts/subjects.ts";
+
+const packr = new Packr({ useRecords: false });
+let secure: SecureServer;
+let system: RunningSystem;
+const open: NatsConnection[] = [];
+
+async function as(role: Role): Promise<{ nc: NatsConnection; violations: PermissionViolationError[] }> {
+  const nc = await secure.connectAs(role);
+  open.push(nc);
+  const violations: PermissionViolationError[] = [];
+  void (async () => {
+    for await (const s of nc.status()) if (s.type === "error" && s.error instanceof PermissionViolationError) violations.push(s.error);
+  })();
+  return { nc, violations };
+}
+
+/** Waits until the server refused `operation` on `subject` for this connection. */
+async function refused(violations: PermissionViolationError[], operation: "publish" | "subscription", subject: string): Promise<void> {
+  const end = Date.now() + 3_000;
+  while (Date.now() < end) {
+    if (violations.some((v) => v.operation === operation && v.subject === subject)) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`no permission violation for ${operation} ${subject}; saw ${violations.map((v) => `${v.operation} ${v.subject}`).join(", ") || "none"}`);
+}
+
+beforeAll(async () => {
+  secure = await startSecureServer();
+  system = await startSystem({
+    natsUrl: secure.server.url,
+    credentials: (kind) => secure.serviceCredentials(kind),
+    workers: 4,
+    timeScale: 0.001,
+    tickMs: 500,
+    policy: "static",
+    scorer: "reference",
+    workQueue: { storage: "memory", ackWaitMs: 2_000 },
+    log: createLogger("test", (process.env.HADIS_LOG as "info") ?? "error"),
+  });
+  const end = Date.now() + 10_000;
+  while (Date.now() < end && !(system.workers?.agents.every((a) => a.status("x").state === "serving") && system.manager?.plans.current)) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
+});
+
+afterAll(async () => {
+  await Promise.all(open.map((nc) => nc.close().catch(() => undefined)));
+  await system?.stop(2_000);
+  await secure?.server.stop();
+});
+
+describe("per-role permissions", () => {
+  it("serves a client user through every route with each service on its own role", async () => {
+    const routes = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold);
+    const { nc, violations } = await as("client");
+    const client = new HadisClient(nc);
+    const light = await client.generate({ prompt: routes.light, deadlineMs: 20_000 });
+    const heavy = await client.generate({ prompt: routes.heavy, deadlineMs: 20_000 });
+    const escalated = await client.generate({ prompt: routes.escalated, deadlineMs: 20_000 });
+    expect([light.route, heavy.route, escalated.route]).toEqual(["light", "heavy", "light→heavy"]);
+    const many = await Promise.all(Array.from({ length: 40 }, (_, i) => client.generate({ prompt: `a photo of thing ${i}`, deadlineMs: 20_000 })));
+    expect(many.every((r) => r.image.byteLength > 0)).toBe(true);
+    expect(violations).toEqual([]);
+    // No service role hit a permission it lacks while serving (the server logs every violation).
+    expect(secure.log()).not.toMatch(/Permissions Violation/);
+  });
+
+  it("an observer sees every service on $SRV.PING; a client cannot ask", async () => {
+    const { nc } = await as("observer");
+    const seen = new Set<string>();
+    const inbox = `_INBOX.ping.${Date.now()}`;
+    const sub = nc.subscribe(inbox, { callback: (_e, m) => void seen.add(JSON.parse(new TextDecoder().decode(m.data)).name) });
+    nc.publish("$SRV.PING", new Uint8Array(), { reply: inbox });
+    await new Promise((r) => setTimeout(r, 500));
+    sub.unsubscribe();
+    expect([...seen].sort()).toEqual(Object.values(ServiceNames).sort());
+    const c = await as("client");
+    c.nc.publish("$SRV.PING", new Uint8Array(), { reply: inbox });
+    await refused(c.violations, "publish", "$SRV.PING");
+  });
+
+  it("a client may not enqueue work, read work or results, or call the JetStream API", async () => {
+    const admin = await as("admin");
+    const leaked: string[] = [];
+    admin.nc.subscribe("hadis.work.sd35-large", { callback: (_e, m) => void leaked.push(m.subject) });
+    await admin.nc.flush();
+    const { nc, violations } = await as("client");
+    nc.publish("hadis.work.sd35-large", packr.pack({ evil: true }));
+    await refused(violations, "publish", "hadis.work.sd35-large");
+    nc.subscribe("hadis.work.>");
+    await refused(violations, "subscription", "hadis.work.>");
+    nc.subscribe("hadis.result.>");
+    await refused(violations, "subscription", "hadis.result.>");
+    nc.publish("hadis.judge", packr.pack({}));
+    await refused(violations, "publish", "hadis.judge");
+    nc.publish("$JS.API.STREAM.DELETE.HADIS_WORK", new Uint8Array());
+    await refused(violations, "publish", "$JS.API.STREAM.DELETE.HADIS_WORK");
+    nc.publish("$KV.hadis-plan.current", packr.pack({ epoch: 1e9 }));
+    await refused(violations, "publish", "$KV.hadis-plan.current");
+    await admin.nc.flush();
+    expect(leaked).toEqual([]);
+    expect(secure.log()).toMatch(/Publish Violation.*hadis-client.*hadis\.work\.sd35-large/);
+  });
+
+  it("only the resource manager writes the plan", async () => {
+    const epoch = system.manager!.plans.current!.epoch;
+    for (const role of ["worker", "router", "discriminator"] as const) {
+      const { nc, violations } = await as(role);
+      nc.publish("$KV.hadis-plan.current", packr.pack({ v: 1, epoch: epoch + 1000 }));
+      await refused(violations, "publish", "$KV.hadis-plan.current");
+    }
+    await new Promise((r) => setTimeout(r, 200));
+    expect(system.routers[0].plans.current!.epoch).toBeLessThan(epoch + 1000);
+  });
+
+  it("only routers publish to work queues; workers cannot delete queued work", async () => {
+    for (const role of ["discriminator", "worker", "resource-manager", "observer"] as const) {
+      const { nc, violations } = await as(role);
+      nc.publish("hadis.work.sd35-medium", packr.pack({}));
+      await refused(violations, "publish", "hadis.work.sd35-medium");
+    }
+    const w = await as("worker");
+    w.nc.publish("$JS.API.STREAM.MSG.DELETE.HADIS_WORK", new Uint8Array());
+    await refused(w.violations, "publish", "$JS.API.STREAM.MSG.DELETE.HADIS_WORK");
+    w.nc.subscribe("hadis.generate");
+    await refused(w.violations, "subscription", "hadis.generate");
+  });
+
+  it("a router cannot impersonate a worker's heartbeat or a discriminator", async () => {
+    const { nc, violations } = await as("router");
+    nc.publish("hadis.heartbeat.worker.fake-00", packr.pack({}));
+    await refused(violations, "publish", "hadis.heartbeat.worker.fake-00");
+    nc.subscribe("hadis.judge", { queue: "hadis-discriminator" });
+    await refused(violations, "subscription", "hadis.judge");
+  });
+
+  it("refuses a wrong password and an anonymous connection", async () => {
+    await expect(connectNats(secure.server.url, "intruder", { user: "hadis-client", pass: "wrong", maxReconnectAttempts: 0, reconnect: false })).rejects.toThrow(/auth/i);
+    await expect(connectNats(secure.server.url, "anonymous", { maxReconnectAttempts: 0, reconnect: false })).rejects.toThrow(/auth/i);
+  });
+});
