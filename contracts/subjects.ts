@@ -59,6 +59,10 @@ export interface Subjects {
   planBroadcast: string;
   /** Control subject for one worker (e.g. status queries). */
   workerControl(workerId: string): string;
+  /** Finished spans published by services for the local dashboard (msgpack array of span records). */
+  telemetrySpans: string;
+  /** The resource manager's plan query endpoint. */
+  managerPlan: string;
   readonly names: StreamNames;
 }
 
@@ -79,6 +83,8 @@ export function subjects(prefix: string = DEFAULT_PREFIX): Subjects {
     routerStatsAll: `${prefix}.stats.router.*`,
     planBroadcast: `${prefix}.plan`,
     workerControl: (workerId) => `${prefix}.control.worker.${assertToken(workerId, "worker id")}`,
+    telemetrySpans: `${prefix}.telemetry.spans`,
+    managerPlan: `${prefix}.manager.plan`,
     names: {
       workStream: `${upper}_WORK`,
       workConsumer: (model) => `work-${assertToken(model, "model")}`,

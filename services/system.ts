@@ -20,6 +20,7 @@ import { startWorkers, type RunningWorkers } from "./worker/workers.ts";
 import { startDiscriminator } from "./discriminator/discriminator.ts";
 import { startResourceManager, type RunningResourceManager } from "./resource-manager/manager.ts";
 import { createPolicy } from "./resource-manager/policies.ts";
+import { tickObserver } from "./resource-manager/observe.ts";
 import { createHighsSolver } from "./lib/highs-solver.ts";
 import { plannerWarmupLp } from "../actors/planner/milp.ts";
 
@@ -158,6 +159,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
         demandHalfLifeMs: opts.demandHalfLifeMs ?? Math.max(1_000, 20_000 * timeScale),
         silentAfterMs: 3_000,
         log: logFor("resource-manager"),
+        onTick: tickObserver(nc),
       });
       system.manager = manager;
       started.push({ kind: "resource-manager", service: manager });

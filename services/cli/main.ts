@@ -27,7 +27,9 @@ runOptions(
     .command("start")
     .description("start a local nats-server and every service (the embedded default), until Ctrl-C")
     .option("--port <port>", "NATS client port on 127.0.0.1", port, 4222)
-    .option("--data-dir <dir>", "nats-server data folder", ".hadis/nats"),
+    .option("--data-dir <dir>", "nats-server data folder", ".hadis/nats")
+    .option("--dashboard-port <port>", "dashboard and aggregated /metrics on 127.0.0.1", port, 8787)
+    .option("--no-dashboard", "do not serve the dashboard"),
 ).action((opts) => startCommand(opts));
 
 runOptions(
@@ -36,7 +38,8 @@ runOptions(
     .description("run one service against a NATS server: router | worker | discriminator | resource-manager | all")
     .argument("<service>")
     .option("--nats <url>", "NATS server URL", DEFAULT_NATS_URL)
-    .option("--id-prefix <prefix>", "worker ids are <prefix>-NN (default: random)"),
+    .option("--id-prefix <prefix>", "worker ids are <prefix>-NN (default: random)")
+    .option("--metrics-port <port>", "serve Prometheus /metrics of this process on 127.0.0.1:<port>", port),
 ).action((service, opts) => serveCommand(service, opts));
 
 program

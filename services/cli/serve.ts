@@ -1,7 +1,11 @@
 /** `hadis start` and `hadis serve`: run the system (embedded) or one service against a NATS URL. */
 import { resolve } from "node:path";
 import { startNatsServer, type LocalServer } from "../lib/nats-server.ts";
-import { createLogger } from "../lib/log.ts";
+import { createLogger, type Logger } from "../lib/log.ts";
+import { connectNats } from "../lib/nats.ts";
+import { startMetricsServer } from "../lib/metrics.ts";
+import { DEFAULT_DASHBOARD_PORT, startDashboard } from "../dashboard/dashboard.ts";
+import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { startSystem, SERVICE_KINDS, type RunningSystem, type ServiceKind } from "../system.ts";
 import { DEFAULT_STATIC } from "../resource-manager/policies.ts";
 import type { StaticConfig } from "../../actors/control/static-policy.ts";
@@ -54,7 +58,7 @@ function backendOptions(opts: RunOptions) {
 }
 
 /** `hadis start`: a local nats-server plus every service, until Ctrl-C. */
-export async function startCommand(opts: RunOptions & { port: number; dataDir: string; natsOnly?: boolean }): Promise<void> {
+export async function startCommand(opts: RunOptions & { port: number; dataDir: string; dashboardPort?: number; dashboard?: boolean }): Promise<void> {
   const log = createLogger("start");
   let server: LocalServer;
   try {
@@ -65,6 +69,8 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
   }
   // nats-server must not outlive us, whatever the exit path.
   process.on("exit", () => server.kill("SIGTERM"));
+  // The dashboard first, so the first requests are already traced.
+  const dashboard = opts.dashboard === false ? null : await startLocalDashboard(server.url, opts.dashboardPort, log);
   let system: RunningSystem | undefined;
   try {
     system = await startSystem({
@@ -90,18 +96,33 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
       `HADIS is serving hadis.generate on ${server.url}`,
       `  ${opts.workers} ${opts.backend === "onnx" ? "ONNX (real inference)" : "profile-driven"} workers, policy ${opts.policy}, time scale ${opts.timeScale ?? 1}`,
       `  try:  npx hadis generate "a red bicycle" --nats ${server.url}`,
+      dashboard ? `  dashboard: ${dashboard.url}   metrics: ${dashboard.url}metrics` : `  dashboard: off`,
       `  stop: Ctrl-C`,
       "",
     ].join("\n"),
   );
   untilSignal(async () => {
     await system!.stop(10_000);
+    await dashboard?.stop();
     await server.stop();
   });
 }
 
+/** Starts the dashboard on its own connection; a taken port is a warning, not a failure. */
+async function startLocalDashboard(url: string, port: number | undefined, log: Logger): Promise<{ url: string; stop(): Promise<void> } | null> {
+  const nc = await connectNats(url, "hadis-dashboard");
+  try {
+    const dash = await startDashboard({ nc, subjects: buildSubjects(), port: port ?? DEFAULT_DASHBOARD_PORT, log });
+    return { url: dash.url, stop: async () => (await dash.stop(), await nc.drain().catch(() => undefined)) };
+  } catch (err) {
+    process.stderr.write(`hadis start: dashboard not started (${(err as Error).message}); use --dashboard-port to pick another port\n`);
+    await nc.close();
+    return null;
+  }
+}
+
 /** `hadis serve <service>`: one service against an existing NATS server. */
-export async function serveCommand(kind: string, opts: RunOptions & { nats: string }): Promise<void> {
+export async function serveCommand(kind: string, opts: RunOptions & { nats: string; metricsPort?: number }): Promise<void> {
   if (kind !== "all" && !SERVICE_KINDS.includes(kind as ServiceKind)) throw new Error(`unknown service "${kind}"; one of ${SERVICE_KINDS.join(", ")}, all`);
   const system = await startSystem({
     ...backendOptions(opts),
@@ -117,6 +138,10 @@ export async function serveCommand(kind: string, opts: RunOptions & { nats: stri
     profilesDir: opts.profiles,
     workQueue: { storage: opts.storage },
   });
-  process.stderr.write(`hadis ${kind} connected to ${opts.nats}\n`);
-  untilSignal(() => system.stop(10_000));
+  const metrics = opts.metricsPort !== undefined ? await startMetricsServer(opts.metricsPort) : null;
+  process.stderr.write(`hadis ${kind} connected to ${opts.nats}${metrics ? `; metrics on ${metrics.url}` : ""}\n`);
+  untilSignal(async () => {
+    await system.stop(10_000);
+    await metrics?.stop();
+  });
 }

@@ -11,6 +11,7 @@
  * (default parentbased_always_on). `OTEL_SERVICE_NAME` prefixes the per-service names. Off, the
  * services check one boolean per request and do nothing else.
  */
+import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { context as otelContext, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Link, type Span, type SpanOptions, type Tracer } from "@opentelemetry/api";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { resourceFromAttributes } from "@opentelemetry/resources";
@@ -36,7 +37,7 @@ export { SpanKind, SpanStatusCode };
 export type { Attributes, Context, Link, Span };
 
 /** Subject on which services publish finished spans for the local dashboard (one msgpack array of SpanRecord per message). */
-export const spanSinkSubject = (prefix = "hadis") => `${prefix}.telemetry.spans`;
+export const spanSinkSubject = (prefix = "hadis") => buildSubjects(prefix).telemetrySpans;
 
 /** A finished span as published on the sink subject: compact (msgpack, plain maps). */
 export interface SpanRecord {

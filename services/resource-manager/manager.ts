@@ -27,8 +27,8 @@ export interface ResourceManagerOptions {
   /** A worker silent this long is gone. */
   silentAfterMs: number;
   log: Logger;
-  /** Called after every tick (metrics, spans). */
-  onTick?: (outcome: TickOutcome | null, error?: Error) => void;
+  /** Called after every tick (metrics, spans), with the tick's wall time in ms. */
+  onTick?: (outcome: TickOutcome | null, error?: Error, tickMs?: number) => void;
   version?: string;
 }
 
@@ -81,6 +81,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
 
   async function runTick(): Promise<TickOutcome | null> {
     const nowMs = Date.now();
+    const started = performance.now();
     const queueDepth: Record<string, number> = {};
     await Promise.all(models.map(async (m) => (queueDepth[m] = await opts.queue.depth(m).then((d) => d.pending, () => 0))));
     const arrivalsQps = arrivals / Math.max(0.001, (nowMs - lastTickMs) / 1000);
@@ -110,7 +111,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     } else if (outcome.held && outcome.held !== "unchanged") {
       log.info("manager.held", { reason: outcome.held, demandQps: Number(outcome.snapshot.demandQps.toFixed(2)) });
     }
-    opts.onTick?.(outcome);
+    opts.onTick?.(outcome, undefined, performance.now() - started);
     return outcome;
   }
 
@@ -135,7 +136,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     metadata: { policy: opts.tick.policyName, protocol: String(PROTOCOL_VERSION) },
   });
   service.addEndpoint("plan", {
-    subject: `${subjects.prefix}.manager.plan`,
+    subject: subjects.managerPlan,
     handler: (_err, msg) => msg.respond(encode({ plan: plans.current ?? null, demandQps: state.demand.value })),
   });
   log.info("manager.started", { policy: opts.tick.policyName, tickMs: opts.tickMs, epoch: plans.current?.epoch ?? 0 });

@@ -15,6 +15,8 @@ describe("subjects", () => {
     expect(s.routerStatsAll).toBe("hadis.stats.router.*");
     expect(s.planBroadcast).toBe("hadis.plan");
     expect(s.workerControl("w")).toBe("hadis.control.worker.w");
+    expect(s.telemetrySpans).toBe("hadis.telemetry.spans");
+    expect(s.managerPlan).toBe("hadis.manager.plan");
     expect(s.names).toMatchObject({ workStream: "HADIS_WORK", planBucket: "hadis-plan", planKey: "current" });
     expect(s.names.workConsumer("sdxl-lightning")).toBe("work-sdxl-lightning");
   });

@@ -4,7 +4,7 @@
  */
 import { freePort, startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
 import { connectNats } from "../../services/lib/nats.ts";
-import { jetstreamManager } from "@nats-io/jetstream";
+import { jetstreamManager, StorageType } from "@nats-io/jetstream";
 
 /** One node of the cluster. */
 export interface ClusterNode {
@@ -37,7 +37,7 @@ export function clusterConfig(name: string, clusterPort: number, monitorPort: nu
   ].join("\n");
 }
 
-/** Starts three nodes and waits until JetStream answers (a meta leader is elected). */
+/** Starts three nodes and waits until JetStream can place a 3-replica stream (every peer known). */
 export async function startCluster(opts: { extraConfig?: string; env?: Record<string, string>; connect?: Record<string, unknown> } = {}): Promise<LocalCluster> {
   const names = ["n1", "n2", "n3"];
   const clusterPorts = [await freePort(), await freePort(), await freePort()];
@@ -69,7 +69,8 @@ export async function startCluster(opts: { extraConfig?: string; env?: Record<st
     for (;;) {
       try {
         const jsm = await jetstreamManager(nc, { timeout: 2_000 });
-        await jsm.getAccountInfo();
+        await jsm.streams.add({ name: "CLUSTER_PROBE", subjects: ["cluster.probe"], num_replicas: 3, storage: StorageType.Memory });
+        await jsm.streams.delete("CLUSTER_PROBE");
         break;
       } catch (err) {
         if (Date.now() > end) throw new Error(`JetStream cluster not ready within 30 s: ${(err as Error).message}`);

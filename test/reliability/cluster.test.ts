@@ -28,8 +28,9 @@ beforeAll(async () => {
     tickMs: 500,
     policy: "static",
     scorer: "reference",
-    // A publish during the stream leader's election is retried (same message id) instead of failing the request.
-    workQueue: { storage: "file", ackWaitMs: 2_000, publishRetryMs: 6_000 },
+    // A publish during the stream leader's election (nats-server 2.9: 4-9 s) is retried with the
+    // same message id instead of failing the request.
+    workQueue: { storage: "file", ackWaitMs: 2_000, publishRetryMs: 12_000 },
     log: createLogger("test", (process.env.HADIS_LOG as "info") ?? "error"),
   });
   nc = await connectNats(cluster.urls, "test-client");
@@ -62,7 +63,7 @@ async function offer(client: HadisClient, qps: number, seconds: number, hooks: {
     while (pendingHooks.length && Date.now() - start >= pendingHooks[0].atMs) await pendingHooks.shift()!.run();
     const sentMs = Date.now();
     calls.push(
-      client.generate({ prompt: `a photo of object ${i++}`, deadlineMs: 8_000 }, { timeoutMs: 10_000 }).then(
+      client.generate({ prompt: `a photo of object ${i++}`, deadlineMs: 15_000 }, { timeoutMs: 18_000 }).then(
         () => ({ sentMs, doneMs: Date.now(), ok: true }),
         (err) => ({ sentMs, doneMs: Date.now(), ok: false, error: String((err as Error).message) }),
       ),
@@ -82,7 +83,8 @@ describe("3-node cluster fail-over", () => {
     expect(planStream.config.num_replicas).toBe(3);
     const epochBefore = system.routers[0].plans.current!.epoch;
 
-    // The node most service connections use (the router's first).
+    // The worst case: the node the router (and others) use, made leader of the work stream and
+    // the plan bucket first, so the kill also forces JetStream leader elections.
     let victim!: ClusterNode;
     let best = -1;
     for (const node of cluster.nodes) {
@@ -90,6 +92,13 @@ describe("3-node cluster fail-over", () => {
       const score = names.filter((n) => n.startsWith("hadis-")).length + (names.includes("hadis-router") ? 100 : 0);
       if (score > best) [best, victim] = [score, node];
     }
+    for (const name of ["HADIS_WORK", "KV_hadis-plan"]) {
+      for (let attempt = 0; attempt < 10 && (await jsm.streams.info(name)).cluster?.leader !== victim.name; attempt++) {
+        await nc.request(`$JS.API.STREAM.LEADER.STEPDOWN.${name}`, new Uint8Array(), { timeout: 5_000 }).catch(() => undefined);
+        await new Promise((r) => setTimeout(r, 1_000));
+      }
+    }
+    const leaders = { workStream: (await jsm.streams.info("HADIS_WORK")).cluster?.leader, planBucket: (await jsm.streams.info("KV_hadis-plan")).cluster?.leader };
     const victimServices = (await cluster.connectionNames(victim)).filter((n) => n.startsWith("hadis-"));
     let killedAtMs = 0;
     const outcomes = await offer(client, 20, 14, [
@@ -114,7 +123,7 @@ describe("3-node cluster fail-over", () => {
       JSON.stringify({
         victim: victim.name,
         victimServices,
-        victimLed: { workStream: stream.cluster?.leader === victim.name, planBucket: planStream.cluster?.leader === victim.name },
+        victimLed: { workStream: leaders.workStream === victim.name, planBucket: leaders.planBucket === victim.name },
         offered: outcomes.length,
         answered: answered.length,
         lost: lost.length,

@@ -1,0 +1,37 @@
+/** What the resource manager reports after each tick: Prometheus metrics and a tick span. */
+import type { TickOutcome } from "../../actors/control/reconcile.ts";
+import { ServiceNames } from "../../contracts/subjects.ts";
+import { recordDemand, recordPlan, recordQueueDepth, recordSolve } from "../lib/metrics.ts";
+import { ServiceTelemetry } from "../lib/telemetry.ts";
+import type { NatsConnection } from "../lib/nats.ts";
+
+/** An `onTick` callback recording metrics and one span per tick. */
+export function tickObserver(nc: NatsConnection): (outcome: TickOutcome | null, error?: Error, tickMs?: number) => void {
+  const telemetry = new ServiceTelemetry(ServiceNames.resourceManager, nc);
+  return (outcome, error, tickMs) => {
+    if (outcome) {
+      recordDemand(outcome.snapshot.demandQps);
+      if (outcome.decision.solveMs !== undefined) recordSolve(outcome.decision.solveMs);
+      for (const [model, depth] of Object.entries(outcome.snapshot.queueDepth)) recordQueueDepth(model, depth);
+      // Swaps are counted by the workers when they happen, not when ordered.
+      if (outcome.plan) recordPlan(outcome.plan);
+    }
+    if (!telemetry.on) return;
+    const span = telemetry.tracer.startSpan("tick", {
+      startTime: Date.now() - (tickMs ?? 0),
+      attributes: {
+        "hadis.demand_qps": outcome?.snapshot.demandQps ?? 0,
+        "hadis.workers": outcome?.snapshot.workers.length ?? 0,
+        "hadis.solve_ms": outcome?.decision.solveMs ?? 0,
+        "hadis.solver_status": outcome?.decision.solverStatus ?? "",
+        "hadis.plan_epoch": outcome?.plan?.epoch ?? outcome?.snapshot.current?.epoch ?? 0,
+        "hadis.plan_changed": outcome?.plan !== null && outcome !== null,
+        "hadis.pair": outcome ? `${outcome.decision.pair.light}→${outcome.decision.pair.heavy}` : "",
+        "hadis.swaps_ordered": outcome?.swapped.length ?? 0,
+        "hadis.held": outcome?.held ?? "",
+        ...(error ? { "error.message": error.message } : {}),
+      },
+    });
+    span.end();
+  };
+}
