@@ -80,10 +80,14 @@ export const GenerateReplySchema = z.strictObject({
 /** A generate reply. */
 export type GenerateReply = z.infer<typeof GenerateReplySchema>;
 
+/** Stage of the cascade a generation belongs to. */
+const stage = z.enum(["light", "heavy"]);
+
 /** A work item on `hadis.work.<model>`. */
 export const WorkItemSchema = z.strictObject({
   v: version,
   requestId: z.string().min(1),
+  stage,
   prompt: z.string().min(1).max(MAX_PROMPT_CHARS),
   seed: z.number().int(),
   model: modelName,
@@ -109,6 +113,7 @@ export const WorkResultSchema = z.discriminatedUnion("ok", [
     v: version,
     ok: z.literal(true),
     requestId: z.string(),
+    stage,
     model: modelName,
     workerId: z.string(),
     image: bytes,
@@ -122,6 +127,7 @@ export const WorkResultSchema = z.discriminatedUnion("ok", [
     v: version,
     ok: z.literal(false),
     requestId: z.string(),
+    stage,
     model: modelName,
     workerId: z.string(),
     error: wireErrorBody,

@@ -7,9 +7,13 @@
 import { HadisError } from "../../contracts/errors.ts";
 import type { Plan } from "../../contracts/messages.ts";
 
-/** Requests this router may hold in flight for a request with `deadlineMs` (Infinity = no bound). */
+/**
+ * Requests this router may hold in flight for a request with `deadlineMs` (Infinity = no bound).
+ * Only the degraded plan (light-only, the ladder's second step) bounds admission: before that,
+ * the planner answers more load with cheaper configurations, not refusals.
+ */
 export function admissionLimit(plan: Plan | null, deadlineMs: number): number {
-  if (!plan?.admission || !plan.capacityQps) return Number.POSITIVE_INFINITY;
+  if (!plan?.admission || !plan.capacityQps || !plan.degraded) return Number.POSITIVE_INFINITY;
   const share = plan.capacityQps / plan.admission.routers;
   return Math.max(1, Math.floor(share * (deadlineMs / 1000) * plan.admission.headroom));
 }

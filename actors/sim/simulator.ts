@@ -8,6 +8,7 @@
  * heavy, deadline from arrival) rather than running one XState actor per request; the live
  * router's transport details that change outcomes are mirrored too (see `applyPlan`).
  */
+import { moveTarget } from "../routing/move-target.ts";
 import type { Plan, Route } from "../../contracts/messages.ts";
 import { Routes } from "../../contracts/messages.ts";
 import { controlTick, newControlState, type TickConfig, type TickOutcome } from "../control/reconcile.ts";
@@ -18,6 +19,7 @@ import { batchLatencyMs, referenceIndexFor, type ProfileSet } from "../profile/p
 import type { Arrival } from "../profile/reference.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../routing/difficulty.ts";
 import { decideRoute } from "../routing/route-policy.ts";
+import { refusal } from "../routing/admission.ts";
 import type { RouteDecision } from "../request/types.ts";
 import { EventQueue } from "./event-queue.ts";
 import type { PlanMark, RequestRecord } from "./scoring.ts";
@@ -54,9 +56,9 @@ export interface SimConfig {
   /** Judge latency, ms (live: pool judge latency × time scale). */
   judgeLatencyMs?: number;
   /**
-   * What-if, not the live semantics: a request's queued items leave the queues when it ends
-   * (answered or expired). Live, an item stays in JetStream until a worker pulls it, so a model
-   * left without workers keeps stale items — and their queue depth — for good.
+   * A request's queued items leave the queues when it ends (default true), as live: the router
+   * removes an ended request's item from the stream, and the manager purges a model left without
+   * workers. `false` replays the earlier behaviour, where such items stayed and read as load.
    */
   purgeFinished?: boolean;
   /** Called after every control tick (diagnostics), like the manager's `onTick`. */
@@ -176,6 +178,8 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
   let arrivalsReported = 0;
   let lastTickMs = now;
   let open = config.arrivals.length;
+  /** Requests the router holds (arrived, not answered): what its admission bound counts. */
+  let routerInFlight = 0;
 
   const requests: SimRequest[] = config.arrivals.map((a, index) => {
     const prompt = config.prompts[a.promptIdx % config.prompts.length];
@@ -201,7 +205,8 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     req.waiting = null;
     req.record = { arrivalMs: req.arrivalMs, ...record };
     open--;
-    if (config.purgeFinished) {
+    routerInFlight--;
+    if (config.purgeFinished ?? true) {
       for (const [m, q] of queues) if (q.some((it) => it.req === req)) queues.set(m, q.filter((it) => it.req !== req));
     }
   }
@@ -360,9 +365,11 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
       case "arrival": {
         const req = e.req;
         arrivalsSinceReport++;
+        routerInFlight++;
         agenda.push(req.deadlineAtMs, { kind: "deadline", req });
-        if (!plan) {
-          finish(req, { latencyMs: null, outcome: "dropped" });
+        // No plan, or the router's admission bound (Little's law on the plan's capacity): refused at once.
+        if (!plan || refusal(plan, routerInFlight, sloMs)) {
+          finish(req, { latencyMs: 0, outcome: "dropped" });
           break;
         }
         req.decision = decideRoute(plan, req.prompt, req.id, config.scorer, config.threshold);
@@ -416,10 +423,5 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
   return result;
 }
 
-/** Mirror of the router's `moveTarget` (services/router/pending.ts): the model now playing `stage`, if `model` has no workers. */
-export function moveTarget(plan: Plan, stage: Stage, model: string): string | null {
-  const served = (m: string) => (plan.models[m]?.workers ?? 0) > 0;
-  if (served(model)) return null;
-  const to = stage === "light" ? plan.pair.light : plan.pair.heavy;
-  return to !== model && served(to) ? to : null;
-}
+
+export { moveTarget };

@@ -251,6 +251,7 @@ export class WorkerAgent {
           v: PROTOCOL_VERSION,
           ok: true,
           requestId: item.requestId,
+          stage: item.stage,
           model,
           workerId: this.id,
           image: images[i].image,
@@ -281,7 +282,7 @@ export class WorkerAgent {
 }
 
 function errorResult(item: WorkItem, workerId: string, err: HadisError): WorkResult {
-  return { v: PROTOCOL_VERSION, ok: false, requestId: item.requestId, model: item.model, workerId, error: toWireError(err, PROTOCOL_VERSION).error };
+  return { v: PROTOCOL_VERSION, ok: false, requestId: item.requestId, stage: item.stage, model: item.model, workerId, error: toWireError(err, PROTOCOL_VERSION).error };
 }
 
 /** A repeating tick built on the ports' sleep, so simulated clocks drive it too. */

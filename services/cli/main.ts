@@ -115,7 +115,7 @@ const e1Options = (cmd: Command) =>
     .option("--plots", "write PNG plots under bench/results/ (default with --policy all)");
 
 e1Options(program.command("sim").description("the anchor experiment on the discrete-event simulator (no NATS): policies over a trace"))
-  .option("--purge-finished", "what-if, not the live semantics: work of answered or expired requests leaves the queues")
+  .option("--keep-finished", "what-if: queued work of answered or expired requests stays in the queues (the behaviour before routers removed it)")
   .action(async (opts) => {
   const { simCommand } = await import("./sim.ts");
   await simCommand(opts);

@@ -156,6 +156,12 @@ export class WorkQueue {
     }
   }
 
+  /** Drops every item queued for a model; returns how many. */
+  async purge(model: string): Promise<number> {
+    const r = await this.jsm.streams.purge(this.subjects.names.workStream, { filter: this.subjects.work(model) });
+    return r.purged;
+  }
+
   /** Removes a queued item by stream sequence; false if it is already gone (taken or acknowledged). */
   async remove(seq: number): Promise<boolean> {
     return this.jsm.streams.deleteMessage(this.subjects.names.workStream, seq, false).catch(() => false);

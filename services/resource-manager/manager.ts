@@ -26,6 +26,8 @@ export interface ResourceManagerOptions {
   demandHalfLifeMs: number;
   /** A worker silent this long is gone. */
   silentAfterMs: number;
+  /** Items on a model without workers for this long are purged (default 5 s). */
+  purgeAfterMs?: number;
   log: Logger;
   /** Called after every tick (metrics, spans), with the tick's wall time in ms. */
   onTick?: (outcome: TickOutcome | null, error?: Error, tickMs?: number) => void;
@@ -79,6 +81,27 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     },
   });
 
+  /**
+   * Items left on a model the plan has given no workers for a while belong to requests that are
+   * over (routers move live ones within a second). Left there, they would read as a long queue
+   * and keep the planner away from that model, so they are purged.
+   */
+  const unservedSinceMs: Record<string, number> = {};
+  async function purgeAbandoned(nowMs: number, queueDepth: Record<string, number>): Promise<void> {
+    const plan = plans.current;
+    for (const model of models) {
+      if ((plan?.models[model]?.workers ?? 0) > 0 || !plan) {
+        delete unservedSinceMs[model];
+        continue;
+      }
+      unservedSinceMs[model] ??= nowMs;
+      if (nowMs - unservedSinceMs[model] >= (opts.purgeAfterMs ?? 5_000) && (queueDepth[model] ?? 0) > 0) {
+        const purged = await opts.queue.purge(model).catch(() => 0);
+        if (purged > 0) log.info("manager.purged", { model, purged, reason: `no workers for ${nowMs - unservedSinceMs[model]} ms` });
+      }
+    }
+  }
+
   async function runTick(): Promise<TickOutcome | null> {
     const nowMs = Date.now();
     const started = performance.now();
@@ -111,6 +134,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     } else if (outcome.held && outcome.held !== "unchanged") {
       log.info("manager.held", { reason: outcome.held, demandQps: Number(outcome.snapshot.demandQps.toFixed(2)) });
     }
+    await purgeAbandoned(nowMs, queueDepth);
     opts.onTick?.(outcome, undefined, performance.now() - started);
     return outcome;
   }

@@ -70,6 +70,7 @@ export function routerActors(deps: RouterActorDeps) {
     const item: WorkItem = {
       v: PROTOCOL_VERSION,
       requestId: input.requestId,
+      stage: input.stage,
       prompt: input.prompt,
       seed: input.seed,
       model,
@@ -110,6 +111,8 @@ export function routerActors(deps: RouterActorDeps) {
       cancel = deps.pending.wait(pending);
       signal.addEventListener("abort", () => {
         cancel();
+        // The request is over: its queued item (if still there) must not cost a GPU or read as load.
+        if (entry.seq) void deps.queue.remove(entry.seq);
         pending.reject(new HadisError("deadline_exceeded", "request ended"));
       }, { once: true });
     });

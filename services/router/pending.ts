@@ -7,18 +7,10 @@ import { fromWireError } from "../../contracts/errors.ts";
 import { decode } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION, WorkResultSchema, type Plan, type WorkItem, type WorkResult } from "../../contracts/messages.ts";
 import type { GenerateOutcome } from "../../actors/request/types.ts";
-import type { MsgHdrs } from "../lib/nats.ts";
+import { moveTarget } from "../../actors/routing/move-target.ts";
 
-/**
- * The model that should take work of `stage` now queued for `model`, or null if `model` still
- * has workers under the plan (or nothing better exists).
- */
-export function moveTarget(plan: Plan, stage: "light" | "heavy", model: string): string | null {
-  const served = (m: string) => (plan.models[m]?.workers ?? 0) > 0;
-  if (served(model)) return null;
-  const to = stage === "light" ? plan.pair.light : plan.pair.heavy;
-  return to !== model && served(to) ? to : null;
-}
+export { moveTarget };
+import type { MsgHdrs } from "../lib/nats.ts";
 
 /** One generation this router waits for. */
 export interface PendingItem {
@@ -61,7 +53,8 @@ export class PendingWork {
       return;
     }
     const entry = this.items.get(result.requestId);
-    if (!entry) {
+    // A late copy of the other stage's work (left behind by a move) must not answer this one.
+    if (!entry || entry.stage !== result.stage) {
       this.orphaned++;
       return;
     }

@@ -5,7 +5,7 @@ import { GenerateRequestSchema, PlanSchema, PROTOCOL_VERSION, WorkItemSchema } f
 
 describe("envelope", () => {
   it("round-trips a work item through msgpack with its bytes intact", () => {
-    const item = { v: PROTOCOL_VERSION, requestId: "r1", prompt: "a cat", seed: 3, model: "m1", replyTo: "hadis.result.r", enqueuedAtMs: 1, deadlineAtMs: 2, planEpoch: 4 };
+    const item = { v: PROTOCOL_VERSION, requestId: "r1", stage: "light", prompt: "a cat", seed: 3, model: "m1", replyTo: "hadis.result.r", enqueuedAtMs: 1, deadlineAtMs: 2, planEpoch: 4 };
     expect(decode(WorkItemSchema, encode(item), "work item")).toEqual(item);
   });
 

@@ -12,6 +12,8 @@ export interface ClusterNode {
   server: LocalServer;
   clusterPort: number;
   monitorPort: number;
+  /** The node's log since start. */
+  log(): string;
 }
 
 /** A running cluster. */
@@ -43,12 +45,16 @@ export async function startCluster(opts: { extraConfig?: string; env?: Record<st
   const clusterPorts = [await freePort(), await freePort(), await freePort()];
   const monitorPorts = [await freePort(), await freePort(), await freePort()];
   const nodes = await Promise.all(
-    names.map(async (name, i) => ({
-      name,
-      clusterPort: clusterPorts[i],
-      monitorPort: monitorPorts[i],
-      server: await startNatsServer({ serverName: name, env: opts.env, extraConfig: clusterConfig(name, clusterPorts[i], monitorPorts[i], clusterPorts, opts.extraConfig) }),
-    })),
+    names.map(async (name, i) => {
+      let log = "";
+      const server = await startNatsServer({
+        serverName: name,
+        env: opts.env,
+        extraConfig: clusterConfig(name, clusterPorts[i], monitorPorts[i], clusterPorts, opts.extraConfig),
+        onLog: (text) => (log += text),
+      });
+      return { name, clusterPort: clusterPorts[i], monitorPort: monitorPorts[i], server, log: () => log };
+    }),
   );
   const urls = nodes.map((n) => n.server.url);
   const cluster: LocalCluster = {

@@ -40,7 +40,8 @@ describe("the live dashboard", () => {
     const escalated = await t.client.generate({ prompt: routes.escalated, deadlineMs: 20_000 });
     await waitFor(() => dashboard.state.recent(100).some((r) => r.requestId === escalated.requestId && r.stages.length >= 8), 10_000, "the escalated request's spans");
 
-    // The JSON the page reads.
+    // The JSON the page reads (worker heartbeats arrive once a second).
+    await waitFor(async () => ((await (await fetch(`${dashboard.url}api/state`)).json()) as { workers: unknown[] }).workers.length === 4, 10_000, "four workers");
     const state = (await (await fetch(`${dashboard.url}api/state`)).json()) as { plan: { pair: unknown }; workers: unknown[]; recent: { requestId?: string; traceId: string }[] };
     expect(state.plan.pair).toEqual({ light: DEFAULT_STATIC.light, heavy: DEFAULT_STATIC.heavy });
     expect(state.workers).toHaveLength(4);

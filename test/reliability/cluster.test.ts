@@ -2,11 +2,14 @@
  * Fail-over on a 3-node JetStream cluster: the work stream and the plan bucket have three
  * replicas; under steady traffic the node the services are connected to is killed (SIGKILL).
  * Clients and services reconnect, the queue and the plan survive, and requests keep being served.
+ * The cluster runs the per-role accounts of ops/nats/accounts.conf: each service on its own user,
+ * the traffic from the client user, inspection as admin.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { startCluster, type ClusterNode, type LocalCluster } from "../helpers/cluster.ts";
+import { generateCredentials, secureConfigText } from "../helpers/secure.ts";
 import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
@@ -17,11 +20,15 @@ import { PlanSchema } from "../../contracts/messages.ts";
 let cluster: LocalCluster;
 let system: RunningSystem;
 let nc: NatsConnection;
+let clientNc: NatsConnection;
 
 beforeAll(async () => {
-  cluster = await startCluster();
+  const { credentials, env } = generateCredentials();
+  const login = (role: keyof typeof credentials) => ({ user: credentials[role].user, pass: credentials[role].pass });
+  cluster = await startCluster({ extraConfig: secureConfigText(), env, connect: login("admin") });
   system = await startSystem({
     natsUrl: cluster.urls,
+    credentials: (kind) => credentials[kind],
     replicas: 3,
     workers: 4,
     timeScale: 0.001,
@@ -33,7 +40,8 @@ beforeAll(async () => {
     workQueue: { storage: "file", ackWaitMs: 2_000, publishRetryMs: 12_000 },
     log: createLogger("test", (process.env.HADIS_LOG as "info") ?? "error"),
   });
-  nc = await connectNats(cluster.urls, "test-client");
+  nc = await connectNats(cluster.urls, "test-admin", login("admin"));
+  clientNc = await connectNats(cluster.urls, "test-client", login("client"));
   const end = Date.now() + 15_000;
   while (Date.now() < end && !(system.workers?.agents.every((a) => a.status("x").state === "serving") && system.routers[0]?.plans.current)) {
     await new Promise((r) => setTimeout(r, 50));
@@ -42,6 +50,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await nc?.close().catch(() => undefined);
+  await clientNc?.close().catch(() => undefined);
   await system?.stop(2_000);
   await cluster?.stop();
 });
@@ -75,7 +84,7 @@ async function offer(client: HadisClient, qps: number, seconds: number, hooks: {
 
 describe("3-node cluster fail-over", () => {
   it("survives SIGKILL of the node the services use", async () => {
-    const client = new HadisClient(nc);
+    const client = new HadisClient(clientNc);
     const jsm = await jetstreamManager(nc);
     const stream = await jsm.streams.info("HADIS_WORK");
     expect(stream.config.num_replicas).toBe(3);
@@ -142,6 +151,8 @@ describe("3-node cluster fail-over", () => {
     );
 
     expect(victimServices.length).toBeGreaterThan(0);
+    // No service role lacked a permission, before or after the fail-over.
+    expect(cluster.nodes.map((n) => n.log().match(/.*Violation.*/g) ?? []).flat()).toEqual([]);
     // Every service reconnected to a surviving node.
     expect(connectedAfter.filter((n) => n === "hadis-router").length).toBe(1);
     expect(connectedAfter.length).toBe(4);

@@ -4,8 +4,14 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Packr } from "msgpackr";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { PermissionViolationError } from "@nats-io/nats-core";
-import { startSecureServer, type Role, type SecureServer } from "../helpers/secure.ts";
+import { generateCredentials, startSecureServer, type Role, type SecureServer } from "../helpers/secure.ts";
+import { findNatsServer, startNatsServer } from "../../services/lib/nats-server.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
 import { HadisClient } from "../../services/lib/client.ts";
@@ -152,5 +158,38 @@ describe("per-role permissions", () => {
   it("refuses a wrong password and an anonymous connection", async () => {
     await expect(connectNats(secure.server.url, "intruder", { user: "hadis-client", pass: "wrong", maxReconnectAttempts: 0, reconnect: false })).rejects.toThrow(/auth/i);
     await expect(connectNats(secure.server.url, "anonymous", { maxReconnectAttempts: 0, reconnect: false })).rejects.toThrow(/auth/i);
+  });
+});
+
+describe("the operator configs", () => {
+  it("ops/nats/secure.conf and the cluster node configs are valid with the role variables set, and refused without", () => {
+    const { env } = generateCredentials();
+    for (const file of ["secure.conf", "cluster-node1.conf", "cluster-node2.conf", "cluster-node3.conf"]) {
+      const path = fileURLToPath(new URL(`../../ops/nats/${file}`, import.meta.url));
+      const ok = spawnSync(findNatsServer()!, ["-t", "-c", path], { env: { ...process.env, ...env }, encoding: "utf8" });
+      expect(ok.stderr + ok.stdout).toMatch(/is valid/);
+      const { HADIS_ADMIN_NATS_PASS: _dropped, ...missing } = env;
+      const refused = spawnSync(findNatsServer()!, ["-t", "-c", path], { env: { ...process.env, ...missing }, encoding: "utf8" });
+      expect(refused.status).not.toBe(0);
+    }
+  });
+
+  it("the documented tls {} block serves tls:// clients with a role user", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hadis-tls-"));
+    const made = spawnSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", join(dir, "key.pem"), "-out", join(dir, "cert.pem"), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"]);
+    if (made.status !== 0) return void rmSync(dir, { recursive: true, force: true }); // no openssl here: nothing to check
+    const { credentials, env } = generateCredentials();
+    const tls = `tls {\n  cert_file: "${join(dir, "cert.pem")}"\n  key_file: "${join(dir, "key.pem")}"\n  timeout: 2\n}`;
+    const { secureConfigText } = await import("../helpers/secure.ts");
+    const server = await startNatsServer({ env, extraConfig: secureConfigText(tls) });
+    try {
+      const nc = await connectNats(`tls://127.0.0.1:${server.port}`, "tls-client", { user: credentials.client.user, pass: credentials.client.pass, tls: { caFile: join(dir, "cert.pem") } });
+      expect(nc.info?.tls_required).toBe(true);
+      await nc.close();
+      await expect(connectNats(server.url, "plain", { user: credentials.client.user, pass: credentials.client.pass, tls: null, reconnect: false })).rejects.toThrow();
+    } finally {
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

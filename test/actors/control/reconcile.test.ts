@@ -131,13 +131,15 @@ describe("resuming and admission", () => {
     const perWorker = (batch * 1000) / (model.latencyMsByBatch[String(batch)] * 0.1);
     expect(plan.capacityQps).toBeCloseTo(16 * perWorker, 0);
     expect(plan.admission).toEqual({ routers: 2, headroom: 1.5 });
-    // A router holds about its share of capacity × deadline.
-    expect(admissionLimit(plan, 6_000)).toBe(Math.floor((plan.capacityQps! / 2) * 6 * 1.5));
-    expect(refusal(plan, admissionLimit(plan, 6_000), 6_000)).toBeNull();
-    const refused = refusal(plan, admissionLimit(plan, 6_000) + 1, 6_000)!;
+    // Admission is bounded only on the degraded plan; then a router holds about its share of capacity × deadline.
+    expect(admissionLimit(plan, 6_000)).toBe(Infinity);
+    const degraded = { ...plan, degraded: 1 };
+    expect(admissionLimit(degraded, 6_000)).toBe(Math.floor((plan.capacityQps! / 2) * 6 * 1.5));
+    expect(refusal(degraded, admissionLimit(degraded, 6_000), 6_000)).toBeNull();
+    const refused = refusal(degraded, admissionLimit(degraded, 6_000) + 1, 6_000)!;
     expect(refused.code).toBe("overloaded");
     expect(refused.details.retryAfterMs).toBe(3_000);
-    expect(admissionLimit({ ...plan, capacityQps: 0 }, 6_000)).toBe(Infinity);
+    expect(admissionLimit({ ...degraded, capacityQps: 0 }, 6_000)).toBe(Infinity);
     await solver.close();
   });
 });

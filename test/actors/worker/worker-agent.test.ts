@@ -32,7 +32,7 @@ class FakeQueue implements WorkSource {
 }
 
 function item(model: string, id: string, deadlineAtMs = Date.now() + 60_000) {
-  return encode({ v: PROTOCOL_VERSION, requestId: id, prompt: "a cat", seed: 1, model, replyTo: "r", enqueuedAtMs: Date.now(), deadlineAtMs, planEpoch: 1 });
+  return encode({ v: PROTOCOL_VERSION, requestId: id, stage: "light", prompt: "a cat", seed: 1, model, replyTo: "r", enqueuedAtMs: Date.now(), deadlineAtMs, planEpoch: 1 });
 }
 
 function plan(epoch: number, model: string | null, batchSize = 4): Plan {
