@@ -37,9 +37,10 @@ runOptions(
     .command("serve")
     .description("run one service against a NATS server: router | worker | discriminator | resource-manager | all")
     .argument("<service>")
-    .option("--nats <url>", "NATS server URL", DEFAULT_NATS_URL)
+    .option("--nats <urls>", "NATS server URL (comma-separated for a cluster); credentials from HADIS_NATS_USER/PASS or HADIS_<ROLE>_NATS_USER/PASS", DEFAULT_NATS_URL)
     .option("--id-prefix <prefix>", "worker ids are <prefix>-NN (default: random)")
-    .option("--metrics-port <port>", "serve Prometheus /metrics of this process on 127.0.0.1:<port>", port),
+    .option("--metrics-port <port>", "serve Prometheus /metrics of this process on 127.0.0.1:<port>", port)
+    .option("--replicas <n>", "JetStream replicas of the work stream and plan bucket (3 on a 3-node cluster)", count),
 ).action((service, opts) => serveCommand(service, opts));
 
 program

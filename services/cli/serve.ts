@@ -6,6 +6,7 @@ import { connectNats } from "../lib/nats.ts";
 import { startMetricsServer } from "../lib/metrics.ts";
 import { DEFAULT_DASHBOARD_PORT, startDashboard } from "../dashboard/dashboard.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
+import { credentialsFromEnv, natsUrls } from "./credentials.ts";
 import { startSystem, SERVICE_KINDS, type RunningSystem, type ServiceKind } from "../system.ts";
 import { DEFAULT_STATIC } from "../resource-manager/policies.ts";
 import type { StaticConfig } from "../../actors/control/static-policy.ts";
@@ -122,11 +123,13 @@ async function startLocalDashboard(url: string, port: number | undefined, log: L
 }
 
 /** `hadis serve <service>`: one service against an existing NATS server. */
-export async function serveCommand(kind: string, opts: RunOptions & { nats: string; metricsPort?: number }): Promise<void> {
+export async function serveCommand(kind: string, opts: RunOptions & { nats: string; metricsPort?: number; replicas?: number }): Promise<void> {
   if (kind !== "all" && !SERVICE_KINDS.includes(kind as ServiceKind)) throw new Error(`unknown service "${kind}"; one of ${SERVICE_KINDS.join(", ")}, all`);
   const system = await startSystem({
     ...backendOptions(opts),
-    natsUrl: opts.nats,
+    natsUrl: natsUrls(opts.nats),
+    credentials: credentialsFromEnv(),
+    replicas: opts.replicas,
     services: kind === "all" ? SERVICE_KINDS : [kind as ServiceKind],
     staticConfig: staticConfigOf(opts),
     workers: opts.workers,
