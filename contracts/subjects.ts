@@ -32,6 +32,8 @@ export interface StreamNames {
   planKey: string;
   /** KV bucket remembering idempotency keys and their replies. */
   idempotencyBucket: string;
+  /** KV bucket of work results of requests with an idempotency key (any router can pick them up). */
+  resultsBucket: string;
 }
 
 /** Subject builders for one prefix. */
@@ -91,6 +93,7 @@ export function subjects(prefix: string = DEFAULT_PREFIX): Subjects {
       planBucket: `${prefix}-plan`,
       planKey: "current",
       idempotencyBucket: `${prefix}-idempotency`,
+      resultsBucket: `${prefix}-results`,
     },
   };
 }

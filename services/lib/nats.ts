@@ -240,6 +240,15 @@ export async function openPlanBucket(nc: NatsConnection, subjects: Subjects, rep
   return kvm.create(subjects.names.planBucket, { history: 10, replicas, storage: storage === "memory" ? StorageType.Memory : StorageType.File });
 }
 
+/** How long results of keyed requests are kept, ms (the idempotency window). */
+export const RESULTS_TTL_MS = 10 * 60_000;
+
+/** The bucket of results of requests with an idempotency key. */
+export async function openResultsBucket(nc: NatsConnection, subjects: Subjects, replicas = 1): Promise<KV> {
+  const kvm = new Kvm(nc);
+  return kvm.create(subjects.names.resultsBucket, { history: 1, replicas, ttl: RESULTS_TTL_MS, storage: StorageType.File });
+}
+
 /** Calls `onValue` with the current value of `key` and every later one, until `signal` aborts. */
 export async function watchKey(kv: KV, key: string, onValue: (data: Uint8Array) => void, signal: AbortSignal): Promise<void> {
   const iter = await kv.watch({ key });

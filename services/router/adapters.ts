@@ -5,6 +5,7 @@
 import { fromPromise } from "xstate";
 import { fromWireError, HadisError, isWireError } from "../../contracts/errors.ts";
 import { moveTarget, type PendingItem, type PendingWork } from "./pending.ts";
+import { isKeyed, resultKey } from "../../actors/request/idempotent.ts";
 import { decode, encode, parseRaw } from "../../contracts/envelope.ts";
 import { JudgeReplySchema, PROTOCOL_VERSION, type WorkItem } from "../../contracts/messages.ts";
 import { Headers, type Subjects } from "../../contracts/subjects.ts";
@@ -12,10 +13,22 @@ import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RouteDecis
 import { decideRoute } from "../../actors/routing/route-policy.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
 import type { Logger } from "../lib/log.ts";
-import { newHeaders, type MsgHdrs, type NatsConnection, type WorkQueue } from "../lib/nats.ts";
+import { newHeaders, type KV, type MsgHdrs, type NatsConnection, type WorkQueue } from "../lib/nats.ts";
 import type { PlanView } from "../lib/plan-view.ts";
 import { endWithError, SpanKind } from "../lib/telemetry.ts";
 import type { RequestTraces } from "./tracing.ts";
+
+/** Delivers the stored result of a keyed request's stage once it appears; stops when the stage settles. */
+function watchResult(deps: RouterActorDeps, key: string, settled: Promise<unknown>): void {
+  void deps.results!.watch({ key }).then((iter) => {
+    void settled.finally(() => iter.stop());
+    void (async () => {
+      for await (const entry of iter) {
+        if (entry.operation === "PUT" && entry.value.length > 0) deps.pending.deliver(entry.value);
+      }
+    })();
+  }, () => undefined);
+}
 
 /** What the router's actors need. */
 export interface RouterActorDeps {
@@ -23,6 +36,8 @@ export interface RouterActorDeps {
   subjects: Subjects;
   queue: WorkQueue;
   pending: PendingWork;
+  /** Results of keyed requests, written by workers. */
+  results?: KV;
   /** Called once an item's publish is acknowledged (its sequence known). */
   afterEnqueue?: (entry: PendingItem) => void;
   plans: PlanView;
@@ -122,6 +137,9 @@ export function routerActors(deps: RouterActorDeps) {
       const ack = await deps.queue.publish(model, encode(item), `${input.requestId}/${input.stage}/${model}`, stage ? deps.traces!.telemetry.inject(stage.ctx) : undefined);
       entry.seq = ack.seq;
       deps.afterEnqueue?.(entry);
+      // A keyed request may be a retry of one queued through another router (its item was just
+      // dropped as a duplicate): its result arrives in the results bucket, not on our inbox.
+      if (isKeyed(input.requestId) && deps.results) watchResult(deps, resultKey(input.requestId, input.stage), result);
     } catch (err) {
       cancel();
       if (stage) endWithError(stage.span, err);

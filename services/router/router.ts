@@ -12,10 +12,11 @@ import { RequestMachine } from "../../actors/request/request-machine.ts";
 import { buildReply } from "../../actors/request/reply.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
 import type { Logger } from "../lib/log.ts";
-import { newInbox, replyError, replyWith, requestEncoding, startService, type NatsConnection, type ServiceMsg, type WorkQueue } from "../lib/nats.ts";
+import { newInbox, openResultsBucket, replyError, replyWith, requestEncoding, startService, type NatsConnection, type ServiceMsg, type WorkQueue } from "../lib/nats.ts";
 import { PlanView } from "../lib/plan-view.ts";
 import { within, type RunningService } from "../lib/running.ts";
 import { IdempotencyCache } from "./idempotency.ts";
+import { keyedRequestId, keyedSeed } from "../../actors/request/idempotent.ts";
 import { routerActors } from "./adapters.ts";
 import { refusal } from "../../actors/routing/admission.ts";
 import { moveTarget, PendingWork, type PendingItem } from "./pending.ts";
@@ -52,6 +53,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   const resultsSubject = subjects.results(routerId);
   const { view: plans } = await PlanView.open(nc, subjects, log);
   const pending = new PendingWork();
+  const results = await openResultsBucket(nc, subjects);
   /** Moves a waiting item off a model the plan no longer serves (removed by sequence, re-queued). */
   const moving = new Set<PendingItem>();
   const rescue = (entry: PendingItem, to: string, plan: Plan) => {
@@ -95,6 +97,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       subjects,
       queue: opts.queue,
       pending,
+      results,
       afterEnqueue,
       plans,
       scorer: opts.scorer,
@@ -127,8 +130,9 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     }
     serving.accepted = true;
     const run = async (): Promise<GenerateReply> => {
-      const requestId = newInbox().slice(-22);
-      const seed = request.seed ?? randomInt(0, 0xffffffff);
+      const key = request.idempotencyKey;
+      const requestId = key ? keyedRequestId(key) : newInbox().slice(-22);
+      const seed = request.seed ?? (key ? keyedSeed(key) : randomInt(0, 0xffffffff));
       const now = Date.now();
       const deadlineMs = request.deadlineMs ?? plans.current?.sloMs ?? opts.defaultSloMs;
       const refused = refusal(plans.current, counters.inFlight, deadlineMs);

@@ -3,12 +3,13 @@
  * work queue, following the plan, heart-beating its state.
  */
 import { encode } from "../../contracts/envelope.ts";
+import { isKeyed, resultKey } from "../../actors/request/idempotent.ts";
 import { PROTOCOL_VERSION } from "../../contracts/messages.ts";
 import { ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import type { GenerationBackend } from "../../actors/worker/backend.ts";
 import { WorkerAgent, type WorkerOptions } from "../../actors/worker/worker-agent.ts";
 import type { Logger } from "../lib/log.ts";
-import { newInbox, startService, type MsgHdrs, type NatsConnection, type WorkQueue } from "../lib/nats.ts";
+import { newInbox, startService, type MsgHdrs, type NatsConnection, type WorkQueue, openResultsBucket } from "../lib/nats.ts";
 import { recordSwaps, recordWorkers } from "../lib/metrics.ts";
 import { ServiceTelemetry } from "../lib/telemetry.ts";
 import { workerObserver } from "./tracing.ts";
@@ -42,6 +43,7 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
   const { nc, subjects, log } = opts;
   const prefix = opts.idPrefix ?? `w-${newInbox().slice(-8)}`;
   const { view: plans } = await PlanView.open(nc, subjects, log);
+  const results = await openResultsBucket(nc, subjects);
   const backends: GenerationBackend[] = [];
   const agents: WorkerAgent[] = [];
   const observer = workerObserver(new ServiceTelemetry(ServiceNames.worker, nc, prefix));
@@ -53,7 +55,14 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
         `${prefix}-${String(i).padStart(2, "0")}`,
         {
           source: opts.queue,
-          publishResult: (replyTo, result, context) => nc.publish(replyTo, encode(result), context ? { headers: context as MsgHdrs } : undefined),
+          publishResult: (replyTo, result, context) => {
+            const data = encode(result);
+            nc.publish(replyTo, data, context ? { headers: context as MsgHdrs } : undefined);
+            // Keyed requests: any router retrying the request picks the result up from the bucket.
+            if (isKeyed(result.requestId)) {
+              void results.put(resultKey(result.requestId, result.stage), data).catch((err) => log.warn("worker.result_store_failed", { error: (err as Error).message }));
+            }
+          },
           observer,
           backend,
           now: Date.now,

@@ -118,10 +118,25 @@ describe("faults", () => {
     expect(manager.output()).toMatch(/"epoch":\s*\d+/);
   }, 90_000);
 
-  it("a router instance killed: the other keeps serving; a retry with the same idempotency key is answered", async () => {
+  /** Generations run so far, summed over every worker process. */
+  async function generations(): Promise<number> {
+    let total = 0;
+    for (const prefix of ["gpuA", "gpuB"]) {
+      try {
+        const msg = await nc.request(`hadis.control.worker.${prefix}`, new Uint8Array(), { timeout: 1_000 });
+        for (const w of parseRaw(msg.data) as { servedTotal: number }[]) total += w.servedTotal;
+      } catch {
+        // gpuA was killed in the first test.
+      }
+    }
+    return total;
+  }
+
+  it("a router instance killed: the other keeps serving; a retry with the same idempotency key gets exactly one generation", async () => {
     const second = spawn(["serve", "router"]);
     await waitFor(() => second.output().includes("router.started"), 30_000, "second router");
     const first = procs.find((p) => p !== second && p.output().includes("router.started"))!;
+    const generatedBefore = await generations();
     const inFlight = Array.from({ length: 20 }, (_, i) =>
       client.generate({ prompt: `a windmill ${i}`, idempotencyKey: `windmill-${i}`, deadlineMs: 20_000 }, { timeoutMs: 3_000 }).catch(() => null),
     );
@@ -132,6 +147,9 @@ describe("faults", () => {
       firstTry.map((reply, i) => reply ?? client.generate({ prompt: `a windmill ${i}`, idempotencyKey: `windmill-${i}`, deadlineMs: 20_000 })),
     );
     expect(retried.every((r) => r.image.byteLength > 0)).toBe(true);
+    // One model, no cascade: one generation per request, retries included.
+    await new Promise((r) => setTimeout(r, 1_500)); // one heartbeat of servedTotal
+    expect((await generations()) - generatedBefore).toBe(20);
     console.log(`router kill: 20 offered, ${firstTry.filter(Boolean).length} answered at once, ${firstTry.filter((r) => !r).length} answered on retry, 0 lost`);
     const after = await Promise.all(Array.from({ length: 10 }, (_, i) => client.generate({ prompt: `a barn ${i}`, deadlineMs: 20_000 })));
     expect(after).toHaveLength(10);
