@@ -25,3 +25,25 @@ export function writeResult(name: string, data: unknown): string {
 
 /** Rounds for printing. */
 export const r2 = (x: number) => Math.round(x * 100) / 100;
+
+/** Latencies of a closed loop: `n` callers, each sending the next request when the last is answered. */
+export async function closedLoop(n: number, durS: number, call: () => Promise<unknown>): Promise<{ latencies: number[]; errors: number; elapsedS: number }> {
+  const latencies: number[] = [];
+  let errors = 0;
+  const end = performance.now() + durS * 1000;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: n }, async () => {
+      while (performance.now() < end) {
+        const t = performance.now();
+        try {
+          await call();
+          latencies.push(performance.now() - t);
+        } catch {
+          errors++;
+        }
+      }
+    }),
+  );
+  return { latencies, errors, elapsedS: (performance.now() - started) / 1000 };
+}

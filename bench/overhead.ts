@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { startNatsServer } from "../services/lib/nats-server.ts";
 import { connectNats, type NatsConnection } from "../services/lib/nats.ts";
 import { HadisClient } from "../services/lib/client.ts";
-import { median, percentile, r2, writeResult } from "./lib.ts";
+import { closedLoop, median, percentile, r2, writeResult } from "./lib.ts";
 
 const args = new Map(process.argv.slice(2).map((a, i, all) => [a, all[i + 1]]));
 const seconds = Number(args.get("--seconds") ?? 10);
@@ -33,26 +33,10 @@ function summarize(label: string, latencies: number[], errors: number, elapsedS:
   };
 }
 
-/** Closed loop: `n` callers, each sending the next request when the last is answered. */
-async function closedLoop(label: string, n: number, durS: number, call: () => Promise<unknown>): Promise<Run> {
-  const latencies: number[] = [];
-  let errors = 0;
-  const end = performance.now() + durS * 1000;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: n }, async () => {
-      while (performance.now() < end) {
-        const t = performance.now();
-        try {
-          await call();
-          latencies.push(performance.now() - t);
-        } catch {
-          errors++;
-        }
-      }
-    }),
-  );
-  return summarize(label, latencies, errors, (performance.now() - started) / 1000);
+/** Closed loop, summarized. */
+async function closedRun(label: string, n: number, durS: number, call: () => Promise<unknown>): Promise<Run> {
+  const { latencies, errors, elapsedS } = await closedLoop(n, durS, call);
+  return summarize(label, latencies, errors, elapsedS);
 }
 
 /** Open loop: Poisson arrivals at `rate` per second, whatever the replies do. */
@@ -100,14 +84,14 @@ async function main() {
   const hadisCall = () => client.generate({ prompt: `a photo of object ${i++ % 5000}`, deadlineMs: 30_000 });
 
   // Warm-up both paths.
-  await closedLoop("warm-up raw", 50, 1, rawCall);
-  await closedLoop("warm-up hadis", 50, 2, hadisCall);
+  await closedRun("warm-up raw", 50, 1, rawCall);
+  await closedRun("warm-up hadis", 50, 2, hadisCall);
 
   const runs: Run[] = [];
-  runs.push(await closedLoop("raw NATS request-reply, 1 caller", 1, Math.min(3, seconds), rawCall));
-  runs.push(await closedLoop("HADIS generate, 1 caller", 1, Math.min(3, seconds), hadisCall));
-  runs.push(await closedLoop(`raw NATS request-reply, ${concurrency} callers`, concurrency, seconds, rawCall));
-  runs.push(await closedLoop(`HADIS generate, ${concurrency} callers`, concurrency, seconds, hadisCall));
+  runs.push(await closedRun("raw NATS request-reply, 1 caller", 1, Math.min(3, seconds), rawCall));
+  runs.push(await closedRun("HADIS generate, 1 caller", 1, Math.min(3, seconds), hadisCall));
+  runs.push(await closedRun(`raw NATS request-reply, ${concurrency} callers`, concurrency, seconds, rawCall));
+  runs.push(await closedRun(`HADIS generate, ${concurrency} callers`, concurrency, seconds, hadisCall));
   for (const rate of openRates) runs.push(await openLoop(`HADIS generate, open loop ${rate}/s`, rate, Math.min(5, seconds), hadisCall));
 
   console.table(runs);

@@ -15,7 +15,7 @@ import { startNatsServer } from "../services/lib/nats-server.ts";
 import { connectNats, type NatsConnection } from "../services/lib/nats.ts";
 import { HadisClient } from "../services/lib/client.ts";
 import { spanSinkSubject } from "../services/lib/telemetry.ts";
-import { median, percentile, r2, writeResult } from "./lib.ts";
+import { closedLoop, median, percentile, r2, writeResult } from "./lib.ts";
 
 const args = new Map(process.argv.slice(2).map((a, i, all) => [a, all[i + 1]]));
 const seconds = Number(args.get("--seconds") ?? 6);
@@ -58,26 +58,6 @@ function cpuMs(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
-async function closedLoop(n: number, durS: number, call: () => Promise<unknown>) {
-  const latencies: number[] = [];
-  let errors = 0;
-  const end = performance.now() + durS * 1000;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: n }, async () => {
-      while (performance.now() < end) {
-        const t = performance.now();
-        try {
-          await call();
-          latencies.push(performance.now() - t);
-        } catch {
-          errors++;
-        }
-      }
-    }),
-  );
-  return { latencies, errors, elapsedS: (performance.now() - started) / 1000 };
-}
 
 function startSystemProcess(url: string, mode: Mode): ChildProcess {
   const cli = fileURLToPath(new URL("../services/cli/main.ts", import.meta.url));

@@ -4,17 +4,9 @@
  * ROC AUC, and the served-quality proxy of routing a share of prompts to the heavy model.
  */
 
-/** Deterministic 32-bit PRNG (mulberry32): uniform in [0, 1). */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 } from "../profile/stats.ts";
+
+export { mulberry32 };
 
 /** Seeded shuffle of 0..n-1 cut into train (first `trainFraction`) and test rows. */
 export function splitRows(n: number, trainFraction: number, seed: number): { train: number[]; test: number[] } {

@@ -34,3 +34,15 @@ export function meanStd(values: ArrayLike<number>): { mean: number; std: number 
   for (let i = 0; i < values.length; i++) ss += (values[i] - mean) ** 2;
   return { mean, std: values.length ? Math.sqrt(ss / values.length) : 0 };
 }
+
+/** Deterministic 32-bit PRNG (mulberry32): uniform in [0, 1). Same seed, same sequence. */
+export function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}

@@ -3,21 +3,13 @@
  * invocation shape (the Azure Functions trace) to a QPS range with Poisson arrivals per second.
  * Pure and seeded: the same inputs give the same trace.
  */
+import { mulberry32 } from "../profile/stats.ts";
 import type { Arrival } from "../profile/reference.ts";
 
 export type { Arrival };
 
-/** A small seeded PRNG (mulberry32): uniform floats in [0, 1). */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Deterministic 32-bit PRNG (mulberry32): uniform in [0, 1). */
+export const seededRandom = mulberry32;
 
 /** A Poisson draw with mean `lambda` (Knuth's product method, split for large means). */
 export function poisson(lambda: number, random: () => number): number {

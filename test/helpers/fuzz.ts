@@ -4,6 +4,7 @@
  * non-map values and msgpack extension types. Every payload is invalid for the message schema the
  * template stands for (the template itself is a valid message that is mutated, never sent).
  */
+import { mulberry32 } from "../../actors/profile/stats.ts";
 import { Packr } from "msgpackr";
 
 const packr = new Packr({ useRecords: false });
@@ -33,17 +34,8 @@ export interface FuzzCase {
   json: boolean;
 }
 
-/** A small deterministic PRNG (mulberry32): the same seed gives the same cases. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Deterministic 32-bit PRNG (mulberry32): uniform in [0, 1). */
+export const prng = mulberry32;
 
 /** Options of the generator. */
 export interface FuzzOptions {
