@@ -152,7 +152,8 @@ describe("3-node cluster fail-over", () => {
 
     expect(victimServices.length).toBeGreaterThan(0);
     // No service role lacked a permission, before or after the fail-over.
-    expect(cluster.nodes.map((n) => n.log().match(/.*Violation.*/g) ?? []).flat()).toEqual([]);
+    const violations = cluster.nodes.map((n) => n.log().match(/.*Violation.*/g) ?? []).flat();
+    expect(violations, violations.join("\n")).toEqual([]);
     // Every service reconnected to a surviving node.
     expect(connectedAfter.filter((n) => n === "hadis-router").length).toBe(1);
     expect(connectedAfter.length).toBe(4);
