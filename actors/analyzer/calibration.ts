@@ -39,6 +39,18 @@ export function hardLabels(light: ArrayLike<number>, heavy: ArrayLike<number>, c
   return out;
 }
 
+/**
+ * The other reading of "hard": the light model fails on the prompt — its discriminator score is
+ * below `cut` (the calibrator uses a low quantile of the training rows' light scores), so the
+ * discriminator would escalate it and the light pass is wasted. These are the prompts the router
+ * should send straight to the heavy model.
+ */
+export function lightFailsLabels(light: ArrayLike<number>, cut: number): Uint8Array {
+  const out = new Uint8Array(light.length);
+  for (let i = 0; i < light.length; i++) out[i] = light[i] < cut ? 1 : 0;
+  return out;
+}
+
 /** A fitted logistic model: P(hard) = sigmoid(intercept + weights · x). */
 export interface LogisticModel {
   weights: Float64Array;

@@ -8,7 +8,7 @@
  */
 import { join } from "node:path";
 import { exactMatchRate, pearson } from "../../actors/analyzer/agreement.ts";
-import { fitLogistic, hardLabels, median, mulberry32, rocAuc, servedQuality, splitRows } from "../../actors/analyzer/calibration.ts";
+import { fitLogistic, hardLabels, lightFailsLabels, median, mulberry32, rocAuc, servedQuality, splitRows } from "../../actors/analyzer/calibration.ts";
 import { isRare, rarityKey } from "../../actors/analyzer/features.ts";
 import { formatRarityOverrides } from "../../actors/analyzer/lexicons.ts";
 import { fitRarityOverrides } from "../../actors/analyzer/rarity-fit.ts";
@@ -18,6 +18,12 @@ import { createWinkTagger } from "../../actors/analyzer/tagger.ts";
 import { FEATURE_NAMES, REFERENCE_WEIGHTS } from "../../actors/profile/reference.ts";
 import { ANALYZER_PATHS, loadAnalyzerLexicons, loadPromptAnalyzer, writeJsonFile, writeTextFile } from "../lib/analyzer-files.ts";
 import { DEFAULT_PROFILES_DIR, loadProfiles } from "../lib/profiles.ts";
+
+/** What "hard" means: the heavy model's gain over the light one is large, or the light model fails. */
+export type CalibrationLabel = "gap" | "light-fails";
+
+/** With `light-fails`: the share of training prompts whose light score counts as a failure. */
+export const LIGHT_FAILS_SHARE = 0.2;
 
 /** Share of prompts routed to the heavy model for the served-quality proxy. */
 export const PROXY_SHARE = 0.1;
@@ -63,6 +69,7 @@ function calibratePair(
   seed: number,
   trainFraction: number,
   referenceModel: ScoreModel,
+  label: CalibrationLabel,
 ): { report: PairCalibration; model: ScoreModel } {
   const profiles = loadProfiles();
   const lightModel = profiles.nameByReferenceId.get(lightId);
@@ -71,8 +78,16 @@ function calibratePair(
   const heavy = heavyModel ? profiles.reference.scores.get(heavyModel) : undefined;
   if (!light || !heavy || !lightModel || !heavyModel) throw new Error(`no discriminator scores for pair ${lightId}:${heavyId}`);
   const { train, test } = splitRows(ourFeatures.length, trainFraction, seed);
-  const hardCut = median(train.map((i) => heavy[i] - light[i]));
-  const labels = hardLabels(light, heavy, hardCut);
+  let hardCut: number;
+  let labels: Uint8Array;
+  if (label === "light-fails") {
+    const trainLight = train.map((i) => light[i]).sort((a, b) => a - b);
+    hardCut = trainLight[Math.floor(LIGHT_FAILS_SHARE * trainLight.length)];
+    labels = lightFailsLabels(light, hardCut);
+  } else {
+    hardCut = median(train.map((i) => heavy[i] - light[i]));
+    labels = hardLabels(light, heavy, hardCut);
+  }
 
   // Normalise with the analyzer's own feature distribution: these are the features it sees online.
   const norm = fitNormalisation(ourFeatures, new Float64Array(FEATURE_NAMES.length), "");
@@ -122,8 +137,9 @@ function calibratePair(
  * Learns weights for `pair` (default "2:3", sd3.5-medium → sd3.5-large) and also reports 1:2;
  * writes the first pair's model to `out` (default profiles/analyzer/router-weights-learned.json).
  */
-export async function calibrateCommand(args: { pair?: string; out?: string; seed?: number }): Promise<CalibrationReport> {
+export async function calibrateCommand(args: { pair?: string; out?: string; seed?: number; label?: CalibrationLabel }): Promise<CalibrationReport> {
   const seed = args.seed ?? 20260405;
+  const label: CalibrationLabel = args.label ?? "gap";
   const trainFraction = 0.7;
   const [lightId, heavyId] = parsePair(args.pair ?? "2:3");
   const pairs: [number, number][] = [[lightId, heavyId]];
@@ -134,7 +150,7 @@ export async function calibrateCommand(args: { pair?: string; out?: string; seed
   const reports: PairCalibration[] = [];
   let firstModel: ScoreModel | undefined;
   for (const [l, h] of pairs) {
-    const { report, model } = calibratePair(l, h, ourFeatures, profiles.reference.features, seed, trainFraction, analyzer.scoreModel);
+    const { report, model } = calibratePair(l, h, ourFeatures, profiles.reference.features, seed, trainFraction, analyzer.scoreModel, label);
     reports.push(report);
     firstModel ??= model;
   }
@@ -142,7 +158,9 @@ export async function calibrateCommand(args: { pair?: string; out?: string; seed
   const out = args.out ?? join(DEFAULT_PROFILES_DIR, ANALYZER_PATHS.learnedWeights);
   firstModel!.source =
     `hadis calibrate --pair ${first.lightId}:${first.heavyId} --seed ${seed}: L2 logistic regression (Newton) on ${first.trainPrompts} of the 5,000 reference prompts; ` +
-    `label hard = ${first.heavyModel} − ${first.lightModel} discriminator score > ${first.hardCut.toFixed(4)} (train median); ` +
+    (label === "light-fails"
+      ? `label hard = ${first.lightModel} discriminator score < ${first.hardCut.toExponential(3)} (the train prompts' ${LIGHT_FAILS_SHARE} quantile: the light model fails); `
+      : `label hard = ${first.heavyModel} − ${first.lightModel} discriminator score > ${first.hardCut.toFixed(4)} (train median); `) +
     `means/stds are the analyzer's own features over the 5,000 prompts; score = log-odds of hard.`;
   writeJsonFile(out, toScoreModelFile(firstModel!, { heldOut: { prompts: first.testPrompts, auc: first.auc, servedScoreAt10: first.servedScoreAt10 } }));
   const report: CalibrationReport = { seed, trainFraction, pairs: reports, weightsPath: out };
@@ -153,7 +171,7 @@ export async function calibrateCommand(args: { pair?: string; out?: string; seed
 function printReport(r: CalibrationReport): void {
   const f = (x: number) => x.toFixed(4);
   for (const p of r.pairs) {
-    console.log(`pair ${p.lightId}:${p.heavyId} (${p.lightModel} → ${p.heavyModel}), hard = gain > ${p.hardCut.toExponential(2)}, train ${p.trainPrompts} / test ${p.testPrompts}`);
+    console.log(`pair ${p.lightId}:${p.heavyId} (${p.lightModel} → ${p.heavyModel}), hard cut ${p.hardCut.toExponential(2)}, train ${p.trainPrompts} / test ${p.testPrompts}`);
     console.log(`  ROC AUC  reference weights ${f(p.auc.referenceWeights)} (on reference features ${f(p.auc.referenceWeightsOnReferenceFeatures)})  learned ${f(p.auc.learnedWeights)}  random ${f(p.auc.random)}`);
     const s = p.servedScoreAt10;
     console.log(`  mean served score @10% heavy  reference ${f(s.referenceWeights)}  learned ${f(s.learnedWeights)}  random ${f(s.random)}  oracle ${f(s.oracle)}  light only ${f(s.lightOnly)}`);

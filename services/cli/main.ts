@@ -89,6 +89,7 @@ program
   .option("--pair <light:heavy>", "reference model ids of the pair", "2:3")
   .option("--out <file>", "where to write the learned weights (default profiles/analyzer/router-weights-learned.json)")
   .option("--seed <n>", "split seed", count)
+  .addOption(new Option("--label <kind>", "hard = the heavy model's gain is above the median (gap), or the light model's score is in the lowest 20% (light-fails)").choices(["gap", "light-fails"]).default("gap"))
   .action(async (opts) => {
     const { calibrateCommand } = await import("./calibrate.ts");
     await calibrateCommand(opts);

@@ -1,7 +1,7 @@
 /** Logistic regression, ROC AUC, splitting, labels and the served-quality proxy on tiny hand-made data. */
 import { describe, expect, it } from "vitest";
 import { exactMatchRate, pearson, ranks, spearman } from "../../../actors/analyzer/agreement.ts";
-import { fitLogistic, hardLabels, median, mulberry32, rocAuc, servedQuality, solveLinear, splitRows } from "../../../actors/analyzer/calibration.ts";
+import { fitLogistic, hardLabels, lightFailsLabels, median, mulberry32, rocAuc, servedQuality, solveLinear, splitRows } from "../../../actors/analyzer/calibration.ts";
 
 describe("rocAuc", () => {
   it("is 1 for a perfect ranking, 0 reversed, 0.5 all tied", () => {
@@ -77,6 +77,11 @@ describe("helpers", () => {
       expect(v >= 0 && v < 1).toBe(true);
     }
   });
+  it("lightFailsLabels: hard when the light model's score is below the cut, whatever the heavy one does", () => {
+    expect([...lightFailsLabels([0.5, 0.01, 0.1, 0.02], 0.05)]).toEqual([0, 1, 0, 1]);
+    expect([...lightFailsLabels([0.05], 0.05)]).toEqual([0]);
+  });
+
   it("median and hardLabels: hard when the heavy model's gain is above the cut", () => {
     expect(median([3, 1, 2])).toBe(2);
     expect(median([4, 1, 3, 2])).toBe(2.5);
