@@ -7,6 +7,7 @@
  *
  * Prints a table and writes bench/results/solver.json.
  */
+import { mulberry32 } from "../actors/profile/stats.ts";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
@@ -25,15 +26,6 @@ const OUT = fileURLToPath(new URL("./results/solver.json", import.meta.url));
 const argSamples = process.argv.indexOf("--samples");
 const SAMPLES = argSamples > 0 ? Number(process.argv[argSamples + 1]) : 200;
 
-function mulberry32(seed: number) {
-  return () => {
-    seed |= 0;
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** A synthetic pool of `n` models (0.3 s … 40 s per image) with a Pareto table built like the real one. */
 function syntheticProfiles(n: number): ProfileSet {

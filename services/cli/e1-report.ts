@@ -30,25 +30,13 @@ export interface E1Options {
   plots?: boolean;
 }
 
-/** One system's figures in the JSON report. */
-export interface SystemSummary {
+/** One system's figures in the JSON report: its run score (less the served count) plus swaps and plans. */
+export type SystemSummary = Omit<RunScore, "served"> & {
   name: string;
-  sloViolationRatio: number;
-  fid: number;
-  meanServedScore: number;
-  p50Ms: number;
-  p99Ms: number;
-  goodputQps: number;
   swaps: number;
-  routeShares: Record<string, number>;
-  offered: number;
-  timedOut: number;
-  dropped: number;
-  /** Per 5 s window, for the plots. */
-  windows: RunScore["windows"];
   /** Plans adopted during the run (trace clock), for reading why the configuration changed. */
   plans?: PlanLog[];
-}
+};
 
 /** One adopted plan as the report keeps it. */
 export interface PlanLog {

@@ -40,7 +40,7 @@ export interface SimRunInput {
   sloMs: number;
   timeScale: number;
   seed: number;
-  /** What-if: work of finished requests leaves the queues (not the live semantics). */
+  /** Work of finished requests leaves the queues, as live (default); false = the old what-if. */
   purgeFinished?: boolean;
 }
 

@@ -50,3 +50,14 @@ export async function startTestSystem(opts: Partial<SystemOptions> = {}): Promis
     },
   };
 }
+
+/** Names of the micro services that answer `$SRV.PING` within half a second. */
+export async function pingServices(nc: NatsConnection): Promise<string[]> {
+  const seen = new Set<string>();
+  const inbox = `_INBOX.ping.${Date.now()}`;
+  const sub = nc.subscribe(inbox, { callback: (_e, m) => void seen.add(JSON.parse(new TextDecoder().decode(m.data)).name) });
+  nc.publish("$SRV.PING", new Uint8Array(), { reply: inbox });
+  await new Promise((r) => setTimeout(r, 500));
+  sub.unsubscribe();
+  return [...seen].sort();
+}

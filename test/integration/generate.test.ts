@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { inflateSync } from "node:zlib";
-import { startTestSystem, type TestSystem } from "../helpers/system.ts";
+import { pingServices, startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 import { newHeaders } from "../../services/lib/nats.ts";
@@ -85,12 +85,6 @@ describe("hadis.generate over real NATS", () => {
   });
 
   it("every service answers $SRV.PING", async () => {
-    const seen = new Set<string>();
-    const inbox = `_INBOX.ping.${Date.now()}`;
-    const sub = t.nc.subscribe(inbox, { callback: (_e, m) => void seen.add(JSON.parse(new TextDecoder().decode(m.data)).name) });
-    t.nc.publish("$SRV.PING", new Uint8Array(), { reply: inbox });
-    await new Promise((r) => setTimeout(r, 500));
-    sub.unsubscribe();
-    expect([...seen].sort()).toEqual(Object.values(ServiceNames).sort());
+    expect(await pingServices(t.nc)).toEqual(Object.values(ServiceNames).sort());
   });
 });

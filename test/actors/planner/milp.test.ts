@@ -1,3 +1,4 @@
+import { mulberry32 } from "../../../actors/profile/stats.ts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BATCH_SIZES } from "../../../contracts/profile.ts";
 import { batchLatencyMs } from "../../../actors/profile/profile-set.ts";
@@ -15,15 +16,6 @@ beforeAll(async () => {
 });
 afterAll(() => solver.close());
 
-function mulberry32(seed: number) {
-  return () => {
-    seed |= 0;
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function snapshot(demandQps: number, holdings: (string | null)[], queueDelayMs: Record<string, number> = {}): PlannerSnapshot {
   return {
