@@ -30,6 +30,16 @@ export function parsePrompts(text: string): string[] {
   return text.split(/\r?\n/).filter((l, i, all) => !(i === all.length - 1 && l === ""));
 }
 
+/** The discriminator's P(real) of every image, in file order (prompt-major: images of prompt i are rows m·i …). */
+export function parseDiscriminatorImageScores(text: string): Float64Array {
+  return Float64Array.from(lines(text), (row, i) => {
+    const parts = row.trim().split(/\s+/);
+    const real = Number(parts[1]);
+    if (parts.length !== 2 || !Number.isFinite(real)) throw new Error(`bad score row ${i + 1}: "${row}"`);
+    return real;
+  });
+}
+
 /** Per-prompt discriminator score (mean P(real) of the images of each prompt). */
 export function parseDiscriminatorScores(text: string, imagesPerPrompt = 4): Float64Array {
   const rows = lines(text);

@@ -88,8 +88,17 @@ program
   .description("learn router weights from measured quality; compare ROC AUC of reference, learned and random routing on held-out prompts")
   .option("--pair <light:heavy>", "reference model ids of the pair", "2:3")
   .option("--out <file>", "where to write the learned weights (default profiles/analyzer/router-weights-learned.json)")
-  .option("--seed <n>", "split seed", count)
-  .addOption(new Option("--label <kind>", "hard = the heavy model's gain is above the median (gap), or the light model's score is in the lowest 20% (light-fails)").choices(["gap", "light-fails"]).default("gap"))
+  .option("--seed <n>", "fold seed", count)
+  .option("--folds <k>", "cross-validation folds", count, 5)
+  .option("--repeats <n>", "repeats of the k-fold cross-validation (fold seeds seed, seed+1, …)", count, 4)
+  .addOption(
+    new Option(
+      "--label <kind>",
+      "hard = the light model's image log-odds fall below the heavy model's by more than the median, in standard errors (logit-gap); the raw P(real) gain is above the median (gap); or the light model's score is in the lowest 20% (light-fails)",
+    )
+      .choices(["logit-gap", "gap", "light-fails"])
+      .default("logit-gap"),
+  )
   .action(async (opts) => {
     const { calibrateCommand } = await import("./calibrate.ts");
     await calibrateCommand(opts);
