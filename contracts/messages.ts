@@ -230,6 +230,12 @@ export const RouterStatsSchema = z.strictObject({
   arrivals: z.number().int().nonnegative(),
   intervalMs: z.number().positive(),
   inFlight: z.number().int().nonnegative(),
+  /** Requests answered with an image in the interval. */
+  served: z.number().int().nonnegative().optional(),
+  /** Accepted requests answered in the interval (with an image or an error; refused bad input excluded). */
+  answered: z.number().int().nonnegative().optional(),
+  /** Of those, the ones that failed or missed the SLO. */
+  violations: z.number().int().nonnegative().optional(),
   sentAtMs: nonNegMs,
 });
 /** A router stats report. */

@@ -43,7 +43,7 @@ export interface WorkSource {
 export interface WorkerPorts {
   source: WorkSource;
   /** Sends a result; `context` is what the observer gave for that item (e.g. trace headers). */
-  publishResult(replyTo: string, result: WorkResult, context?: unknown): void;
+  publishResult(replyTo: string, result: WorkResult): void;
   backend: GenerationBackend;
   now(): number;
   sleep(ms: number): Promise<void>;
@@ -66,8 +66,6 @@ export interface BatchObserver {
 
 /** One observed batch. */
 export interface BatchObservation {
-  /** Opaque per-item value handed to `publishResult` with that item's result. */
-  itemContext(index: number): unknown;
   /** The batch ended (its results are published); `error` when it failed. */
   ended(endedMs: number, error?: string): void;
 }
@@ -260,7 +258,7 @@ export class WorkerAgent {
           batchSize: batch.length,
           queueWaitMs: Math.max(0, startedMs - item.enqueuedAtMs),
           execMs,
-        }, observed?.itemContext(i));
+        });
         delivery.ack();
       });
       this.servedTotal += batch.length;
@@ -270,7 +268,7 @@ export class WorkerAgent {
       this.lastError = e.message;
       this.ports.log("worker.batch_failed", { workerId: this.id, model, size: batch.length, error: e.message });
       batch.forEach(({ item, delivery }, i) => {
-        this.ports.publishResult(item.replyTo, errorResult(item, this.id, new HadisError("generation_failed", e.message, {}, { cause: e })), observed?.itemContext(i));
+        this.ports.publishResult(item.replyTo, errorResult(item, this.id, new HadisError("generation_failed", e.message, {}, { cause: e })));
         delivery.ack();
       });
     } finally {

@@ -1,10 +1,11 @@
 /**
- * What the dashboard knows, built from what the services publish: finished spans (grouped into
- * traces; a `hadis.generate` root span is one request), router load reports (demand), worker
+ * What the dashboard knows, built from what the services publish: finished spans of the traces
+ * marked for it (grouped into traces; a `hadis.generate` root span is one request), router load
+ * reports (demand, served, SLO outcomes: every request, where the traces are a sample), worker
  * heartbeats and the plan. Pure: time is passed in.
  */
 import type { Plan, RouterStats, WorkerHeartbeat } from "../../contracts/messages.ts";
-import type { SpanRecord } from "../lib/telemetry.ts";
+import { REQUEST_SPAN, type SpanRecord } from "../lib/telemetry.ts";
 
 /** One second of traffic. */
 export interface SecondBucket {
@@ -43,8 +44,6 @@ export interface WorkerView extends WorkerHeartbeat {
   heardAtMs: number;
 }
 
-const ROOT_SPAN = "hadis.generate";
-
 /** The dashboard's model of the running system. */
 export class DashboardState {
   private readonly traces = new Map<string, SpanRecord[]>();
@@ -82,7 +81,7 @@ export class DashboardState {
         if (this.traces.size > this.limits.traces) this.traces.delete(this.traces.keys().next().value!);
       }
       trace.push(span);
-      if (span.n === ROOT_SPAN) this.addRequest(span);
+      if (span.n === REQUEST_SPAN) this.addRequest(span);
     }
     // Stage spans may arrive after their root (other services flush on their own): refresh.
     for (const r of this.requests.slice(0, 50)) r.stages = this.stagesOf(r.traceId, r.startMs);
@@ -110,24 +109,22 @@ export class DashboardState {
     summary.stages = this.stagesOf(root.t, root.st);
     this.requests.unshift(summary);
     if (this.requests.length > this.limits.requests) this.requests.pop();
-    const b = this.bucket(root.st + root.d);
-    if (outcome === "ok") b.served++;
-    if (sloMet !== undefined) {
-      b.answered++;
-      if (!sloMet) b.violations++;
-    }
   }
 
   private stagesOf(traceId: string, startMs: number): RequestSummary["stages"] {
     return (this.traces.get(traceId) ?? [])
-      .filter((s) => s.n !== ROOT_SPAN && !s.n.startsWith("batch "))
+      .filter((s) => s.n !== REQUEST_SPAN && !s.n.startsWith("batch "))
       .sort((x, y) => x.st - y.st)
       .map((s) => ({ n: s.n, sv: s.sv, o: Math.max(0, s.st - startMs), d: s.d, ...(s.e ? { e: true } : {}) }));
   }
 
   /** Takes a router's load report. */
   addRouterStats(stats: RouterStats, nowMs: number): void {
-    this.bucket(nowMs).arrivals += stats.arrivals;
+    const b = this.bucket(nowMs);
+    b.arrivals += stats.arrivals;
+    b.served += stats.served ?? 0;
+    b.answered += stats.answered ?? 0;
+    b.violations += stats.violations ?? 0;
   }
 
   /** Takes a worker heartbeat. Returns the swaps it completed since the last one. */

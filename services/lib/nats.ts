@@ -27,6 +27,9 @@ export async function connectNats(servers: string | string[], name: string, extr
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
     pingInterval: 5_000,
+    // The library otherwise builds an Error per request and per timeout, for async stack traces:
+    // about 8% of the pipeline's CPU time at zero model latency. Our errors carry their context.
+    noAsyncTraces: true,
     ...extra,
   });
 }

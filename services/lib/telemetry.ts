@@ -6,19 +6,24 @@
  *
  * Configuration: `configureTelemetry()` in code, otherwise the environment, read at first use:
  * tracing is on when `HADIS_TRACING=on`, or an OTLP endpoint is set (`OTEL_EXPORTER_OTLP_ENDPOINT`
- * or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`), unless `OTEL_SDK_DISABLED=true` or
+ * or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`; encoding `OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL`,
+ * `http/protobuf` by default as the specification says, or `http/json`), unless `OTEL_SDK_DISABLED=true` or
  * `OTEL_TRACES_EXPORTER=none` with no sink. Sampler: `OTEL_TRACES_SAMPLER` / `_ARG`
  * (default parentbased_always_on). `OTEL_SERVICE_NAME` prefixes the per-service names. Off, the
  * services check one boolean per request and do nothing else.
+ *
+ * The local span sink carries only the traces picked for the dashboard: the router marks at most
+ * `HADIS_SPAN_SINK_RATE` requests a second (default 20; `all` for every one) with `hadis=d` in
+ * their W3C `tracestate`, which travels with the trace to the other services; every service's
+ * sink forwards the spans of marked traces only. Exporters (OTLP, tests) get every span.
  */
-import { subjects as buildSubjects } from "../../contracts/subjects.ts";
-import { context as otelContext, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Link, type Span, type SpanOptions, type Tracer } from "@opentelemetry/api";
+import { subjects as buildSubjects, Headers } from "../../contracts/subjects.ts";
+import { context as otelContext, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Link, type Span, type SpanContext, type SpanOptions } from "@opentelemetry/api";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import {
   AlwaysOffSampler,
   AlwaysOnSampler,
-  BasicTracerProvider,
   BatchSpanProcessor,
   ParentBasedSampler,
   SimpleSpanProcessor,
@@ -28,13 +33,15 @@ import {
   type SpanExporter,
   type SpanProcessor,
 } from "@opentelemetry/sdk-trace-base";
-import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
+import { OTLPTraceExporter as OTLPJsonTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
+import { OtlpProtoTraceExporter } from "./otlp-proto.ts";
 import { ATTR_SERVICE_NAME } from "@opentelemetry/semantic-conventions";
 import { encode } from "../../contracts/envelope.ts";
 import { newHeaders, type MsgHdrs, type NatsConnection } from "./nats.ts";
+import { LeanSpan, LeanTracer } from "./lean-tracer.ts";
 
 export { SpanKind, SpanStatusCode };
-export type { Attributes, Context, Link, Span };
+export type { Attributes, Context, Link, Span, SpanContext };
 
 /** Subject on which services publish finished spans for the local dashboard (one msgpack array of SpanRecord per message). */
 export const spanSinkSubject = (prefix = "hadis") => buildSubjects(prefix).telemetrySpans;
@@ -74,14 +81,19 @@ export interface TelemetryOptions {
   exporters?: SpanExporter[];
   /** OTLP/HTTP traces URL (`…/v1/traces`); default from the OTEL_* environment. */
   otlpUrl?: string | null;
+  /** OTLP/HTTP encoding; default from the OTEL_* environment, else `http/protobuf`. */
+  otlpProtocol?: OtlpProtocol;
   sampler?: Sampler;
   /** Prefix of the sink subject. */
   subjectPrefix?: string;
+  /** Traces a second the router marks for the sink (Infinity: every trace). Default 20. */
+  sinkTracesPerSecond?: number;
 }
 
 interface State {
   enabled: boolean;
   spanSink: boolean;
+  sinkTracesPerSecond: number;
   sampler: Sampler;
   shared: SpanProcessor[];
   subjectPrefix: string;
@@ -89,6 +101,20 @@ interface State {
 }
 
 let state: State | null = null;
+
+/** Name of a request's root span (the router's `hadis.generate` server span). */
+export const REQUEST_SPAN = "hadis.generate";
+
+/** Requests a second whose traces reach the local dashboard by default. */
+export const DEFAULT_SINK_TRACES_PER_SECOND = 20;
+
+/** The `tracestate` member that marks a trace for the local span sink. */
+const SINK_MARK = { key: "hadis", value: "d" } as const;
+
+/** True when the span belongs to a trace marked for the local span sink. */
+export function markedForSink(span: ReadableSpan): boolean {
+  return span.spanContext().traceState?.get(SINK_MARK.key) === SINK_MARK.value;
+}
 
 function envFlag(name: string): string | undefined {
   const v = process.env[name];
@@ -104,6 +130,34 @@ export function otlpUrlFromEnv(): string | null {
   return `${base.replace(/\/+$/, "")}/v1/traces`;
 }
 
+/** The OTLP/HTTP encodings this process can export. */
+export type OtlpProtocol = "http/protobuf" | "http/json";
+
+/** The OTLP encoding from `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` / `OTEL_EXPORTER_OTLP_PROTOCOL` (gRPC is not offered: protobuf). */
+export function otlpProtocolFromEnv(): OtlpProtocol {
+  const name = envFlag("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") ?? envFlag("OTEL_EXPORTER_OTLP_PROTOCOL");
+  return name === "http/json" ? "http/json" : "http/protobuf";
+}
+
+/**
+ * The batch span processor's settings where `OTEL_BSP_*` leaves them open: exports of up to
+ * 1,024 spans, at least every second, and a queue of 8,192 (about a second of spans at 1,000
+ * requests/s) to ride out a slow collector, since only one export runs at a time and spans
+ * beyond the queue are dropped.
+ */
+function batchDefaults(): { maxQueueSize?: number; maxExportBatchSize?: number; scheduledDelayMillis?: number } {
+  const unset = (name: string) => process.env[name] === undefined || process.env[name] === "";
+  return {
+    ...(unset("OTEL_BSP_MAX_QUEUE_SIZE") ? { maxQueueSize: 8_192 } : {}),
+    ...(unset("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") ? { maxExportBatchSize: 1_024 } : {}),
+    ...(unset("OTEL_BSP_SCHEDULE_DELAY") ? { scheduledDelayMillis: 1_000 } : {}),
+  };
+}
+
+/** Samplers built here that answer a child span with its parent's sampled flag (the tracer then skips asking them). */
+const parentBasedSamplers = new WeakSet<Sampler>();
+const parentBased = (s: Sampler) => (parentBasedSamplers.add(s), s);
+
 /** The sampler named by `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG`. */
 export function samplerFromEnv(): Sampler {
   const name = envFlag("OTEL_TRACES_SAMPLER") ?? "parentbased_always_on";
@@ -117,11 +171,11 @@ export function samplerFromEnv(): Sampler {
     case "traceidratio":
       return new TraceIdRatioBasedSampler(ratio);
     case "parentbased_always_off":
-      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
+      return parentBased(new ParentBasedSampler({ root: new AlwaysOffSampler() }));
     case "parentbased_traceidratio":
-      return new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(ratio) });
+      return parentBased(new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(ratio) }));
     default:
-      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+      return parentBased(new ParentBasedSampler({ root: new AlwaysOnSampler() }));
   }
 }
 
@@ -131,7 +185,14 @@ function fromEnv(): TelemetryOptions {
   const hadis = envFlag("HADIS_TRACING");
   const enabled = hadis === "on" || hadis === "true" || hadis === "1" || (hadis !== "off" && otlpUrl !== null);
   const sink = envFlag("HADIS_SPAN_SINK");
-  return { enabled, otlpUrl, spanSink: sink === undefined ? enabled : sink === "on" || sink === "true" || sink === "1" };
+  const rate = envFlag("HADIS_SPAN_SINK_RATE");
+  const perSecond = rate === undefined ? undefined : rate === "all" ? Infinity : Number(rate);
+  return {
+    enabled,
+    otlpUrl,
+    spanSink: sink === undefined ? enabled : sink === "on" || sink === "true" || sink === "1",
+    ...(perSecond !== undefined && perSecond >= 0 ? { sinkTracesPerSecond: perSecond } : {}),
+  };
 }
 
 /**
@@ -144,11 +205,16 @@ export function configureTelemetry(opts: TelemetryOptions = {}): void {
   const enabled = opts.enabled ?? env.enabled ?? false;
   const otlpUrl = opts.otlpUrl === undefined ? (env.otlpUrl ?? null) : opts.otlpUrl;
   const shared: SpanProcessor[] = [];
-  if (enabled && otlpUrl) shared.push(new BatchSpanProcessor(new OTLPTraceExporter({ url: otlpUrl }), { scheduledDelayMillis: 1_000 }));
+  if (enabled && otlpUrl) {
+    const protocol = opts.otlpProtocol ?? otlpProtocolFromEnv();
+    const exporter = protocol === "http/json" ? new OTLPJsonTraceExporter({ url: otlpUrl }) : new OtlpProtoTraceExporter({ url: otlpUrl });
+    shared.push(new BatchSpanProcessor(exporter, batchDefaults()));
+  }
   for (const exporter of opts.exporters ?? []) shared.push(new SimpleSpanProcessor(exporter));
   state = {
     enabled,
     spanSink: enabled && (opts.spanSink ?? env.spanSink ?? true),
+    sinkTracesPerSecond: opts.sinkTracesPerSecond ?? env.sinkTracesPerSecond ?? DEFAULT_SINK_TRACES_PER_SECOND,
     sampler: opts.sampler ?? samplerFromEnv(),
     shared,
     subjectPrefix: opts.subjectPrefix ?? "hadis",
@@ -190,8 +256,8 @@ export function toSpanRecord(span: ReadableSpan): SpanRecord {
     n: span.name,
     sv: String(span.resource.attributes[ATTR_SERVICE_NAME] ?? span.instrumentationScope.name),
     k: span.kind,
-    st: span.startTime[0] * 1e3 + span.startTime[1] / 1e6,
-    d: span.duration[0] * 1e3 + span.duration[1] / 1e6,
+    st: span instanceof LeanSpan ? span.startMs : span.startTime[0] * 1e3 + span.startTime[1] / 1e6,
+    d: span instanceof LeanSpan ? span.endMs - span.startMs : span.duration[0] * 1e3 + span.duration[1] / 1e6,
     a: span.attributes,
   };
   if (span.parentSpanContext) record.p = span.parentSpanContext.spanId;
@@ -211,7 +277,7 @@ class NatsSpanSink implements SpanProcessor {
   }
   onStart(): void {}
   onEnd(span: ReadableSpan): void {
-    if (!current().spanSink) return;
+    if (!current().spanSink || !markedForSink(span)) return;
     this.buffer.push(toSpanRecord(span));
     // Small, frequent batches: records held long survive young-generation GC and cost more.
     if (this.buffer.length >= 64) this.flush();
@@ -257,8 +323,28 @@ class ServiceProcessor implements SpanProcessor {
   }
 }
 
+/**
+ * Picks at most `perSecond` events a second (a token bucket holding one second's worth), the
+ * first one always; `perSecond` Infinity picks every one.
+ */
+export class RatePicker {
+  private tokens: number;
+  private lastMs: number | null = null;
+  constructor(private readonly perSecond: number, private readonly now: () => number = () => performance.now()) {
+    this.tokens = Math.max(1, perSecond);
+  }
+  pick(): boolean {
+    if (this.perSecond === Infinity) return true;
+    const t = this.now();
+    if (this.lastMs !== null) this.tokens = Math.min(Math.max(1, this.perSecond), this.tokens + ((t - this.lastMs) / 1000) * this.perSecond);
+    this.lastMs = t;
+    if (this.tokens < 1) return false;
+    this.tokens -= 1;
+    return true;
+  }
+}
+
 const propagator = new W3CTraceContextPropagator();
-const headerSetter = { set: (carrier: MsgHdrs, key: string, value: string) => carrier.set(key, value) };
 const headerGetter = {
   get: (carrier: MsgHdrs | undefined, key: string) => carrier?.get(key) || undefined,
   keys: (carrier: MsgHdrs | undefined) => (carrier ? [...carrier.keys()] : []),
@@ -271,10 +357,19 @@ const lookupGetter = {
 
 /** One service's tracing: a tracer named after it and the NATS header propagation. */
 export class ServiceTelemetry {
-  private tracerOf: { generation: number; tracer: Tracer } | null = null;
+  private tracerOf: { generation: number; tracer: LeanTracer } | null = null;
   private sink: NatsSpanSink | null = null;
 
-  constructor(readonly serviceName: string, private readonly nc: NatsConnection | null, private readonly instanceId?: string) {}
+  /**
+   * `sinkRoot`: the name of this service's request root spans, when it starts the traces the
+   * dashboard sees (the router); those get the sink mark at the configured rate.
+   */
+  constructor(
+    readonly serviceName: string,
+    private readonly nc: NatsConnection | null,
+    private readonly instanceId?: string,
+    private readonly sinkRoot?: string,
+  ) {}
 
   /** True when spans should be made now (checked once per request; everything else is skipped when false). */
   get on(): boolean {
@@ -282,54 +377,51 @@ export class ServiceTelemetry {
   }
 
   /** The tracer (rebuilt after a reconfiguration). */
-  get tracer(): Tracer {
+  get tracer(): LeanTracer {
     const s = current();
     if (this.tracerOf?.generation !== s.generation) {
       if (this.nc && !this.sink) this.sink = new NatsSpanSink(this.nc, spanSinkSubject(s.subjectPrefix));
-      const provider = new BasicTracerProvider({
+      const picker = new RatePicker(s.sinkTracesPerSecond);
+      const tracer = new LeanTracer({
         resource: resourceFromAttributes({
           [ATTR_SERVICE_NAME]: process.env.OTEL_SERVICE_NAME ? `${process.env.OTEL_SERVICE_NAME}.${this.serviceName}` : this.serviceName,
           ...(this.instanceId ? { "service.instance.id": this.instanceId } : {}),
         }),
+        scope: { name: this.serviceName },
         sampler: s.sampler,
-        spanProcessors: [new ServiceProcessor(this.sink)],
+        parentBased: parentBasedSamplers.has(s.sampler),
+        processor: new ServiceProcessor(this.sink),
+        ...(this.sinkRoot && s.spanSink ? { mark: { name: this.sinkRoot, ...SINK_MARK, pick: () => picker.pick() } } : {}),
       });
-      this.tracerOf = { generation: s.generation, tracer: provider.getTracer(this.serviceName) };
+      this.tracerOf = { generation: s.generation, tracer };
     }
     return this.tracerOf.tracer;
   }
 
-  /** Starts a span under `parent` (a context, or none for a new trace). */
-  start(name: string, options: SpanOptions, parent: Context = ROOT_CONTEXT): Span {
-    return this.tracer.startSpan(name, options, parent);
+  /** Starts a span under `parent` (a span context, from this process or extracted; none for a new trace). */
+  start(name: string, options: SpanOptions, parent?: SpanContext): Span {
+    return this.tracer.startChild(name, options, parent);
   }
 
-  /** A context whose active span is `span` (the parent for children and for injection). */
-  contextOf(span: Span, base: Context = ROOT_CONTEXT): Context {
-    return trace.setSpan(base, span);
+  /** The span context carried by NATS headers (`traceparent`, `tracestate`), if any. */
+  extract(headers: MsgHdrs | undefined): SpanContext | undefined {
+    if (!headers) return undefined;
+    return trace.getSpanContext(propagator.extract(ROOT_CONTEXT, headers, headerGetter));
   }
 
-  /** The trace context carried by NATS headers (ROOT_CONTEXT when none). */
-  extract(headers: MsgHdrs | undefined): Context {
-    if (!headers) return ROOT_CONTEXT;
-    return propagator.extract(ROOT_CONTEXT, headers, headerGetter);
+  /** The span context read through a header lookup (e.g. a queue delivery's headers). */
+  extractWith(header: (name: string) => string | undefined): SpanContext | undefined {
+    return trace.getSpanContext(propagator.extract(ROOT_CONTEXT, header, lookupGetter));
   }
 
-  /** The trace context read through a header lookup (e.g. a queue delivery's headers). */
-  extractWith(header: (name: string) => string | undefined): Context {
-    return propagator.extract(ROOT_CONTEXT, header, lookupGetter);
-  }
-
-  /** Writes `traceparent` (and `tracestate`) of `ctx` into `headers` (new headers when none given). */
-  inject(ctx: Context, headers: MsgHdrs = newHeaders()): MsgHdrs {
-    propagator.inject(ctx, headers, headerSetter);
+  /**
+   * Writes `traceparent` (and `tracestate`) of `parent` into `headers` (new headers when none
+   * given), as the W3C propagator does, without re-validating ids this process made or checked.
+   */
+  inject(parent: SpanContext, headers: MsgHdrs = newHeaders()): MsgHdrs {
+    headers.set(Headers.traceparent, `00-${parent.traceId}-${parent.spanId}-0${(parent.traceFlags || 0).toString(16)}`);
+    if (parent.traceState) headers.set(Headers.tracestate, parent.traceState.serialize());
     return headers;
-  }
-
-  /** The span context carried by NATS headers, for links. */
-  linkFrom(headers: MsgHdrs | undefined, attributes?: Attributes): Link | null {
-    const ctx = trace.getSpanContext(this.extract(headers));
-    return ctx ? { context: ctx, attributes } : null;
   }
 }
 

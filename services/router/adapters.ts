@@ -60,7 +60,7 @@ export function routerActors(deps: RouterActorDeps) {
       const plan = deps.plans.current ?? (await deps.plans.waitForPlan(deps.planWaitMs));
       if (!plan) throw new HadisError("no_capacity", "no plan in force yet: is the resource manager running?");
       const decision = decideRoute(plan, input.prompt, input.requestId, deps.scorer, deps.threshold);
-      stage?.span.setAttributes({
+      stage?.setAttributes({
         "hadis.route.hard": decision.hard,
         "hadis.difficulty": decision.difficulty,
         "hadis.router_threshold": decision.routerThreshold,
@@ -69,10 +69,10 @@ export function routerActors(deps: RouterActorDeps) {
         "hadis.plan_epoch": decision.planEpoch,
         "hadis.skip_judge": decision.skipJudge,
       });
-      stage?.span.end();
+      stage?.end();
       return decision;
     } catch (err) {
-      if (stage) endWithError(stage.span, err);
+      if (stage) endWithError(stage, err);
       throw err;
     }
   });
@@ -104,21 +104,20 @@ export function routerActors(deps: RouterActorDeps) {
     const result = new Promise<GenerateOutcome>((resolve, reject) => {
       const pending: PendingItem = { item, stage: input.stage, seq: 0, resolve, reject };
       if (stage) {
-        pending.resolve = (outcome: GenerateOutcome, headers?: MsgHdrs) => {
-          const link = deps.traces!.telemetry.linkFrom(headers, { "hadis.link": "result" });
-          if (link) stage.span.addLink(link);
-          stage.span.setAttributes({
+        // The worker's queue and execute spans are children of this one: no link back is needed.
+        pending.resolve = (outcome: GenerateOutcome) => {
+          stage.setAttributes({
             "hadis.served_model": outcome.model,
             "hadis.worker_id": outcome.workerId,
             "hadis.batch_size": outcome.batchSize,
             "hadis.queue_wait_ms": outcome.queueWaitMs,
             "hadis.exec_ms": outcome.execMs,
           });
-          stage.span.end();
+          stage.end();
           resolve(outcome);
         };
         pending.reject = (err: unknown) => {
-          endWithError(stage.span, err);
+          endWithError(stage, err);
           reject(err);
         };
       }
@@ -134,7 +133,7 @@ export function routerActors(deps: RouterActorDeps) {
     // The request may end (deadline) while the publish is in flight: nobody awaits `result` then.
     result.catch(() => undefined);
     try {
-      const ack = await deps.queue.publish(model, encode(item), `${input.requestId}/${input.stage}/${model}`, stage ? deps.traces!.telemetry.inject(stage.ctx) : undefined);
+      const ack = await deps.queue.publish(model, encode(item), `${input.requestId}/${input.stage}/${model}`, stage ? deps.traces!.telemetry.inject(stage.spanContext()) : undefined);
       entry.seq = ack.seq;
       deps.afterEnqueue?.(entry);
       // A keyed request may be a retry of one queued through another router (its item was just
@@ -142,7 +141,7 @@ export function routerActors(deps: RouterActorDeps) {
       if (isKeyed(input.requestId) && deps.results) watchResult(deps, resultKey(input.requestId, input.stage), result);
     } catch (err) {
       cancel();
-      if (stage) endWithError(stage.span, err);
+      if (stage) endWithError(stage, err);
       const message = (err as Error).message ?? String(err);
       if (/maximum messages|resource limits|exceeded/i.test(message)) {
         throw new HadisError("overloaded", `work queue of ${input.model} is full`, { retryAfterMs: 1_000 }, { cause: err });

@@ -18,8 +18,7 @@ export interface PendingItem {
   stage: "light" | "heavy";
   /** Stream sequence of the queued item (0 until the publish is acknowledged). */
   seq: number;
-  /** `headers` are the result message's (they carry the worker's `traceparent`). */
-  resolve(result: GenerateOutcome, headers?: MsgHdrs): void;
+  resolve(result: GenerateOutcome): void;
   reject(err: unknown): void;
 }
 
@@ -44,7 +43,7 @@ export class PendingWork {
   }
 
   /** Delivers an encoded work result; the first result of a request wins, whatever model made it. */
-  deliver(data: Uint8Array, headers?: MsgHdrs): void {
+  deliver(data: Uint8Array): void {
     let result: WorkResult;
     try {
       result = decode(WorkResultSchema, data, "work result");
@@ -69,7 +68,7 @@ export class PendingWork {
         batchSize: result.batchSize,
         queueWaitMs: result.queueWaitMs,
         execMs: result.execMs,
-      }, headers);
+      });
     } else {
       entry.reject(fromWireError({ v: PROTOCOL_VERSION, error: result.error as never }));
     }

@@ -21,7 +21,7 @@ import { routerActors } from "./adapters.ts";
 import { refusal } from "../../actors/routing/admission.ts";
 import { moveTarget, PendingWork, type PendingItem } from "./pending.ts";
 import { RequestTraces, type RequestSpan } from "./tracing.ts";
-import { ServiceTelemetry, SpanKind } from "../lib/telemetry.ts";
+import { REQUEST_SPAN, ServiceTelemetry, SpanKind } from "../lib/telemetry.ts";
 
 /** Router options. */
 export interface RouterOptions {
@@ -89,8 +89,8 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     const to = plan ? moveTarget(plan, entry.stage, entry.item.model) : null;
     if (plan && to) rescue(entry, to, plan);
   };
-  const resultsSub = nc.subscribe(resultsSubject, { callback: (_e, m) => pending.deliver(m.data, m.headers) });
-  const traces = new RequestTraces(new ServiceTelemetry(ServiceNames.router, nc, routerId));
+  const resultsSub = nc.subscribe(resultsSubject, { callback: (_e, m) => pending.deliver(m.data) });
+  const traces = new RequestTraces(new ServiceTelemetry(ServiceNames.router, nc, routerId, REQUEST_SPAN));
   const machine = RequestMachine.provide({
     actors: routerActors({
       nc,
@@ -111,6 +111,8 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   });
   const idempotency = new IdempotencyCache<GenerateReply>(100_000, 10 * 60_000, Date.now);
   const counters = { received: 0, replied: 0, errors: 0, refused: 0, inFlight: 0, arrivalsSinceReport: 0 };
+  /** Outcomes since the last load report (the dashboard's served and SLO series). */
+  const outcomes = { served: 0, answered: 0, violations: 0 };
   const errorsByCode: Record<string, number> = {};
   const inFlight = new Set<Promise<unknown>>();
   let accepting = true;
@@ -168,14 +170,21 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       const reply = await serve(parseRaw(msg.data, encoding), root, serving);
       const replySpan = serving.requestId ? traces.stage(serving.requestId, "reply", SpanKind.INTERNAL, { "hadis.encoding": encoding }) : null;
       replyWith(msg, reply, encoding);
-      replySpan?.span.end();
+      replySpan?.end();
       counters.replied++;
+      outcomes.served++;
+      outcomes.answered++;
+      if (reply.timings.totalMs > sloMs()) outcomes.violations++;
       traces.finish(root, serving.requestId, reply, null, sloMs(), true);
     } catch (err) {
       counters.errors++;
       const code = asHadisError(err).code;
       errorsByCode[code] = (errorsByCode[code] ?? 0) + 1;
       replyError(msg, err, encoding);
+      if (serving.accepted) {
+        outcomes.answered++;
+        outcomes.violations++;
+      }
       traces.finish(root, serving.requestId, null, err, sloMs(), serving.accepted);
     }
   }
@@ -211,10 +220,12 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       arrivals: counters.arrivalsSinceReport,
       intervalMs: Math.max(1, now - lastReportMs),
       inFlight: counters.inFlight,
+      ...outcomes,
       sentAtMs: now,
     };
     nc.publish(subjects.routerStats(routerId), encode(report));
     counters.arrivalsSinceReport = 0;
+    outcomes.served = outcomes.answered = outcomes.violations = 0;
     lastReportMs = now;
   }, statsEveryMs);
   statsTimer.unref();

@@ -8,28 +8,17 @@ import { HadisError, asHadisError } from "../../contracts/errors.ts";
 import type { GenerateReply } from "../../contracts/messages.ts";
 import { recordRequest } from "../lib/metrics.ts";
 import type { MsgHdrs } from "../lib/nats.ts";
-import { endWithError, SpanKind, type Attributes, type Context, type ServiceTelemetry, type Span } from "../lib/telemetry.ts";
-
-interface LiveTrace {
-  span: Span;
-  ctx: Context;
-}
+import { endWithError, REQUEST_SPAN, SpanKind, type Attributes, type ServiceTelemetry, type Span, type SpanContext } from "../lib/telemetry.ts";
 
 /** A request's root span, handed from the subject handler to the request machine's actors. */
-export interface RequestSpan {
-  span: Span;
-  ctx: Context;
-}
+export type RequestSpan = Span;
 
-/** Child span of a request stage, with its context (for injection into outgoing headers). */
-export interface StageSpan {
-  span: Span;
-  ctx: Context;
-}
+/** Child span of a request stage (its span context goes into outgoing headers). */
+export type StageSpan = Span;
 
 /** Traces of the requests in flight on one router. */
 export class RequestTraces {
-  private readonly live = new Map<string, LiveTrace>();
+  private readonly live = new Map<string, Span>();
 
   constructor(readonly telemetry: ServiceTelemetry) {}
 
@@ -39,33 +28,29 @@ export class RequestTraces {
    */
   receive(subject: string, headers: MsgHdrs | undefined, routerId: string): RequestSpan | null {
     if (!this.telemetry.on) return null;
-    const parent = this.telemetry.extract(headers);
-    const span = this.telemetry.start("hadis.generate", {
+    const span = this.telemetry.start(REQUEST_SPAN, {
       kind: SpanKind.SERVER,
       attributes: { "messaging.system": "nats", "messaging.destination.name": subject, "hadis.router_id": routerId },
-    }, parent);
-    if (!span.isRecording()) return null;
-    return { span, ctx: this.telemetry.contextOf(span, parent) };
+    }, this.telemetry.extract(headers));
+    return span.isRecording() ? span : null;
   }
 
   /** Binds a request id to its root span so the actors find it. */
   bind(requestId: string, root: RequestSpan | null, attributes: Attributes): void {
     if (!root) return;
-    root.span.setAttributes({ "hadis.request_id": requestId, ...attributes });
+    root.setAttribute("hadis.request_id", requestId).setAttributes(attributes);
     this.live.set(requestId, root);
   }
 
-  /** The request's root context (to carry in outgoing headers), or null when not traced. */
-  context(requestId: string): Context | null {
-    return this.live.get(requestId)?.ctx ?? null;
+  /** The request's root span context (to carry in outgoing headers), or null when not traced. */
+  context(requestId: string): SpanContext | null {
+    return this.live.get(requestId)?.spanContext() ?? null;
   }
 
   /** Opens a stage span under the request's root; null when the request is not traced. */
   stage(requestId: string, name: string, kind: SpanKind, attributes: Attributes = {}): StageSpan | null {
-    const live = this.live.get(requestId);
-    if (!live) return null;
-    const span = this.telemetry.start(name, { kind, attributes }, live.ctx);
-    return { span, ctx: this.telemetry.contextOf(span, live.ctx) };
+    const root = this.live.get(requestId);
+    return root ? this.telemetry.start(name, { kind, attributes }, root.spanContext()) : null;
   }
 
   /**
@@ -77,7 +62,7 @@ export class RequestTraces {
     recordRequest(reply, outcome, sloMs, accepted);
     if (requestId) this.live.delete(requestId);
     if (!root) return;
-    const span = root.span;
+    const span = root;
     if (reply) {
       span.setAttributes({
         "hadis.request_id": reply.requestId,

@@ -55,9 +55,9 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
         `${prefix}-${String(i).padStart(2, "0")}`,
         {
           source: opts.queue,
-          publishResult: (replyTo, result, context) => {
+          publishResult: (replyTo, result) => {
             const data = encode(result);
-            nc.publish(replyTo, data, context ? { headers: context as MsgHdrs } : undefined);
+            nc.publish(replyTo, data);
             // Keyed requests: any router retrying the request picks the result up from the bucket.
             if (isKeyed(result.requestId)) {
               void results.put(resultKey(result.requestId, result.stage), data).catch((err) => log.warn("worker.result_store_failed", { error: (err as Error).message }));

@@ -1,24 +1,29 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { createServer } from "node:http";
-import { configureTelemetry, flushTelemetry, samplerFromEnv, ServiceTelemetry, shutdownTelemetry, SpanKind, tracingEnabled } from "../../services/lib/telemetry.ts";
+import { InMemorySpanExporter } from "@opentelemetry/sdk-trace-base";
+import { configureTelemetry, flushTelemetry, RatePicker, samplerFromEnv, ServiceTelemetry, shutdownTelemetry, SpanKind, SpanStatusCode, tracingEnabled } from "../../services/lib/telemetry.ts";
 import { newHeaders } from "../../services/lib/nats.ts";
 
 afterAll(() => shutdownTelemetry());
 
 describe("telemetry configuration", () => {
-  it("posts spans as OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces", async () => {
-    const bodies: { path: string; body: string }[] = [];
+  it.each([
+    { protocol: undefined, contentType: "application/x-protobuf" },
+    { protocol: "http/json", contentType: "application/json" },
+  ])("posts spans as OTLP/HTTP ($contentType) to OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces", async ({ protocol, contentType }) => {
+    const bodies: { path: string; type: string; body: Buffer }[] = [];
     const receiver = createServer((req, res) => {
-      let body = "";
-      req.on("data", (d) => (body += d));
+      const chunks: Buffer[] = [];
+      req.on("data", (d: Buffer) => chunks.push(d));
       req.on("end", () => {
-        bodies.push({ path: req.url ?? "", body });
-        res.writeHead(200, { "Content-Type": "application/json" }).end("{}");
+        bodies.push({ path: req.url ?? "", type: req.headers["content-type"] ?? "", body: Buffer.concat(chunks) });
+        res.writeHead(200, { "Content-Type": contentType }).end(contentType === "application/json" ? "{}" : "");
       });
     });
     await new Promise<void>((r) => receiver.listen(0, "127.0.0.1", () => r()));
     const port = (receiver.address() as { port: number }).port;
     process.env.OTEL_EXPORTER_OTLP_ENDPOINT = `http://127.0.0.1:${port}`;
+    if (protocol) process.env.OTEL_EXPORTER_OTLP_PROTOCOL = protocol;
     try {
       configureTelemetry();
       expect(tracingEnabled()).toBe(true);
@@ -28,9 +33,14 @@ describe("telemetry configuration", () => {
       await flushTelemetry();
       await new Promise((r) => setTimeout(r, 200));
       expect(bodies.map((b) => b.path)).toContain("/v1/traces");
-      expect(bodies.map((b) => b.body).join("")).toContain("hadis-router");
+      expect(bodies.map((b) => b.type)).toContain(contentType);
+      // Both encodings carry the service name and the span's attribute as UTF-8 text.
+      const all = Buffer.concat(bodies.map((b) => b.body)).toString("latin1");
+      expect(all).toContain("hadis-router");
+      expect(all).toContain("hadis.route");
     } finally {
       delete process.env.OTEL_EXPORTER_OTLP_ENDPOINT;
+      delete process.env.OTEL_EXPORTER_OTLP_PROTOCOL;
       receiver.close();
     }
   });
@@ -52,8 +62,100 @@ describe("telemetry configuration", () => {
     h.set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
     const child = telemetry.start("execute m", {}, telemetry.extract(h));
     expect(child.spanContext().traceId).toBe("4bf92f3577b34da6a3ce929d0e0e4736");
-    const out = telemetry.inject(telemetry.contextOf(child));
+    const out = telemetry.inject(child.spanContext());
     expect(out.get("traceparent")).toBe(`00-4bf92f3577b34da6a3ce929d0e0e4736-${child.spanContext().spanId}-01`);
     child.end();
+  });
+
+  it("carries tracestate, and an unsampled parent's children record nothing", () => {
+    const exporter = new InMemorySpanExporter();
+    configureTelemetry({ enabled: true, spanSink: false, otlpUrl: null, exporters: [exporter] });
+    const telemetry = new ServiceTelemetry("hadis-worker", null);
+    const h = newHeaders();
+    h.set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+    h.set("tracestate", "hadis=d,vendor=x");
+    const child = telemetry.start("execute m", {}, telemetry.extract(h));
+    expect(child.spanContext().traceState?.get("hadis")).toBe("d");
+    expect(telemetry.inject(child.spanContext()).get("tracestate")).toBe("hadis=d,vendor=x");
+    child.end();
+    const unsampled = newHeaders();
+    unsampled.set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00");
+    const dropped = telemetry.start("execute m", {}, telemetry.extract(unsampled));
+    expect(dropped.isRecording()).toBe(false);
+    expect(telemetry.inject(dropped.spanContext()).get("traceparent")).toMatch(/-00$/);
+    dropped.end();
+    // Malformed or all-zero ids are no parent: a new trace starts.
+    const bad = newHeaders();
+    bad.set("traceparent", "00-00000000000000000000000000000000-00f067aa0ba902b7-01");
+    expect(telemetry.extract(bad)).toBeUndefined();
+    expect(exporter.getFinishedSpans().map((s) => s.name)).toEqual(["execute m"]);
+  });
+});
+
+describe("LeanTracer spans as exporters read them", () => {
+  it("times, parent, attributes, links, status and events", () => {
+    const exporter = new InMemorySpanExporter();
+    configureTelemetry({ enabled: true, spanSink: false, otlpUrl: null, exporters: [exporter] });
+    const telemetry = new ServiceTelemetry("hadis-router", null, "r1");
+    const root = telemetry.start("hadis.generate", { kind: SpanKind.SERVER, attributes: { a: 1, skipped: undefined as unknown as string } });
+    const child = telemetry.start("queue m", { kind: SpanKind.CONSUMER, startTime: 1_700_000_000_250.5, links: [{ context: root.spanContext() }] }, root.spanContext());
+    child.setAttributes({ b: "x" }).setStatus({ code: SpanStatusCode.ERROR, message: "boom" });
+    child.addEvent("retry", { n: 2 });
+    child.end(1_700_000_001_000);
+    child.setAttribute("late", true); // after end: ignored
+    root.end();
+    const [c, r] = exporter.getFinishedSpans();
+    expect(c.parentSpanContext?.spanId).toBe(r.spanContext().spanId);
+    expect(c.spanContext().traceId).toBe(r.spanContext().traceId);
+    expect(r.spanContext().traceId).toMatch(/^[0-9a-f]{32}$/);
+    expect(c.spanContext().spanId).toMatch(/^[0-9a-f]{16}$/);
+    expect(c.startTime).toEqual([1_700_000_000, 250_500_000]);
+    expect(c.endTime).toEqual([1_700_000_001, 0]);
+    expect(c.duration).toEqual([0, 749_500_000]);
+    expect(c.attributes).toEqual({ b: "x" });
+    expect(r.attributes).toEqual({ a: 1 });
+    expect(c.links[0].context.spanId).toBe(r.spanContext().spanId);
+    expect(c.status).toEqual({ code: SpanStatusCode.ERROR, message: "boom" });
+    expect(c.events.map((e) => e.name)).toEqual(["retry"]);
+    expect(String(r.resource.attributes["service.name"])).toBe("hadis-router");
+    expect(r.resource.attributes["service.instance.id"]).toBe("r1");
+    expect(r.instrumentationScope.name).toBe("hadis-router");
+    expect(r.parentSpanContext).toBeUndefined();
+  });
+
+  it("an end before the start is a zero-length span", () => {
+    const exporter = new InMemorySpanExporter();
+    configureTelemetry({ enabled: true, spanSink: false, otlpUrl: null, exporters: [exporter] });
+    const span = new ServiceTelemetry("hadis-worker", null).start("queue m", { startTime: 1_700_000_000_500 });
+    span.end(1_700_000_000_000);
+    expect(exporter.getFinishedSpans()[0].duration).toEqual([0, 0]);
+  });
+});
+
+describe("RatePicker (which requests' traces reach the dashboard)", () => {
+  it("picks the first event, then at most the rate, refilling with time", () => {
+    let now = 0;
+    const picker = new RatePicker(2, () => now);
+    const burst = Array.from({ length: 10 }, () => picker.pick());
+    expect(burst.filter(Boolean)).toHaveLength(2);
+    now += 500; // half a second: one more token
+    expect([picker.pick(), picker.pick()]).toEqual([true, false]);
+    now += 10_000; // the bucket holds one second's worth, no more
+    expect(Array.from({ length: 5 }, () => picker.pick()).filter(Boolean)).toHaveLength(2);
+  });
+
+  it("below one a second still picks the first, then waits for a whole token", () => {
+    let now = 0;
+    const picker = new RatePicker(0.5, () => now);
+    expect([picker.pick(), picker.pick()]).toEqual([true, false]);
+    now += 1_000;
+    expect(picker.pick()).toBe(false);
+    now += 1_000;
+    expect(picker.pick()).toBe(true);
+  });
+
+  it("Infinity picks every event", () => {
+    const picker = new RatePicker(Infinity, () => 0);
+    expect(Array.from({ length: 100 }, () => picker.pick()).every(Boolean)).toBe(true);
   });
 });

@@ -6,8 +6,8 @@ import { waitFor } from "../helpers/processes.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 import { newHeaders } from "../../services/lib/nats.ts";
 import { readGenerateReply } from "../../services/lib/client.ts";
-import { encode } from "../../contracts/envelope.ts";
-import { configureTelemetry, flushTelemetry, shutdownTelemetry } from "../../services/lib/telemetry.ts";
+import { encode, parseRaw } from "../../contracts/envelope.ts";
+import { configureTelemetry, flushTelemetry, shutdownTelemetry, spanSinkSubject, type SpanRecord } from "../../services/lib/telemetry.ts";
 
 const exporter = new InMemorySpanExporter();
 let t: TestSystem;
@@ -83,10 +83,11 @@ describe("one trace per request across router, worker and discriminator", () => 
     expect(root.attributes["hadis.disc.threshold"]).toBe(reply.threshold);
     const exec = named(`execute ${DEFAULT_STATIC.light}`)[0];
     expect(exec.attributes["hadis.batch_size"]).toBeGreaterThanOrEqual(1);
-    // The worker's batch span (its own trace) links to the request; the result links back.
+    // The worker's batch span (its own trace) links to the item's stage span; the execute span links to the batch.
     const batch = exporter.getFinishedSpans().find((s) => s.name === `batch ${DEFAULT_STATIC.light}` && s.links.some((l) => l.context.traceId === traceId));
     expect(batch).toBeDefined();
-    expect(light.links.some((l) => l.context.spanId === exec.spanContext().spanId)).toBe(true);
+    expect(batch!.links.some((l) => l.context.spanId === light.spanContext().spanId)).toBe(true);
+    expect(exec.links.map((l) => l.context.spanId)).toEqual([batch!.spanContext().spanId]);
   });
 
   it("a request without traceparent starts its own trace", async () => {
@@ -98,5 +99,42 @@ describe("one trace per request across router, worker and discriminator", () => 
     const root = exporter.getFinishedSpans().find((s) => s.name === "hadis.generate" && s.attributes["hadis.request_id"] === reply.requestId)!;
     expect(root.parentSpanContext).toBeUndefined();
     expect(root.attributes["hadis.route"]).toBe("heavy");
+  });
+});
+
+describe("the dashboard's span sink", () => {
+  it("carries whole traces of at most the configured requests a second; exporters still get every span", async () => {
+    const routes = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold);
+    // A fresh exporter: reconfiguring shuts the previous one down.
+    const all = new InMemorySpanExporter();
+    configureTelemetry({ enabled: true, exporters: [all], spanSink: true, sinkTracesPerSecond: 2, otlpUrl: null });
+    const records: SpanRecord[] = [];
+    const sub = t.nc.subscribe(spanSinkSubject(), { callback: (_e, m) => void records.push(...(parseRaw(m.data) as SpanRecord[])) });
+    try {
+      const started = Date.now();
+      const replies = await Promise.all(Array.from({ length: 12 }, (_, i) => t.client.generate({ prompt: routes.escalated, seed: i, deadlineMs: 20_000 })));
+      const elapsedS = (Date.now() - started) / 1000;
+      expect(replies.every((r) => r.route === "light→heavy")).toBe(true);
+      const ids = new Set(replies.map((r) => r.requestId));
+      const exportedRoots = () => all.getFinishedSpans().filter((s) => s.name === "hadis.generate" && ids.has(String(s.attributes["hadis.request_id"])));
+      await waitFor(async () => (await flushTelemetry(), exportedRoots().length === 12), 5_000, "every root exported");
+      await new Promise((r) => setTimeout(r, 300)); // the sinks publish every 100 ms
+      const roots = records.filter((r) => r.n === "hadis.generate" && ids.has(String(r.a["hadis.request_id"])));
+      // A bucket of 2 tokens, refilled at 2 a second while the requests ran.
+      expect(roots.length).toBeGreaterThanOrEqual(1);
+      expect(roots.length).toBeLessThanOrEqual(2 + Math.ceil(elapsedS * 2));
+      const marked = new Set(roots.map((r) => r.t));
+      for (const traceId of marked) {
+        const services = new Set(records.filter((r) => r.t === traceId).map((r) => r.sv));
+        expect(services).toEqual(new Set(["hadis-router", "hadis-worker", "hadis-discriminator"]));
+      }
+      // Nothing of the unmarked requests' traces reaches the sink.
+      const requestTraces = new Set(exportedRoots().map((s) => s.spanContext().traceId));
+      const sunk = new Set(records.map((r) => r.t).filter((id) => requestTraces.has(id)));
+      expect(sunk).toEqual(marked);
+    } finally {
+      sub.unsubscribe();
+      configureTelemetry({ enabled: true, exporters: [new InMemorySpanExporter()], spanSink: false, otlpUrl: null });
+    }
   });
 });

@@ -88,7 +88,7 @@ function renderKpis(s) {
     ["Demand (10 s)", `${fmtNum(sm.demandQps)}<small>req/s</small>`, ""],
     ["Served (10 s)", `${fmtNum(sm.servedQps)}<small>req/s</small>`, ""],
     ["SLO violations (1 min)", v == null ? "–" : pct(v), v == null ? "" : v > 0.05 ? "bad" : v > 0.01 ? "warn" : "good"],
-    ["Latency p50 / p99", `${fmtMs(sm.p50Ms)}<small>/ ${fmtMs(sm.p99Ms)}</small>`, ""],
+    ["Latency p50 / p99 (traced)", `${fmtMs(sm.p50Ms)}<small>/ ${fmtMs(sm.p99Ms)}</small>`, ""],
     ["Workers serving", `${serving}<small>/ ${s.workers.length}</small>`, serving < s.workers.length ? "warn" : "good"],
     ["Swaps in progress", `${swapping}`, swapping ? "warn" : ""],
   ];
