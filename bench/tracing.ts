@@ -2,9 +2,10 @@
  * What tracing costs the pipeline: the same closed-loop load (zero-latency profile models, as in
  * bench/overhead.ts) against a system in several tracing modes (the local span sink is counted by
  * this process, as the dashboard would; OTLP goes to a stand-in collector here), the modes
- * alternating round by round in one run so drift hits all alike; the summary gives medians over
- * rounds, and costs as the median of each round's ratio to "off" with its quartiles. Besides
- * throughput and latency it reports the services' CPU time per request. Modes: off; on (every
+ * alternating round by round in one run so drift hits all alike (each round starting with
+ * the next mode, so no mode always runs first); the summary gives medians over rounds, and
+ * costs as the median of each round's ratio to "off" with its quartiles. Besides throughput and
+ * latency it reports the services' CPU time per request. Modes: off; on (every
  * request traced, the default 20 traces/s to the dashboard's sink); on without the sink; on with
  * every trace to the sink; on with OTLP/HTTP export of every span; 10% of requests sampled and
  * exported. First it times the OTLP encoders on 1,024 spans.
@@ -206,13 +207,17 @@ async function main() {
     OTEL_TRACES_SAMPLER_ARG: "0.1",
   });
   const runs: Run[] = [];
-  for (let r = 0; r < rounds; r++) for (const mode of MODES) runs.push(await round(server.url, nc, mode, otlp.bytes));
+  // Each round starts with a different mode (a run's place in the round must not favour a mode).
+  for (let r = 0; r < rounds; r++) {
+    for (let k = 0; k < MODES.length; k++) runs.push(await round(server.url, nc, MODES[(k + r) % MODES.length], otlp.bytes));
+  }
   console.table(runs);
   type Figure = "rps" | "p50Ms" | "p99Ms" | "meanMs" | "cpuMsPerRequest" | "sinkBytes" | "otlpBytes" | "requests";
   // Medians over the rounds; costs are the median of each round's ratio to that round's "off"
   // run (the modes of a round run back to back, so machine drift cancels).
   const mean = (mode: string, k: Figure) => median(runs.filter((x) => x.mode === mode).map((x) => x[k]));
   const off = MODES[0].name;
+  // Runs are in round order, so the i-th run of a mode pairs with the i-th "off" run.
   const ratios = (mode: string, f: (run: Run, base: Run) => number) => {
     const mine = runs.filter((x) => x.mode === mode);
     const base = runs.filter((x) => x.mode === off);
