@@ -12,9 +12,11 @@
  *
  *   node --import tsx bench/tracing.ts [--seconds 6] [--concurrency 200] [--rounds 3] [--modes off,on,nosink,sinkall,otlp,sampled]
  *                                      [--cpu-prof DIR]   (V8 CPU profiles of the services process under DIR/<mode>/)
+ *                                      [--pin]            (services on the last core; start this under `taskset -c 0`)
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
@@ -32,6 +34,7 @@ const seconds = Number(args.get("--seconds") ?? 6);
 const concurrency = Number(args.get("--concurrency") ?? 200);
 const rounds = Number(args.get("--rounds") ?? 3);
 const cpuProfDir = args.get("--cpu-prof");
+const pin = process.argv.includes("--pin");
 
 /** A tracing configuration under test. */
 interface Mode {
@@ -94,8 +97,10 @@ function cpuMs(pid: number): number {
 function startSystemProcess(url: string, mode: Mode): ChildProcess {
   const cli = fileURLToPath(new URL("../services/cli/main.ts", import.meta.url));
   const profile = cpuProfDir ? ["--cpu-prof", "--cpu-prof-dir", `${cpuProfDir}/${mode.key}`] : [];
-  return spawn(process.execPath, [
-    ...profile, "--import", "tsx", cli, "serve", "all", "--nats", url, "--zero-latency", "--storage", "memory", "--workers", "16", "--policy", "static",
+  // --pin: the services on the last core, this process and nats-server on the others.
+  const [command, pre] = pin ? ["taskset", ["-c", String(availableParallelism() - 1), process.execPath]] : [process.execPath, []];
+  return spawn(command, [
+    ...pre, ...profile, "--import", "tsx", cli, "serve", "all", "--nats", url, "--zero-latency", "--storage", "memory", "--workers", "16", "--policy", "static",
     "--static-config", JSON.stringify({ light: "sd35-large-turbo", heavy: "sd35-medium", routerThreshold: 0, discThreshold: 0.01, lightBatchSize: 8, heavyBatchSize: 8 }),
   ], {
     stdio: ["ignore", "inherit", "inherit"],
