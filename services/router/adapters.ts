@@ -102,7 +102,7 @@ export function routerActors(deps: RouterActorDeps) {
     let cancel: () => void = () => {};
     let entry = { seq: 0 } as PendingItem;
     const result = new Promise<GenerateOutcome>((resolve, reject) => {
-      const pending: PendingItem = { item, stage: input.stage, seq: 0, resolve, reject };
+      const pending: PendingItem = { item, stage: input.stage, seq: 0, resolve, reject, ...(stage ? { span: stage } : {}) };
       if (stage) {
         // The worker's queue and execute spans are children of this one: no link back is needed.
         pending.resolve = (outcome: GenerateOutcome) => {

@@ -10,7 +10,7 @@ import type { GenerateOutcome } from "../../actors/request/types.ts";
 import { moveTarget } from "../../actors/routing/move-target.ts";
 
 export { moveTarget };
-import type { MsgHdrs } from "../lib/nats.ts";
+import type { Span } from "../lib/telemetry.ts";
 
 /** One generation this router waits for. */
 export interface PendingItem {
@@ -20,6 +20,8 @@ export interface PendingItem {
   seq: number;
   resolve(result: GenerateOutcome): void;
   reject(err: unknown): void;
+  /** The stage span, when the request is traced: a moved item carries its trace context. */
+  span?: Span;
 }
 
 /** The waiting generations of one router. */

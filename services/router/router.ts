@@ -21,6 +21,7 @@ import { routerActors } from "./adapters.ts";
 import { refusal } from "../../actors/routing/admission.ts";
 import { moveTarget, PendingWork, type PendingItem } from "./pending.ts";
 import { RequestTraces, type RequestSpan } from "./tracing.ts";
+import { createMover } from "./mover.ts";
 import { REQUEST_SPAN, ServiceTelemetry, SpanKind } from "../lib/telemetry.ts";
 
 /** Router options. */
@@ -54,27 +55,10 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   const { view: plans } = await PlanView.open(nc, subjects, log);
   const pending = new PendingWork();
   const results = await openResultsBucket(nc, subjects);
+  const traces = new RequestTraces(new ServiceTelemetry(ServiceNames.router, nc, routerId, REQUEST_SPAN));
   /** Moves a waiting item off a model the plan no longer serves (removed by sequence, re-queued). */
-  const moving = new Set<PendingItem>();
-  const rescue = (entry: PendingItem, to: string, plan: Plan) => {
-    if (moving.has(entry)) return;
-    moving.add(entry);
-    const from = entry.item.model;
-    void opts.queue.remove(entry.seq).then(async (removed) => {
-      moving.delete(entry);
-      if (!removed || pending.get(entry.item.requestId) !== entry) return;
-      entry.item = { ...entry.item, model: to, planEpoch: plan.epoch };
-      entry.seq = 0;
-      try {
-        entry.seq = (await opts.queue.publish(to, encode(entry.item), `${entry.item.requestId}/${entry.stage}/${to}/${plan.epoch}`)).seq;
-        log.debug("router.moved", { requestId: entry.item.requestId, from, to, epoch: plan.epoch });
-        // Plans can move faster than a publish: check again against the newest one.
-        afterEnqueue(entry);
-      } catch (err) {
-        entry.reject(new HadisError("no_capacity", `could not move work from ${from} to ${to}: ${(err as Error).message}`));
-      }
-    });
-  };
+  const move = createMover({ queue: opts.queue, pending, telemetry: traces.telemetry, log, afterEnqueue: (entry) => afterEnqueue(entry) });
+  const rescue = (entry: PendingItem, to: string, plan: Plan) => void move(entry, to, plan);
   // A plan that leaves a model without workers must not strand the items queued for it: check on
   // every plan, and sweep once a second for items a worker handed back after the plan arrived.
   const sweep = (plan: Plan | null) => {
@@ -90,7 +74,6 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     if (plan && to) rescue(entry, to, plan);
   };
   const resultsSub = nc.subscribe(resultsSubject, { callback: (_e, m) => pending.deliver(m.data) });
-  const traces = new RequestTraces(new ServiceTelemetry(ServiceNames.router, nc, routerId, REQUEST_SPAN));
   const machine = RequestMachine.provide({
     actors: routerActors({
       nc,

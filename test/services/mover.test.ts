@@ -1,0 +1,84 @@
+import { afterAll, describe, expect, it } from "vitest";
+import { InMemorySpanExporter } from "@opentelemetry/sdk-trace-base";
+import { createMover } from "../../services/router/mover.ts";
+import { PendingWork, type PendingItem } from "../../services/router/pending.ts";
+import { configureTelemetry, ServiceTelemetry, shutdownTelemetry, SpanKind } from "../../services/lib/telemetry.ts";
+import { createLogger } from "../../services/lib/log.ts";
+import type { MsgHdrs } from "../../services/lib/nats.ts";
+import { PROTOCOL_VERSION, type Plan, type WorkItem } from "../../contracts/messages.ts";
+
+afterAll(() => shutdownTelemetry());
+
+/** A work queue that records what it is asked to do. */
+function fakeQueue(removable: boolean) {
+  const published: { model: string; msgId: string; headers?: MsgHdrs }[] = [];
+  return {
+    published,
+    remove: async () => removable,
+    publish: async (model: string, _data: Uint8Array, msgId: string, headers?: MsgHdrs) => {
+      published.push({ model, msgId, headers });
+      return { seq: 100 + published.length, duplicate: false };
+    },
+  };
+}
+
+const item: WorkItem = {
+  v: PROTOCOL_VERSION,
+  requestId: "req-1",
+  stage: "light",
+  prompt: "a cat",
+  seed: 1,
+  model: "sd35-large-turbo",
+  replyTo: "hadis.results.r1",
+  enqueuedAtMs: 1_700_000_000_000,
+  deadlineAtMs: 1_700_000_060_000,
+  planEpoch: 3,
+};
+const plan = { epoch: 4 } as Plan;
+
+function setup(removable: boolean, traced: boolean) {
+  const exporter = new InMemorySpanExporter();
+  configureTelemetry({ enabled: true, spanSink: false, otlpUrl: null, exporters: [exporter] });
+  const telemetry = new ServiceTelemetry("hadis-router", null);
+  const queue = fakeQueue(removable);
+  const pending = new PendingWork();
+  const enqueued: PendingItem[] = [];
+  const span = traced ? telemetry.start("light sd35-large-turbo", { kind: SpanKind.PRODUCER }) : undefined;
+  const entry: PendingItem = { item: { ...item }, stage: "light", seq: 7, resolve: () => undefined, reject: () => undefined, ...(span ? { span } : {}) };
+  pending.wait(entry);
+  const move = createMover({ queue, pending, telemetry, log: createLogger("test", "error"), afterEnqueue: (e) => void enqueued.push(e) });
+  return { exporter, queue, entry, move, enqueued, span };
+}
+
+describe("moving a waiting item to the model that now plays its stage", () => {
+  it("re-queues it with the stage span's traceparent and marks the span", async () => {
+    const { exporter, queue, entry, move, enqueued, span } = setup(true, true);
+    await move(entry, "sd35-medium", plan);
+    expect(queue.published).toHaveLength(1);
+    expect(queue.published[0].model).toBe("sd35-medium");
+    expect(queue.published[0].msgId).toBe("req-1/light/sd35-medium/4");
+    const sc = span!.spanContext();
+    expect(queue.published[0].headers?.get("traceparent")).toBe(`00-${sc.traceId}-${sc.spanId}-01`);
+    expect(entry.item.model).toBe("sd35-medium");
+    expect(entry.item.planEpoch).toBe(4);
+    expect(entry.seq).toBe(101);
+    expect(enqueued).toEqual([entry]);
+    span!.end();
+    const moved = exporter.getFinishedSpans()[0].events.find((e) => e.name === "moved");
+    expect(moved?.attributes).toEqual({ "hadis.from": "sd35-large-turbo", "hadis.to": "sd35-medium", "hadis.plan_epoch": 4 });
+  });
+
+  it("an untraced request's item moves without headers", async () => {
+    const { queue, entry, move } = setup(true, false);
+    await move(entry, "sd35-medium", plan);
+    expect(queue.published[0].headers).toBeUndefined();
+  });
+
+  it("an item a worker already took (not removable) stays where it is", async () => {
+    const { queue, entry, move, enqueued } = setup(false, true);
+    await move(entry, "sd35-medium", plan);
+    expect(queue.published).toEqual([]);
+    expect(entry.item.model).toBe("sd35-large-turbo");
+    expect(enqueued).toEqual([]);
+  });
+});
