@@ -42,7 +42,7 @@ export interface WorkSource {
 /** The worker's side effects, supplied by the service (or the simulator, or tests). */
 export interface WorkerPorts {
   source: WorkSource;
-  /** Sends a result; `context` is what the observer gave for that item (e.g. trace headers). */
+  /** Sends a result to the router that queued the item. */
   publishResult(replyTo: string, result: WorkResult): void;
   backend: GenerationBackend;
   now(): number;

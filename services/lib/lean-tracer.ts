@@ -55,8 +55,24 @@ const NO_EVENTS: TimedEvent[] = [];
 const NO_LINKS: Link[] = [];
 const UNSET: SpanStatus = { code: SpanStatusCode.UNSET };
 
-/** Epoch milliseconds now (fractional), from the monotonic clock. */
-const nowMs = () => performance.timeOrigin + performance.now();
+/*
+ * The clock of spans: epoch milliseconds at the monotonic clock's resolution, re-anchored to
+ * `Date.now()` every second so it does not drift away from the wall-clock times other code
+ * passes in (a batch's start, an item's enqueue time, from this host or another); a span that
+ * starts and ends on its own takes its duration from the monotonic clock alone.
+ */
+let anchorWall = Date.now();
+let anchorPerf = performance.now();
+
+/** Epoch milliseconds now (fractional). */
+export function nowMs(): number {
+  const p = performance.now();
+  if (p - anchorPerf > 1_000) {
+    anchorWall = Date.now();
+    anchorPerf = p;
+  }
+  return anchorWall + (p - anchorPerf);
+}
 
 /**
  * Epoch milliseconds of an OpenTelemetry time input. Numbers below 1e12 (2001) are
@@ -65,7 +81,7 @@ const nowMs = () => performance.timeOrigin + performance.now();
  */
 export function epochMs(t: TimeInput | undefined): number {
   if (t === undefined) return nowMs();
-  if (typeof t === "number") return t < 1e12 ? performance.timeOrigin + t : t;
+  if (typeof t === "number") return t < 1e12 ? anchorWall + (t - anchorPerf) : t;
   if (t instanceof Date) return t.getTime();
   return t[0] * 1e3 + t[1] / 1e6;
 }
@@ -101,6 +117,8 @@ export class LeanSpan implements Span, ReadableSpan {
     public links: Link[],
     /** Start, epoch ms (fractional). */
     readonly startMs: number,
+    /** `performance.now()` at the start, when the start was not given: the duration's base. */
+    private readonly perfStart?: number,
   ) {
     this.endMs = startMs;
   }
@@ -151,7 +169,10 @@ export class LeanSpan implements Span, ReadableSpan {
   }
   setStatus(status: SpanStatus): this {
     // As the specification says: OK is final, and UNSET never overrides.
-    if (!this.ended && status.code !== SpanStatusCode.UNSET && this.status.code !== SpanStatusCode.OK) this.status = { ...status };
+    // The message must be a string (exporters write it as one); the SDK drops any other.
+    if (!this.ended && status.code !== SpanStatusCode.UNSET && this.status.code !== SpanStatusCode.OK) {
+      this.status = typeof status.message === "string" ? { code: status.code, message: status.message } : { code: status.code };
+    }
     return this;
   }
   updateName(name: string): this {
@@ -168,7 +189,8 @@ export class LeanSpan implements Span, ReadableSpan {
   end(endTime?: TimeInput): void {
     if (this.ended) return;
     // An end before the start (clocks of two hosts) becomes a zero-length span, as in the SDK.
-    this.endMs = Math.max(this.startMs, epochMs(endTime));
+    const endMs = endTime === undefined && this.perfStart !== undefined ? this.startMs + (performance.now() - this.perfStart) : epochMs(endTime);
+    this.endMs = Math.max(this.startMs, endMs);
     this.ended = true;
     this.owner.processor.onEnd(this);
   }
@@ -227,6 +249,10 @@ export class LeanTracer implements Tracer {
     let traceState = hasParent ? parent.traceState : undefined;
     if (hasParent && this.opts.parentBased) {
       sampled = recording = (parent.traceFlags & TraceFlags.SAMPLED) !== 0;
+    } else if (!hasParent && this.opts.parentBased && links.some((l) => (l.context.traceFlags & TraceFlags.SAMPLED) !== 0)) {
+      // A new trace linked to sampled spans (a worker's batch of traced items) is sampled too:
+      // otherwise their links would point at a span never exported.
+      sampled = recording = true;
     } else {
       const shown = ctx ? (options.root ? trace.deleteSpan(ctx) : ctx) : parent ? trace.setSpanContext(ROOT_CONTEXT, parent) : ROOT_CONTEXT;
       const result = this.opts.sampler.shouldSample(shown, traceId, name, kind, attributes, links);
@@ -236,12 +262,15 @@ export class LeanTracer implements Tracer {
       if (result.attributes) for (const key in result.attributes) setValue(attributes, key, result.attributes[key]);
     }
     const mark = this.opts.mark;
-    if (sampled && mark && name === mark.name && mark.pick()) {
-      traceState = (traceState ?? createTraceState()).set(mark.key, mark.value);
+    if (mark && name === mark.name) {
+      // Only the picker marks: a mark a caller sent in its own tracestate is dropped.
+      if (sampled && mark.pick()) traceState = (traceState ?? createTraceState()).set(mark.key, mark.value);
+      else if (traceState?.get(mark.key) !== undefined) traceState = traceState.unset(mark.key);
     }
     const spanContext: SpanContext = { traceId, spanId, traceFlags: sampled ? TraceFlags.SAMPLED : TraceFlags.NONE, ...(traceState ? { traceState } : {}) };
     if (!recording) return trace.wrapSpanContext(spanContext);
-    const span = new LeanSpan(this, spanContext, name, kind, hasParent ? parent : undefined, attributes, links, epochMs(options.startTime));
+    const given = options.startTime;
+    const span = new LeanSpan(this, spanContext, name, kind, hasParent ? parent : undefined, attributes, links, epochMs(given), given === undefined ? performance.now() : undefined);
     this.processor.onStart(span, ctx ?? ROOT_CONTEXT);
     return span;
   }

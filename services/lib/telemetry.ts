@@ -335,6 +335,7 @@ export class RatePicker {
   }
   pick(): boolean {
     if (this.perSecond === Infinity) return true;
+    if (!(this.perSecond > 0)) return false;
     const t = this.now();
     if (this.lastMs !== null) this.tokens = Math.min(Math.max(1, this.perSecond), this.tokens + ((t - this.lastMs) / 1000) * this.perSecond);
     this.lastMs = t;
@@ -427,7 +428,9 @@ export class ServiceTelemetry {
 
 /** Ends `span` with an error status. */
 export function endWithError(span: Span, err: unknown): void {
-  const code = (err as { code?: string })?.code;
+  // Our errors' codes are strings; other libraries' may be numbers (a JetStream API error's 10077).
+  const raw = (err as { code?: unknown })?.code;
+  const code = typeof raw === "string" || typeof raw === "number" ? String(raw) : undefined;
   span.setStatus({ code: SpanStatusCode.ERROR, message: code ?? (err instanceof Error ? err.message : String(err)) });
   if (code) span.setAttribute("hadis.error.code", code);
   span.end();

@@ -29,8 +29,14 @@ export function createMover(deps: MoverDeps): (entry: PendingItem, to: string, p
     if (moving.has(entry)) return;
     moving.add(entry);
     const from = entry.item.model;
-    const removed = await deps.queue.remove(entry.seq);
-    moving.delete(entry);
+    let removed: boolean;
+    try {
+      removed = await deps.queue.remove(entry.seq);
+    } catch {
+      removed = false;
+    } finally {
+      moving.delete(entry);
+    }
     if (!removed || deps.pending.get(entry.item.requestId) !== entry) return;
     entry.item = { ...entry.item, model: to, planEpoch: plan.epoch };
     entry.seq = 0;
@@ -38,6 +44,11 @@ export function createMover(deps: MoverDeps): (entry: PendingItem, to: string, p
     try {
       const headers = entry.span ? deps.telemetry.inject(entry.span.spanContext()) : undefined;
       entry.seq = (await deps.queue.publish(to, encode(entry.item), `${entry.item.requestId}/${entry.stage}/${to}/${plan.epoch}`, headers)).seq;
+      // The request may have ended while the publish was in flight: its item must not cost a GPU.
+      if (deps.pending.get(entry.item.requestId) !== entry) {
+        await deps.queue.remove(entry.seq).catch(() => false);
+        return;
+      }
       deps.log.debug("router.moved", { requestId: entry.item.requestId, from, to, epoch: plan.epoch });
       deps.afterEnqueue(entry);
     } catch (err) {

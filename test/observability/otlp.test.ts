@@ -1,7 +1,8 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { createServer } from "node:http";
 import { InMemorySpanExporter } from "@opentelemetry/sdk-trace-base";
-import { configureTelemetry, flushTelemetry, RatePicker, samplerFromEnv, ServiceTelemetry, shutdownTelemetry, SpanKind, SpanStatusCode, tracingEnabled } from "../../services/lib/telemetry.ts";
+import { configureTelemetry, endWithError, flushTelemetry, RatePicker, samplerFromEnv, ServiceTelemetry, shutdownTelemetry, SpanKind, SpanStatusCode, tracingEnabled } from "../../services/lib/telemetry.ts";
+import { encodeTraceRequest } from "../../services/lib/otlp-proto.ts";
 import { newHeaders } from "../../services/lib/nats.ts";
 
 afterAll(() => shutdownTelemetry());
@@ -92,6 +93,69 @@ describe("telemetry configuration", () => {
   });
 });
 
+describe("LeanTracer sampling and marks", () => {
+  it("drops a dashboard mark the caller sent when the router does not pick the request", () => {
+    const exporter = new InMemorySpanExporter();
+    configureTelemetry({ enabled: true, spanSink: true, sinkTracesPerSecond: 0, otlpUrl: null, exporters: [exporter] });
+    const router = new ServiceTelemetry("hadis-router", null, "r1", "hadis.generate");
+    const h = newHeaders();
+    h.set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+    h.set("tracestate", "hadis=d,vendor=x");
+    const root = router.start("hadis.generate", { kind: SpanKind.SERVER }, router.extract(h));
+    expect(root.spanContext().traceState?.get("hadis")).toBeUndefined();
+    expect(root.spanContext().traceState?.get("vendor")).toBe("x");
+    root.end();
+  });
+
+  it("a new trace linked to sampled spans is sampled even when its root would not be", () => {
+    process.env.OTEL_TRACES_SAMPLER = "parentbased_traceidratio";
+    process.env.OTEL_TRACES_SAMPLER_ARG = "0";
+    try {
+      const exporter = new InMemorySpanExporter();
+      configureTelemetry({ enabled: true, spanSink: false, otlpUrl: null, exporters: [exporter] });
+      const worker = new ServiceTelemetry("hadis-worker", null);
+      expect(worker.start("lonely", {}).isRecording()).toBe(false);
+      const item = { traceId: "4bf92f3577b34da6a3ce929d0e0e4736", spanId: "00f067aa0ba902b7", traceFlags: 1, isRemote: true };
+      const batch = worker.start("batch m", { links: [{ context: item }] });
+      expect(batch.isRecording()).toBe(true);
+      batch.end();
+      expect(exporter.getFinishedSpans().map((s) => s.name)).toEqual(["batch m"]);
+    } finally {
+      delete process.env.OTEL_TRACES_SAMPLER;
+      delete process.env.OTEL_TRACES_SAMPLER_ARG;
+    }
+  });
+
+  it("an error with a numeric code still gives a string status (and encodes)", () => {
+    const exporter = new InMemorySpanExporter();
+    configureTelemetry({ enabled: true, spanSink: false, otlpUrl: null, exporters: [exporter] });
+    const span = new ServiceTelemetry("hadis-router", null).start("light m", {});
+    endWithError(span, Object.assign(new Error("maximum messages exceeded"), { code: 10077 }));
+    const [s] = exporter.getFinishedSpans();
+    expect(s.status).toEqual({ code: SpanStatusCode.ERROR, message: "10077" });
+    expect(s.attributes["hadis.error.code"]).toBe("10077");
+    expect(encodeTraceRequest([s]).length).toBeGreaterThan(0);
+  });
+
+  it("times spans on the wall clock, durations on the monotonic one", async () => {
+    const exporter = new InMemorySpanExporter();
+    configureTelemetry({ enabled: true, spanSink: false, otlpUrl: null, exporters: [exporter] });
+    const t = new ServiceTelemetry("hadis-router", null);
+    const before = Date.now();
+    const own = t.start("own", {});
+    const given = t.start("given", { startTime: Date.now() - 50 });
+    await new Promise((r) => setTimeout(r, 20));
+    own.end();
+    given.end();
+    const [a, b] = exporter.getFinishedSpans();
+    const ms = (h: [number, number]) => h[0] * 1e3 + h[1] / 1e6;
+    expect(Math.abs(ms(a.startTime) - before)).toBeLessThan(5);
+    expect(ms(a.duration)).toBeGreaterThanOrEqual(19);
+    expect(ms(a.duration)).toBeLessThan(200);
+    expect(ms(b.duration)).toBeGreaterThanOrEqual(68);
+  });
+});
+
 describe("LeanTracer spans as exporters read them", () => {
   it("times, parent, attributes, links, status and events", () => {
     const exporter = new InMemorySpanExporter();
@@ -152,6 +216,11 @@ describe("RatePicker (which requests' traces reach the dashboard)", () => {
     expect(picker.pick()).toBe(false);
     now += 1_000;
     expect(picker.pick()).toBe(true);
+  });
+
+  it("zero picks nothing", () => {
+    const picker = new RatePicker(0, () => 0);
+    expect(Array.from({ length: 5 }, () => picker.pick()).some(Boolean)).toBe(false);
   });
 
   it("Infinity picks every event", () => {

@@ -14,7 +14,7 @@ function fakeQueue(removable: boolean) {
   const published: { model: string; msgId: string; headers?: MsgHdrs }[] = [];
   return {
     published,
-    remove: async () => removable,
+    remove: async (_seq?: number) => removable,
     publish: async (model: string, _data: Uint8Array, msgId: string, headers?: MsgHdrs) => {
       published.push({ model, msgId, headers });
       return { seq: 100 + published.length, duplicate: false };
@@ -35,6 +35,8 @@ const item: WorkItem = {
   planEpoch: 3,
 };
 const plan = { epoch: 4 } as Plan;
+/** Each entry's "forget me" function, as the request's abort handler would call it. */
+const pendingOf = new Map<PendingItem, () => void>();
 
 function setup(removable: boolean, traced: boolean) {
   const exporter = new InMemorySpanExporter();
@@ -45,7 +47,7 @@ function setup(removable: boolean, traced: boolean) {
   const enqueued: PendingItem[] = [];
   const span = traced ? telemetry.start("light sd35-large-turbo", { kind: SpanKind.PRODUCER }) : undefined;
   const entry: PendingItem = { item: { ...item }, stage: "light", seq: 7, resolve: () => undefined, reject: () => undefined, ...(span ? { span } : {}) };
-  pending.wait(entry);
+  pendingOf.set(entry, pending.wait(entry));
   const move = createMover({ queue, pending, telemetry, log: createLogger("test", "error"), afterEnqueue: (e) => void enqueued.push(e) });
   return { exporter, queue, entry, move, enqueued, span };
 }
@@ -66,6 +68,21 @@ describe("moving a waiting item to the model that now plays its stage", () => {
     span!.end();
     const moved = exporter.getFinishedSpans()[0].events.find((e) => e.name === "moved");
     expect(moved?.attributes).toEqual({ "hadis.from": "sd35-large-turbo", "hadis.to": "sd35-medium", "hadis.plan_epoch": 4 });
+  });
+
+  it("a request that ended while the move was publishing has its new item removed", async () => {
+    const { queue, entry, move, enqueued } = setup(true, false);
+    const removed: number[] = [];
+    const publish = queue.publish;
+    queue.publish = async (...args) => {
+      entry.reject(new Error("deadline")); // the request ends meanwhile…
+      pendingOf.get(entry)!(); // …and forgets its entry
+      return publish(...args);
+    };
+    queue.remove = async (seq?: number) => (removed.push(seq ?? -1), true);
+    await move(entry, "sd35-medium", plan);
+    expect(removed).toEqual([7, 101]);
+    expect(enqueued).toEqual([]);
   });
 
   it("an untraced request's item moves without headers", async () => {
