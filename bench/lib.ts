@@ -1,4 +1,5 @@
-/** Helpers shared by the benchmarks: percentiles and result files. */
+/** Helpers shared by the benchmarks: the system under test, percentiles and result files. */
+import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -21,6 +22,23 @@ export function writeResult(name: string, data: unknown): string {
   const path = join(dir, `${name}.json`);
   writeFileSync(path, JSON.stringify(data, null, 2) + "\n");
   return path;
+}
+
+/**
+ * Starts the whole system in a child process (as `npm start` would) on zero-latency profile
+ * models and 16 workers. With the `static` policy (the default here) every request goes light
+ * and is judged, 1% escalated so the heavy path runs too; other policies ignore that
+ * configuration. `nodeArgs` go before the script (profiling flags); `wrap` runs node under
+ * another command (e.g. `taskset`).
+ */
+export function spawnZeroLatencySystem(natsUrl: string, opts: { policy?: string; env?: Record<string, string>; nodeArgs?: string[]; wrap?: string[] } = {}): ChildProcess {
+  const cli = fileURLToPath(new URL("../services/cli/main.ts", import.meta.url));
+  const args = [
+    ...(opts.nodeArgs ?? []), "--import", "tsx", cli, "serve", "all", "--nats", natsUrl, "--zero-latency", "--storage", "memory", "--workers", "16", "--policy", opts.policy ?? "static",
+    "--static-config", JSON.stringify({ light: "sd35-large-turbo", heavy: "sd35-medium", routerThreshold: 0, discThreshold: 0.01, lightBatchSize: 8, heavyBatchSize: 8 }),
+  ];
+  const [command, ...pre] = opts.wrap?.length ? [...opts.wrap, process.execPath] : [process.execPath];
+  return spawn(command, [...pre, ...args], { stdio: ["ignore", "inherit", "inherit"], env: { ...process.env, HADIS_LOG: "warn", ...opts.env } });
 }
 
 /** Rounds for printing. */

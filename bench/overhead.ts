@@ -6,12 +6,10 @@
  *
  * The system runs in a child process (as `npm start` would), the load here; one nats-server.
  */
-import { spawn } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import { startNatsServer } from "../services/lib/nats-server.ts";
 import { connectNats, type NatsConnection } from "../services/lib/nats.ts";
 import { HadisClient } from "../services/lib/client.ts";
-import { closedLoop, median, percentile, r2, writeResult } from "./lib.ts";
+import { closedLoop, median, percentile, r2, spawnZeroLatencySystem, writeResult } from "./lib.ts";
 
 const args = new Map(process.argv.slice(2).map((a, i, all) => [a, all[i + 1]]));
 const seconds = Number(args.get("--seconds") ?? 10);
@@ -59,24 +57,11 @@ async function openLoop(label: string, rate: number, durS: number, call: () => P
 
 async function main() {
   const server = await startNatsServer();
-  const cli = fileURLToPath(new URL("../services/cli/main.ts", import.meta.url));
-  // All requests go light and are judged; 1% are escalated, so the heavy path is exercised too.
-  const system = spawn(process.execPath, [
-    "--import", "tsx", cli, "serve", "all", "--nats", server.url, "--zero-latency", "--storage", "memory", "--workers", "16",
-    "--static-config", JSON.stringify({ light: "sd35-large-turbo", heavy: "sd35-medium", routerThreshold: 0, discThreshold: 0.01, lightBatchSize: 8, heavyBatchSize: 8 }),
-  ], { stdio: ["ignore", "inherit", "inherit"], env: { ...process.env, HADIS_LOG: "warn" } });
+  // The HADIS planner (as the README's figures were measured), not the static plan.
+  const system = spawnZeroLatencySystem(server.url, { policy: "hadis" });
   const nc: NatsConnection = await connectNats(server.url, "bench");
   const client = new HadisClient(nc);
-  // Wait for the system to serve.
-  for (let i = 0; ; i++) {
-    try {
-      await client.generate({ prompt: "warm up", deadlineMs: 5_000 }, { timeoutMs: 2_000 });
-      break;
-    } catch {
-      if (i > 100) throw new Error("system did not come up");
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  }
+  await client.waitUntilServing(30_000, 2_000);
   const echo = nc.subscribe("bench.echo", { callback: (_e, m) => void m.respond(m.data) });
   const payload = new Uint8Array(160);
   const rawCall = () => nc.request("bench.echo", payload, { timeout: 5_000 });

@@ -14,12 +14,11 @@
  *                                      [--cpu-prof DIR]   (V8 CPU profiles of the services process under DIR/<mode>/)
  *                                      [--pin]            (services on the last core; start this under `taskset -c 0`)
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { fileURLToPath } from "node:url";
 import { startNatsServer } from "../services/lib/nats-server.ts";
 import { connectNats, type NatsConnection } from "../services/lib/nats.ts";
 import { HadisClient } from "../services/lib/client.ts";
@@ -27,7 +26,7 @@ import { configureTelemetry, ServiceTelemetry, spanSinkSubject, SpanKind } from 
 import { encodeTraceRequest } from "../services/lib/otlp-proto.ts";
 import { JsonTraceSerializer, ProtobufTraceSerializer } from "@opentelemetry/otlp-transformer";
 import { InMemorySpanExporter, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
-import { closedLoop, median, percentile, r2, writeResult } from "./lib.ts";
+import { closedLoop, median, percentile, r2, spawnZeroLatencySystem, writeResult } from "./lib.ts";
 
 const args = new Map(process.argv.slice(2).map((a, i, all) => [a, all[i + 1]]));
 const seconds = Number(args.get("--seconds") ?? 6);
@@ -95,29 +94,12 @@ function cpuMs(pid: number): number {
 
 
 function startSystemProcess(url: string, mode: Mode): ChildProcess {
-  const cli = fileURLToPath(new URL("../services/cli/main.ts", import.meta.url));
-  const profile = cpuProfDir ? ["--cpu-prof", "--cpu-prof-dir", `${cpuProfDir}/${mode.key}`] : [];
-  // --pin: the services on the last core, this process and nats-server on the others.
-  const [command, pre] = pin ? ["taskset", ["-c", String(availableParallelism() - 1), process.execPath]] : [process.execPath, []];
-  return spawn(command, [
-    ...pre, ...profile, "--import", "tsx", cli, "serve", "all", "--nats", url, "--zero-latency", "--storage", "memory", "--workers", "16", "--policy", "static",
-    "--static-config", JSON.stringify({ light: "sd35-large-turbo", heavy: "sd35-medium", routerThreshold: 0, discThreshold: 0.01, lightBatchSize: 8, heavyBatchSize: 8 }),
-  ], {
-    stdio: ["ignore", "inherit", "inherit"],
-    env: { ...process.env, HADIS_LOG: "warn", OTEL_EXPORTER_OTLP_ENDPOINT: "", ...mode.env },
+  return spawnZeroLatencySystem(url, {
+    env: { OTEL_EXPORTER_OTLP_ENDPOINT: "", ...mode.env },
+    nodeArgs: cpuProfDir ? ["--cpu-prof", "--cpu-prof-dir", `${cpuProfDir}/${mode.key}`] : [],
+    // --pin: the services on the last core, this process and nats-server on the others.
+    wrap: pin ? ["taskset", "-c", String(availableParallelism() - 1)] : [],
   });
-}
-
-async function waitUntilServing(client: HadisClient): Promise<void> {
-  for (let i = 0; ; i++) {
-    try {
-      await client.generate({ prompt: "warm up", deadlineMs: 5_000 }, { timeoutMs: 2_000 });
-      return;
-    } catch {
-      if (i > 150) throw new Error("system did not come up");
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  }
 }
 
 async function round(url: string, nc: NatsConnection, mode: Mode, otlpBytes: () => number): Promise<Run> {
@@ -133,7 +115,7 @@ async function round(url: string, nc: NatsConnection, mode: Mode, otlpBytes: () 
     },
   });
   try {
-    await waitUntilServing(client);
+    await client.waitUntilServing(30_000, 2_000);
     let i = 0;
     const call = () => client.generate({ prompt: `a photo of object ${i++ % 5000}`, deadlineMs: 30_000 });
     await closedLoop(50, 2, call); // warm-up

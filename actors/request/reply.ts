@@ -28,3 +28,18 @@ export function buildReply(outcome: RequestOutcome, requestId: string, seed: num
     timings: outcome.timings,
   };
 }
+
+/** How an answered request counts: served with an image, in the SLO's denominator, violating it. */
+export interface SloOutcome {
+  served: boolean;
+  /** Accepted requests only (bad input refused at the edge counts in no SLO). */
+  answered: boolean;
+  /** Failed, or served after the SLO. */
+  violated: boolean;
+}
+
+/** The SLO count of a request that ended with `reply` (null: an error) after being `accepted` or not. */
+export function sloOutcome(reply: GenerateReply | null, accepted: boolean, sloMs: number): SloOutcome {
+  if (reply) return { served: true, answered: true, violated: reply.timings.totalMs > sloMs };
+  return { served: false, answered: accepted, violated: accepted };
+}

@@ -7,10 +7,8 @@ import { basename } from "node:path";
 import type { PromptAnalysis, PromptAnalyzer } from "../../actors/analyzer/analyzer.ts";
 import { ProfileJudge } from "../../actors/judge/profile-judge.ts";
 import { AnalyzerScorer, liveThreshold } from "../../actors/routing/analyzer-scorer.ts";
-import { simulate, type SimResult } from "../../actors/sim/simulator.ts";
+import { simulate, type SimConfig, type SimResult } from "../../actors/sim/simulator.ts";
 import { fidLookupFromProfiles, scoreRun } from "../../actors/sim/scoring.ts";
-import type { ProfileSet } from "../../actors/profile/profile-set.ts";
-import type { Arrival } from "../../actors/profile/reference.ts";
 import { loadPromptAnalyzer } from "../lib/analyzer-files.ts";
 import { createInlineHighsSolver } from "../lib/highs-solver.ts";
 import { loadProfiles } from "../lib/profiles.ts";
@@ -29,38 +27,23 @@ export function memoizedAnalyzer(analyzer: PromptAnalyzer = loadPromptAnalyzer()
   };
 }
 
-/** Inputs of one simulated policy run with the live defaults. */
-export interface SimRunInput {
+/** Inputs of one simulated policy run with the live defaults (the rest of `SimConfig` is derived). */
+export type SimRunInput = Pick<SimConfig, "profiles" | "arrivals" | "prompts" | "workers" | "sloMs" | "timeScale" | "seed" | "purgeFinished"> & {
   policy: string;
-  profiles: ProfileSet;
   analyzer: PromptAnalyzer;
-  arrivals: readonly Arrival[];
-  prompts: readonly string[];
-  workers: number;
-  sloMs: number;
-  timeScale: number;
-  seed: number;
-  /** Work of finished requests leaves the queues, as live (default); false = the old what-if. */
-  purgeFinished?: boolean;
-}
+};
 
 /** Simulates one policy with a fresh router threshold, judge and solver. */
 export async function runSimulation(input: SimRunInput): Promise<SimResult> {
   const solver = await createInlineHighsSolver();
+  const { policy, analyzer, ...given } = input;
   return simulate({
-    policyName: input.policy,
-    profiles: input.profiles,
+    ...given,
+    policyName: policy,
     solve: (lp, o) => solver.solve(lp, o),
-    scorer: new AnalyzerScorer(input.analyzer),
-    threshold: liveThreshold(input.analyzer, input.profiles.reference.prompts),
+    scorer: new AnalyzerScorer(analyzer),
+    threshold: liveThreshold(analyzer, input.profiles.reference.prompts),
     judge: new ProfileJudge(input.profiles, { latencyMs: 0, sleep: async () => undefined }),
-    arrivals: input.arrivals,
-    prompts: input.prompts,
-    workers: input.workers,
-    sloMs: input.sloMs,
-    timeScale: input.timeScale,
-    seed: input.seed,
-    purgeFinished: input.purgeFinished,
     judgeLatencyMs: input.profiles.pool.judge.latencyMs * input.timeScale,
   });
 }

@@ -43,4 +43,21 @@ export class HadisClient {
     }
     return readGenerateReply(msg);
   }
+
+  /**
+   * Resolves once the system answers a request (a start, a restart, a fail-over), retrying
+   * every 200 ms; rejects with the last error after `timeoutMs`.
+   */
+  async waitUntilServing(timeoutMs = 30_000, attemptMs = 6_000): Promise<void> {
+    const end = Date.now() + timeoutMs;
+    for (;;) {
+      try {
+        await this.generate({ prompt: "warm up", deadlineMs: 5_000 }, { timeoutMs: attemptMs });
+        return;
+      } catch (err) {
+        if (Date.now() > end) throw new Error(`no reply within ${timeoutMs} ms: ${(err as Error).message}`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+  }
 }

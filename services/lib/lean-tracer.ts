@@ -41,7 +41,7 @@ const INVALID_TRACE_ID = "0".repeat(32);
 const INVALID_SPAN_ID = "0".repeat(16);
 
 /** `bytes` random bytes as lower-case hex, never all zeros (W3C: an all-zero id is invalid). */
-export function randomHexId(bytes: 8 | 16): string {
+function randomHexId(bytes: 8 | 16): string {
   if (poolAt + bytes > pool.length) {
     randomFillSync(pool);
     poolAt = 0;
@@ -65,7 +65,7 @@ let anchorWall = Date.now();
 let anchorPerf = performance.now();
 
 /** Epoch milliseconds now (fractional). */
-export function nowMs(): number {
+function nowMs(): number {
   const p = performance.now();
   if (p - anchorPerf > 1_000) {
     anchorWall = Date.now();
@@ -79,7 +79,7 @@ export function nowMs(): number {
  * `performance.now()` readings; the SDK's cut, this process's start, misreads an epoch time from
  * another host that predates it (an item enqueued before this worker started).
  */
-export function epochMs(t: TimeInput | undefined): number {
+function epochMs(t: TimeInput | undefined): number {
   if (t === undefined) return nowMs();
   if (typeof t === "number") return t < 1e12 ? anchorWall + (t - anchorPerf) : t;
   if (t instanceof Date) return t.getTime();
@@ -87,7 +87,7 @@ export function epochMs(t: TimeInput | undefined): number {
 }
 
 /** Milliseconds as an OpenTelemetry `HrTime` ([seconds, nanoseconds]). */
-export function hrTime(ms: number): HrTime {
+function hrTime(ms: number): HrTime {
   const s = Math.floor(ms / 1e3);
   return [s, Math.min(999_999_999, Math.round((ms - s * 1e3) * 1e6))];
 }

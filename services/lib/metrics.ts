@@ -6,6 +6,7 @@
 import { createServer, type Server } from "node:http";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { GenerateReply, Plan, WorkerHeartbeat } from "../../contracts/messages.ts";
+import { sloOutcome } from "../../actors/request/reply.ts";
 
 /** The process registry every HADIS metric lives in. */
 export const registry = new Registry();
@@ -109,10 +110,8 @@ export function recordRequest(reply: GenerateReply | null, outcome: string, sloM
     if (reply.score !== undefined) stageDuration.observe({ stage: "judge" }, t.judgeMs / 1e3);
     if (reply.models.heavy) stageDuration.observe({ stage: "heavy" }, t.heavyMs / 1e3);
     stageDuration.observe({ stage: "total" }, t.totalMs / 1e3);
-    if (t.totalMs > sloMs) sloViolations.inc();
-  } else if (accepted) {
-    sloViolations.inc();
   }
+  if (sloOutcome(reply, accepted, sloMs).violated) sloViolations.inc();
 }
 
 /** Records a batch a worker ran. */

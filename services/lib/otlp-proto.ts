@@ -200,7 +200,7 @@ function span(w: Writer, s: ReadableSpan): void {
   for (const l of s.links) link(w, l);
   if (s.droppedLinksCount) w.uint(14, s.droppedLinksCount);
   w.open(15);
-  if (s.status.message) w.string(2, String(s.status.message));
+  if (s.status.message) w.string(2, s.status.message);
   if (s.status.code) w.uint(3, s.status.code);
   w.close();
   w.fixed32(16, flagsOf(s.parentSpanContext, ctx.traceFlags));

@@ -18,7 +18,7 @@
  * sink forwards the spans of marked traces only. Exporters (OTLP, tests) get every span.
  */
 import { subjects as buildSubjects, Headers } from "../../contracts/subjects.ts";
-import { context as otelContext, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Link, type Span, type SpanContext, type SpanOptions } from "@opentelemetry/api";
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Link, type Span, type SpanContext, type SpanOptions } from "@opentelemetry/api";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import {
@@ -106,13 +106,13 @@ let state: State | null = null;
 export const REQUEST_SPAN = "hadis.generate";
 
 /** Requests a second whose traces reach the local dashboard by default. */
-export const DEFAULT_SINK_TRACES_PER_SECOND = 20;
+const DEFAULT_SINK_TRACES_PER_SECOND = 20;
 
 /** The `tracestate` member that marks a trace for the local span sink. */
 const SINK_MARK = { key: "hadis", value: "d" } as const;
 
 /** True when the span belongs to a trace marked for the local span sink. */
-export function markedForSink(span: ReadableSpan): boolean {
+function markedForSink(span: ReadableSpan): boolean {
   return span.spanContext().traceState?.get(SINK_MARK.key) === SINK_MARK.value;
 }
 
@@ -134,7 +134,7 @@ export function otlpUrlFromEnv(): string | null {
 export type OtlpProtocol = "http/protobuf" | "http/json";
 
 /** The OTLP encoding from `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` / `OTEL_EXPORTER_OTLP_PROTOCOL` (gRPC is not offered: protobuf). */
-export function otlpProtocolFromEnv(): OtlpProtocol {
+function otlpProtocolFromEnv(): OtlpProtocol {
   const name = envFlag("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") ?? envFlag("OTEL_EXPORTER_OTLP_PROTOCOL");
   return name === "http/json" ? "http/json" : "http/protobuf";
 }
@@ -436,5 +436,3 @@ export function endWithError(span: Span, err: unknown): void {
   span.end();
 }
 
-/** The active context (for callers that use the global context manager). */
-export const activeContext = () => otelContext.active();

@@ -9,7 +9,7 @@ import { encode, parseRaw, validate, type Encoding } from "../../contracts/envel
 import { GenerateRequestSchema, MAX_PROMPT_CHARS, PROTOCOL_VERSION, type GenerateReply, type Plan, type RouterStats } from "../../contracts/messages.ts";
 import { QueueGroups, ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import { RequestMachine } from "../../actors/request/request-machine.ts";
-import { buildReply } from "../../actors/request/reply.ts";
+import { buildReply, sloOutcome, type SloOutcome } from "../../actors/request/reply.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
 import type { Logger } from "../lib/log.ts";
 import { newInbox, openResultsBucket, replyError, replyWith, requestEncoding, startService, type NatsConnection, type ServiceMsg, type WorkQueue } from "../lib/nats.ts";
@@ -96,6 +96,11 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   const counters = { received: 0, replied: 0, errors: 0, refused: 0, inFlight: 0, arrivalsSinceReport: 0 };
   /** Outcomes since the last load report (the dashboard's served and SLO series). */
   const outcomes = { served: 0, answered: 0, violations: 0 };
+  const tally = (o: SloOutcome) => {
+    outcomes.served += Number(o.served);
+    outcomes.answered += Number(o.answered);
+    outcomes.violations += Number(o.violated);
+  };
   const errorsByCode: Record<string, number> = {};
   const inFlight = new Set<Promise<unknown>>();
   let accepting = true;
@@ -155,19 +160,14 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       replyWith(msg, reply, encoding);
       replySpan?.end();
       counters.replied++;
-      outcomes.served++;
-      outcomes.answered++;
-      if (reply.timings.totalMs > sloMs()) outcomes.violations++;
+      tally(sloOutcome(reply, true, sloMs()));
       traces.finish(root, serving.requestId, reply, null, sloMs(), true);
     } catch (err) {
       counters.errors++;
       const code = asHadisError(err).code;
       errorsByCode[code] = (errorsByCode[code] ?? 0) + 1;
       replyError(msg, err, encoding);
-      if (serving.accepted) {
-        outcomes.answered++;
-        outcomes.violations++;
-      }
+      tally(sloOutcome(null, serving.accepted, sloMs()));
       traces.finish(root, serving.requestId, null, err, sloMs(), serving.accepted);
     }
   }

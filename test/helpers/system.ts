@@ -14,11 +14,10 @@ export interface TestSystem {
   stop(): Promise<void>;
 }
 
-/** Starts everything; waits until the first plan assigns every worker. */
-export async function startTestSystem(opts: Partial<SystemOptions> = {}): Promise<TestSystem> {
-  const server = await startNatsServer();
+/** The services of a test: 4 fast workers, fixed routes, in-memory queues, quiet logs; `opts` override. */
+export async function startTestServices(natsUrl: string, opts: Partial<SystemOptions> = {}): Promise<RunningSystem> {
   const system = await startSystem({
-    natsUrl: server.url,
+    natsUrl,
     workers: 4,
     timeScale: 0.001,
     tickMs: 500,
@@ -29,7 +28,7 @@ export async function startTestSystem(opts: Partial<SystemOptions> = {}): Promis
     log: createLogger("test", (process.env.HADIS_LOG as "info") ?? "error"),
     ...opts,
   });
-  const nc = await connectNats(server.url, "test-client");
+  // Wait (up to 10 s) until the first plan assigns every worker and they all serve.
   const want = opts.workers ?? 4;
   const deadline = Date.now() + 10_000;
   while (Date.now() < deadline) {
@@ -38,6 +37,14 @@ export async function startTestSystem(opts: Partial<SystemOptions> = {}): Promis
     if (plan && Object.keys(plan.assignment).length >= want && ready >= want) break;
     await new Promise((r) => setTimeout(r, 50));
   }
+  return system;
+}
+
+/** Starts everything; waits until the first plan assigns every worker. */
+export async function startTestSystem(opts: Partial<SystemOptions> = {}): Promise<TestSystem> {
+  const server = await startNatsServer();
+  const system = await startTestServices(server.url, opts);
+  const nc = await connectNats(server.url, "test-client");
   return {
     server,
     system,

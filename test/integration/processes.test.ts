@@ -37,14 +37,7 @@ afterAll(async () => {
 describe("services as separate processes", () => {
   it("serve requests end to end", async () => {
     const client = new HadisClient(nc);
-    await waitFor(async () => {
-      try {
-        await client.generate({ prompt: "a red bicycle", deadlineMs: 5_000 }, { timeoutMs: 6_000 });
-        return true;
-      } catch {
-        return false;
-      }
-    }, 40_000, "first reply");
+    await client.waitUntilServing(40_000);
     const replies = await Promise.all(Array.from({ length: 20 }, (_, i) => client.generate({ prompt: `a boat ${i}`, deadlineMs: 20_000 })));
     expect(replies.map((r) => r.planEpoch).every((e) => e >= 1)).toBe(true);
   }, 60_000);

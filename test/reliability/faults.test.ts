@@ -40,14 +40,7 @@ async function planFromKv(): Promise<Plan> {
 }
 
 async function ready() {
-  await waitFor(async () => {
-    try {
-      await client.generate({ prompt: "warm up", deadlineMs: 5_000 }, { timeoutMs: 6_000 });
-      return true;
-    } catch {
-      return false;
-    }
-  }, 60_000, "system ready");
+  await client.waitUntilServing(60_000);
 }
 
 beforeAll(async () => {

@@ -15,8 +15,8 @@ import { findNatsServer, startNatsServer } from "../../services/lib/nats-server.
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
 import { HadisClient } from "../../services/lib/client.ts";
-import { startSystem, type RunningSystem } from "../../services/system.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import type { RunningSystem } from "../../services/system.ts";
+import { pingServices, startTestServices } from "../helpers/system.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 import { ServiceNames } from "../../contracts/subjects.ts";
 
@@ -47,21 +47,7 @@ async function refused(violations: PermissionViolationError[], operation: "publi
 
 beforeAll(async () => {
   secure = await startSecureServer();
-  system = await startSystem({
-    natsUrl: secure.server.url,
-    credentials: (kind) => secure.serviceCredentials(kind),
-    workers: 4,
-    timeScale: 0.001,
-    tickMs: 500,
-    policy: "static",
-    scorer: "reference",
-    workQueue: { storage: "memory", ackWaitMs: 2_000 },
-    log: createLogger("test", (process.env.HADIS_LOG as "info") ?? "error"),
-  });
-  const end = Date.now() + 10_000;
-  while (Date.now() < end && !(system.workers?.agents.every((a) => a.status("x").state === "serving") && system.manager?.plans.current)) {
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  system = await startTestServices(secure.server.url, { credentials: (kind) => secure.serviceCredentials(kind) });
 });
 
 afterAll(async () => {
@@ -88,15 +74,9 @@ describe("per-role permissions", () => {
 
   it("an observer sees every service on $SRV.PING; a client cannot ask", async () => {
     const { nc } = await as("observer");
-    const seen = new Set<string>();
-    const inbox = `_INBOX.ping.${Date.now()}`;
-    const sub = nc.subscribe(inbox, { callback: (_e, m) => void seen.add(JSON.parse(new TextDecoder().decode(m.data)).name) });
-    nc.publish("$SRV.PING", new Uint8Array(), { reply: inbox });
-    await new Promise((r) => setTimeout(r, 500));
-    sub.unsubscribe();
-    expect([...seen].sort()).toEqual(Object.values(ServiceNames).sort());
+    expect(await pingServices(nc)).toEqual(Object.values(ServiceNames).sort());
     const c = await as("client");
-    c.nc.publish("$SRV.PING", new Uint8Array(), { reply: inbox });
+    c.nc.publish("$SRV.PING", new Uint8Array(), { reply: `_INBOX.ping.${Date.now()}` });
     await refused(c.violations, "publish", "$SRV.PING");
   });
 
