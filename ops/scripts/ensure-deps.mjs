@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Installs what `npm start` and `npm test` need on a fresh machine: npm packages (when
 // node_modules is missing or older than the lock) and Debian's nats-server (when missing and
-// running as root); otherwise says exactly what to run. Uses only Node built-ins.
+// running as root), and for the tests (`--test`) Debian's chromium; otherwise says exactly what
+// to run. Uses only Node built-ins.
 import { spawnSync } from "node:child_process";
 import { existsSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -39,4 +40,15 @@ if (!haveNats()) {
     say("(or download a release binary and set NATS_SERVER_BIN=/path/to/nats-server)");
     process.exit(1);
   }
+}
+
+// 3. For the tests (`--test`): Debian's chromium, which the dashboard's browser test drives.
+if (process.argv.includes("--test") && !existsSync("/usr/bin/chromium")) {
+  const isRoot = typeof process.getuid === "function" && process.getuid() === 0;
+  if (isRoot && existsSync("/usr/bin/apt-get")) {
+    say("installing chromium for the browser test (apt-get install -y chromium)…");
+    run("apt-get", ["update", "-qq"]);
+    run("apt-get", ["install", "-y", "-qq", "chromium"], { DEBIAN_FRONTEND: "noninteractive" });
+  }
+  if (!existsSync("/usr/bin/chromium")) say("the dashboard's browser test needs Debian's chromium:  sudo apt-get install -y chromium");
 }
