@@ -213,6 +213,12 @@ export interface LeanTracerOptions {
   parentBased: boolean;
   processor: SpanProcessor;
   mark?: RootMark;
+  /**
+   * Record only the spans of traces whose `tracestate` carries this member (when the only
+   * consumer of spans is the dashboard's sink, which takes nothing else): the others are
+   * non-recording, so a service neither builds nor propagates them.
+   */
+  recordOnly?: { key: string; value: string };
 }
 
 /** The tracer. */
@@ -267,6 +273,8 @@ export class LeanTracer implements Tracer {
       if (sampled && mark.pick()) traceState = (traceState ?? createTraceState()).set(mark.key, mark.value);
       else if (traceState?.get(mark.key) !== undefined) traceState = traceState.unset(mark.key);
     }
+    const only = this.opts.recordOnly;
+    if (only && recording && traceState?.get(only.key) !== only.value) recording = false;
     const spanContext: SpanContext = { traceId, spanId, traceFlags: sampled ? TraceFlags.SAMPLED : TraceFlags.NONE, ...(traceState ? { traceState } : {}) };
     if (!recording) return trace.wrapSpanContext(spanContext);
     const given = options.startTime;

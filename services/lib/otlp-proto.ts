@@ -1,16 +1,20 @@
 /**
- * OTLP/HTTP protobuf export of finished spans, encoded straight from the spans into one buffer.
- * The OpenTelemetry exporter first converts every span into a tree of plain objects and then
- * hands that to protobufjs: at a thousand requests a second that conversion and its garbage cost
- * more CPU than the rest of tracing. This writes the same `ExportTraceServiceRequest` (the tests
- * decode both with the OTLP schema and compare) and sends it with the exporter's own HTTP
- * transport, retries and `OTEL_EXPORTER_OTLP_*` configuration.
+ * OTLP/HTTP protobuf export of finished spans, each encoded when it ends. The OpenTelemetry
+ * exporter keeps spans until a batch is due, then converts every one into a tree of plain objects
+ * and hands that to protobufjs: at a thousand requests a second that conversion, and the garbage
+ * of spans held long enough to be promoted, cost more CPU than the rest of tracing. This writes
+ * the same `ExportTraceServiceRequest` (the tests decode both with the OTLP schema and compare),
+ * span by span into per-service buffers, and sends it with the exporter's own HTTP transport,
+ * retries and `OTEL_EXPORTER_OTLP_*` configuration.
  */
-import type { Attributes, AttributeValue, HrTime, Link, SpanContext } from "@opentelemetry/api";
+import { TraceFlags, type Attributes, type AttributeValue, type Link, type SpanContext } from "@opentelemetry/api";
+import { ExportResultCode, type ExportResult, type InstrumentationScope } from "@opentelemetry/core";
+import type { Resource } from "@opentelemetry/resources";
 import { OTLPExporterBase } from "@opentelemetry/otlp-exporter-base";
 import { convertLegacyHttpOptions, createOtlpHttpExportDelegate } from "@opentelemetry/otlp-exporter-base/node-http";
 import { ProtobufTraceSerializer, type ISerializer, type IExportTraceServiceResponse } from "@opentelemetry/otlp-transformer";
-import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
+import type { ReadableSpan, SpanProcessor } from "@opentelemetry/sdk-trace-base";
+import { LeanSpan } from "./lean-tracer.ts";
 
 const VARINT = 0;
 const FIXED64 = 1;
@@ -31,6 +35,15 @@ class Writer {
 
   constructor(capacity: number) {
     this.buf = Buffer.allocUnsafe(Math.max(1_024, capacity));
+  }
+
+  get length(): number {
+    return this.pos;
+  }
+
+  /** Empties the writer, keeping its buffer. */
+  reset(): void {
+    this.pos = 0;
   }
 
   private room(n: number): void {
@@ -81,13 +94,48 @@ class Writer {
     this.pos = this.buf.writeUInt32LE(v >>> 0, this.pos);
   }
 
-  /** An OpenTelemetry time as fixed64 nanoseconds since the epoch. */
-  time(field: number, t: HrTime): void {
+  /**
+   * A time as fixed64 nanoseconds since the epoch, from whole seconds and nanoseconds, in two
+   * 32-bit halves without BigInt: s·1e9 = (s·1953125)·2^9, and s·1953125 is exact below 2^53.
+   */
+  time(field: number, seconds: number, nanos: number): void {
     this.tag(field, FIXED64);
-    this.pos = this.buf.writeBigUInt64LE(BigInt(t[0]) * 1_000_000_000n + BigInt(t[1]), this.pos);
+    const x = seconds * 1_953_125;
+    let hi = Math.floor(x / 0x800000);
+    let lo = (x - hi * 0x800000) * 512 + nanos;
+    if (lo >= 0x100000000) {
+      hi += Math.floor(lo / 0x100000000);
+      lo %= 0x100000000;
+    }
+    this.pos = this.buf.writeUInt32LE(lo, this.pos);
+    this.pos = this.buf.writeUInt32LE(hi, this.pos);
+  }
+
+  /** A time given as epoch milliseconds (fractional, as our spans keep them). */
+  timeMs(field: number, ms: number): void {
+    const seconds = Math.floor(ms / 1e3);
+    this.time(field, seconds, Math.min(999_999_999, Math.round((ms - seconds * 1e3) * 1e6)));
   }
 
   string(field: number, s: string): void {
+    // Short ASCII (names, keys, ids, models) is copied byte by byte: cheaper than a native call.
+    if (s.length < 0x80) {
+      this.room(3 + s.length);
+      const at = this.pos;
+      this.raw(field * 8 + BYTES);
+      const lengthAt = this.pos++;
+      let i = 0;
+      for (; i < s.length; i++) {
+        const c = s.charCodeAt(i);
+        if (c >= 0x80) break;
+        this.buf[this.pos++] = c;
+      }
+      if (i === s.length) {
+        this.buf[lengthAt] = s.length;
+        return;
+      }
+      this.pos = at;
+    }
     const n = Buffer.byteLength(s);
     this.tag(field, BYTES);
     this.raw(n);
@@ -106,6 +154,11 @@ class Writer {
   bytes(field: number, b: Uint8Array): void {
     this.tag(field, BYTES);
     this.raw(b.length);
+    this.append(b);
+  }
+
+  /** Bytes as they are (an encoded field or fields). */
+  append(b: Uint8Array): void {
     this.room(b.length);
     this.buf.set(b, this.pos);
     this.pos += b.length;
@@ -132,6 +185,11 @@ class Writer {
     this.pos = end;
   }
 
+  /** The bytes written so far (a view: valid until the next write or reset). */
+  view(): Uint8Array {
+    return this.buf.subarray(0, this.pos);
+  }
+
   finish(): Uint8Array {
     return new Uint8Array(this.buf.subarray(0, this.pos));
   }
@@ -151,10 +209,24 @@ function anyValue(w: Writer, field: number, v: AttributeValue | null | undefined
   w.close();
 }
 
+/** Attribute keys as encoded fields (tag, length, UTF-8): our spans use a few dozen, over and over. */
+const keyFields = new Map<string, Uint8Array>();
+
+function keyField(key: string): Uint8Array {
+  let field = keyFields.get(key);
+  if (!field) {
+    const w = new Writer(key.length + 8);
+    w.string(1, key);
+    field = w.finish();
+    if (keyFields.size < 1_024) keyFields.set(key, field);
+  }
+  return field;
+}
+
 function attributes(w: Writer, field: number, attrs: Attributes): void {
   for (const key in attrs) {
     w.open(field);
-    w.string(1, key);
+    w.append(keyField(key));
     anyValue(w, 2, attrs[key]);
     w.close();
   }
@@ -184,13 +256,18 @@ function span(w: Writer, s: ReadableSpan): void {
   if (s.parentSpanContext?.spanId) w.hex(4, s.parentSpanContext.spanId);
   w.string(5, s.name);
   w.uint(6, s.kind + 1); // OTLP's SpanKind counts UNSPECIFIED as 0
-  w.time(7, s.startTime);
-  w.time(8, s.endTime);
+  if (s instanceof LeanSpan) {
+    w.timeMs(7, s.startMs);
+    w.timeMs(8, s.endMs);
+  } else {
+    w.time(7, s.startTime[0], s.startTime[1]);
+    w.time(8, s.endTime[0], s.endTime[1]);
+  }
   attributes(w, 9, s.attributes);
   if (s.droppedAttributesCount) w.uint(10, s.droppedAttributesCount);
   for (const e of s.events) {
     w.open(11);
-    w.time(1, e.time);
+    w.time(1, e.time[0], e.time[1]);
     w.string(2, e.name);
     if (e.attributes) attributes(w, 3, e.attributes);
     if (e.droppedAttributesCount) w.uint(4, e.droppedAttributesCount);
@@ -207,49 +284,174 @@ function span(w: Writer, s: ReadableSpan): void {
   w.close();
 }
 
-/** Encodes spans as an OTLP `ExportTraceServiceRequest`, grouped by resource and scope. */
-export function encodeTraceRequest(spans: readonly ReadableSpan[]): Uint8Array {
-  const byResource = new Map<ReadableSpan["resource"], Map<string, ReadableSpan[]>>();
-  for (const s of spans) {
-    let scopes = byResource.get(s.resource);
-    if (!scopes) byResource.set(s.resource, (scopes = new Map()));
-    const scope = s.instrumentationScope;
-    const key = `${scope.name}@${scope.version ?? ""}:${scope.schemaUrl ?? ""}`;
-    const list = scopes.get(key);
-    list ? list.push(s) : scopes.set(key, [s]);
-  }
-  const w = new Writer(spans.length * 320);
-  for (const [resource, scopes] of byResource) {
-    w.open(1);
-    w.open(1);
-    attributes(w, 1, resource.attributes);
-    w.close();
-    for (const list of scopes.values()) {
-      const scope = list[0].instrumentationScope;
-      w.open(2);
-      w.open(1);
-      w.string(1, scope.name);
-      if (scope.version) w.string(2, scope.version);
-      w.close();
-      for (const s of list) span(w, s);
-      if (scope.schemaUrl) w.string(3, scope.schemaUrl);
-      w.close();
-    }
-    if (resource.schemaUrl) w.string(3, resource.schemaUrl);
-    w.close();
-  }
-  return w.finish();
+/** One resource and scope's spans, encoded as they come (each a `ScopeSpans.spans` field). */
+interface Group {
+  resource: Resource;
+  scope: InstrumentationScope;
+  spans: Writer;
 }
 
-/** The serializer the exporter calls: our encoder out, the OTLP library's decoder for responses. */
-const serializer: ISerializer<ReadableSpan[], IExportTraceServiceResponse> = {
-  serializeRequest: (spans) => encodeTraceRequest(spans),
+/** Scopes are grouped by name, version and schema (as the OpenTelemetry serializer does), the key kept per scope object. */
+const scopeKeys = new WeakMap<InstrumentationScope, string>();
+
+/**
+ * Builds `ExportTraceServiceRequest`s span by span: each span is encoded when it is added, into
+ * its resource and scope's group, so nothing holds the span afterwards; `take` wraps the groups
+ * in their resource and scope messages and starts over.
+ */
+export class TraceRequestBuilder {
+  private readonly groups = new Map<Resource, Map<string, Group>>();
+  /** Spans added since the last `take`. */
+  count = 0;
+
+  add(s: ReadableSpan): void {
+    let scopes = this.groups.get(s.resource);
+    if (!scopes) this.groups.set(s.resource, (scopes = new Map()));
+    const scope = s.instrumentationScope;
+    let key = scopeKeys.get(scope);
+    if (key === undefined) scopeKeys.set(scope, (key = `${scope.name}@${scope.version ?? ""}:${scope.schemaUrl ?? ""}`));
+    let group = scopes.get(key);
+    if (!group) scopes.set(key, (group = { resource: s.resource, scope, spans: new Writer(16_384) }));
+    span(group.spans, s);
+    this.count++;
+  }
+
+  /** The request of the spans added since the last call (grouped in order of first appearance). */
+  take(): Uint8Array {
+    let size = 0;
+    for (const scopes of this.groups.values()) for (const g of scopes.values()) size += g.spans.length;
+    const w = new Writer(size + 1_024);
+    for (const [resource, scopes] of this.groups) {
+      if (![...scopes.values()].some((g) => g.spans.length > 0)) continue;
+      w.open(1);
+      w.open(1);
+      attributes(w, 1, resource.attributes);
+      w.close();
+      for (const g of scopes.values()) {
+        if (g.spans.length === 0) continue;
+        w.open(2);
+        w.open(1);
+        w.string(1, g.scope.name);
+        if (g.scope.version) w.string(2, g.scope.version);
+        w.close();
+        w.append(g.spans.view());
+        g.spans.reset();
+        if (g.scope.schemaUrl) w.string(3, g.scope.schemaUrl);
+        w.close();
+      }
+      if (resource.schemaUrl) w.string(3, resource.schemaUrl);
+      w.close();
+    }
+    this.count = 0;
+    return w.finish();
+  }
+}
+
+/** Encodes spans as an OTLP `ExportTraceServiceRequest`, grouped by resource and scope. */
+export function encodeTraceRequest(spans: readonly ReadableSpan[]): Uint8Array {
+  const builder = new TraceRequestBuilder();
+  for (const s of spans) builder.add(s);
+  return builder.take();
+}
+
+/** The serializer of already encoded requests: our bytes out, the OTLP library's decoder for responses. */
+const encoded: ISerializer<Uint8Array, IExportTraceServiceResponse> = {
+  serializeRequest: (bytes) => bytes,
   deserializeResponse: (data) => ProtobufTraceSerializer.deserializeResponse(data),
 };
 
-/** OTLP/HTTP protobuf trace exporter (the options and environment of the OpenTelemetry one). */
-export class OtlpProtoTraceExporter extends OTLPExporterBase<ReadableSpan[]> {
+/** The OTLP/HTTP protobuf transport (the OpenTelemetry exporter's HTTP client, retries and `OTEL_EXPORTER_OTLP_*` options). */
+export class OtlpProtoTransport extends OTLPExporterBase<Uint8Array> {
   constructor(config: { url?: string } = {}) {
-    super(createOtlpHttpExportDelegate(convertLegacyHttpOptions(config, "TRACES", "v1/traces", { "Content-Type": "application/x-protobuf" }), serializer));
+    super(createOtlpHttpExportDelegate(convertLegacyHttpOptions(config, "TRACES", "v1/traces", { "Content-Type": "application/x-protobuf" }), encoded));
+  }
+}
+
+/** Batch settings, as the batch span processor's. */
+export interface StreamBatchOptions {
+  /** Spans held at most (encoded, waiting or being exported); beyond, spans are dropped and counted. */
+  maxQueueSize: number;
+  /** An export is sent once this many spans are waiting. */
+  maxExportBatchSize: number;
+  /** Waiting spans are sent at least this often. */
+  scheduledDelayMillis: number;
+}
+
+/**
+ * A batch span processor that encodes each sampled span when it ends (the OTLP protobuf bytes are
+ * all it keeps) and posts batches of up to `maxExportBatchSize` spans, one export at a time. The
+ * SDK's batch processor keeps the spans themselves until their export: at a thousand requests a
+ * second that is thousands of span objects living long enough to be promoted out of V8's young
+ * generation, and collecting them cost more than encoding them.
+ */
+export class OtlpStreamProcessor implements SpanProcessor {
+  private readonly builder = new TraceRequestBuilder();
+  private readonly ready: { bytes: Uint8Array; spans: number }[] = [];
+  /** Spans held: encoded and waiting, or in the export in flight. */
+  private held = 0;
+  private inFlight: Promise<void> | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  /** Spans dropped because the queue was full, and spans whose export failed. */
+  dropped = 0;
+  failed = 0;
+
+  constructor(private readonly transport: { export(bytes: Uint8Array, done: (result: ExportResult) => void): void; shutdown(): Promise<void> }, private readonly opts: StreamBatchOptions) {}
+
+  onStart(): void {}
+
+  onEnd(span: ReadableSpan): void {
+    if ((span.spanContext().traceFlags & TraceFlags.SAMPLED) === 0) return;
+    if (this.held >= this.opts.maxQueueSize) {
+      this.dropped++;
+      return;
+    }
+    this.builder.add(span);
+    this.held++;
+    if (this.builder.count >= this.opts.maxExportBatchSize) {
+      this.seal();
+      this.send();
+    } else if (!this.timer) {
+      this.timer = setTimeout(() => {
+        this.timer = null;
+        this.seal();
+        this.send();
+      }, this.opts.scheduledDelayMillis);
+      this.timer.unref();
+    }
+  }
+
+  /** Closes the spans added so far into a request waiting to be sent. */
+  private seal(): void {
+    if (this.builder.count === 0) return;
+    const spans = this.builder.count;
+    this.ready.push({ bytes: this.builder.take(), spans });
+  }
+
+  /** Sends the next waiting request unless one is in flight; the next follows when it completes. */
+  private send(): void {
+    if (this.inFlight || this.ready.length === 0) return;
+    const next = this.ready.shift()!;
+    this.inFlight = new Promise<void>((resolve) => {
+      this.transport.export(next.bytes, (result) => {
+        if (result.code !== ExportResultCode.SUCCESS) this.failed += next.spans;
+        this.held -= next.spans;
+        this.inFlight = null;
+        resolve();
+        this.send();
+      });
+    });
+  }
+
+  async forceFlush(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    this.seal();
+    this.send();
+    while (this.inFlight) await this.inFlight;
+  }
+
+  async shutdown(): Promise<void> {
+    await this.forceFlush();
+    await this.transport.shutdown();
   }
 }

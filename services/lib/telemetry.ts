@@ -18,8 +18,8 @@
  * sink forwards the spans of marked traces only. Exporters (OTLP, tests) get every span.
  */
 import { subjects as buildSubjects, Headers } from "../../contracts/subjects.ts";
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Link, type Span, type SpanContext, type SpanOptions } from "@opentelemetry/api";
-import { W3CTraceContextPropagator } from "@opentelemetry/core";
+import { SpanKind, SpanStatusCode, type Attributes, type Context, type Link, type Span, type SpanContext, type SpanOptions } from "@opentelemetry/api";
+import { parseTraceParent, TraceState } from "@opentelemetry/core";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import {
   AlwaysOffSampler,
@@ -34,7 +34,7 @@ import {
   type SpanProcessor,
 } from "@opentelemetry/sdk-trace-base";
 import { OTLPTraceExporter as OTLPJsonTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
-import { OtlpProtoTraceExporter } from "./otlp-proto.ts";
+import { OtlpProtoTransport, OtlpStreamProcessor, type StreamBatchOptions } from "./otlp-proto.ts";
 import { ATTR_SERVICE_NAME } from "@opentelemetry/semantic-conventions";
 import { encode } from "../../contracts/envelope.ts";
 import { newHeaders, type MsgHdrs, type NatsConnection } from "./nats.ts";
@@ -140,17 +140,20 @@ function otlpProtocolFromEnv(): OtlpProtocol {
 }
 
 /**
- * The batch span processor's settings where `OTEL_BSP_*` leaves them open: exports of up to
- * 1,024 spans, at least every second, and a queue of 8,192 (about a second of spans at 1,000
- * requests/s) to ride out a slow collector, since only one export runs at a time and spans
- * beyond the queue are dropped.
+ * Batch settings from `OTEL_BSP_*`, with defaults of our own: exports of up to 1,024 spans, at
+ * least every second, and a queue of 8,192 (about a second of spans at 1,000 requests/s) to ride
+ * out a slow collector, since only one export runs at a time and spans beyond the queue are dropped.
  */
-function batchDefaults(): { maxQueueSize?: number; maxExportBatchSize?: number; scheduledDelayMillis?: number } {
-  const unset = (name: string) => process.env[name] === undefined || process.env[name] === "";
+function batchSettings(): StreamBatchOptions {
+  const env = (name: string, fallback: number) => {
+    const v = Number(process.env[name]);
+    return process.env[name] && Number.isFinite(v) && v > 0 ? v : fallback;
+  };
+  const maxQueueSize = env("OTEL_BSP_MAX_QUEUE_SIZE", 8_192);
   return {
-    ...(unset("OTEL_BSP_MAX_QUEUE_SIZE") ? { maxQueueSize: 8_192 } : {}),
-    ...(unset("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") ? { maxExportBatchSize: 1_024 } : {}),
-    ...(unset("OTEL_BSP_SCHEDULE_DELAY") ? { scheduledDelayMillis: 1_000 } : {}),
+    maxQueueSize,
+    maxExportBatchSize: Math.min(maxQueueSize, env("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 1_024)),
+    scheduledDelayMillis: env("OTEL_BSP_SCHEDULE_DELAY", 1_000),
   };
 }
 
@@ -160,8 +163,11 @@ const parentBased = (s: Sampler) => (parentBasedSamplers.add(s), s);
 
 /** The sampler named by `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG`. */
 export function samplerFromEnv(): Sampler {
-  const name = envFlag("OTEL_TRACES_SAMPLER") ?? "parentbased_always_on";
-  const arg = Number(process.env.OTEL_TRACES_SAMPLER_ARG ?? "1");
+  return samplerNamed(envFlag("OTEL_TRACES_SAMPLER") ?? "parentbased_always_on", Number(process.env.OTEL_TRACES_SAMPLER_ARG ?? "1"));
+}
+
+/** A sampler by its `OTEL_TRACES_SAMPLER` name and argument (a ratio, clamped to [0, 1]). */
+export function samplerNamed(name: string, arg = 1): Sampler {
   const ratio = Number.isFinite(arg) ? Math.min(1, Math.max(0, arg)) : 1;
   switch (name) {
     case "always_on":
@@ -207,8 +213,9 @@ export function configureTelemetry(opts: TelemetryOptions = {}): void {
   const shared: SpanProcessor[] = [];
   if (enabled && otlpUrl) {
     const protocol = opts.otlpProtocol ?? otlpProtocolFromEnv();
-    const exporter = protocol === "http/json" ? new OTLPJsonTraceExporter({ url: otlpUrl }) : new OtlpProtoTraceExporter({ url: otlpUrl });
-    shared.push(new BatchSpanProcessor(exporter, batchDefaults()));
+    shared.push(protocol === "http/json"
+      ? new BatchSpanProcessor(new OTLPJsonTraceExporter({ url: otlpUrl }), batchSettings())
+      : new OtlpStreamProcessor(new OtlpProtoTransport({ url: otlpUrl }), batchSettings()));
   }
   for (const exporter of opts.exporters ?? []) shared.push(new SimpleSpanProcessor(exporter));
   state = {
@@ -345,16 +352,16 @@ export class RatePicker {
   }
 }
 
-const propagator = new W3CTraceContextPropagator();
-const headerGetter = {
-  get: (carrier: MsgHdrs | undefined, key: string) => carrier?.get(key) || undefined,
-  keys: (carrier: MsgHdrs | undefined) => (carrier ? [...carrier.keys()] : []),
-};
-
-const lookupGetter = {
-  get: (lookup: (name: string) => string | undefined, key: string) => lookup(key),
-  keys: () => [],
-};
+/**
+ * The span context of W3C `traceparent` / `tracestate` header values, as the W3C propagator
+ * reads them (its parser: version, non-zero ids, flags), without building a `Context` around it.
+ */
+function spanContextOf(traceparent: string | undefined, tracestate: string | undefined): SpanContext | undefined {
+  if (!traceparent) return undefined;
+  const parsed = parseTraceParent(traceparent);
+  if (!parsed) return undefined;
+  return { ...parsed, isRemote: true, ...(tracestate ? { traceState: new TraceState(tracestate) } : {}) };
+}
 
 /** One service's tracing: a tracer named after it and the NATS header propagation. */
 export class ServiceTelemetry {
@@ -393,6 +400,8 @@ export class ServiceTelemetry {
         parentBased: parentBasedSamplers.has(s.sampler),
         processor: new ServiceProcessor(this.sink),
         ...(this.sinkRoot && s.spanSink ? { mark: { name: this.sinkRoot, ...SINK_MARK, pick: () => picker.pick() } } : {}),
+        // No exporter: the sink's traces are the only ones anybody reads.
+        ...(s.shared.length === 0 ? { recordOnly: SINK_MARK } : {}),
       });
       this.tracerOf = { generation: s.generation, tracer };
     }
@@ -407,12 +416,12 @@ export class ServiceTelemetry {
   /** The span context carried by NATS headers (`traceparent`, `tracestate`), if any. */
   extract(headers: MsgHdrs | undefined): SpanContext | undefined {
     if (!headers) return undefined;
-    return trace.getSpanContext(propagator.extract(ROOT_CONTEXT, headers, headerGetter));
+    return spanContextOf(headers.get(Headers.traceparent) || undefined, headers.get(Headers.tracestate) || undefined);
   }
 
   /** The span context read through a header lookup (e.g. a queue delivery's headers). */
   extractWith(header: (name: string) => string | undefined): SpanContext | undefined {
-    return trace.getSpanContext(propagator.extract(ROOT_CONTEXT, header, lookupGetter));
+    return spanContextOf(header(Headers.traceparent), header(Headers.tracestate));
   }
 
   /**

@@ -1,11 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { createRequire } from "node:module";
 import { ProtobufTraceSerializer } from "@opentelemetry/otlp-transformer";
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
+import { ExportResultCode, type ExportResult } from "@opentelemetry/core";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import { createTraceState, ROOT_CONTEXT, trace } from "@opentelemetry/api";
 import { configureTelemetry, ServiceTelemetry, SpanKind, SpanStatusCode } from "../../services/lib/telemetry.ts";
-import { encodeTraceRequest } from "../../services/lib/otlp-proto.ts";
+import { encodeTraceRequest, OtlpStreamProcessor } from "../../services/lib/otlp-proto.ts";
 
 // The OTLP schema as the OpenTelemetry library compiled it (protobufjs), to decode both encodings.
 const root = createRequire(import.meta.url)("@opentelemetry/otlp-transformer/build/src/generated/root.js");
@@ -59,5 +60,64 @@ describe("OTLP protobuf encoding straight from the spans", () => {
     for (let i = 0; i < 300; i++) t.start(`span ${i}`, { attributes: { long: "x".repeat(i * 37) } }).end();
     const spans = exporter.getFinishedSpans();
     expect(decoded(encodeTraceRequest(spans))).toEqual(decoded(ProtobufTraceSerializer.serializeRequest(spans)!));
+  });
+});
+
+describe("OtlpStreamProcessor", () => {
+  /** A transport that records each request and completes it only when told. */
+  function heldTransport() {
+    const sent: { bytes: Uint8Array; done: (r: ExportResult) => void }[] = [];
+    return { sent, export: (bytes: Uint8Array, done: (r: ExportResult) => void) => void sent.push({ bytes, done }), shutdown: async () => undefined };
+  }
+  const spanCount = (bytes: Uint8Array) => decoded(bytes).resourceSpans.flatMap((r: { scopeSpans: { spans: unknown[] }[] }) => r.scopeSpans.flatMap((x) => x.spans)).length;
+
+  it("sends batches of the configured size, one at a time, and drops what the queue cannot hold", async () => {
+    configureTelemetry({ enabled: true, spanSink: false, otlpUrl: null, exporters: [new InMemorySpanExporter()] });
+    const router = new ServiceTelemetry("hadis-router", null);
+    const worker = new ServiceTelemetry("hadis-worker", null);
+    const transport = heldTransport();
+    const processor = new OtlpStreamProcessor(transport, { maxQueueSize: 10, maxExportBatchSize: 4, scheduledDelayMillis: 60_000 });
+    const ended: ReadableSpan[] = [];
+    const end = (t: ServiceTelemetry, name: string) => {
+      const span = t.start(name, { attributes: { "hadis.model": "m" } });
+      span.end();
+      ended.push(span as unknown as ReadableSpan);
+      processor.onEnd(span as unknown as ReadableSpan);
+    };
+    for (let i = 0; i < 4; i++) end(i % 2 ? worker : router, `s${i}`);
+    // Four spans: the first batch goes out at once, the same request the OpenTelemetry serializer writes.
+    expect(transport.sent).toHaveLength(1);
+    expect(decoded(transport.sent[0].bytes)).toEqual(decoded(ProtobufTraceSerializer.serializeRequest(ended.slice(0, 4))!));
+    // While it is in flight the next batch waits; past 10 held spans the rest are dropped.
+    for (let i = 4; i < 14; i++) end(router, `s${i}`);
+    expect(transport.sent).toHaveLength(1);
+    expect(processor.dropped).toBe(4);
+    transport.sent[0].done({ code: ExportResultCode.SUCCESS });
+    expect(transport.sent).toHaveLength(2);
+    expect(spanCount(transport.sent[1].bytes)).toBe(4);
+    transport.sent[1].done({ code: ExportResultCode.FAILED });
+    expect(processor.failed).toBe(4);
+    // A flush sends what is left (less than a batch) and waits for it.
+    const flushed = processor.forceFlush();
+    await Promise.resolve();
+    expect(transport.sent).toHaveLength(3);
+    expect(spanCount(transport.sent[2].bytes)).toBe(2);
+    transport.sent[2].done({ code: ExportResultCode.SUCCESS });
+    await flushed;
+  });
+
+  it("skips unsampled spans and sends waiting ones after the scheduled delay", async () => {
+    const transport = heldTransport();
+    const processor = new OtlpStreamProcessor(transport, { maxQueueSize: 100, maxExportBatchSize: 50, scheduledDelayMillis: 20 });
+    const sdk = new InMemorySpanExporter();
+    const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(sdk), processor] });
+    const tracer = provider.getTracer("t");
+    tracer.startSpan("kept").end();
+    const unsampled = trace.setSpanContext(ROOT_CONTEXT, { traceId: "4bf92f3577b34da6a3ce929d0e0e4736", spanId: "00f067aa0ba902b7", traceFlags: 0 });
+    tracer.startSpan("not sampled", {}, unsampled).end();
+    expect(transport.sent).toHaveLength(0);
+    await new Promise((r) => setTimeout(r, 60));
+    expect(transport.sent).toHaveLength(1);
+    expect(decoded(transport.sent[0].bytes).resourceSpans[0].scopeSpans[0].spans.map((s: { name: string }) => s.name)).toEqual(["kept"]);
   });
 });

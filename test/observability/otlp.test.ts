@@ -107,6 +107,24 @@ describe("LeanTracer sampling and marks", () => {
     root.end();
   });
 
+  it("with the dashboard's sink as the only consumer, only the traces it takes are recorded", () => {
+    configureTelemetry({ enabled: true, spanSink: true, sinkTracesPerSecond: 1, otlpUrl: null });
+    const router = new ServiceTelemetry("hadis-router", null, "r1", "hadis.generate");
+    const worker = new ServiceTelemetry("hadis-worker", null);
+    // The bucket holds one token: the first request is picked, the second is not.
+    const picked = router.start("hadis.generate", { kind: SpanKind.SERVER });
+    const unpicked = router.start("hadis.generate", { kind: SpanKind.SERVER });
+    expect(picked.isRecording()).toBe(true);
+    expect(unpicked.isRecording()).toBe(false);
+    // Both stay sampled (a caller's context still continues); only the picked one records downstream.
+    expect(unpicked.spanContext().traceFlags & 1).toBe(1);
+    expect(worker.start("execute m", {}, worker.extract(worker.inject(picked.spanContext()))).isRecording()).toBe(true);
+    expect(worker.start("execute m", {}, worker.extract(worker.inject(unpicked.spanContext()))).isRecording()).toBe(false);
+    // With an exporter every sampled span records again.
+    configureTelemetry({ enabled: true, spanSink: true, sinkTracesPerSecond: 0, otlpUrl: null, exporters: [new InMemorySpanExporter()] });
+    expect(router.start("hadis.generate", { kind: SpanKind.SERVER }).isRecording()).toBe(true);
+  });
+
   it("a new trace linked to sampled spans is sampled even when its root would not be", () => {
     process.env.OTEL_TRACES_SAMPLER = "parentbased_traceidratio";
     process.env.OTEL_TRACES_SAMPLER_ARG = "0";
