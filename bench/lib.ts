@@ -29,16 +29,20 @@ export function writeResult(name: string, data: unknown): string {
  * models and 16 workers. With the `static` policy (the default here) every request goes light
  * and is judged, 1% escalated so the heavy path runs too; other policies ignore that
  * configuration. `nodeArgs` go before the script (profiling flags); `wrap` runs node under
- * another command (e.g. `taskset`).
+ * another command (e.g. `taskset`); `entry` runs a script that imports the CLI in its place, and
+ * `ipc` opens Node's IPC channel to it.
  */
-export function spawnZeroLatencySystem(natsUrl: string, opts: { policy?: string; env?: Record<string, string>; nodeArgs?: string[]; wrap?: string[] } = {}): ChildProcess {
-  const cli = fileURLToPath(new URL("../services/cli/main.ts", import.meta.url));
+export function spawnZeroLatencySystem(
+  natsUrl: string,
+  opts: { policy?: string; env?: Record<string, string>; nodeArgs?: string[]; wrap?: string[]; entry?: string; ipc?: boolean } = {},
+): ChildProcess {
+  const cli = opts.entry ?? fileURLToPath(new URL("../services/cli/main.ts", import.meta.url));
   const args = [
     ...(opts.nodeArgs ?? []), "--import", "tsx", cli, "serve", "all", "--nats", natsUrl, "--zero-latency", "--storage", "memory", "--workers", "16", "--policy", opts.policy ?? "static",
     "--static-config", JSON.stringify({ light: "sd35-large-turbo", heavy: "sd35-medium", routerThreshold: 0, discThreshold: 0.01, lightBatchSize: 8, heavyBatchSize: 8 }),
   ];
   const [command, ...pre] = opts.wrap?.length ? [...opts.wrap, process.execPath] : [process.execPath];
-  return spawn(command, [...pre, ...args], { stdio: ["ignore", "inherit", "inherit"], env: { ...process.env, HADIS_LOG: "warn", ...opts.env } });
+  return spawn(command, [...pre, ...args], { stdio: ["ignore", "inherit", "inherit", ...(opts.ipc ? ["ipc" as const] : [])], env: { ...process.env, HADIS_LOG: "warn", ...opts.env } });
 }
 
 /** Rounds for printing. */

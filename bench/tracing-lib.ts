@@ -1,0 +1,114 @@
+/**
+ * What the tracing benchmarks share: the tracing modes, a stand-in OTLP collector, the services
+ * process whose tracing the bench switches (bench/tracing-child.ts) and a closed-loop load that
+ * records every completion and can pause.
+ */
+import type { ChildProcess } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { HadisClient } from "../services/lib/client.ts";
+import { spawnZeroLatencySystem } from "./lib.ts";
+import type { TracingSwitch } from "./tracing-child.ts";
+
+/** A tracing configuration under test (`otlpUrl: ""`: the stand-in collector). */
+export interface Mode {
+  key: string;
+  name: string;
+  config: Omit<TracingSwitch, "id">;
+}
+
+const ALWAYS = "parentbased_always_on";
+export const ALL_MODES: Mode[] = [
+  { key: "off", name: "off", config: { enabled: false, spanSink: false, otlpUrl: null, sampler: ALWAYS } },
+  // The same as "off" under another name: what a method reads as a cost when there is none.
+  { key: "off2", name: "off again (the method's noise)", config: { enabled: false, spanSink: false, otlpUrl: null, sampler: ALWAYS } },
+  // The default of `npm start`: the dashboard's traces (20 requests a second) are recorded.
+  { key: "on", name: "on (dashboard, 20 traces/s)", config: { enabled: true, spanSink: true, otlpUrl: null, sampler: ALWAYS } },
+  { key: "sinkall", name: "on, every trace to the dashboard", config: { enabled: true, spanSink: true, otlpUrl: null, sampler: ALWAYS, sinkTracesPerSecond: Infinity } },
+  { key: "otlp", name: "every span exported (OTLP/HTTP)", config: { enabled: true, spanSink: true, otlpUrl: "", sampler: ALWAYS } },
+  { key: "sampled", name: "10% sampled, exported (OTLP/HTTP)", config: { enabled: true, spanSink: true, otlpUrl: "", sampler: "parentbased_traceidratio", samplerArg: 0.1 } },
+];
+
+/** The modes named by a comma-separated list, "off" first (costs are read against it). */
+export function modesNamed(list: string): Mode[] {
+  const keys = list.split(",");
+  return ALL_MODES.filter((m) => keys.includes(m.key));
+}
+
+/** A stand-in collector: accepts OTLP/HTTP trace exports and counts their bytes. */
+export async function startOtlpReceiver(): Promise<{ url: string; bytes: () => number; close: () => Promise<void> }> {
+  let bytes = 0;
+  const server = createServer((req, res) => {
+    req.on("data", (chunk: Buffer) => (bytes += chunk.length));
+    req.on("end", () => res.writeHead(200, { "content-type": "application/x-protobuf" }).end());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}/v1/traces`, bytes: () => bytes, close: () => new Promise((r) => server.close(() => r())) };
+}
+
+/** The system, in a child process whose tracing `switchTracing` changes. */
+export function spawnSwitchableSystem(natsUrl: string, wrap: string[]): ChildProcess {
+  return spawnZeroLatencySystem(natsUrl, {
+    env: { HADIS_TRACING: "off", OTEL_EXPORTER_OTLP_ENDPOINT: "" },
+    entry: fileURLToPath(new URL("./tracing-child.ts", import.meta.url)),
+    ipc: true,
+    wrap,
+  });
+}
+
+let switches = 0;
+
+/** Switches the child's tracing and waits until it has (its previous exporters flushed). */
+export function switchTracing(child: ChildProcess, mode: Mode, otlpUrl: string, overrides: Partial<TracingSwitch> = {}): Promise<void> {
+  const id = ++switches;
+  return new Promise((resolve, reject) => {
+    const onMessage = (m: { id: number }) => {
+      if (m.id !== id) return;
+      child.off("message", onMessage);
+      resolve();
+    };
+    child.on("message", onMessage);
+    const config = { ...mode.config, ...overrides };
+    // JSON has no Infinity: every trace to the sink is sent as a rate no run reaches.
+    const rate = config.sinkTracesPerSecond === Infinity ? 1e9 : config.sinkTracesPerSecond;
+    if (!child.send({ ...config, otlpUrl: config.otlpUrl === "" ? otlpUrl : config.otlpUrl, sinkTracesPerSecond: rate, id })) reject(new Error("IPC channel closed"));
+  });
+}
+
+/** A closed loop of `concurrency` callers; completions as [end time, latency ms] (NaN: an error). */
+export function startLoad(client: HadisClient, concurrency: number, deadlineMs: number) {
+  const done: [number, number][] = [];
+  let running = true;
+  let resume: (() => void) | null = null;
+  let paused: Promise<void> | null = null;
+  let i = 0;
+  const callers = Array.from({ length: concurrency }, async () => {
+    while (running) {
+      if (paused) await paused;
+      const t = performance.now();
+      try {
+        await client.generate({ prompt: `a photo of object ${i++ % 5000}`, deadlineMs });
+        done.push([performance.now(), performance.now() - t]);
+      } catch {
+        done.push([performance.now(), NaN]);
+      }
+    }
+  });
+  return {
+    done,
+    /** Latencies of the requests completed in [from, to). */
+    between: (from: number, to: number) => done.filter(([t]) => t >= from && t < to).map(([, lat]) => lat),
+    pause: () => void (paused ??= new Promise<void>((r) => (resume = r))),
+    resume: () => {
+      resume?.();
+      paused = null;
+    },
+    stop: async () => {
+      running = false;
+      resume?.();
+      await Promise.all(callers);
+    },
+  };
+}
