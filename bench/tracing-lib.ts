@@ -30,9 +30,10 @@ export const ALL_MODES: Mode[] = [
   { key: "sampled", name: "10% sampled, exported (OTLP/HTTP)", config: { enabled: true, spanSink: true, otlpUrl: "", sampler: "parentbased_traceidratio", samplerArg: 0.1 } },
 ];
 
-/** The modes named by a comma-separated list, "off" first (costs are read against it). */
+/** The modes named by a comma-separated list, in this file's order; "off" must be one (costs are read against it). */
 export function modesNamed(list: string): Mode[] {
   const keys = list.split(",");
+  if (!keys.includes("off")) throw new Error(`--modes ${list}: "off" must be one of them (costs are read against it)`);
   return ALL_MODES.filter((m) => keys.includes(m.key));
 }
 
@@ -64,16 +65,20 @@ let switches = 0;
 export function switchTracing(child: ChildProcess, mode: Mode, otlpUrl: string, overrides: Partial<TracingSwitch> = {}): Promise<void> {
   const id = ++switches;
   return new Promise((resolve, reject) => {
+    const onExit = () => reject(new Error("the services process exited"));
     const onMessage = (m: { id: number }) => {
       if (m.id !== id) return;
       child.off("message", onMessage);
+      child.off("exit", onExit);
       resolve();
     };
     child.on("message", onMessage);
+    child.once("exit", onExit);
     const config = { ...mode.config, ...overrides };
     // JSON has no Infinity: every trace to the sink is sent as a rate no run reaches.
     const rate = config.sinkTracesPerSecond === Infinity ? 1e9 : config.sinkTracesPerSecond;
-    if (!child.send({ ...config, otlpUrl: config.otlpUrl === "" ? otlpUrl : config.otlpUrl, sinkTracesPerSecond: rate, id })) reject(new Error("IPC channel closed"));
+    if (!child.connected) reject(new Error("no IPC channel to the services process"));
+    child.send({ ...config, otlpUrl: config.otlpUrl === "" ? otlpUrl : config.otlpUrl, sinkTracesPerSecond: rate, id });
   });
 }
 

@@ -234,20 +234,23 @@ export class LeanTracer implements Tracer {
   }
 
   startSpan(name: string, options: SpanOptions = {}, ctx: Context = otelContext.active()): Span {
-    return this.startChild(name, options, options.root ? undefined : trace.getSpanContext(ctx), ctx);
+    // The API's callers keep their attributes object: the span copies it.
+    const own = options.attributes ? { ...options, attributes: { ...options.attributes } } : options;
+    return this.startChild(name, own, options.root ? undefined : trace.getSpanContext(ctx), ctx);
   }
 
   /**
    * Starts a span under `parent` (a span context, none for a new trace): the request path's way,
    * without building a `Context` per span. `ctx` is what the sampler is shown, when it is asked.
+   * The span takes `options.attributes` as its own (no copy): pass an object nobody else writes.
    */
   startChild(name: string, options: SpanOptions, parent: SpanContext | undefined, ctx?: Context): Span {
     const hasParent = parent !== undefined && parent.traceId !== INVALID_TRACE_ID && parent.spanId !== INVALID_SPAN_ID;
     const traceId = hasParent ? parent.traceId : randomHexId(16);
     const spanId = randomHexId(8);
     const kind = options.kind ?? SpanKind.INTERNAL;
-    const attributes: Attributes = {};
-    if (options.attributes) for (const key in options.attributes) setValue(attributes, key, options.attributes[key]);
+    const attributes: Attributes = options.attributes ?? {};
+    for (const key in attributes) if (attributes[key] === undefined || attributes[key] === null) delete attributes[key];
     const links = options.links && options.links.length > 0 ? [...options.links] : NO_LINKS;
 
     let sampled: boolean;

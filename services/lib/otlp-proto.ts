@@ -51,6 +51,18 @@ class Writer {
   /** Empties the writer, keeping its buffer. */
   reset(): void {
     this.pos = 0;
+    this.starts.length = 0;
+  }
+
+  /** Nested messages open now. */
+  get depth(): number {
+    return this.starts.length;
+  }
+
+  /** Drops what was written after `length` bytes with `depth` messages open (a write that failed half-way). */
+  rollback(length: number, depth: number): void {
+    this.pos = length;
+    this.starts.length = depth;
   }
 
   private room(n: number): void {
@@ -218,27 +230,66 @@ function anyValue(w: Writer, field: number, v: AttributeValue | null | undefined
   w.close();
 }
 
-/** Attribute keys as encoded fields (tag, length, UTF-8): our spans use a few dozen, over and over. */
-const keyFields = new Map<string, Uint8Array>();
+/**
+ * Encoded attributes, per key: its key field, and the encoded `KeyValue` of each value it has
+ * taken while they are few (a model, a route, a batch size, a flag; spans repeat them over and
+ * over); a key past `VALUES_PER_KEY` distinct values (a request id, a duration) is encoded each
+ * time from then on.
+ */
+interface KeyCache {
+  key: Uint8Array;
+  values: Map<string | number | boolean, Uint8Array> | null;
+}
+const keyCaches = new Map<string, KeyCache>();
+const VALUES_PER_KEY = 32;
+const MAX_KEYS = 1_024;
 
-function keyField(key: string): Uint8Array {
-  let field = keyFields.get(key);
-  if (!field) {
-    const w = new Writer(key.length + 8);
-    w.string(1, key);
-    field = Uint8Array.prototype.slice.call(w.view());
-    if (keyFields.size < 1_024) keyFields.set(key, field);
+/** The fields `w` wrote for `write`, copied out. */
+function fieldsOf(write: (w: Writer) => void): Uint8Array {
+  const w = new Writer(64);
+  write(w);
+  return Uint8Array.prototype.slice.call(w.view());
+}
+
+function keyCache(key: string): KeyCache {
+  let cache = keyCaches.get(key);
+  if (!cache) {
+    cache = { key: fieldsOf((w) => w.string(1, key)), values: new Map() };
+    if (keyCaches.size < MAX_KEYS) keyCaches.set(key, cache);
   }
-  return field;
+  return cache;
 }
 
 function attributes(w: Writer, field: number, attrs: Attributes): void {
   for (const key in attrs) {
+    const v = attrs[key];
+    const cache = keyCache(key);
+    if (cache.values && (typeof v === "string" || typeof v === "number" || typeof v === "boolean")) {
+      let kv = cache.values.get(v);
+      if (!kv && cache.values.size < VALUES_PER_KEY) cache.values.set(v, (kv = fieldsOf((x) => (x.append(cache.key), anyValue(x, 2, v)))));
+      else if (!kv) cache.values = null;
+      if (kv) {
+        w.bytes(field, kv);
+        continue;
+      }
+    }
     w.open(field);
-    w.append(keyField(key));
-    anyValue(w, 2, attrs[key]);
+    w.append(cache.key);
+    anyValue(w, 2, v);
     w.close();
   }
+}
+
+/** Span names as encoded `Span.name` fields (a service uses a handful); at most `MAX_KEYS` are kept. */
+const nameFields = new Map<string, Uint8Array>();
+
+function spanName(w: Writer, s: string): void {
+  let f = nameFields.get(s);
+  if (!f) {
+    f = fieldsOf((x) => x.string(5, s));
+    if (nameFields.size < MAX_KEYS) nameFields.set(s, f);
+  }
+  w.append(f);
 }
 
 const flagsOf = (ctx: SpanContext | undefined, traceFlags: number) => (traceFlags & 0xff) | HAS_IS_REMOTE | (ctx?.isRemote ? IS_REMOTE : 0);
@@ -263,7 +314,7 @@ function span(w: Writer, s: ReadableSpan): void {
   const state = ctx.traceState?.serialize();
   if (state) w.string(3, state);
   if (s.parentSpanContext?.spanId) w.hex(4, s.parentSpanContext.spanId);
-  w.string(5, s.name);
+  spanName(w, s.name);
   w.uint(6, s.kind + 1); // OTLP's SpanKind counts UNSPECIFIED as 0
   if (s instanceof LeanSpan) {
     w.timeMs(7, s.startMs);
@@ -321,7 +372,13 @@ export class TraceRequestBuilder {
     if (key === undefined) scopeKeys.set(scope, (key = `${scope.name}@${scope.version ?? ""}:${scope.schemaUrl ?? ""}`));
     let group = scopes.get(key);
     if (!group) scopes.set(key, (group = { resource: s.resource, scope, spans: new Writer(16_384) }));
-    span(group.spans, s);
+    const [length, depth] = [group.spans.length, group.spans.depth];
+    try {
+      span(group.spans, s);
+    } catch (err) {
+      group.spans.rollback(length, depth);
+      throw err;
+    }
     this.count++;
   }
 
@@ -400,7 +457,10 @@ export class OtlpStreamProcessor implements SpanProcessor {
   private held = 0;
   private inFlight: Promise<void> | null = null;
   private timer: NodeJS.Timeout | null = null;
-  /** Spans dropped because the queue was full, and spans whose export failed. */
+  /** Batches sealed and batches whose export has completed (they complete in order). */
+  private sealed = 0;
+  private completed = 0;
+  /** Spans dropped (the queue was full, or a span could not be encoded), and spans whose export failed. */
   dropped = 0;
   failed = 0;
 
@@ -414,7 +474,13 @@ export class OtlpStreamProcessor implements SpanProcessor {
       this.dropped++;
       return;
     }
-    this.builder.add(span);
+    try {
+      this.builder.add(span);
+    } catch {
+      // A span that cannot be encoded (a time before 1970 from a bad clock) is lost, not the request.
+      this.dropped++;
+      return;
+    }
     this.held++;
     if (this.builder.count >= this.opts.maxExportBatchSize) {
       this.seal();
@@ -434,29 +500,46 @@ export class OtlpStreamProcessor implements SpanProcessor {
     if (this.builder.count === 0) return;
     const spans = this.builder.count;
     this.ready.push({ bytes: this.builder.take(), spans });
+    this.sealed++;
   }
 
   /** Sends the next waiting request unless one is in flight; the next follows when it completes. */
   private send(): void {
     if (this.inFlight || this.ready.length === 0) return;
     const next = this.ready.shift()!;
-    this.inFlight = new Promise<void>((resolve) => {
-      this.transport.export(next.bytes, (result) => {
-        if (result.code !== ExportResultCode.SUCCESS) this.failed += next.spans;
-        this.held -= next.spans;
-        this.inFlight = null;
-        resolve();
-        this.send();
-      });
-    });
+    let resolve!: () => void;
+    const current = new Promise<void>((r) => (resolve = r));
+    this.inFlight = current;
+    let finished = false;
+    const done = (ok: boolean) => {
+      if (finished) return;
+      finished = true;
+      if (!ok) this.failed += next.spans;
+      this.held -= next.spans;
+      this.completed++;
+      if (this.inFlight === current) this.inFlight = null;
+      resolve();
+      // After this call returns: a transport that answers at once must not recurse.
+      queueMicrotask(() => this.send());
+    };
+    try {
+      this.transport.export(next.bytes, (result) => done(result.code === ExportResultCode.SUCCESS));
+    } catch {
+      done(false);
+    }
   }
 
+  /** Sends what is held now and waits for it (not for spans that end meanwhile). */
   async forceFlush(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     this.seal();
-    this.send();
-    while (this.inFlight) await this.inFlight;
+    const target = this.sealed;
+    while (this.completed < target) {
+      this.send();
+      if (!this.inFlight) break;
+      await this.inFlight;
+    }
   }
 
   async shutdown(): Promise<void> {

@@ -408,7 +408,10 @@ export class ServiceTelemetry {
     return this.tracerOf.tracer;
   }
 
-  /** Starts a span under `parent` (a span context, from this process or extracted; none for a new trace). */
+  /**
+   * Starts a span under `parent` (a span context, from this process or extracted; none for a new
+   * trace). The span takes `options.attributes` as its own: pass a fresh object.
+   */
   start(name: string, options: SpanOptions, parent?: SpanContext): Span {
     return this.tracer.startChild(name, options, parent);
   }

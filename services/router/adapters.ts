@@ -104,15 +104,10 @@ export function routerActors(deps: RouterActorDeps) {
     const result = new Promise<GenerateOutcome>((resolve, reject) => {
       const pending: PendingItem = { item, stage: input.stage, seq: 0, resolve, reject, ...(stage ? { span: stage } : {}) };
       if (stage) {
-        // The worker's queue and execute spans are children of this one: no link back is needed.
+        // The worker's queue and execute spans are children of this one and carry its worker,
+        // batch size and times: the stage says only which model served (a moved item's differs).
         pending.resolve = (outcome: GenerateOutcome) => {
-          stage.setAttributes({
-            "hadis.served_model": outcome.model,
-            "hadis.worker_id": outcome.workerId,
-            "hadis.batch_size": outcome.batchSize,
-            "hadis.queue_wait_ms": outcome.queueWaitMs,
-            "hadis.exec_ms": outcome.execMs,
-          });
+          stage.setAttribute("hadis.served_model", outcome.model);
           stage.end();
           resolve(outcome);
         };

@@ -37,10 +37,11 @@ export function workerObserver(telemetry: ServiceTelemetry): BatchObserver {
       batch.forEach((entry, i) => {
         const parent = parents[i];
         if (!parent) return;
-        const attributes = { "hadis.model": model, "hadis.worker_id": workerId, "hadis.batch_size": batch.length, "hadis.request_id": entry.item.requestId };
-        const queued = telemetry.start(`queue ${model}`, { kind: SpanKind.CONSUMER, startTime: Math.min(entry.item.enqueuedAtMs, startedMs), attributes }, parent);
+        // Each span takes its attributes object as its own.
+        const attributes = () => ({ "hadis.model": model, "hadis.worker_id": workerId, "hadis.batch_size": batch.length, "hadis.request_id": entry.item.requestId });
+        const queued = telemetry.start(`queue ${model}`, { kind: SpanKind.CONSUMER, startTime: Math.min(entry.item.enqueuedAtMs, startedMs), attributes: attributes() }, parent);
         queued.end(startedMs);
-        spans.push(telemetry.start(`execute ${model}`, { kind: SpanKind.CONSUMER, startTime: startedMs, links: batchLinks, attributes }, parent));
+        spans.push(telemetry.start(`execute ${model}`, { kind: SpanKind.CONSUMER, startTime: startedMs, links: batchLinks, attributes: attributes() }, parent));
       });
       return {
         ended(endedMs, error) {

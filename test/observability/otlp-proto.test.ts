@@ -41,6 +41,8 @@ describe("OTLP protobuf encoding straight from the spans", () => {
     const ours = decoded(encodeTraceRequest(spans));
     const theirs = decoded(ProtobufTraceSerializer.serializeRequest(spans)!);
     expect(ours).toEqual(theirs);
+    // Again, now from the encoder's caches of names and attribute values.
+    expect(decoded(encodeTraceRequest(spans))).toEqual(theirs);
     // And what it says is right, not only the same.
     expect(ours.resourceSpans).toHaveLength(3);
     const all = ours.resourceSpans.flatMap((r: { scopeSpans: { spans: unknown[] }[] }) => r.scopeSpans.flatMap((x) => x.spans));
@@ -57,7 +59,8 @@ describe("OTLP protobuf encoding straight from the spans", () => {
     const exporter = new InMemorySpanExporter();
     configureTelemetry({ enabled: true, spanSink: false, otlpUrl: null, exporters: [exporter] });
     const t = new ServiceTelemetry("hadis-router", null);
-    for (let i = 0; i < 300; i++) t.start(`span ${i}`, { attributes: { long: "x".repeat(i * 37) } }).end();
+    // Past the per-key cache of values: encoded each time from then on.
+    for (let i = 0; i < 300; i++) t.start(`span ${i}`, { attributes: { long: "x".repeat(i * 37), small: i % 40, flag: i % 2 === 0 } }).end();
     const spans = exporter.getFinishedSpans();
     expect(decoded(encodeTraceRequest(spans))).toEqual(decoded(ProtobufTraceSerializer.serializeRequest(spans)!));
   });
@@ -93,6 +96,7 @@ describe("OtlpStreamProcessor", () => {
     expect(transport.sent).toHaveLength(1);
     expect(processor.dropped).toBe(4);
     transport.sent[0].done({ code: ExportResultCode.SUCCESS });
+    await Promise.resolve(); // the next batch goes out after the callback returns
     expect(transport.sent).toHaveLength(2);
     expect(spanCount(transport.sent[1].bytes)).toBe(4);
     transport.sent[1].done({ code: ExportResultCode.FAILED });
@@ -104,6 +108,61 @@ describe("OtlpStreamProcessor", () => {
     expect(spanCount(transport.sent[2].bytes)).toBe(2);
     transport.sent[2].done({ code: ExportResultCode.SUCCESS });
     await flushed;
+  });
+
+  it("survives a transport that answers at once or throws, and a span it cannot encode", async () => {
+    const t = new ServiceTelemetry("hadis-router", null);
+    configureTelemetry({ enabled: true, spanSink: false, otlpUrl: null, exporters: [new InMemorySpanExporter()] });
+    const sent: Uint8Array[] = [];
+    let throwNext = false;
+    const transport = {
+      export: (bytes: Uint8Array, done: (r: ExportResult) => void) => {
+        if (throwNext) throw new Error("socket gone");
+        sent.push(bytes);
+        done({ code: ExportResultCode.SUCCESS });
+      },
+      shutdown: async () => undefined,
+    };
+    const processor = new OtlpStreamProcessor(transport, { maxQueueSize: 8, maxExportBatchSize: 2, scheduledDelayMillis: 60_000 });
+    const end = (name: string, startTime?: Date) => {
+      const span = t.start(name, startTime === undefined ? {} : { startTime });
+      span.end();
+      processor.onEnd(span as unknown as ReadableSpan);
+    };
+    for (let i = 0; i < 6; i++) end(`s${i}`);
+    await processor.forceFlush();
+    expect(sent.map(spanCount)).toEqual([2, 2, 2]);
+    throwNext = true;
+    end("a");
+    end("b");
+    await processor.forceFlush();
+    expect(processor.failed).toBe(2);
+    throwNext = false;
+    // A time before 1970 cannot be written as fixed64: that span is dropped, the next ones encode whole.
+    end("bad", new Date(-5_000));
+    end("c");
+    end("d");
+    await processor.forceFlush();
+    expect(processor.dropped).toBe(1);
+    expect(decoded(sent.at(-1)!).resourceSpans[0].scopeSpans[0].spans.map((x: { name: string }) => x.name)).toEqual(["c", "d"]);
+  });
+
+  it("a flush waits for what was held when it was called, not for spans that keep coming", async () => {
+    const transport = heldTransport();
+    const processor = new OtlpStreamProcessor(transport, { maxQueueSize: 100, maxExportBatchSize: 2, scheduledDelayMillis: 60_000 });
+    const provider = new BasicTracerProvider({ spanProcessors: [processor] });
+    const tracer = provider.getTracer("t");
+    for (let i = 0; i < 3; i++) tracer.startSpan(`s${i}`).end();
+    let flushed = false;
+    const flush = processor.forceFlush().then(() => (flushed = true));
+    // Two batches to wait for: [s0, s1] in flight, [s2] sealed by the flush.
+    transport.sent[0].done({ code: ExportResultCode.SUCCESS });
+    for (let i = 3; i < 9; i++) tracer.startSpan(`s${i}`).end(); // more arrive meanwhile
+    await new Promise((r) => setTimeout(r, 0));
+    expect(spanCount(transport.sent[1].bytes)).toBe(1);
+    transport.sent[1].done({ code: ExportResultCode.SUCCESS });
+    await flush;
+    expect(flushed).toBe(true);
   });
 
   it("skips unsampled spans and sends waiting ones after the scheduled delay", async () => {
