@@ -50,8 +50,9 @@ export async function startOtlpReceiver(): Promise<{ url: string; bytes: () => n
 }
 
 /** The system, in a child process whose tracing `switchTracing` changes. */
-export function spawnSwitchableSystem(natsUrl: string, wrap: string[]): ChildProcess {
+export function spawnSwitchableSystem(natsUrl: string, wrap: string[], nodeArgs: string[] = []): ChildProcess {
   return spawnZeroLatencySystem(natsUrl, {
+    nodeArgs,
     env: { HADIS_TRACING: "off", OTEL_EXPORTER_OTLP_ENDPOINT: "" },
     entry: fileURLToPath(new URL("./tracing-child.ts", import.meta.url)),
     ipc: true,

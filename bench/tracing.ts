@@ -17,6 +17,7 @@
  *   node --import tsx bench/tracing.ts [--seconds 120] [--concurrency 200] [--window-ms 600] [--settle-ms 250]
  *                                      [--modes off,off2,on,sinkall,otlp,sampled]
  *                                      [--pin]   (services on the last core; start this under `taskset -c 0`)
+ *                                      [--node-args "--max-semi-space-size=64"]   (flags of the services' node)
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
@@ -36,6 +37,8 @@ const concurrency = Number(args.get("--concurrency") ?? 200);
 const windowMs = Number(args.get("--window-ms") ?? 600);
 const settleMs = Number(args.get("--settle-ms") ?? 250);
 const pin = process.argv.includes("--pin");
+/** Node flags of the services process (e.g. "--max-semi-space-size=64"). */
+const nodeArgs = (args.get("--node-args") ?? "").split(" ").filter(Boolean);
 
 const MODES = modesNamed(args.get("--modes") ?? "off,off2,on,sinkall,otlp,sampled");
 
@@ -113,7 +116,7 @@ async function main() {
   const nc = await connectNats(server.url, "bench-tracing");
   const otlp = await startOtlpReceiver();
   // --pin: the services on the last core, this process and nats-server on the others.
-  const child = spawnSwitchableSystem(server.url, pin ? ["taskset", "-c", String(availableParallelism() - 1)] : []);
+  const child = spawnSwitchableSystem(server.url, pin ? ["taskset", "-c", String(availableParallelism() - 1)] : [], nodeArgs);
   const client = new HadisClient(nc);
   let sinkBytes = 0;
   // The dashboard's side of the sink: count what arrives (decoding is the dashboard's cost, not the pipeline's).
@@ -197,7 +200,7 @@ async function main() {
     cpuCostPct: v.cpuCostPct.median, cpuIQR: v.cpuCostPct.quartiles.join(" … "),
     otlpBytesPerRequest: v.otlpBytesPerRequest, errors: v.errors,
   }])));
-  console.log("wrote", writeResult("tracing", { date: new Date().toISOString(), method: "interleaved phases in one process", seconds, concurrency, windowMs, settleMs, blocks, serializers, phases, summary }));
+  console.log("wrote", writeResult("tracing", { date: new Date().toISOString(), method: "interleaved phases in one process", nodeArgs, seconds, concurrency, windowMs, settleMs, blocks, serializers, phases, summary }));
   await nc.close();
   await otlp.close();
   await server.stop();
