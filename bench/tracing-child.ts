@@ -14,7 +14,12 @@ export interface TracingSwitch {
   sinkTracesPerSecond?: number;
   sampler: string;
   samplerArg?: number;
+  /** Record every sampled span and hand it to an exporter that drops it: what recording costs without any export. */
+  discard?: boolean;
 }
+
+/** An exporter that takes spans and does nothing with them. */
+const discarding = { export: (_spans: unknown, done: (r: { code: number }) => void) => done({ code: 0 }), shutdown: async () => undefined };
 
 process.on("message", (m: TracingSwitch) => {
   void (async () => {
@@ -24,6 +29,7 @@ process.on("message", (m: TracingSwitch) => {
       spanSink: m.spanSink,
       otlpUrl: m.otlpUrl,
       sampler: samplerNamed(m.sampler, m.samplerArg),
+      ...(m.discard ? { exporters: [discarding] } : {}),
       ...(m.sinkTracesPerSecond !== undefined ? { sinkTracesPerSecond: m.sinkTracesPerSecond } : {}),
     });
     process.send?.({ id: m.id });

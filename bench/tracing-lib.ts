@@ -26,6 +26,8 @@ export const ALL_MODES: Mode[] = [
   // The default of `npm start`: the dashboard's traces (20 requests a second) are recorded.
   { key: "on", name: "on (dashboard, 20 traces/s)", config: { enabled: true, spanSink: true, otlpUrl: null, sampler: ALWAYS } },
   { key: "sinkall", name: "on, every trace to the dashboard", config: { enabled: true, spanSink: true, otlpUrl: null, sampler: ALWAYS, sinkTracesPerSecond: Infinity } },
+  // Every span recorded and handed to an exporter that drops it: the recording part of "otlp".
+  { key: "record", name: "every span recorded, not exported", config: { enabled: true, spanSink: true, otlpUrl: null, sampler: ALWAYS, discard: true } },
   { key: "otlp", name: "every span exported (OTLP/HTTP)", config: { enabled: true, spanSink: true, otlpUrl: "", sampler: ALWAYS } },
   { key: "sampled", name: "10% sampled, exported (OTLP/HTTP)", config: { enabled: true, spanSink: true, otlpUrl: "", sampler: "parentbased_traceidratio", samplerArg: 0.1 } },
 ];

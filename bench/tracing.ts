@@ -10,12 +10,13 @@
  * summary gives the median over blocks and the quartiles.
  *
  * Modes: off; off again (a second "off" phase per block: the cost the method reads where there is none); on (the `npm start` default: the dashboard's 20 traces a second recorded, the rest
- * only decided); on with every trace to the dashboard's sink; every span exported over OTLP/HTTP
+ * only decided); on with every trace to the dashboard's sink; every span recorded but handed to an
+ * exporter that drops it (`record`: the recording part of the next); every span exported over OTLP/HTTP
  * (to a stand-in collector here); 10% of requests sampled and exported. First it times the OTLP
  * encoders on 1,024 spans.
  *
  *   node --import tsx bench/tracing.ts [--seconds 120] [--concurrency 200] [--window-ms 600] [--settle-ms 250]
- *                                      [--modes off,off2,on,sinkall,otlp,sampled]
+ *                                      [--modes off,off2,on,sinkall,record,otlp,sampled]
  *                                      [--pin]   (services on the last core; start this under `taskset -c 0`)
  *                                      [--node-args "--max-semi-space-size=64"]   (flags of the services' node)
  */
@@ -40,7 +41,7 @@ const pin = process.argv.includes("--pin");
 /** Node flags of the services process (e.g. "--max-semi-space-size=64"). */
 const nodeArgs = (args.get("--node-args") ?? "").split(" ").filter(Boolean);
 
-const MODES = modesNamed(args.get("--modes") ?? "off,off2,on,sinkall,otlp,sampled");
+const MODES = modesNamed(args.get("--modes") ?? "off,off2,on,sinkall,record,otlp,sampled");
 
 /** One measured phase. */
 interface Phase {
