@@ -46,6 +46,12 @@ const verdicts = new Counter({
   labelNames: ["verdict"] as const,
   registers: [registry],
 });
+const spansLost = new Counter({
+  name: "hadis_trace_spans_lost_total",
+  help: "Sampled spans the OTLP export lost: its queue was full, the span could not be encoded, or the export failed.",
+  labelNames: ["reason"] as const,
+  registers: [registry],
+});
 const queueDepth = new Gauge({
   name: "hadis_queue_depth",
   help: "Work items waiting or unacknowledged in a model's work queue.",
@@ -115,6 +121,13 @@ export function recordRequest(reply: GenerateReply | null, outcome: string, sloM
 }
 
 /** Records a batch a worker ran. */
+/** Why the OTLP export lost spans. */
+export type SpanLoss = "queue_full" | "unencodable" | "export_failed";
+
+export function recordSpansLost(reason: SpanLoss, n: number): void {
+  spansLost.inc({ reason }, n);
+}
+
 export function recordBatch(model: string, size: number): void {
   batchSize.observe({ model }, size);
 }

@@ -441,6 +441,8 @@ export interface StreamBatchOptions {
   maxExportBatchSize: number;
   /** Waiting spans are sent at least this often. */
   scheduledDelayMillis: number;
+  /** Told of every span lost, with why (the service counts them in its metrics). */
+  onLoss?: (reason: "queue_full" | "unencodable" | "export_failed", spans: number) => void;
 }
 
 /**
@@ -472,6 +474,7 @@ export class OtlpStreamProcessor implements SpanProcessor {
     if ((span.spanContext().traceFlags & TraceFlags.SAMPLED) === 0) return;
     if (this.held >= this.opts.maxQueueSize) {
       this.dropped++;
+      this.opts.onLoss?.("queue_full", 1);
       return;
     }
     try {
@@ -479,6 +482,7 @@ export class OtlpStreamProcessor implements SpanProcessor {
     } catch {
       // A span that cannot be encoded (a time before 1970 from a bad clock) is lost, not the request.
       this.dropped++;
+      this.opts.onLoss?.("unencodable", 1);
       return;
     }
     this.held++;
@@ -514,7 +518,10 @@ export class OtlpStreamProcessor implements SpanProcessor {
     const done = (ok: boolean) => {
       if (finished) return;
       finished = true;
-      if (!ok) this.failed += next.spans;
+      if (!ok) {
+        this.failed += next.spans;
+        this.opts.onLoss?.("export_failed", next.spans);
+      }
       this.held -= next.spans;
       this.completed++;
       if (this.inFlight === current) this.inFlight = null;

@@ -39,6 +39,7 @@ import { ATTR_SERVICE_NAME } from "@opentelemetry/semantic-conventions";
 import { encode } from "../../contracts/envelope.ts";
 import { newHeaders, type MsgHdrs, type NatsConnection } from "./nats.ts";
 import { LeanSpan, LeanTracer } from "./lean-tracer.ts";
+import { recordSpansLost } from "./metrics.ts";
 
 export { SpanKind, SpanStatusCode };
 export type { Attributes, Context, Link, Span, SpanContext };
@@ -215,7 +216,7 @@ export function configureTelemetry(opts: TelemetryOptions = {}): void {
     const protocol = opts.otlpProtocol ?? otlpProtocolFromEnv();
     shared.push(protocol === "http/json"
       ? new BatchSpanProcessor(new OTLPJsonTraceExporter({ url: otlpUrl }), batchSettings())
-      : new OtlpStreamProcessor(new OtlpProtoTransport({ url: otlpUrl }), batchSettings()));
+      : new OtlpStreamProcessor(new OtlpProtoTransport({ url: otlpUrl }), { ...batchSettings(), onLoss: recordSpansLost }));
   }
   for (const exporter of opts.exporters ?? []) shared.push(new SimpleSpanProcessor(exporter));
   state = {

@@ -123,7 +123,8 @@ describe("OtlpStreamProcessor", () => {
       },
       shutdown: async () => undefined,
     };
-    const processor = new OtlpStreamProcessor(transport, { maxQueueSize: 8, maxExportBatchSize: 2, scheduledDelayMillis: 60_000 });
+    const losses: [string, number][] = [];
+    const processor = new OtlpStreamProcessor(transport, { maxQueueSize: 8, maxExportBatchSize: 2, scheduledDelayMillis: 60_000, onLoss: (why, n) => void losses.push([why, n]) });
     const end = (name: string, startTime?: Date) => {
       const span = t.start(name, startTime === undefined ? {} : { startTime });
       span.end();
@@ -145,6 +146,8 @@ describe("OtlpStreamProcessor", () => {
     await processor.forceFlush();
     expect(processor.dropped).toBe(1);
     expect(decoded(sent.at(-1)!).resourceSpans[0].scopeSpans[0].spans.map((x: { name: string }) => x.name)).toEqual(["c", "d"]);
+    // Every loss is told, with why: the service counts them in hadis_trace_spans_lost_total.
+    expect(losses).toEqual([["export_failed", 2], ["unencodable", 1]]);
   });
 
   it("a flush waits for what was held when it was called, not for spans that keep coming", async () => {
