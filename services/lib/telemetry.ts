@@ -15,7 +15,8 @@
  * The local span sink carries only the traces picked for the dashboard: the router marks at most
  * `HADIS_SPAN_SINK_RATE` requests a second (default 20; `all` for every one) with `hadis=d` in
  * their W3C `tracestate`, which travels with the trace to the other services; every service's
- * sink forwards the spans of marked traces only. Exporters (OTLP, tests) get every span.
+ * sink forwards the spans of marked traces only. Exporters (OTLP, tests) get every span; with
+ * none configured, only marked traces are recorded at all (nothing else would read them).
  */
 import { subjects as buildSubjects, Headers } from "../../contracts/subjects.ts";
 import { SpanKind, SpanStatusCode, type Attributes, type Context, type Link, type Span, type SpanContext, type SpanOptions } from "@opentelemetry/api";
