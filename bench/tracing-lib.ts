@@ -1,7 +1,7 @@
 /**
  * What the tracing benchmarks share: the tracing modes, a stand-in OTLP collector, the services
  * process whose tracing the bench switches (bench/tracing-child.ts) and a closed-loop load that
- * records every completion and can pause.
+ * records every completion.
  */
 import type { ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
@@ -80,7 +80,7 @@ export function switchTracing(child: ChildProcess, mode: Mode, otlpUrl: string, 
     const config = { ...mode.config, ...overrides };
     // JSON has no Infinity: every trace to the sink is sent as a rate no run reaches.
     const rate = config.sinkTracesPerSecond === Infinity ? 1e9 : config.sinkTracesPerSecond;
-    if (!child.connected) reject(new Error("no IPC channel to the services process"));
+    if (!child.connected) return reject(new Error("no IPC channel to the services process"));
     child.send({ ...config, otlpUrl: config.otlpUrl === "" ? otlpUrl : config.otlpUrl, sinkTracesPerSecond: rate, id });
   });
 }
@@ -89,12 +89,9 @@ export function switchTracing(child: ChildProcess, mode: Mode, otlpUrl: string, 
 export function startLoad(client: HadisClient, concurrency: number, deadlineMs: number) {
   const done: [number, number][] = [];
   let running = true;
-  let resume: (() => void) | null = null;
-  let paused: Promise<void> | null = null;
   let i = 0;
   const callers = Array.from({ length: concurrency }, async () => {
     while (running) {
-      if (paused) await paused;
       const t = performance.now();
       try {
         await client.generate({ prompt: `a photo of object ${i++ % 5000}`, deadlineMs });
@@ -108,14 +105,8 @@ export function startLoad(client: HadisClient, concurrency: number, deadlineMs: 
     done,
     /** Latencies of the requests completed in [from, to). */
     between: (from: number, to: number) => done.filter(([t]) => t >= from && t < to).map(([, lat]) => lat),
-    pause: () => void (paused ??= new Promise<void>((r) => (resume = r))),
-    resume: () => {
-      resume?.();
-      paused = null;
-    },
     stop: async () => {
       running = false;
-      resume?.();
       await Promise.all(callers);
     },
   };

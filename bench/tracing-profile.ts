@@ -15,8 +15,7 @@ import { fileURLToPath } from "node:url";
 import { startNatsServer } from "../services/lib/nats-server.ts";
 import { connectNats } from "../services/lib/nats.ts";
 import { HadisClient } from "../services/lib/client.ts";
-import { spawnZeroLatencySystem } from "./lib.ts";
-import { modesNamed, startLoad, startOtlpReceiver, switchTracing } from "./tracing-lib.ts";
+import { modesNamed, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing } from "./tracing-lib.ts";
 
 const args = new Map(process.argv.slice(2).map((a, i, all) => [a, all[i + 1]]));
 const seconds = Number(args.get("--seconds") ?? 12);
@@ -71,13 +70,7 @@ async function main() {
   const results: { mode: string; requests: number; byFile: Map<string, number>; byFunction: Map<string, number> }[] = [];
   try {
     for (const mode of MODES) {
-      const child = spawnZeroLatencySystem(server.url, {
-        env: { HADIS_TRACING: "off", OTEL_EXPORTER_OTLP_ENDPOINT: "" },
-        entry: fileURLToPath(new URL("./tracing-child.ts", import.meta.url)),
-        ipc: true,
-        nodeArgs: ["--cpu-prof", "--cpu-prof-dir", join(dir, mode.key)],
-        wrap: pin ? ["taskset", "-c", String(availableParallelism() - 1)] : [],
-      });
+      const child = spawnSwitchableSystem(server.url, pin ? ["taskset", "-c", String(availableParallelism() - 1)] : [], ["--cpu-prof", "--cpu-prof-dir", join(dir, mode.key)]);
       const client = new HadisClient(nc);
       await client.waitUntilServing(30_000, 2_000);
       await switchTracing(child, mode, otlp.url);

@@ -11,6 +11,14 @@ import { fileURLToPath } from "node:url";
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const say = (line) => process.stderr.write(`[hadis setup] ${line}\n`);
 const run = (cmd, args, env = {}) => spawnSync(cmd, args, { cwd: root, stdio: "inherit", env: { ...process.env, ...env } }).status === 0;
+const isRoot = typeof process.getuid === "function" && process.getuid() === 0;
+/** Installs a Debian package when running as root on a Debian-like system (else does nothing). */
+const aptInstall = (pkg, why) => {
+  if (!isRoot || !existsSync("/usr/bin/apt-get")) return;
+  say(`installing ${pkg}${why} (apt-get install -y ${pkg})…`);
+  run("apt-get", ["update", "-qq"]);
+  run("apt-get", ["install", "-y", "-qq", pkg], { DEBIAN_FRONTEND: "noninteractive" });
+};
 
 // 1. npm packages.
 const modules = join(root, "node_modules");
@@ -29,12 +37,7 @@ if (!existsSync(marker) || statSync(marker).mtimeMs < statSync(lock).mtimeMs) {
 const candidates = [process.env.NATS_SERVER_BIN, "nats-server", "/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"].filter(Boolean);
 const haveNats = () => candidates.some((bin) => spawnSync(bin, ["--version"]).status === 0);
 if (!haveNats()) {
-  const isRoot = typeof process.getuid === "function" && process.getuid() === 0;
-  if (isRoot && existsSync("/usr/bin/apt-get")) {
-    say("installing nats-server (apt-get install -y nats-server)…");
-    run("apt-get", ["update", "-qq"]);
-    run("apt-get", ["install", "-y", "-qq", "nats-server"], { DEBIAN_FRONTEND: "noninteractive" });
-  }
+  aptInstall("nats-server", "");
   if (!haveNats()) {
     say("nats-server is missing. Install it with:  sudo apt-get install -y nats-server");
     say("(or download a release binary and set NATS_SERVER_BIN=/path/to/nats-server)");
@@ -44,11 +47,6 @@ if (!haveNats()) {
 
 // 3. For the tests (`--test`): Debian's chromium, which the dashboard's browser test drives.
 if (process.argv.includes("--test") && !existsSync("/usr/bin/chromium")) {
-  const isRoot = typeof process.getuid === "function" && process.getuid() === 0;
-  if (isRoot && existsSync("/usr/bin/apt-get")) {
-    say("installing chromium for the browser test (apt-get install -y chromium)…");
-    run("apt-get", ["update", "-qq"]);
-    run("apt-get", ["install", "-y", "-qq", "chromium"], { DEBIAN_FRONTEND: "noninteractive" });
-  }
+  aptInstall("chromium", " for the browser test");
   if (!existsSync("/usr/bin/chromium")) say("the dashboard's browser test needs Debian's chromium:  sudo apt-get install -y chromium");
 }

@@ -7,6 +7,7 @@ import { createServer, type Server } from "node:http";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { GenerateReply, Plan, WorkerHeartbeat } from "../../contracts/messages.ts";
 import { sloOutcome } from "../../actors/request/reply.ts";
+import type { SpanLoss } from "./otlp-export.ts";
 
 /** The process registry every HADIS metric lives in. */
 export const registry = new Registry();
@@ -120,14 +121,12 @@ export function recordRequest(reply: GenerateReply | null, outcome: string, sloM
   if (sloOutcome(reply, accepted, sloMs).violated) sloViolations.inc();
 }
 
-/** Records a batch a worker ran. */
-/** Why the OTLP export lost spans. */
-export type SpanLoss = "queue_full" | "unencodable" | "export_failed";
-
+/** Counts spans the OTLP export lost, by why. */
 export function recordSpansLost(reason: SpanLoss, n: number): void {
   spansLost.inc({ reason }, n);
 }
 
+/** Records a batch a worker ran. */
 export function recordBatch(model: string, size: number): void {
   batchSize.observe({ model }, size);
 }

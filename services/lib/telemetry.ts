@@ -35,7 +35,7 @@ import {
   type SpanProcessor,
 } from "@opentelemetry/sdk-trace-base";
 import { OTLPTraceExporter as OTLPJsonTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
-import { OtlpProtoTransport, OtlpStreamProcessor, type StreamBatchOptions } from "./otlp-proto.ts";
+import { OtlpProtoTransport, OtlpStreamProcessor, type StreamBatchOptions } from "./otlp-export.ts";
 import { ATTR_SERVICE_NAME } from "@opentelemetry/semantic-conventions";
 import { encode } from "../../contracts/envelope.ts";
 import { newHeaders, type MsgHdrs, type NatsConnection } from "./nats.ts";

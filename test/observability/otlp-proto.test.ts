@@ -6,7 +6,8 @@ import { ExportResultCode, type ExportResult } from "@opentelemetry/core";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import { createTraceState, ROOT_CONTEXT, trace } from "@opentelemetry/api";
 import { configureTelemetry, ServiceTelemetry, SpanKind, SpanStatusCode } from "../../services/lib/telemetry.ts";
-import { encodeTraceRequest, OtlpStreamProcessor } from "../../services/lib/otlp-proto.ts";
+import { encodeTraceRequest } from "../../services/lib/otlp-proto.ts";
+import { OtlpStreamProcessor } from "../../services/lib/otlp-export.ts";
 
 // The OTLP schema as the OpenTelemetry library compiled it (protobufjs), to decode both encodings.
 const root = createRequire(import.meta.url)("@opentelemetry/otlp-transformer/build/src/generated/root.js");
