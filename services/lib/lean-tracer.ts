@@ -103,9 +103,6 @@ export class LeanSpan implements Span, ReadableSpan {
   /** End, epoch ms (fractional); the start while the span runs. */
   endMs: number;
   ended = false;
-  readonly droppedAttributesCount = 0;
-  readonly droppedEventsCount = 0;
-  readonly droppedLinksCount = 0;
 
   constructor(
     private readonly owner: LeanTracer,
@@ -121,6 +118,17 @@ export class LeanSpan implements Span, ReadableSpan {
     private readonly perfStart?: number,
   ) {
     this.endMs = startMs;
+  }
+
+  // Nothing is dropped: on the prototype, not in every span.
+  get droppedAttributesCount(): number {
+    return 0;
+  }
+  get droppedEventsCount(): number {
+    return 0;
+  }
+  get droppedLinksCount(): number {
+    return 0;
   }
 
   // Exporters read these; the local sink reads the milliseconds.
@@ -278,7 +286,8 @@ export class LeanTracer implements Tracer {
     }
     const only = this.opts.recordOnly;
     if (only && recording && traceState?.get(only.key) !== only.value) recording = false;
-    const spanContext: SpanContext = { traceId, spanId, traceFlags: sampled ? TraceFlags.SAMPLED : TraceFlags.NONE, ...(traceState ? { traceState } : {}) };
+    const spanContext: SpanContext = { traceId, spanId, traceFlags: sampled ? TraceFlags.SAMPLED : TraceFlags.NONE };
+    if (traceState) spanContext.traceState = traceState;
     if (!recording) return trace.wrapSpanContext(spanContext);
     const given = options.startTime;
     const span = new LeanSpan(this, spanContext, name, kind, hasParent ? parent : undefined, attributes, links, epochMs(given), given === undefined ? performance.now() : undefined);

@@ -20,7 +20,6 @@
  */
 import { subjects as buildSubjects, Headers } from "../../contracts/subjects.ts";
 import { SpanKind, SpanStatusCode, type Attributes, type Context, type Link, type Span, type SpanContext, type SpanOptions } from "@opentelemetry/api";
-import { parseTraceParent, TraceState } from "@opentelemetry/core";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import {
   AlwaysOffSampler,
@@ -38,8 +37,9 @@ import { OTLPTraceExporter as OTLPJsonTraceExporter } from "@opentelemetry/expor
 import { OtlpProtoTransport, OtlpStreamProcessor, type StreamBatchOptions } from "./otlp-export.ts";
 import { ATTR_SERVICE_NAME } from "@opentelemetry/semantic-conventions";
 import { encode } from "../../contracts/envelope.ts";
-import { newHeaders, type MsgHdrs, type NatsConnection } from "./nats.ts";
+import { trustedHeaders, type MsgHdrs, type NatsConnection } from "./nats.ts";
 import { LeanSpan, LeanTracer } from "./lean-tracer.ts";
+import { spanContextOf, traceparentOf } from "./trace-context.ts";
 import { recordSpansLost } from "./metrics.ts";
 
 export { SpanKind, SpanStatusCode };
@@ -81,6 +81,8 @@ export interface TelemetryOptions {
   spanSink?: boolean;
   /** Extra exporters (tests: an InMemorySpanExporter). Exported synchronously, span by span. */
   exporters?: SpanExporter[];
+  /** Extra span processors, given every finished span as it ends (benchmarks: one that drops them). */
+  processors?: SpanProcessor[];
   /** OTLP/HTTP traces URL (`…/v1/traces`); default from the OTEL_* environment. */
   otlpUrl?: string | null;
   /** OTLP/HTTP encoding; default from the OTEL_* environment, else `http/protobuf`. */
@@ -220,6 +222,7 @@ export function configureTelemetry(opts: TelemetryOptions = {}): void {
       : new OtlpStreamProcessor(new OtlpProtoTransport({ url: otlpUrl }), { ...batchSettings(), onLoss: recordSpansLost }));
   }
   for (const exporter of opts.exporters ?? []) shared.push(new SimpleSpanProcessor(exporter));
+  shared.push(...(opts.processors ?? []));
   state = {
     enabled,
     spanSink: enabled && (opts.spanSink ?? env.spanSink ?? true),
@@ -354,17 +357,6 @@ export class RatePicker {
   }
 }
 
-/**
- * The span context of W3C `traceparent` / `tracestate` header values, as the W3C propagator
- * reads them (its parser: version, non-zero ids, flags), without building a `Context` around it.
- */
-function spanContextOf(traceparent: string | undefined, tracestate: string | undefined): SpanContext | undefined {
-  if (!traceparent) return undefined;
-  const parsed = parseTraceParent(traceparent);
-  if (!parsed) return undefined;
-  return { ...parsed, isRemote: true, ...(tracestate ? { traceState: new TraceState(tracestate) } : {}) };
-}
-
 /** One service's tracing: a tracer named after it and the NATS header propagation. */
 export class ServiceTelemetry {
   private tracerOf: { generation: number; tracer: LeanTracer } | null = null;
@@ -421,21 +413,24 @@ export class ServiceTelemetry {
   /** The span context carried by NATS headers (`traceparent`, `tracestate`), if any. */
   extract(headers: MsgHdrs | undefined): SpanContext | undefined {
     if (!headers) return undefined;
-    return spanContextOf(headers.get(Headers.traceparent) || undefined, headers.get(Headers.tracestate) || undefined);
+    return spanContextOf((name) => headers.get(name) || undefined);
   }
 
   /** The span context read through a header lookup (e.g. a queue delivery's headers). */
   extractWith(header: (name: string) => string | undefined): SpanContext | undefined {
-    return spanContextOf(header(Headers.traceparent), header(Headers.tracestate));
+    return spanContextOf(header);
   }
 
   /**
-   * Writes `traceparent` (and `tracestate`) of `parent` into `headers` (new headers when none
-   * given), as the W3C propagator does, without re-validating ids this process made or checked.
+   * Headers carrying `parent` as `traceparent` (and `tracestate`), written into `headers` when
+   * given, as the W3C propagator does, without re-validating ids this process made or checked.
    */
-  inject(parent: SpanContext, headers: MsgHdrs = newHeaders()): MsgHdrs {
-    headers.set(Headers.traceparent, `00-${parent.traceId}-${parent.spanId}-0${(parent.traceFlags || 0).toString(16)}`);
-    if (parent.traceState) headers.set(Headers.tracestate, parent.traceState.serialize());
+  inject(parent: SpanContext, headers?: MsgHdrs): MsgHdrs {
+    const traceparent = traceparentOf(parent);
+    const tracestate = parent.traceState?.serialize();
+    if (!headers) return trustedHeaders(tracestate ? { [Headers.traceparent]: [traceparent], [Headers.tracestate]: [tracestate] } : { [Headers.traceparent]: [traceparent] });
+    headers.set(Headers.traceparent, traceparent);
+    if (tracestate) headers.set(Headers.tracestate, tracestate);
     return headers;
   }
 }

@@ -13,7 +13,7 @@ import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RouteDecis
 import { decideRoute } from "../../actors/routing/route-policy.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
 import type { Logger } from "../lib/log.ts";
-import { newHeaders, type KV, type MsgHdrs, type NatsConnection, type WorkQueue } from "../lib/nats.ts";
+import { type KV, type MsgHdrs, type NatsConnection, type WorkQueue } from "../lib/nats.ts";
 import type { PlanView } from "../lib/plan-view.ts";
 import { endWithError, SpanKind } from "../lib/telemetry.ts";
 import type { RequestTraces } from "./tracing.ts";
@@ -153,7 +153,7 @@ export function routerActors(deps: RouterActorDeps) {
     const reply = await deps.nc.request(
       deps.subjects.judge,
       encode({ v: PROTOCOL_VERSION, requestId: input.requestId, prompt: input.prompt, model: input.model, image: input.image, planEpoch: input.planEpoch }),
-      { timeout: deps.judgeTimeoutMs, ...(traced ? { headers: deps.traces!.telemetry.inject(traced, newHeaders()) } : {}) },
+      { timeout: deps.judgeTimeoutMs, ...(traced ? { headers: deps.traces!.telemetry.inject(traced) } : {}) },
     );
     if (reply.headers?.get(Headers.serviceErrorCode)) {
       const body = parseRaw(reply.data);

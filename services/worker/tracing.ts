@@ -5,7 +5,6 @@
  * metrics.
  */
 import type { BatchObservation, BatchObserver } from "../../actors/worker/worker-agent.ts";
-import { Headers } from "../../contracts/subjects.ts";
 import { recordBatch } from "../lib/metrics.ts";
 import { SpanKind, SpanStatusCode, type Link, type ServiceTelemetry, type Span, type SpanContext } from "../lib/telemetry.ts";
 
@@ -21,7 +20,7 @@ export function workerObserver(telemetry: ServiceTelemetry): BatchObserver {
       const parents: (SpanContext | undefined)[] = [];
       const links: Link[] = [];
       for (const { delivery } of batch) {
-        const parent = delivery.header?.(Headers.traceparent) ? telemetry.extractWith((name) => delivery.header?.(name)) : undefined;
+        const parent = delivery.header ? telemetry.extractWith(delivery.header) : undefined;
         parents.push(parent);
         if (parent) links.push({ context: parent });
       }

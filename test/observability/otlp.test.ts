@@ -1,8 +1,10 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { createServer } from "node:http";
 import { InMemorySpanExporter } from "@opentelemetry/sdk-trace-base";
+import { parseTraceParent } from "@opentelemetry/core";
 import { configureTelemetry, endWithError, flushTelemetry, RatePicker, samplerFromEnv, ServiceTelemetry, shutdownTelemetry, SpanKind, SpanStatusCode, tracingEnabled } from "../../services/lib/telemetry.ts";
 import { encodeTraceRequest } from "../../services/lib/otlp-proto.ts";
+import { readTraceparent, traceparentOf } from "../../services/lib/trace-context.ts";
 import { newHeaders } from "../../services/lib/nats.ts";
 
 afterAll(() => shutdownTelemetry());
@@ -90,6 +92,50 @@ describe("telemetry configuration", () => {
     bad.set("traceparent", "00-00000000000000000000000000000000-00f067aa0ba902b7-01");
     expect(telemetry.extract(bad)).toBeUndefined();
     expect(exporter.getFinishedSpans().map((s) => s.name)).toEqual(["execute m"]);
+  });
+});
+
+describe("readTraceparent", () => {
+  const valid = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  it.each([
+    valid,
+    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00",
+    "cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-ff",
+    "00-00000000000000000000000000000001-0000000000000001-01",
+    "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+    "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+    "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+    "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",
+    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0x",
+    "00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    "00-4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7-01",
+    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7_01",
+    ` ${valid}`,
+    `${valid} `,
+    `${valid}-extra`,
+    `cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra`,
+    valid.slice(0, 54),
+    "",
+  ])("reads %j as OpenTelemetry's parser does", (value) => {
+    expect(readTraceparent(value)).toEqual(parseTraceParent(value));
+  });
+
+  it("writes what it reads (two hex digits of flags)", () => {
+    for (const flags of [0, 1, 0x0f, 0x81, 0xff]) {
+      const ctx = { traceId: "4bf92f3577b34da6a3ce929d0e0e4736", spanId: "00f067aa0ba902b7", traceFlags: flags };
+      expect(readTraceparent(traceparentOf(ctx))).toEqual(ctx);
+    }
+  });
+
+  it("agrees with it on every single-character change of a valid header", () => {
+    const alphabet = "0123456789abcdefABCDEF-_ z";
+    for (let i = 0; i < valid.length; i++) {
+      for (const c of alphabet) {
+        const value = valid.slice(0, i) + c + valid.slice(i + 1);
+        expect(readTraceparent(value), value).toEqual(parseTraceParent(value));
+      }
+    }
   });
 });
 
