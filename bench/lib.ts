@@ -25,21 +25,24 @@ export function writeResult(name: string, data: unknown): string {
 }
 
 /**
- * Starts the whole system in a child process (as `npm start` would) on zero-latency profile
- * models and 16 workers. With the `static` policy (the default here) every request goes light
- * and is judged, 1% escalated so the heavy path runs too; other policies ignore that
+ * Starts the whole system in a child process (as `npm start` would) on profile models and 16
+ * workers: zero-latency ones (the serving layer's own cost, CPU-bound), or with `timeScale` the
+ * profiled latencies times it (0.1: the paper's 10x compression). With the `static` policy (the
+ * default here) every request goes light and is judged, 1% escalated so the heavy path runs too
+ * (with profiled latencies about one in 700: the one heavy worker of the static split, 13 s an
+ * image, could not keep up with 1% of a hundred requests a second); other policies ignore that
  * configuration. `nodeArgs` go before the script (profiling flags); `wrap` runs node under
  * another command (e.g. `taskset`); `entry` runs a script that imports the CLI in its place, and
  * `ipc` opens Node's IPC channel to it.
  */
-export function spawnZeroLatencySystem(
+export function spawnBenchSystem(
   natsUrl: string,
-  opts: { policy?: string; env?: Record<string, string>; nodeArgs?: string[]; wrap?: string[]; entry?: string; ipc?: boolean } = {},
+  opts: { policy?: string; env?: Record<string, string>; nodeArgs?: string[]; wrap?: string[]; entry?: string; ipc?: boolean; timeScale?: number } = {},
 ): ChildProcess {
   const cli = opts.entry ?? fileURLToPath(new URL("../services/cli/main.ts", import.meta.url));
   const args = [
-    ...(opts.nodeArgs ?? []), "--import", "tsx", cli, "serve", "all", "--nats", natsUrl, "--zero-latency", "--storage", "memory", "--workers", "16", "--policy", opts.policy ?? "static",
-    "--static-config", JSON.stringify({ light: "sd35-large-turbo", heavy: "sd35-medium", routerThreshold: 0, discThreshold: 0.01, lightBatchSize: 8, heavyBatchSize: 8 }),
+    ...(opts.nodeArgs ?? []), "--import", "tsx", cli, "serve", "all", "--nats", natsUrl, ...(opts.timeScale ? ["--time-scale", String(opts.timeScale)] : ["--zero-latency"]), "--storage", "memory", "--workers", "16", "--policy", opts.policy ?? "static",
+    "--static-config", JSON.stringify({ light: "sd35-large-turbo", heavy: "sd35-medium", routerThreshold: 0, discThreshold: opts.timeScale ? 0.003 : 0.01, lightBatchSize: 8, heavyBatchSize: 8 }),
   ];
   const [command, ...pre] = opts.wrap?.length ? [...opts.wrap, process.execPath] : [process.execPath];
   return spawn(command, [...pre, ...args], { stdio: ["ignore", "inherit", "inherit", ...(opts.ipc ? ["ipc" as const] : [])], env: { ...process.env, HADIS_LOG: "warn", ...opts.env } });

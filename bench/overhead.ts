@@ -9,7 +9,7 @@
 import { startNatsServer } from "../services/lib/nats-server.ts";
 import { connectNats, type NatsConnection } from "../services/lib/nats.ts";
 import { HadisClient } from "../services/lib/client.ts";
-import { closedLoop, median, percentile, r2, spawnZeroLatencySystem, writeResult } from "./lib.ts";
+import { closedLoop, median, percentile, r2, spawnBenchSystem, writeResult } from "./lib.ts";
 
 const args = new Map(process.argv.slice(2).map((a, i, all) => [a, all[i + 1]]));
 const seconds = Number(args.get("--seconds") ?? 10);
@@ -58,7 +58,7 @@ async function openLoop(label: string, rate: number, durS: number, call: () => P
 async function main() {
   const server = await startNatsServer();
   // The HADIS planner (as the README's figures were measured), not the static plan.
-  const system = spawnZeroLatencySystem(server.url, { policy: "hadis" });
+  const system = spawnBenchSystem(server.url, { policy: "hadis" });
   const nc: NatsConnection = await connectNats(server.url, "bench");
   const client = new HadisClient(nc);
   await client.waitUntilServing(30_000, 2_000);

@@ -3,6 +3,9 @@
  * IPC) that switches this process's tracing between measured phases. Each switch first flushes
  * what the previous configuration still holds, so a phase does not pay for the one before it.
  */
+import { writeFileSync } from "node:fs";
+import { Session } from "node:inspector/promises";
+import { PerformanceObserver } from "node:perf_hooks";
 import { configureTelemetry, flushTelemetry, samplerNamed } from "../services/lib/telemetry.ts";
 
 /** A tracing configuration, as the bench sends it. */
@@ -18,10 +21,53 @@ export interface TracingSwitch {
   discard?: boolean;
 }
 
-/** An exporter that takes spans and does nothing with them. */
-const discarding = { export: (_spans: unknown, done: (r: { code: number }) => void) => done({ code: 0 }), shutdown: async () => undefined };
+/** A span processor that takes every finished span and does nothing with it. */
+const discarding = { onStart: () => undefined, onEnd: () => undefined, forceFlush: async () => undefined, shutdown: async () => undefined };
 
-process.on("message", (m: TracingSwitch) => {
+/** Starts or stops V8's sampling heap profiler (every allocation, collected or not), writing the profile on stop. */
+export interface AllocationSampling {
+  id: number;
+  alloc: "start" | "stop";
+  /** Where the stopped profile goes (JSON). */
+  file?: string;
+}
+
+/** Asks for the main thread's garbage-collection pauses so far (answered as `gcMs`). */
+export interface GcQuery {
+  id: number;
+  gc: true;
+}
+
+let gcMs = 0;
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) gcMs += entry.duration;
+}).observe({ entryTypes: ["gc"] });
+
+let session: Session | null = null;
+
+async function sampleAllocations(m: AllocationSampling): Promise<void> {
+  if (m.alloc === "start") {
+    session = new Session();
+    session.connect();
+    await session.post("HeapProfiler.enable");
+    await session.post("HeapProfiler.startSampling", { samplingInterval: 1_024, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+  } else if (session) {
+    const { profile } = await session.post("HeapProfiler.stopSampling");
+    writeFileSync(m.file!, JSON.stringify(profile));
+    session.disconnect();
+    session = null;
+  }
+}
+
+process.on("message", (m: TracingSwitch | AllocationSampling | GcQuery) => {
+  if ("gc" in m) {
+    process.send?.({ id: m.id, gcMs });
+    return;
+  }
+  if ("alloc" in m) {
+    void sampleAllocations(m).then(() => process.send?.({ id: m.id }));
+    return;
+  }
   void (async () => {
     await flushTelemetry().catch(() => undefined);
     configureTelemetry({
@@ -29,7 +75,7 @@ process.on("message", (m: TracingSwitch) => {
       spanSink: m.spanSink,
       otlpUrl: m.otlpUrl,
       sampler: samplerNamed(m.sampler, m.samplerArg),
-      ...(m.discard ? { exporters: [discarding] } : {}),
+      ...(m.discard ? { processors: [discarding] } : {}),
       ...(m.sinkTracesPerSecond !== undefined ? { sinkTracesPerSecond: m.sinkTracesPerSecond } : {}),
     });
     process.send?.({ id: m.id });

@@ -4,11 +4,12 @@
  * records every completion.
  */
 import type { ChildProcess } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { HadisClient } from "../services/lib/client.ts";
-import { spawnZeroLatencySystem } from "./lib.ts";
+import { spawnBenchSystem } from "./lib.ts";
 import type { TracingSwitch } from "./tracing-child.ts";
 
 /** A tracing configuration under test (`otlpUrl: ""`: the stand-in collector). */
@@ -51,10 +52,11 @@ export async function startOtlpReceiver(): Promise<{ url: string; bytes: () => n
   return { url: `http://127.0.0.1:${port}/v1/traces`, bytes: () => bytes, close: () => new Promise((r) => server.close(() => r())) };
 }
 
-/** The system, in a child process whose tracing `switchTracing` changes. */
-export function spawnSwitchableSystem(natsUrl: string, wrap: string[], nodeArgs: string[] = []): ChildProcess {
-  return spawnZeroLatencySystem(natsUrl, {
+/** The system (zero-latency models unless `timeScale`), in a child process whose tracing `switchTracing` changes. */
+export function spawnSwitchableSystem(natsUrl: string, wrap: string[], nodeArgs: string[] = [], timeScale?: number): ChildProcess {
+  return spawnBenchSystem(natsUrl, {
     nodeArgs,
+    timeScale,
     env: { HADIS_TRACING: "off", OTEL_EXPORTER_OTLP_ENDPOINT: "" },
     entry: fileURLToPath(new URL("./tracing-child.ts", import.meta.url)),
     ipc: true,
@@ -62,27 +64,37 @@ export function spawnSwitchableSystem(natsUrl: string, wrap: string[], nodeArgs:
   });
 }
 
-let switches = 0;
+let messages = 0;
 
-/** Switches the child's tracing and waits until it has (its previous exporters flushed). */
-export function switchTracing(child: ChildProcess, mode: Mode, otlpUrl: string, overrides: Partial<TracingSwitch> = {}): Promise<void> {
-  const id = ++switches;
+/** The services process's garbage-collection pauses so far, ms (main thread). */
+export async function gcPausesMs(child: ChildProcess): Promise<number> {
+  return (await ask<{ gcMs: number }>(child, { gc: true })).gcMs;
+}
+
+/** Sends the services process a message and waits for its answer (the same id back). */
+export function ask<T extends object = object>(child: ChildProcess, message: object): Promise<T> {
+  const id = ++messages;
   return new Promise((resolve, reject) => {
     const onExit = () => reject(new Error("the services process exited"));
     const onMessage = (m: { id: number }) => {
       if (m.id !== id) return;
       child.off("message", onMessage);
       child.off("exit", onExit);
-      resolve();
+      resolve(m as T);
     };
     child.on("message", onMessage);
     child.once("exit", onExit);
-    const config = { ...mode.config, ...overrides };
-    // JSON has no Infinity: every trace to the sink is sent as a rate no run reaches.
-    const rate = config.sinkTracesPerSecond === Infinity ? 1e9 : config.sinkTracesPerSecond;
     if (!child.connected) return reject(new Error("no IPC channel to the services process"));
-    child.send({ ...config, otlpUrl: config.otlpUrl === "" ? otlpUrl : config.otlpUrl, sinkTracesPerSecond: rate, id });
+    child.send({ ...message, id });
   });
+}
+
+/** Switches the child's tracing and waits until it has (its previous exporters flushed). */
+export async function switchTracing(child: ChildProcess, mode: Mode, otlpUrl: string, overrides: Partial<TracingSwitch> = {}): Promise<void> {
+  const config = { ...mode.config, ...overrides };
+  // JSON has no Infinity: every trace to the sink is sent as a rate no run reaches.
+  const rate = config.sinkTracesPerSecond === Infinity ? 1e9 : config.sinkTracesPerSecond;
+  await ask(child, { ...config, otlpUrl: config.otlpUrl === "" ? otlpUrl : config.otlpUrl, sinkTracesPerSecond: rate });
 }
 
 /** A closed loop of `concurrency` callers; completions as [end time, latency ms] (NaN: an error). */
@@ -110,4 +122,24 @@ export function startLoad(client: HadisClient, concurrency: number, deadlineMs: 
       await Promise.all(callers);
     },
   };
+}
+
+/** CPU time of each thread of a process so far, ns (Linux schedstat: nanoseconds, not 10 ms ticks). */
+export function threadCpuNs(pid: number): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      out.set(tid, Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[0]));
+    } catch {
+      // The thread ended between the listing and the read.
+    }
+  }
+  return out;
+}
+
+/** CPU time used between two readings, ms, over the threads present in both. */
+export function cpuMsBetween(a: Map<string, number>, b: Map<string, number>): number {
+  let ns = 0;
+  for (const [tid, t] of b) if (a.has(tid)) ns += t - a.get(tid)!;
+  return ns / 1e6;
 }

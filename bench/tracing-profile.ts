@@ -1,12 +1,17 @@
 /**
- * Where tracing's cost goes: for each mode (bench/tracing-lib.ts), the services process runs under
- * `node --cpu-prof` at a constant closed-loop load; the samples of its main thread inside the
- * counted window are summed by file (node_modules by package) and by function, divided by the
- * requests completed, and printed against the first mode (µs a request). One process per mode,
- * so machine drift between them is not cancelled: read it for where the time goes, and
- * bench/tracing.ts for how much.
+ * Where tracing's cost goes. One services process (bench/tracing-child.ts) runs under
+ * `node --cpu-prof` at a constant closed-loop load while its tracing is switched between the modes
+ * (bench/tracing-lib.ts), phase by phase as in bench/tracing.ts (blocks of one phase per mode,
+ * `--settle-ms` after each switch, then `--window-ms` counted); the samples of its main thread inside
+ * each mode's windows are summed by file (node_modules by package) and by function, divided by the
+ * requests completed in them, and printed against the first mode (µs a request). Interleaving
+ * cancels most of a shared machine's drift; read this for where the time goes and
+ * bench/tracing.ts for how much. With `--alloc`, V8's sampling heap profiler (every allocation,
+ * collected or not, started and stopped around each window) replaces the CPU profile: bytes
+ * allocated a request, the figure that sets how often the young generation is collected.
  *
- *   node --import tsx bench/tracing-profile.ts [--modes off,otlp] [--seconds 12] [--concurrency 200] [--top 30] [--pin]
+ *   node --import tsx bench/tracing-profile.ts [--modes off,otlp] [--seconds 60] [--concurrency 200] [--top 30] [--pin] [--alloc] [--by-base]
+ *                                              [--window-ms 600] [--settle-ms 250]
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
@@ -15,14 +20,19 @@ import { fileURLToPath } from "node:url";
 import { startNatsServer } from "../services/lib/nats-server.ts";
 import { connectNats } from "../services/lib/nats.ts";
 import { HadisClient } from "../services/lib/client.ts";
-import { modesNamed, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing } from "./tracing-lib.ts";
+import { ask, modesNamed, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing } from "./tracing-lib.ts";
 
 const args = new Map(process.argv.slice(2).map((a, i, all) => [a, all[i + 1]]));
-const seconds = Number(args.get("--seconds") ?? 12);
+const seconds = Number(args.get("--seconds") ?? 60);
+const windowMs = Number(args.get("--window-ms") ?? 600);
+const settleMs = Number(args.get("--settle-ms") ?? 250);
 const concurrency = Number(args.get("--concurrency") ?? 200);
 const top = Number(args.get("--top") ?? 30);
 const pin = process.argv.includes("--pin");
 const MODES = modesNamed(args.get("--modes") ?? "off,otlp");
+const alloc = process.argv.includes("--alloc");
+/** Rows by the first mode's own figures instead of the differences (where the baseline goes). */
+const byBase = process.argv.includes("--by-base");
 
 interface CpuProfile {
   nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[];
@@ -32,23 +42,51 @@ interface CpuProfile {
   endTime: number;
 }
 
-/** Self time (µs) by file and by function of the samples between `fromUs` and `toUs` (the profile's clock). */
-function selfTimes(profile: CpuProfile, fromUs: number, toUs: number): { byFile: Map<string, number>; byFunction: Map<string, number> } {
+/** Self time (µs) by file and by function of the samples inside `windows` (sorted, disjoint; the profile's clock, µs). */
+function selfTimes(profile: CpuProfile, windows: [number, number][]): { byFile: Map<string, number>; byFunction: Map<string, number> } {
   const frames = new Map(profile.nodes.map((n) => [n.id, n.callFrame]));
   const byFile = new Map<string, number>();
   const byFunction = new Map<string, number>();
   let t = profile.startTime;
+  let w = 0;
   profile.samples.forEach((id, i) => {
     t += profile.timeDeltas[i];
-    if (t < fromUs || t >= toUs) return;
-    const frame = frames.get(id)!;
-    const path = frame.url.replace(/^file:\/\//, "");
-    const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(path)?.[1];
-    const file = pkg ? `npm:${pkg}` : path.replace(fileURLToPath(new URL("..", import.meta.url)), "") || frame.functionName;
+    while (w < windows.length && windows[w][1] <= t) w++;
+    if (w === windows.length || t < windows[w][0]) return;
+    const { file, fn } = frameNames(frames.get(id)!);
     const add = (m: Map<string, number>, k: string) => m.set(k, (m.get(k) ?? 0) + profile.timeDeltas[i]);
     add(byFile, file);
-    add(byFunction, `${frame.functionName || "(anonymous)"} ${pkg ? `npm:${pkg}` : file}`);
+    add(byFunction, fn);
   });
+  return { byFile, byFunction };
+}
+
+interface HeapNode {
+  callFrame: { functionName: string; url: string };
+  selfSize: number;
+  children: HeapNode[];
+}
+
+/** Where the file and function of a frame are named (node_modules by package, ours relative to the repository). */
+function frameNames(frame: { functionName: string; url: string }): { file: string; fn: string } {
+  const path = frame.url.replace(/^file:\/\//, "");
+  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(path)?.[1];
+  const file = pkg ? `npm:${pkg}` : path.replace(fileURLToPath(new URL("..", import.meta.url)), "") || frame.functionName;
+  return { file, fn: `${frame.functionName || "(anonymous)"} ${file}` };
+}
+
+/** Bytes allocated by file and by function in sampling heap profiles. */
+function allocations(roots: HeapNode[]): { byFile: Map<string, number>; byFunction: Map<string, number> } {
+  const byFile = new Map<string, number>();
+  const byFunction = new Map<string, number>();
+  const add = (m: Map<string, number>, k: string, v: number) => m.set(k, (m.get(k) ?? 0) + v);
+  const visit = (node: HeapNode) => {
+    const { file, fn } = frameNames(node.callFrame);
+    add(byFile, file, node.selfSize);
+    add(byFunction, fn, node.selfSize);
+    node.children.forEach(visit);
+  };
+  roots.forEach(visit);
   return { byFile, byFunction };
 }
 
@@ -67,26 +105,51 @@ async function main() {
   const server = await startNatsServer();
   const nc = await connectNats(server.url, "bench-tracing-profile");
   const otlp = await startOtlpReceiver();
-  const results: { mode: string; requests: number; byFile: Map<string, number>; byFunction: Map<string, number> }[] = [];
+  const child = spawnSwitchableSystem(server.url, pin ? ["taskset", "-c", String(availableParallelism() - 1)] : [], alloc ? [] : ["--cpu-prof", "--cpu-prof-dir", dir]);
+  const measured = MODES.map((mode) => ({ mode, requests: 0, windows: [] as [number, number][], heapFiles: [] as string[] }));
+  let load: ReturnType<typeof startLoad> | null = null;
+  let results: { mode: string; requests: number; byFile: Map<string, number>; byFunction: Map<string, number> }[];
   try {
-    for (const mode of MODES) {
-      const child = spawnSwitchableSystem(server.url, pin ? ["taskset", "-c", String(availableParallelism() - 1)] : [], ["--cpu-prof", "--cpu-prof-dir", join(dir, mode.key)]);
+    try {
       const client = new HadisClient(nc);
       await client.waitUntilServing(30_000, 2_000);
-      await switchTracing(child, mode, otlp.url);
-      const load = startLoad(client, concurrency, 30_000);
-      await new Promise((r) => setTimeout(r, 4_000)); // warm-up
-      // The profile's clock is the monotonic one of process.hrtime (µs), shared by both processes.
-      const fromUs = Number(process.hrtime.bigint() / 1_000n);
-      const from = performance.now();
-      await new Promise((r) => setTimeout(r, seconds * 1_000));
-      const toUs = Number(process.hrtime.bigint() / 1_000n);
-      const requests = load.between(from, performance.now()).filter((x) => !Number.isNaN(x)).length;
-      await load.stop();
+      load = startLoad(client, concurrency, 30_000);
+      for (const { mode } of measured) {
+        await switchTracing(child, mode, otlp.url);
+        await new Promise((r) => setTimeout(r, 1_500)); // warm-up
+      }
+      const end = performance.now() + seconds * 1_000;
+      for (let block = 0; performance.now() < end; block++) {
+        for (let k = 0; k < measured.length; k++) {
+          const m = measured[(k + block) % measured.length];
+          await switchTracing(child, m.mode, otlp.url);
+          await new Promise((r) => setTimeout(r, settleMs));
+          if (alloc) await ask(child, { alloc: "start" });
+          // The profile's clock is the monotonic one of process.hrtime (µs), shared by both processes.
+          const fromUs = Number(process.hrtime.bigint() / 1_000n);
+          const from = performance.now();
+          await new Promise((r) => setTimeout(r, windowMs));
+          const to = performance.now();
+          m.windows.push([fromUs, Number(process.hrtime.bigint() / 1_000n)]);
+          if (alloc) {
+            m.heapFiles.push(join(dir, `${m.mode.key}-${block}.heapprofile`));
+            await ask(child, { alloc: "stop", file: m.heapFiles.at(-1) });
+          }
+          m.requests += load.between(from, to).filter((x) => !Number.isNaN(x)).length;
+        }
+        load.done.splice(0, load.done.length);
+      }
+    } finally {
+      await load?.stop();
       child.kill("SIGTERM");
       await new Promise((r) => child.once("exit", r));
-      results.push({ mode: mode.name, requests, ...selfTimes(mainProfile(join(dir, mode.key)), fromUs, toUs) });
     }
+    const profile = alloc ? null : mainProfile(dir);
+    results = measured.map((m) => ({
+      mode: m.mode.name,
+      requests: m.requests,
+      ...(profile ? selfTimes(profile, m.windows) : allocations(m.heapFiles.map((f) => (JSON.parse(readFileSync(f, "utf8")) as { head: HeapNode }).head))),
+    }));
   } finally {
     rmSync(dir, { recursive: true, force: true });
     await nc.close();
@@ -100,8 +163,8 @@ async function main() {
       const names = new Set([...base[key].keys(), ...other[key].keys()]);
       const rows = [...names].map((k) => ({ name: k.slice(0, 90), [base.mode]: perRequest(base, k), [other.mode]: perRequest(other, k), extra: perRequest(other, k) - perRequest(base, k) }));
       const total = (r: typeof base) => [...r[key].values()].reduce((a, b) => a + b, 0) / r.requests;
-      console.log(`\nµs a request, ${key === "byFile" ? "by file" : "by function"}: ${base.mode} ${total(base).toFixed(1)} (${base.requests} requests), ${other.mode} ${total(other).toFixed(1)} (${other.requests} requests); largest differences`);
-      console.table(rows.sort((a, b) => b.extra - a.extra).slice(0, top).map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, typeof v === "number" ? Math.round(v * 100) / 100 : v]))));
+      console.log(`\n${alloc ? "bytes" : "µs"} a request, ${key === "byFile" ? "by file" : "by function"}: ${base.mode} ${total(base).toFixed(1)} (${base.requests} requests), ${other.mode} ${total(other).toFixed(1)} (${other.requests} requests); largest differences`);
+      console.table(rows.sort((a, b) => (byBase ? Number(b[base.mode]) - Number(a[base.mode]) : b.extra - a.extra)).slice(0, top).map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, typeof v === "number" ? Math.round(v * 100) / 100 : v]))));
     }
   }
 }

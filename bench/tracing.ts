@@ -1,26 +1,30 @@
 /**
- * What tracing costs the pipeline. One system (zero-latency profile models, as in
- * bench/overhead.ts) runs under a constant closed-loop load of `--concurrency` callers while the
- * bench switches its tracing configuration every phase (bench/tracing-child.ts, over Node's IPC):
- * blocks of one phase per mode, each block starting with the next mode, for `--seconds` in all.
- * A phase lets `--settle-ms` pass after the switch (requests begun under the previous mode
- * finish), then counts for `--window-ms` the requests completed, their latencies and the
- * services' CPU time (per thread, in nanoseconds). Costs are each block's ratio to its own "off" phase, seconds apart, so the
- * drift of a shared machine (±30% between runs a minute apart here) hits both sides alike; the
- * summary gives the median over blocks and the quartiles.
+ * What tracing costs the pipeline. One system (16 workers on zero-latency profile models, as in
+ * bench/overhead.ts, so the serving layer's own CPU is the bottleneck; or with `--time-scale` the
+ * profiled model latencies times it, as the pipeline runs for real) serves a constant closed loop
+ * of `--concurrency` callers while the bench switches its tracing configuration every phase
+ * (bench/tracing-child.ts, over Node's IPC): blocks of one phase per mode, each block starting
+ * with the next mode, for `--seconds` in all. A phase lets `--settle-ms` pass after the switch
+ * (requests begun under the previous mode finish), then counts for `--window-ms` the requests
+ * completed, their latencies, the services' CPU time (per thread, in nanoseconds) and their main
+ * thread's garbage-collection pauses. Costs are each block's ratio to its own "off" phase,
+ * seconds apart, so the drift of a shared machine (±30% between runs a minute apart here) hits
+ * both sides alike; the summary gives the median over blocks and the quartiles.
  *
- * Modes: off; off again (a second "off" phase per block: the cost the method reads where there is none); on (the `npm start` default: the dashboard's 20 traces a second recorded, the rest
- * only decided); on with every trace to the dashboard's sink; every span recorded but handed to an
- * exporter that drops it (`record`: the recording part of the next); every span exported over OTLP/HTTP
- * (to a stand-in collector here); 10% of requests sampled and exported. First it times the OTLP
- * encoders on 1,024 spans.
+ * Modes: off; off again (a second "off" phase per block: the cost the method reads where there
+ * is none); on (the `npm start` default: the dashboard's 20 traces a second recorded, the rest
+ * only decided); on with every trace to the dashboard's sink; every span recorded and handed to a
+ * processor that drops it (`record`: the recording part of the next); every span exported over
+ * OTLP/HTTP (to a stand-in collector here); 10% of requests sampled and exported. First it times
+ * the OTLP encoders on 1,024 spans. Writes bench/results/tracing.json (tracing-profiled.json with
+ * `--time-scale`).
  *
  *   node --import tsx bench/tracing.ts [--seconds 120] [--concurrency 200] [--window-ms 600] [--settle-ms 250]
  *                                      [--modes off,off2,on,sinkall,record,otlp,sampled]
  *                                      [--pin]   (services on the last core; start this under `taskset -c 0`)
  *                                      [--node-args "--max-semi-space-size=64"]   (flags of the services' node)
+ *                                      [--time-scale 0.1 --window-ms 2000 --settle-ms 1500]   (profiled latencies: longer phases)
  */
-import { readdirSync, readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { startNatsServer } from "../services/lib/nats-server.ts";
 import { connectNats } from "../services/lib/nats.ts";
@@ -30,7 +34,7 @@ import { encodeTraceRequest } from "../services/lib/otlp-proto.ts";
 import { JsonTraceSerializer, ProtobufTraceSerializer } from "@opentelemetry/otlp-transformer";
 import { InMemorySpanExporter, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import { median, percentile, r2, writeResult } from "./lib.ts";
-import { modesNamed, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing } from "./tracing-lib.ts";
+import { cpuMsBetween, gcPausesMs, modesNamed, threadCpuNs, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing } from "./tracing-lib.ts";
 
 const args = new Map(process.argv.slice(2).map((a, i, all) => [a, all[i + 1]]));
 const seconds = Number(args.get("--seconds") ?? 120);
@@ -40,6 +44,8 @@ const settleMs = Number(args.get("--settle-ms") ?? 250);
 const pin = process.argv.includes("--pin");
 /** Node flags of the services process (e.g. "--max-semi-space-size=64"). */
 const nodeArgs = (args.get("--node-args") ?? "").split(" ").filter(Boolean);
+/** Profiled model latencies times this (0.1: the paper's compression) instead of zero-latency models. */
+const timeScale = args.has("--time-scale") ? Number(args.get("--time-scale")) : undefined;
 
 const MODES = modesNamed(args.get("--modes") ?? "off,off2,on,sinkall,record,otlp,sampled");
 
@@ -54,28 +60,10 @@ interface Phase {
   p99Ms: number;
   /** CPU time of the services process per request, ms. */
   cpuMsPerRequest: number;
+  /** Garbage-collection pauses of the services' main thread per request, ms. */
+  gcMsPerRequest: number;
   sinkBytes: number;
   otlpBytes: number;
-}
-
-/** CPU time of each thread of a process so far, ns (Linux schedstat: nanoseconds, not 10 ms ticks). */
-function threadCpuNs(pid: number): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      out.set(tid, Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[0]));
-    } catch {
-      // The thread ended between the listing and the read.
-    }
-  }
-  return out;
-}
-
-/** CPU time used between two readings, ms, over the threads present in both. */
-function cpuMsBetween(a: Map<string, number>, b: Map<string, number>): number {
-  let ns = 0;
-  for (const [tid, t] of b) if (a.has(tid)) ns += t - a.get(tid)!;
-  return ns / 1e6;
 }
 
 /** Encoding cost of an OTLP export, µs per span, over 1,024 spans shaped like a worker's. */
@@ -117,7 +105,7 @@ async function main() {
   const nc = await connectNats(server.url, "bench-tracing");
   const otlp = await startOtlpReceiver();
   // --pin: the services on the last core, this process and nats-server on the others.
-  const child = spawnSwitchableSystem(server.url, pin ? ["taskset", "-c", String(availableParallelism() - 1)] : [], nodeArgs);
+  const child = spawnSwitchableSystem(server.url, pin ? ["taskset", "-c", String(availableParallelism() - 1)] : [], nodeArgs, timeScale);
   const client = new HadisClient(nc);
   let sinkBytes = 0;
   // The dashboard's side of the sink: count what arrives (decoding is the dashboard's cost, not the pipeline's).
@@ -138,11 +126,13 @@ async function main() {
         const mode = MODES[(k + block) % MODES.length];
         await switchTracing(child, mode, otlp.url);
         await new Promise((r) => setTimeout(r, settleMs));
+        const gc0 = await gcPausesMs(child);
         const from = performance.now();
         const [cpu0, sink0, otlp0] = [threadCpuNs(child.pid!), sinkBytes, otlp.bytes()];
         await new Promise((r) => setTimeout(r, windowMs));
         const to = performance.now();
         const [cpu1, sink1, otlp1] = [threadCpuNs(child.pid!), sinkBytes, otlp.bytes()];
+        const gc1 = await gcPausesMs(child);
         const inWindow = load.between(from, to);
         const ok = inWindow.filter((x) => !Number.isNaN(x));
         phases.push({
@@ -154,6 +144,7 @@ async function main() {
           meanMs: r2(ok.reduce((a, b) => a + b, 0) / Math.max(1, ok.length)),
           p99Ms: r2(percentile(ok, 99)),
           cpuMsPerRequest: Math.round((cpuMsBetween(cpu0, cpu1) / Math.max(1, ok.length)) * 1000) / 1000,
+          gcMsPerRequest: Math.round(((gc1 - gc0) / Math.max(1, ok.length)) * 1e4) / 1e4,
           sinkBytes: sink1 - sink0,
           otlpBytes: otlp1 - otlp0,
         });
@@ -184,6 +175,7 @@ async function main() {
         meanMs: r2(of(m.name, "meanMs")),
         p99Ms: r2(of(m.name, "p99Ms")),
         cpuMsPerRequest: Math.round(of(m.name, "cpuMsPerRequest") * 1000) / 1000,
+        gcMsPerRequest: Math.round(of(m.name, "gcMsPerRequest") * 1e4) / 1e4,
         errors: phases.filter((p) => p.mode === m.name).reduce((a, p) => a + p.errors, 0),
         sinkBytesPerRequest: Math.round(of(m.name, "sinkBytes") / Math.max(1, of(m.name, "requests"))),
         otlpBytesPerRequest: Math.round(of(m.name, "otlpBytes") / Math.max(1, of(m.name, "requests"))),
@@ -194,14 +186,14 @@ async function main() {
       },
     ]),
   );
-  console.log(`${blocks} blocks of ${MODES.length} phases (${settleMs} ms settle + ${windowMs} ms counted), ${concurrency} callers`);
+  console.log(`${blocks} blocks of ${MODES.length} phases (${settleMs} ms settle + ${windowMs} ms counted), ${concurrency} callers, ${timeScale ? `profiled model latencies x${timeScale}` : "zero-latency models"}`);
   console.table(Object.fromEntries(Object.entries(summary).map(([k, v]) => [k, {
-    rps: v.rps, meanMs: v.meanMs, cpuMsPerRequest: v.cpuMsPerRequest,
+    rps: v.rps, meanMs: v.meanMs, cpuMsPerRequest: v.cpuMsPerRequest, gcMsPerRequest: v.gcMsPerRequest,
     throughputCostPct: v.throughputCostPct.median, throughputIQR: v.throughputCostPct.quartiles.join(" … "),
     cpuCostPct: v.cpuCostPct.median, cpuIQR: v.cpuCostPct.quartiles.join(" … "),
     otlpBytesPerRequest: v.otlpBytesPerRequest, errors: v.errors,
   }])));
-  console.log("wrote", writeResult("tracing", { date: new Date().toISOString(), method: "interleaved phases in one process", nodeArgs, seconds, concurrency, windowMs, settleMs, blocks, serializers, phases, summary }));
+  console.log("wrote", writeResult(timeScale ? "tracing-profiled" : "tracing", { date: new Date().toISOString(), method: "interleaved phases in one process", nodeArgs, models: timeScale ? `profiled latencies x${timeScale}` : "zero latency", seconds, concurrency, windowMs, settleMs, blocks, serializers, phases, summary }));
   await nc.close();
   await otlp.close();
   await server.stop();
