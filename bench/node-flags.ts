@@ -17,15 +17,9 @@ import { startNatsServer } from "../services/lib/nats-server.ts";
 import { connectNats } from "../services/lib/nats.ts";
 import { HadisClient } from "../services/lib/client.ts";
 import { median, percentile, r2, writeResult } from "./lib.ts";
-import { cpuMsBetween, gcPausesMs, modesNamed, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing, threadCpuNs } from "./tracing-lib.ts";
+import { cpuMsBetween, gcPausesMs, modesNamed, phaseOptions, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing, threadCpuNs } from "./tracing-lib.ts";
 
-const args = new Map(process.argv.slice(2).map((a, i, all) => [a, all[i + 1]]));
-const seconds = Number(args.get("--seconds") ?? 120);
-const concurrency = Number(args.get("--concurrency") ?? 200);
-const windowMs = Number(args.get("--window-ms") ?? 600);
-const settleMs = Number(args.get("--settle-ms") ?? 250);
-const pin = process.argv.includes("--pin");
-const nodeArgs = (args.get("--node-args") ?? "").split(" ").filter(Boolean);
+const { args, seconds, concurrency, windowMs, settleMs, pin, nodeArgs } = phaseOptions(120);
 const modeKey = args.get("--mode") ?? "off";
 const mode = modesNamed(`off,${modeKey}`).find((m) => m.key === modeKey)!;
 

@@ -12,6 +12,24 @@ import type { HadisClient } from "../services/lib/client.ts";
 import { spawnBenchSystem } from "./lib.ts";
 import type { TracingSwitch } from "./tracing-child.ts";
 
+/**
+ * The options the phase benches share: `--seconds` (default `defaultSeconds`), `--concurrency`
+ * (200), `--window-ms` (600), `--settle-ms` (250), `--pin`, `--node-args` (flags of the
+ * services' node); `args` holds every `--name value` pair for a bench's own.
+ */
+export function phaseOptions(defaultSeconds: number) {
+  const args = new Map(process.argv.slice(2).map((a, i, all) => [a, all[i + 1]]));
+  return {
+    args,
+    seconds: Number(args.get("--seconds") ?? defaultSeconds),
+    concurrency: Number(args.get("--concurrency") ?? 200),
+    windowMs: Number(args.get("--window-ms") ?? 600),
+    settleMs: Number(args.get("--settle-ms") ?? 250),
+    pin: process.argv.includes("--pin"),
+    nodeArgs: (args.get("--node-args") ?? "").split(" ").filter(Boolean),
+  };
+}
+
 /** A tracing configuration under test (`otlpUrl: ""`: the stand-in collector). */
 export interface Mode {
   key: string;

@@ -20,15 +20,10 @@ import { fileURLToPath } from "node:url";
 import { startNatsServer } from "../services/lib/nats-server.ts";
 import { connectNats } from "../services/lib/nats.ts";
 import { HadisClient } from "../services/lib/client.ts";
-import { ask, modesNamed, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing } from "./tracing-lib.ts";
+import { ask, modesNamed, phaseOptions, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing } from "./tracing-lib.ts";
 
-const args = new Map(process.argv.slice(2).map((a, i, all) => [a, all[i + 1]]));
-const seconds = Number(args.get("--seconds") ?? 60);
-const windowMs = Number(args.get("--window-ms") ?? 600);
-const settleMs = Number(args.get("--settle-ms") ?? 250);
-const concurrency = Number(args.get("--concurrency") ?? 200);
+const { args, seconds, concurrency, windowMs, settleMs, pin } = phaseOptions(60);
 const top = Number(args.get("--top") ?? 30);
-const pin = process.argv.includes("--pin");
 const MODES = modesNamed(args.get("--modes") ?? "off,otlp");
 const alloc = process.argv.includes("--alloc");
 /** Rows by the first mode's own figures instead of the differences (where the baseline goes). */

@@ -34,16 +34,9 @@ import { encodeTraceRequest } from "../services/lib/otlp-proto.ts";
 import { JsonTraceSerializer, ProtobufTraceSerializer } from "@opentelemetry/otlp-transformer";
 import { InMemorySpanExporter, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import { median, percentile, r2, writeResult } from "./lib.ts";
-import { cpuMsBetween, gcPausesMs, modesNamed, threadCpuNs, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing } from "./tracing-lib.ts";
+import { cpuMsBetween, gcPausesMs, modesNamed, phaseOptions, threadCpuNs, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing } from "./tracing-lib.ts";
 
-const args = new Map(process.argv.slice(2).map((a, i, all) => [a, all[i + 1]]));
-const seconds = Number(args.get("--seconds") ?? 120);
-const concurrency = Number(args.get("--concurrency") ?? 200);
-const windowMs = Number(args.get("--window-ms") ?? 600);
-const settleMs = Number(args.get("--settle-ms") ?? 250);
-const pin = process.argv.includes("--pin");
-/** Node flags of the services process (e.g. "--max-semi-space-size=64"). */
-const nodeArgs = (args.get("--node-args") ?? "").split(" ").filter(Boolean);
+const { args, seconds, concurrency, windowMs, settleMs, pin, nodeArgs } = phaseOptions(120);
 /** Profiled model latencies times this (0.1: the paper's compression) instead of zero-latency models. */
 const timeScale = args.has("--time-scale") ? Number(args.get("--time-scale")) : undefined;
 
