@@ -39,8 +39,10 @@ export async function connectNats(servers: string | string[], name: string, extr
 export const newHeaders = natsHeaders;
 
 /**
- * A header set of values this process built (names of `Headers`, values without CR or LF):
- * without the library's per-header checks, which cost more than the message's other work.
+ * A header set of values this process built (names of `Headers`; values without CR or LF, such
+ * as `traceparentOf` writes and a parsed `TraceState` serializes): without the library's
+ * per-header checks, which cost more than the message's other work. Never for values a caller
+ * sent as they came. (`MsgHdrsImpl` is nats.js's internal class: check it on an upgrade.)
  */
 export function trustedHeaders(values: Record<string, string[]>): MsgHdrs {
   return MsgHdrsImpl.fromRecord(values);

@@ -6,6 +6,7 @@ import { configureTelemetry, endWithError, flushTelemetry, RatePicker, samplerFr
 import { encodeTraceRequest } from "../../services/lib/otlp-proto.ts";
 import { readTraceparent, traceparentOf } from "../../services/lib/trace-context.ts";
 import { newHeaders } from "../../services/lib/nats.ts";
+import { MsgHdrsImpl } from "@nats-io/nats-core/internal";
 
 afterAll(() => shutdownTelemetry());
 
@@ -68,6 +69,32 @@ describe("telemetry configuration", () => {
     const out = telemetry.inject(child.spanContext());
     expect(out.get("traceparent")).toBe(`00-4bf92f3577b34da6a3ce929d0e0e4736-${child.spanContext().spanId}-01`);
     child.end();
+  });
+
+  it("injected headers survive a library's set, the wire encoding, and carry no line a client smuggled in tracestate", () => {
+    configureTelemetry({ enabled: true, spanSink: false, otlpUrl: null });
+    const telemetry = new ServiceTelemetry("hadis-router", null);
+    const h = newHeaders();
+    h.set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+    h.set("tracestate", "vendor=x");
+    const parent = telemetry.extract(h)!;
+    // A client's tracestate reaches us parsed: a member with CR/LF in it is not a member.
+    const smuggled = telemetry.extract({ get: (name: string) => (name === "tracestate" ? "k=v\r\nX-Evil: 1,z=w" : h.get(name)) } as never)!;
+    for (const ctx of [parent, smuggled]) {
+      const out = telemetry.inject(ctx);
+      out.set("Nats-Msg-Id", "r1/light/m"); // what JetStream's publish does to them
+      const wire = MsgHdrsImpl.decode((out as MsgHdrsImpl).encode());
+      expect(wire.get("traceparent")).toBe(`00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01`);
+      expect(wire.get("Nats-Msg-Id")).toBe("r1/light/m");
+      expect(wire.has("X-Evil")).toBe(false);
+      expect(wire.get("tracestate")).not.toMatch(/[\r\n]/);
+    }
+    expect(MsgHdrsImpl.decode((telemetry.inject(parent) as MsgHdrsImpl).encode()).get("tracestate")).toBe("vendor=x");
+    // Into headers a caller already has: both values set, the caller's kept.
+    const own = newHeaders();
+    own.set("Content-Type", "application/msgpack");
+    telemetry.inject(parent, own);
+    expect([own.get("Content-Type"), own.get("traceparent"), own.get("tracestate")]).toEqual(["application/msgpack", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "vendor=x"]);
   });
 
   it("carries tracestate, and an unsampled parent's children record nothing", () => {
