@@ -205,11 +205,6 @@ class Writer {
   view(): Uint8Array {
     return this.buf.subarray(0, this.pos);
   }
-
-  /** The bytes written, in a buffer of their own (the writer must not be written again). */
-  finish(): Uint8Array {
-    return this.buf.subarray(0, this.pos);
-  }
 }
 
 function anyValue(w: Writer, field: number, v: AttributeValue | null | undefined): void {
@@ -247,14 +242,17 @@ function fieldsOf(write: (w: Writer) => void): Uint8Array {
   return new Uint8Array(w.view());
 }
 
-function keyCache(key: string): KeyCache {
-  let cache = keyCaches.get(key);
-  if (!cache) {
-    cache = { key: fieldsOf((w) => w.string(1, key)), values: new Map() };
-    if (keyCaches.size < MAX_KEYS) keyCaches.set(key, cache);
+/** `map`'s value for `key`, made by `make` when missing and kept while the map holds fewer than `MAX_KEYS`. */
+function kept<V>(map: Map<string, V>, key: string, make: () => V): V {
+  let v = map.get(key);
+  if (v === undefined) {
+    v = make();
+    if (map.size < MAX_KEYS) map.set(key, v);
   }
-  return cache;
+  return v;
 }
+
+const keyCache = (key: string): KeyCache => kept(keyCaches, key, () => ({ key: fieldsOf((w) => w.string(1, key)), values: new Map() }));
 
 function attributes(w: Writer, field: number, attrs: Attributes): void {
   for (const key in attrs) {
@@ -280,12 +278,7 @@ function attributes(w: Writer, field: number, attrs: Attributes): void {
 const nameFields = new Map<string, Uint8Array>();
 
 function spanName(w: Writer, s: string): void {
-  let f = nameFields.get(s);
-  if (!f) {
-    f = fieldsOf((x) => x.string(5, s));
-    if (nameFields.size < MAX_KEYS) nameFields.set(s, f);
-  }
-  w.append(f);
+  w.append(kept(nameFields, s, () => fieldsOf((x) => x.string(5, s))));
 }
 
 const flagsOf = (ctx: SpanContext | undefined, traceFlags: number) => (traceFlags & 0xff) | HAS_IS_REMOTE | (ctx?.isRemote ? IS_REMOTE : 0);
@@ -406,7 +399,7 @@ export class TraceRequestBuilder {
       w.close();
     }
     this.count = 0;
-    return w.finish();
+    return w.view(); // a writer of its own: nothing writes to it again
   }
 }
 
