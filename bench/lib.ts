@@ -1,6 +1,7 @@
 /** Helpers shared by the benchmarks: the system under test, percentiles and result files. */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { availableParallelism, cpus } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -22,6 +23,30 @@ export function writeResult(name: string, data: unknown): string {
   const path = join(dir, `${name}.json`);
   writeFileSync(path, JSON.stringify(data, null, 2) + "\n");
   return path;
+}
+
+/**
+ * `--pin`'s wrapper: `taskset` to the machine's last core, for the services alone there while the
+ * bench, its nats-server and its collector stay on the cores the bench was started on (`taskset
+ * -c 0`). The machine's cores, not this process's: under `taskset -c 0` Node's
+ * `availableParallelism()` is 1, and its last core is core 0.
+ */
+export function pinnedToLastCore(): string[] {
+  const last = cpus().length - 1;
+  if (availableParallelism() === cpus().length) console.warn(`--pin: start the bench under \`taskset -c 0\`: it shares core ${last} with the services otherwise`);
+  return ["taskset", "-c", String(last)];
+}
+
+/** The cores a process may run on (`/proc/<pid>/status`), e.g. "1" or "0-1". */
+function coresOf(pid: number): string {
+  return /Cpus_allowed_list:\s*(\S+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? "?";
+}
+
+/** Where the services (once started) and the bench may run: printed, and kept in the results so a run says where it ran. */
+export function placement(servicesPid: number): { services: string; bench: string } {
+  const cores = { services: coresOf(servicesPid), bench: coresOf(process.pid) };
+  console.log(`services on core(s) ${cores.services}; the bench, its nats-server and collector on ${cores.bench}`);
+  return cores;
 }
 
 /**

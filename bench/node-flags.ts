@@ -12,11 +12,10 @@
  *   node --import tsx bench/node-flags.ts --node-args "--max-semi-space-size=32" [--seconds 120] [--mode off]
  *                                         [--concurrency 200] [--window-ms 600] [--settle-ms 250] [--pin]
  */
-import { availableParallelism } from "node:os";
 import { startNatsServer } from "../services/lib/nats-server.ts";
 import { connectNats } from "../services/lib/nats.ts";
 import { HadisClient } from "../services/lib/client.ts";
-import { median, percentile, r2, writeResult } from "./lib.ts";
+import { placement, median, percentile, pinnedToLastCore, r2, writeResult } from "./lib.ts";
 import { cpuMsBetween, gcPausesMs, modesNamed, phaseOptions, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing, threadCpuNs } from "./tracing-lib.ts";
 
 const { args, seconds, concurrency, windowMs, settleMs, pin, nodeArgs } = phaseOptions(120);
@@ -34,7 +33,7 @@ interface Phase {
 async function main() {
   if (nodeArgs.length === 0) throw new Error('--node-args "<flags>": the flags of system B');
   const otlp = await startOtlpReceiver();
-  const wrap = pin ? ["taskset", "-c", String(availableParallelism() - 1)] : [];
+  const wrap = pin ? pinnedToLastCore() : [];
   const systems = [];
   for (const name of ["A", "B"] as const) {
     const server = await startNatsServer();
@@ -43,9 +42,11 @@ async function main() {
     systems.push({ name, server, nc, child, client: new HadisClient(nc) });
   }
   const phases: Phase[] = [];
+  const cores: ReturnType<typeof placement>[] = [];
   try {
     for (const s of systems) {
       await s.client.waitUntilServing(30_000, 2_000);
+      cores.push(placement(s.child.pid!));
       await switchTracing(s.child, mode, otlp.url);
       const warm = startLoad(s.client, concurrency, 30_000);
       await new Promise((r) => setTimeout(r, 3_000));
@@ -105,7 +106,7 @@ async function main() {
     "CPU a request, B vs A (%)": { median: summary.cpuChangePct.median, quartiles: summary.cpuChangePct.quartiles.join(" … ") },
     "GC pauses a request, B vs A (%)": { median: summary.gcChangePct.median, quartiles: summary.gcChangePct.quartiles.join(" … ") },
   });
-  console.log("wrote", writeResult("node-flags", { date: new Date().toISOString(), nodeArgs, mode: mode.key, seconds, concurrency, windowMs, settleMs, blocks, phases, summary }));
+  console.log("wrote", writeResult("node-flags", { date: new Date().toISOString(), nodeArgs, mode: mode.key, cores, seconds, concurrency, windowMs, settleMs, blocks, phases, summary }));
 }
 
 await main();

@@ -155,6 +155,24 @@ export function threadCpuNs(pid: number): Map<string, number> {
   return out;
 }
 
+/** Each core's busy and total time so far (`/proc/stat`, in clock ticks). */
+export function coreTicks(): { busy: number; total: number }[] {
+  return readFileSync("/proc/stat", "utf8")
+    .split("\n")
+    .filter((line) => /^cpu\d/.test(line))
+    .map((line) => {
+      // user nice system idle iowait irq softirq steal …: idle and iowait are the idle ones.
+      const v = line.trim().split(/\s+/).slice(1).map(Number);
+      const total = v.reduce((a, b) => a + b, 0);
+      return { busy: total - v[3] - (v[4] ?? 0), total };
+    });
+}
+
+/** Each core's busy share between two readings (0..1, two decimals). */
+export function coresBusyBetween(a: ReturnType<typeof coreTicks>, b: ReturnType<typeof coreTicks>): number[] {
+  return b.map((x, i) => Math.round(((x.busy - a[i].busy) / Math.max(1, x.total - a[i].total)) * 100) / 100);
+}
+
 /** CPU time used between two readings, ms, over the threads present in both. */
 export function cpuMsBetween(a: Map<string, number>, b: Map<string, number>): number {
   let ns = 0;

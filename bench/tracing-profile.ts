@@ -10,16 +10,20 @@
  * collected or not, started and stopped around each window) replaces the CPU profile: bytes
  * allocated a request, the figure that sets how often the young generation is collected.
  *
+ * With `--callers NAME`, the self time of functions named NAME is told apart by their callers
+ * (the first three outside Node's own modules) instead: who makes a native call such as a socket's `writeBuffer`.
+ *
  *   node --import tsx bench/tracing-profile.ts [--modes off,otlp] [--seconds 60] [--concurrency 200] [--top 30] [--pin] [--alloc] [--by-base]
- *                                              [--window-ms 600] [--settle-ms 250]
+ *                                              [--window-ms 600] [--settle-ms 250] [--callers writeBuffer]
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { availableParallelism, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startNatsServer } from "../services/lib/nats-server.ts";
 import { connectNats } from "../services/lib/nats.ts";
 import { HadisClient } from "../services/lib/client.ts";
+import { placement, pinnedToLastCore } from "./lib.ts";
 import { ask, modesNamed, phaseOptions, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing } from "./tracing-lib.ts";
 
 const { args, seconds, concurrency, windowMs, settleMs, pin } = phaseOptions(60);
@@ -28,9 +32,11 @@ const MODES = modesNamed(args.get("--modes") ?? "off,otlp");
 const alloc = process.argv.includes("--alloc");
 /** Rows by the first mode's own figures instead of the differences (where the baseline goes). */
 const byBase = process.argv.includes("--by-base");
+/** Split the self time of the functions of this name by their callers. */
+const callersOf = args.get("--callers");
 
 interface CpuProfile {
-  nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[];
+  nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; children?: number[] }[];
   samples: number[];
   timeDeltas: number[];
   startTime: number;
@@ -40,6 +46,17 @@ interface CpuProfile {
 /** Self time (µs) by file and by function of the samples inside `windows` (sorted, disjoint; the profile's clock, µs). */
 function selfTimes(profile: CpuProfile, windows: [number, number][]): { byFile: Map<string, number>; byFunction: Map<string, number> } {
   const frames = new Map(profile.nodes.map((n) => [n.id, n.callFrame]));
+  const parents = new Map<number, number>();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parents.set(c, n.id);
+  /** "caller ← …": the first three callers outside Node's own modules. */
+  const chain = (id: number) => {
+    const names: string[] = [];
+    for (let p = parents.get(id); p !== undefined && names.length < 3; p = parents.get(p)) {
+      const frame = frames.get(p)!;
+      if (frame.url && !frame.url.startsWith("node:")) names.push(frameNames(frame).fn);
+    }
+    return names.join(" ← ") || "(Node itself)";
+  };
   const byFile = new Map<string, number>();
   const byFunction = new Map<string, number>();
   let t = profile.startTime;
@@ -48,10 +65,12 @@ function selfTimes(profile: CpuProfile, windows: [number, number][]): { byFile: 
     t += profile.timeDeltas[i];
     while (w < windows.length && windows[w][1] <= t) w++;
     if (w === windows.length || t < windows[w][0]) return;
-    const { file, fn } = frameNames(frames.get(id)!);
+    const frame = frames.get(id)!;
+    const { file, fn } = frameNames(frame);
     const add = (m: Map<string, number>, k: string) => m.set(k, (m.get(k) ?? 0) + profile.timeDeltas[i]);
     add(byFile, file);
-    add(byFunction, fn);
+    if (callersOf === undefined) add(byFunction, fn);
+    else if (frame.functionName === callersOf) add(byFunction, chain(id));
   });
   return { byFile, byFunction };
 }
@@ -100,7 +119,7 @@ async function main() {
   const server = await startNatsServer();
   const nc = await connectNats(server.url, "bench-tracing-profile");
   const otlp = await startOtlpReceiver();
-  const child = spawnSwitchableSystem(server.url, pin ? ["taskset", "-c", String(availableParallelism() - 1)] : [], alloc ? [] : ["--cpu-prof", "--cpu-prof-dir", dir]);
+  const child = spawnSwitchableSystem(server.url, pin ? pinnedToLastCore() : [], alloc ? [] : ["--cpu-prof", "--cpu-prof-dir", dir]);
   const measured = MODES.map((mode) => ({ mode, requests: 0, windows: [] as [number, number][], heapFiles: [] as string[] }));
   let load: ReturnType<typeof startLoad> | null = null;
   let results: { mode: string; requests: number; byFile: Map<string, number>; byFunction: Map<string, number> }[];
@@ -108,6 +127,7 @@ async function main() {
     try {
       const client = new HadisClient(nc);
       await client.waitUntilServing(30_000, 2_000);
+      placement(child.pid!);
       load = startLoad(client, concurrency, 30_000);
       for (const { mode } of measured) {
         await switchTracing(child, mode, otlp.url);
@@ -156,9 +176,9 @@ async function main() {
     for (const key of ["byFile", "byFunction"] as const) {
       const perRequest = (r: typeof base, k: string) => (r[key].get(k) ?? 0) / r.requests;
       const names = new Set([...base[key].keys(), ...other[key].keys()]);
-      const rows = [...names].map((k) => ({ name: k.slice(0, 90), [base.mode]: perRequest(base, k), [other.mode]: perRequest(other, k), extra: perRequest(other, k) - perRequest(base, k) }));
+      const rows = [...names].map((k) => ({ name: callersOf ? k : k.slice(0, 90), [base.mode]: perRequest(base, k), [other.mode]: perRequest(other, k), extra: perRequest(other, k) - perRequest(base, k) }));
       const total = (r: typeof base) => [...r[key].values()].reduce((a, b) => a + b, 0) / r.requests;
-      console.log(`\n${alloc ? "bytes" : "µs"} a request, ${key === "byFile" ? "by file" : "by function"}: ${base.mode} ${total(base).toFixed(1)} (${base.requests} requests), ${other.mode} ${total(other).toFixed(1)} (${other.requests} requests); largest differences`);
+      console.log(`\n${alloc ? "bytes" : "µs"} a request, ${key === "byFile" ? "by file" : callersOf ? `${callersOf} by caller` : "by function"}: ${base.mode} ${total(base).toFixed(1)} (${base.requests} requests), ${other.mode} ${total(other).toFixed(1)} (${other.requests} requests); largest differences`);
       console.table(rows.sort((a, b) => (byBase ? Number(b[base.mode]) - Number(a[base.mode]) : b.extra - a.extra)).slice(0, top).map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, typeof v === "number" ? Math.round(v * 100) / 100 : v]))));
     }
   }

@@ -6,9 +6,10 @@
  * (bench/tracing-child.ts, over Node's IPC): blocks of one phase per mode, each block starting
  * with the next mode, for `--seconds` in all. A phase lets `--settle-ms` pass after the switch
  * (requests begun under the previous mode finish), then counts for `--window-ms` the requests
- * completed, their latencies, the services' CPU time (per thread, in nanoseconds) and their main
- * thread's garbage-collection pauses. Costs are each block's ratio to its own "off" phase,
- * seconds apart, so the drift of a shared machine (±30% between runs a minute apart here) hits
+ * completed, their latencies, the services' CPU time (per thread, in nanoseconds), their main
+ * thread's garbage-collection pauses and each core's busy share (with `--pin` the services' core
+ * should read 1: the run is CPU-bound there, not on the bench's side). Costs are each block's
+ * ratio to its own "off" phase, seconds apart, so the drift of a shared machine (±30% between runs a minute apart here) hits
  * both sides alike; the summary gives the median over blocks and the quartiles.
  *
  * Modes: off; off again (a second "off" phase per block: the cost the method reads where there
@@ -25,7 +26,6 @@
  *                                      [--node-args "--max-semi-space-size=64"]   (flags of the services' node)
  *                                      [--time-scale 0.1 --window-ms 2000 --settle-ms 1500]   (profiled latencies: longer phases)
  */
-import { availableParallelism } from "node:os";
 import { startNatsServer } from "../services/lib/nats-server.ts";
 import { connectNats } from "../services/lib/nats.ts";
 import { HadisClient } from "../services/lib/client.ts";
@@ -33,8 +33,8 @@ import { configureTelemetry, ServiceTelemetry, spanSinkSubject, SpanKind } from 
 import { encodeTraceRequest } from "../services/lib/otlp-proto.ts";
 import { JsonTraceSerializer, ProtobufTraceSerializer } from "@opentelemetry/otlp-transformer";
 import { InMemorySpanExporter, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
-import { median, percentile, r2, writeResult } from "./lib.ts";
-import { cpuMsBetween, gcPausesMs, modesNamed, phaseOptions, threadCpuNs, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing } from "./tracing-lib.ts";
+import { placement, median, percentile, pinnedToLastCore, r2, writeResult } from "./lib.ts";
+import { coreTicks, coresBusyBetween, cpuMsBetween, gcPausesMs, modesNamed, phaseOptions, threadCpuNs, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing } from "./tracing-lib.ts";
 
 const { args, seconds, concurrency, windowMs, settleMs, pin, nodeArgs } = phaseOptions(120);
 /** Profiled model latencies times this (0.1: the paper's compression) instead of zero-latency models. */
@@ -57,6 +57,8 @@ interface Phase {
   gcMsPerRequest: number;
   sinkBytes: number;
   otlpBytes: number;
+  /** Each core's busy share in the window: the services' core at 1 is what makes the run CPU-bound there. */
+  coresBusy: number[];
 }
 
 /** Encoding cost of an OTLP export, µs per span, over 1,024 spans shaped like a worker's. */
@@ -98,15 +100,17 @@ async function main() {
   const nc = await connectNats(server.url, "bench-tracing");
   const otlp = await startOtlpReceiver();
   // --pin: the services on the last core, this process and nats-server on the others.
-  const child = spawnSwitchableSystem(server.url, pin ? ["taskset", "-c", String(availableParallelism() - 1)] : [], nodeArgs, timeScale);
+  const child = spawnSwitchableSystem(server.url, pin ? pinnedToLastCore() : [], nodeArgs, timeScale);
   const client = new HadisClient(nc);
   let sinkBytes = 0;
   // The dashboard's side of the sink: count what arrives (decoding is the dashboard's cost, not the pipeline's).
   const sub = nc.subscribe(spanSinkSubject(), { callback: (_e, m) => void (sinkBytes += m.data.length) });
   const phases: Phase[] = [];
   let load: ReturnType<typeof startLoad> | null = null;
+  let cores: ReturnType<typeof placement>;
   try {
     await client.waitUntilServing(30_000, 2_000);
+    cores = placement(child.pid!);
     load = startLoad(client, concurrency, 30_000);
     // Warm-up: every mode's code runs (and is compiled) before anything is measured.
     for (const mode of MODES) {
@@ -121,10 +125,10 @@ async function main() {
         await new Promise((r) => setTimeout(r, settleMs));
         const gc0 = await gcPausesMs(child);
         const from = performance.now();
-        const [cpu0, sink0, otlp0] = [threadCpuNs(child.pid!), sinkBytes, otlp.bytes()];
+        const [cpu0, sink0, otlp0, ticks0] = [threadCpuNs(child.pid!), sinkBytes, otlp.bytes(), coreTicks()];
         await new Promise((r) => setTimeout(r, windowMs));
         const to = performance.now();
-        const [cpu1, sink1, otlp1] = [threadCpuNs(child.pid!), sinkBytes, otlp.bytes()];
+        const [cpu1, sink1, otlp1, ticks1] = [threadCpuNs(child.pid!), sinkBytes, otlp.bytes(), coreTicks()];
         const gc1 = await gcPausesMs(child);
         const inWindow = load.between(from, to);
         const ok = inWindow.filter((x) => !Number.isNaN(x));
@@ -140,6 +144,7 @@ async function main() {
           gcMsPerRequest: Math.round(((gc1 - gc0) / Math.max(1, ok.length)) * 1e4) / 1e4,
           sinkBytes: sink1 - sink0,
           otlpBytes: otlp1 - otlp0,
+          coresBusy: coresBusyBetween(ticks0, ticks1),
         });
       }
       load.done.splice(0, load.done.length);
@@ -172,6 +177,7 @@ async function main() {
         errors: phases.filter((p) => p.mode === m.name).reduce((a, p) => a + p.errors, 0),
         sinkBytesPerRequest: Math.round(of(m.name, "sinkBytes") / Math.max(1, of(m.name, "requests"))),
         otlpBytesPerRequest: Math.round(of(m.name, "otlpBytes") / Math.max(1, of(m.name, "requests"))),
+        coresBusy: phases[0].coresBusy.map((_, i) => median(phases.filter((p) => p.mode === m.name).map((p) => p.coresBusy[i]))),
         // Costs relative to tracing off, percent: median over blocks and quartiles.
         throughputCostPct: cost(m.name, (x, b) => (1 - x.rps / b.rps) * 100),
         cpuCostPct: cost(m.name, (x, b) => (x.cpuMsPerRequest / b.cpuMsPerRequest - 1) * 100),
@@ -184,9 +190,9 @@ async function main() {
     rps: v.rps, meanMs: v.meanMs, cpuMsPerRequest: v.cpuMsPerRequest, gcMsPerRequest: v.gcMsPerRequest,
     throughputCostPct: v.throughputCostPct.median, throughputIQR: v.throughputCostPct.quartiles.join(" … "),
     cpuCostPct: v.cpuCostPct.median, cpuIQR: v.cpuCostPct.quartiles.join(" … "),
-    otlpBytesPerRequest: v.otlpBytesPerRequest, errors: v.errors,
+    otlpBytesPerRequest: v.otlpBytesPerRequest, coresBusy: v.coresBusy.join(" "), errors: v.errors,
   }])));
-  console.log("wrote", writeResult(timeScale ? "tracing-profiled" : "tracing", { date: new Date().toISOString(), method: "interleaved phases in one process", nodeArgs, models: timeScale ? `profiled latencies x${timeScale}` : "zero latency", seconds, concurrency, windowMs, settleMs, blocks, serializers, phases, summary }));
+  console.log("wrote", writeResult(timeScale ? "tracing-profiled" : "tracing", { date: new Date().toISOString(), method: "interleaved phases in one process", nodeArgs, models: timeScale ? `profiled latencies x${timeScale}` : "zero latency", cores, seconds, concurrency, windowMs, settleMs, blocks, serializers, phases, summary }));
   await nc.close();
   await otlp.close();
   await server.stop();
