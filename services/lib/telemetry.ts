@@ -35,6 +35,8 @@ import {
 } from "@opentelemetry/sdk-trace-base";
 import { OTLPTraceExporter as OTLPJsonTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
 import { OtlpProtoTransport, OtlpStreamProcessor, type StreamBatchOptions } from "./otlp-export.ts";
+import { createLogger } from "./log.ts";
+import { SpanLossLog } from "./span-loss.ts";
 import { ATTR_SERVICE_NAME } from "@opentelemetry/semantic-conventions";
 import { encode } from "../../contracts/envelope.ts";
 import { trustedHeaders, type MsgHdrs, type NatsConnection } from "./nats.ts";
@@ -147,19 +149,25 @@ function otlpProtocolFromEnv(): OtlpProtocol {
  * Batch settings from `OTEL_BSP_*`, with defaults of our own: exports of up to 1,024 spans, at
  * least every second, and a queue of 8,192 (about a second of spans at 1,000 requests/s) to ride
  * out a slow collector, since only one export runs at a time and spans beyond the queue are dropped.
+ * A value that is not a whole number in range is ignored (the default stands); a delay of 0 sends
+ * at the next turn of the event loop.
  */
-function batchSettings(): StreamBatchOptions {
-  const env = (name: string, fallback: number) => {
-    const v = Number(process.env[name]);
-    return process.env[name] && Number.isFinite(v) && v > 0 ? v : fallback;
+export function batchSettings(vars: NodeJS.ProcessEnv = process.env): StreamBatchOptions {
+  // Sizes are whole numbers from 1; the delay may be 0 (send at the next turn of the event loop).
+  const env = (name: string, fallback: number, least: number) => {
+    const v = Number(vars[name]);
+    return vars[name]?.trim() && Number.isInteger(v) && v >= least ? v : fallback;
   };
-  const maxQueueSize = env("OTEL_BSP_MAX_QUEUE_SIZE", 8_192);
+  const maxQueueSize = env("OTEL_BSP_MAX_QUEUE_SIZE", 8_192, 1);
   return {
     maxQueueSize,
-    maxExportBatchSize: Math.min(maxQueueSize, env("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 1_024)),
-    scheduledDelayMillis: env("OTEL_BSP_SCHEDULE_DELAY", 1_000),
+    maxExportBatchSize: Math.min(maxQueueSize, env("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 1_024, 1)),
+    scheduledDelayMillis: env("OTEL_BSP_SCHEDULE_DELAY", 1_000, 0),
   };
 }
+
+/** Spans the OTLP export loses, in this process's log (the metrics count them too). */
+const lossLog = new SpanLossLog(createLogger("telemetry"));
 
 /** Samplers built here that answer a child span with its parent's sampled flag (the tracer then skips asking them). */
 const parentBasedSamplers = new WeakSet<Sampler>();
@@ -219,7 +227,13 @@ export function configureTelemetry(opts: TelemetryOptions = {}): void {
     const protocol = opts.otlpProtocol ?? otlpProtocolFromEnv();
     shared.push(protocol === "http/json"
       ? new BatchSpanProcessor(new OTLPJsonTraceExporter({ url: otlpUrl }), batchSettings())
-      : new OtlpStreamProcessor(new OtlpProtoTransport({ url: otlpUrl }), { ...batchSettings(), onLoss: recordSpansLost }));
+      : new OtlpStreamProcessor(new OtlpProtoTransport({ url: otlpUrl }), {
+          ...batchSettings(),
+          onLoss: (reason, spans) => {
+            recordSpansLost(reason, spans);
+            lossLog.report(reason, spans, Date.now());
+          },
+        }));
   }
   for (const exporter of opts.exporters ?? []) shared.push(new SimpleSpanProcessor(exporter));
   shared.push(...(opts.processors ?? []));

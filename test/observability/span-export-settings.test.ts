@@ -1,0 +1,52 @@
+import { describe, expect, it } from "vitest";
+import { ExportResultCode, type ExportResult } from "@opentelemetry/core";
+import { InMemorySpanExporter, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
+import { batchSettings, configureTelemetry, ServiceTelemetry } from "../../services/lib/telemetry.ts";
+import { OtlpStreamProcessor } from "../../services/lib/otlp-export.ts";
+import { SpanLossLog } from "../../services/lib/span-loss.ts";
+
+describe("OTEL_BSP_* batch settings", () => {
+  it("takes whole numbers in range, a delay of 0 included, and keeps the default for anything else", () => {
+    expect(batchSettings({})).toEqual({ maxQueueSize: 8_192, maxExportBatchSize: 1_024, scheduledDelayMillis: 1_000 });
+    expect(batchSettings({ OTEL_BSP_SCHEDULE_DELAY: "0", OTEL_BSP_MAX_QUEUE_SIZE: "100", OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "50" })).toEqual({ maxQueueSize: 100, maxExportBatchSize: 50, scheduledDelayMillis: 0 });
+    for (const bad of ["", " ", "-1", "2.5", "ten", "Infinity"]) {
+      expect(batchSettings({ OTEL_BSP_SCHEDULE_DELAY: bad, OTEL_BSP_MAX_QUEUE_SIZE: bad, OTEL_BSP_MAX_EXPORT_BATCH_SIZE: bad })).toEqual(batchSettings({}));
+    }
+    // A queue of 0 would drop every span: the default stands. A batch never exceeds the queue.
+    expect(batchSettings({ OTEL_BSP_MAX_QUEUE_SIZE: "0" }).maxQueueSize).toBe(8_192);
+    expect(batchSettings({ OTEL_BSP_MAX_QUEUE_SIZE: "10", OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "512" }).maxExportBatchSize).toBe(10);
+  });
+
+  it("with a delay of 0 a lone span is sent at the next turn of the event loop", async () => {
+    configureTelemetry({ enabled: true, spanSink: false, otlpUrl: null, exporters: [new InMemorySpanExporter()] });
+    const sent: Uint8Array[] = [];
+    const transport = { export: (bytes: Uint8Array, done: (r: ExportResult) => void) => (sent.push(bytes), done({ code: ExportResultCode.SUCCESS })), shutdown: async () => undefined };
+    const processor = new OtlpStreamProcessor(transport, { ...batchSettings({ OTEL_BSP_SCHEDULE_DELAY: "0" }) });
+    const span = new ServiceTelemetry("hadis-router", null).start("alone", {});
+    span.end();
+    processor.onEnd(span as unknown as ReadableSpan);
+    expect(sent).toHaveLength(0);
+    await new Promise((r) => setTimeout(r, 5));
+    expect(sent).toHaveLength(1);
+    configureTelemetry({ enabled: false });
+  });
+});
+
+describe("SpanLossLog", () => {
+  it("logs the first loss at once, then at most one line an interval with what was lost since, by reason", () => {
+    const lines: Record<string, unknown>[] = [];
+    const log = new SpanLossLog({ warn: (event, fields) => void lines.push({ event, ...fields }) }, 10_000);
+    log.report("export_failed", 512, 1_000);
+    expect(lines).toEqual([expect.objectContaining({ event: "trace_spans_lost", export_failed: 512 })]);
+    log.report("export_failed", 512, 3_000);
+    log.report("queue_full", 7, 9_000);
+    expect(lines).toHaveLength(1);
+    log.report("queue_full", 1, 11_000);
+    expect(lines).toHaveLength(2);
+    expect(lines[1]).toMatchObject({ export_failed: 512, queue_full: 8, sinceMs: 10_000 });
+    // Nothing carried over into the next interval.
+    log.report("unencodable", 1, 21_000);
+    expect(lines[2]).toMatchObject({ unencodable: 1 });
+    expect(lines[2]).not.toHaveProperty("queue_full");
+  });
+});
