@@ -12,6 +12,7 @@
  *
  * With `--callers NAME`, the self time of functions named NAME is told apart by their callers
  * (the first three outside Node's own modules) instead: who makes a native call such as a socket's `writeBuffer`.
+ * Prints the tables and writes them to bench/results/tracing-profile.json (-alloc, -callers with those options).
  *
  *   node --import tsx bench/tracing-profile.ts [--modes off,otlp] [--seconds 60] [--concurrency 200] [--top 30] [--pin] [--alloc] [--by-base]
  *                                              [--window-ms 600] [--settle-ms 250] [--callers writeBuffer]
@@ -23,7 +24,7 @@ import { fileURLToPath } from "node:url";
 import { startNatsServer } from "../services/lib/nats-server.ts";
 import { connectNats } from "../services/lib/nats.ts";
 import { HadisClient } from "../services/lib/client.ts";
-import { placement, pinnedToLastCore } from "./lib.ts";
+import { placement, pinnedToLastCore, writeResult } from "./lib.ts";
 import { ask, modesNamed, phaseOptions, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing } from "./tracing-lib.ts";
 
 const { args, seconds, concurrency, windowMs, settleMs, pin } = phaseOptions(60);
@@ -122,12 +123,13 @@ async function main() {
   const child = spawnSwitchableSystem(server.url, pin ? pinnedToLastCore() : [], alloc ? [] : ["--cpu-prof", "--cpu-prof-dir", dir]);
   const measured = MODES.map((mode) => ({ mode, requests: 0, windows: [] as [number, number][], heapFiles: [] as string[] }));
   let load: ReturnType<typeof startLoad> | null = null;
+  let cores: ReturnType<typeof placement> | undefined;
   let results: { mode: string; requests: number; byFile: Map<string, number>; byFunction: Map<string, number> }[];
   try {
     try {
       const client = new HadisClient(nc);
       await client.waitUntilServing(30_000, 2_000);
-      placement(child.pid!);
+      cores = placement(child.pid!);
       load = startLoad(client, concurrency, 30_000);
       for (const { mode } of measured) {
         await switchTracing(child, mode, otlp.url);
@@ -172,16 +174,27 @@ async function main() {
     await server.stop();
   }
   const [base, ...others] = results;
+  const unit = alloc ? "bytes" : "µs";
+  const tables: { mode: string; by: string; unit: string; base: number; other: number; rows: Record<string, string | number>[] }[] = [];
   for (const other of others) {
     for (const key of ["byFile", "byFunction"] as const) {
       const perRequest = (r: typeof base, k: string) => (r[key].get(k) ?? 0) / r.requests;
       const names = new Set([...base[key].keys(), ...other[key].keys()]);
       const rows = [...names].map((k) => ({ name: callersOf ? k : k.slice(0, 90), [base.mode]: perRequest(base, k), [other.mode]: perRequest(other, k), extra: perRequest(other, k) - perRequest(base, k) }));
       const total = (r: typeof base) => [...r[key].values()].reduce((a, b) => a + b, 0) / r.requests;
-      console.log(`\n${alloc ? "bytes" : "µs"} a request, ${key === "byFile" ? "by file" : callersOf ? `${callersOf} by caller` : "by function"}: ${base.mode} ${total(base).toFixed(1)} (${base.requests} requests), ${other.mode} ${total(other).toFixed(1)} (${other.requests} requests); largest differences`);
-      console.table(rows.sort((a, b) => (byBase ? Number(b[base.mode]) - Number(a[base.mode]) : b.extra - a.extra)).slice(0, top).map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, typeof v === "number" ? Math.round(v * 100) / 100 : v]))));
+      const by = key === "byFile" ? "file" : callersOf ? `${callersOf} by caller` : "function";
+      console.log(`\n${unit} a request, by ${by}: ${base.mode} ${total(base).toFixed(1)} (${base.requests} requests), ${other.mode} ${total(other).toFixed(1)} (${other.requests} requests); largest differences`);
+      const shown = rows
+        .sort((a, b) => (byBase ? Number(b[base.mode]) - Number(a[base.mode]) : b.extra - a.extra))
+        .slice(0, top)
+        .map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, typeof v === "number" ? Math.round(v * 100) / 100 : v])));
+      console.table(shown);
+      tables.push({ mode: other.mode, by, unit, base: total(base), other: total(other), rows: shown });
     }
   }
+  const name = `tracing-profile${alloc ? "-alloc" : ""}${callersOf ? "-callers" : ""}`;
+  const path = writeResult(name, { date: new Date().toISOString(), cores, seconds, concurrency, windowMs, settleMs, requests: Object.fromEntries(results.map((r) => [r.mode, r.requests])), tables });
+  console.log(`wrote ${path}`);
 }
 
 await main();
