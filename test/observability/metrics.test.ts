@@ -3,6 +3,8 @@ import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 import { recordSolve, startMetricsServer, type MetricsServer } from "../../services/lib/metrics.ts";
+import { ErrorCodes } from "../../contracts/errors.ts";
+import grafana from "../../ops/grafana/hadis.json" with { type: "json" };
 
 /** One sample of the Prometheus text format. */
 interface Sample {
@@ -29,6 +31,13 @@ function parsePrometheus(text: string): { samples: Sample[]; types: Map<string, 
     samples.push({ name: m[1], labels, value: Number(m[3]) });
   }
   return { samples, types };
+}
+
+/** Every PromQL expression of a Grafana dashboard (panels and their targets, at any depth). */
+function expressions(node: unknown): string[] {
+  if (Array.isArray(node)) return node.flatMap(expressions);
+  if (typeof node !== "object" || node === null) return [];
+  return Object.entries(node).flatMap(([k, v]) => (k === "expr" && typeof v === "string" ? [v] : expressions(v)));
 }
 
 let t: TestSystem;
@@ -86,5 +95,31 @@ describe("Prometheus /metrics", () => {
     expect(value("hadis_queue_depth", { model: DEFAULT_STATIC.light })).toBe(0);
     // Every HADIS metric name follows the conventions: snake case, unit suffix or _total.
     for (const name of types.keys()) if (name.startsWith("hadis_")) expect(name).toMatch(/^hadis_[a-z0-9_]+$/);
+  });
+
+  it("has every series and label the Grafana dashboard queries, and the dashboard names only real error codes", async () => {
+    const { samples } = parsePrometheus(await (await fetch(server.url)).text());
+    const labelsOf = new Map<string, Set<string>>();
+    for (const x of samples) for (const k of Object.keys(x.labels)) (labelsOf.get(x.name) ?? labelsOf.set(x.name, new Set()).get(x.name)!).add(k);
+    for (const x of samples) if (!labelsOf.has(x.name)) labelsOf.set(x.name, new Set());
+    const exprs = expressions(grafana);
+    expect(exprs.length).toBeGreaterThanOrEqual(20);
+    for (const expr of exprs) {
+      const names = [...expr.matchAll(/\bhadis_[a-z0-9_]+/g)].map((m) => m[0]);
+      expect(names.length, expr).toBeGreaterThan(0);
+      for (const name of names) expect(labelsOf.has(name), `${name} in ${expr}`).toBe(true);
+      // Labels in selectors belong to their series; labels aggregated "by" belong to one of the expression's series.
+      for (const [, name, selector] of expr.matchAll(/\b(hadis_[a-z0-9_]+)\{([^}]*)\}/g)) {
+        for (const [, label, op, value] of selector.matchAll(/([a-z_]+)\s*(=~|!~|!=|=)\s*"([^"]*)"/g)) {
+          expect(labelsOf.get(name)!.has(label), `${label} on ${name} in ${expr}`).toBe(true);
+          if (label === "outcome") for (const code of value.split("|")) expect(code === "ok" || code in ErrorCodes, `outcome ${code} (${op}) in ${expr}`).toBe(true);
+        }
+      }
+      for (const [, by] of expr.matchAll(/\bby \(([^)]*)\)/g)) {
+        for (const label of by.split(",").map((x) => x.trim())) {
+          expect(names.some((n) => labelsOf.get(n)!.has(label)), `by ${label} in ${expr}`).toBe(true);
+        }
+      }
+    }
   });
 });
