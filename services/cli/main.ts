@@ -28,7 +28,8 @@ runOptions(
     .description("start a local nats-server and every service (the embedded default), until Ctrl-C")
     .option("--port <port>", "NATS client port on 127.0.0.1", port, 4222)
     .option("--data-dir <dir>", "nats-server data folder", ".hadis/nats")
-    .option("--dashboard-port <port>", "dashboard and aggregated /metrics on 127.0.0.1", port, 8787)
+    .option("--dashboard-port <port>", "dashboard and aggregated /metrics on this port", port, 8787)
+    .option("--dashboard-host <host>", "address the dashboard listens on (it has no authentication: 0.0.0.0 exposes it)", "127.0.0.1")
     .option("--no-dashboard", "do not serve the dashboard"),
 ).action((opts) => startCommand(opts));
 
@@ -39,7 +40,8 @@ runOptions(
     .argument("<service>")
     .option("--nats <urls>", "NATS server URL (comma-separated for a cluster); credentials from HADIS_NATS_USER/PASS or HADIS_<ROLE>_NATS_USER/PASS", DEFAULT_NATS_URL)
     .option("--id-prefix <prefix>", "worker ids are <prefix>-NN (default: random)")
-    .option("--metrics-port <port>", "serve Prometheus /metrics of this process on 127.0.0.1:<port>", port)
+    .option("--metrics-port <port>", "serve Prometheus /metrics of this process on this port", port)
+    .option("--metrics-host <host>", "address /metrics listens on (0.0.0.0 for a Prometheus on another host)", "127.0.0.1")
     .option("--replicas <n>", "JetStream replicas of the work stream and plan bucket (3 on a 3-node cluster)", count),
 ).action((service, opts) => serveCommand(service, opts));
 

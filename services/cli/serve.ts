@@ -59,7 +59,7 @@ function backendOptions(opts: RunOptions) {
 }
 
 /** `hadis start`: a local nats-server plus every service, until Ctrl-C. */
-export async function startCommand(opts: RunOptions & { port: number; dataDir: string; dashboardPort?: number; dashboard?: boolean }): Promise<void> {
+export async function startCommand(opts: RunOptions & { port: number; dataDir: string; dashboardPort?: number; dashboardHost?: string; dashboard?: boolean }): Promise<void> {
   const log = createLogger("start");
   let server: LocalServer;
   try {
@@ -71,7 +71,7 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
   // nats-server must not outlive us, whatever the exit path.
   process.on("exit", () => server.kill("SIGTERM"));
   // The dashboard first, so the first requests are already traced.
-  const dashboard = opts.dashboard === false ? null : await startLocalDashboard(server.url, opts.dashboardPort, log);
+  const dashboard = opts.dashboard === false ? null : await startLocalDashboard(server.url, opts.dashboardPort, opts.dashboardHost, log);
   let system: RunningSystem | undefined;
   try {
     system = await startSystem({
@@ -110,10 +110,10 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
 }
 
 /** Starts the dashboard on its own connection; a taken port is a warning, not a failure. */
-async function startLocalDashboard(url: string, port: number | undefined, log: Logger): Promise<{ url: string; stop(): Promise<void> } | null> {
+async function startLocalDashboard(url: string, port: number | undefined, host: string | undefined, log: Logger): Promise<{ url: string; stop(): Promise<void> } | null> {
   const nc = await connectNats(url, "hadis-dashboard");
   try {
-    const dash = await startDashboard({ nc, subjects: buildSubjects(), port: port ?? DEFAULT_DASHBOARD_PORT, log });
+    const dash = await startDashboard({ nc, subjects: buildSubjects(), port: port ?? DEFAULT_DASHBOARD_PORT, host, log });
     return { url: dash.url, stop: async () => (await dash.stop(), await nc.drain().catch(() => undefined)) };
   } catch (err) {
     process.stderr.write(`hadis start: dashboard not started (${(err as Error).message}); use --dashboard-port to pick another port\n`);
@@ -123,7 +123,7 @@ async function startLocalDashboard(url: string, port: number | undefined, log: L
 }
 
 /** `hadis serve <service>`: one service against an existing NATS server. */
-export async function serveCommand(kind: string, opts: RunOptions & { nats: string; metricsPort?: number; replicas?: number }): Promise<void> {
+export async function serveCommand(kind: string, opts: RunOptions & { nats: string; metricsPort?: number; metricsHost?: string; replicas?: number }): Promise<void> {
   if (kind !== "all" && !SERVICE_KINDS.includes(kind as ServiceKind)) throw new Error(`unknown service "${kind}"; one of ${SERVICE_KINDS.join(", ")}, all`);
   const system = await startSystem({
     ...backendOptions(opts),
@@ -141,7 +141,7 @@ export async function serveCommand(kind: string, opts: RunOptions & { nats: stri
     profilesDir: opts.profiles,
     workQueue: { storage: opts.storage },
   });
-  const metrics = opts.metricsPort !== undefined ? await startMetricsServer(opts.metricsPort) : null;
+  const metrics = opts.metricsPort !== undefined ? await startMetricsServer(opts.metricsPort, opts.metricsHost) : null;
   process.stderr.write(`hadis ${kind} connected to ${opts.nats}${metrics ? `; metrics on ${metrics.url}` : ""}\n`);
   untilSignal(async () => {
     await system.stop(10_000);

@@ -13,7 +13,7 @@ import type { Subjects } from "../../contracts/subjects.ts";
 import type { Logger } from "../lib/log.ts";
 import type { NatsConnection, Subscription } from "../lib/nats.ts";
 import { PlanView } from "../lib/plan-view.ts";
-import { METRICS_CONTENT_TYPE, metricsText, recordPlan } from "../lib/metrics.ts";
+import { listenUrl, METRICS_CONTENT_TYPE, metricsText, recordPlan } from "../lib/metrics.ts";
 import { configureTelemetry, spanSinkSubject, tracingEnabled, type SpanRecord } from "../lib/telemetry.ts";
 import { DashboardState } from "./state.ts";
 
@@ -145,8 +145,8 @@ export async function startDashboard(opts: DashboardOptions): Promise<RunningDas
     server.listen(opts.port ?? DEFAULT_DASHBOARD_PORT, host, () => resolve());
   });
   const address = server.address();
-  const port = typeof address === "object" && address ? address.port : opts.port;
-  const url = `http://${host}:${port}/`;
+  const port = typeof address === "object" && address ? address.port : (opts.port ?? DEFAULT_DASHBOARD_PORT);
+  const url = listenUrl(host, port, "/");
   log.info("dashboard.started", { url });
   return {
     url,

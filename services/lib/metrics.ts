@@ -194,6 +194,9 @@ export interface MetricsServer {
   stop(): Promise<void>;
 }
 
+/** The URL of `path` on a server listening on `host:port` (an IPv6 address in brackets). */
+export const listenUrl = (host: string, port: number, path: string) => `http://${host.includes(":") ? `[${host}]` : host}:${port}${path}`;
+
 /** Serves `/metrics` on 127.0.0.1 (or `host`) at `port` (0 picks a free port). */
 export async function startMetricsServer(port: number, host = "127.0.0.1"): Promise<MetricsServer> {
   const server: Server = createServer((req, res) => {
@@ -213,7 +216,7 @@ export async function startMetricsServer(port: number, host = "127.0.0.1"): Prom
   const address = server.address();
   const actualPort = typeof address === "object" && address ? address.port : port;
   return {
-    url: `http://${host}:${actualPort}/metrics`,
+    url: listenUrl(host, actualPort, "/metrics"),
     stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }

@@ -16,6 +16,7 @@ import { join } from "node:path";
 
 let server: LocalServer;
 let nc: NatsConnection;
+let metricsPort: number;
 const procs: Record<string, Spawned> = {};
 
 beforeAll(async () => {
@@ -24,7 +25,9 @@ beforeAll(async () => {
   procs.manager = spawnHadis(["serve", "resource-manager", ...common]);
   procs.judge = spawnHadis(["serve", "discriminator", ...common]);
   procs.workers = spawnHadis(["serve", "worker", "--workers", "3", "--id-prefix", "gpu", ...common]);
-  procs.router = spawnHadis(["serve", "router", ...common]);
+  metricsPort = await freePort();
+  // The router's /metrics on every address, as a Prometheus on another host would scrape it.
+  procs.router = spawnHadis(["serve", "router", "--metrics-port", String(metricsPort), "--metrics-host", "0.0.0.0", ...common]);
   nc = await connectNats(server.url, "test");
 }, 60_000);
 
@@ -40,6 +43,10 @@ describe("services as separate processes", () => {
     await client.waitUntilServing(40_000);
     const replies = await Promise.all(Array.from({ length: 20 }, (_, i) => client.generate({ prompt: `a boat ${i}`, deadlineMs: 20_000 })));
     expect(replies.map((r) => r.planEpoch).every((e) => e >= 1)).toBe(true);
+    expect(procs.router.output()).toContain(`metrics on http://0.0.0.0:${metricsPort}/metrics`);
+    const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+    const served = [...text.matchAll(/^hadis_requests_total\{[^}]*outcome="ok"[^}]*\} (\d+)$/gm)].reduce((a, m) => a + Number(m[1]), 0);
+    expect(served).toBeGreaterThanOrEqual(20); // and waitUntilServing's probes
   }, 60_000);
 
   it("each exits 0 on SIGTERM after finishing in-flight work", async () => {
