@@ -24,6 +24,8 @@ export interface SecondBucket {
 /** One request as the dashboard lists it. */
 export interface RequestSummary {
   traceId: string;
+  /** The request's root span. */
+  spanId: string;
   requestId?: string;
   startMs: number;
   totalMs: number;
@@ -51,10 +53,13 @@ export class DashboardState {
   private readonly seconds = new Map<number, SecondBucket>();
   private readonly workers = new Map<string, WorkerView>();
   private readonly swapsSeen = new Map<string, number>();
+  private prunedAtMs = -Infinity;
   plan: Plan | null = null;
   spansReceived = 0;
+  /** Spans not kept because their trace already held `limits.spansPerTrace` (a caller that puts many requests in one trace). */
+  spansDropped = 0;
 
-  constructor(private readonly limits = { traces: 2_000, requests: 300, seconds: 600, workerSilenceMs: 10_000 }) {}
+  constructor(private readonly limits = { traces: 2_000, spansPerTrace: 512, requests: 300, seconds: 600, workerSilenceMs: 10_000 }) {}
 
   private bucket(ms: number): SecondBucket {
     const t = Math.floor(ms / 1000);
@@ -80,11 +85,12 @@ export class DashboardState {
         this.traces.set(span.t, trace);
         if (this.traces.size > this.limits.traces) this.traces.delete(this.traces.keys().next().value!);
       }
-      trace.push(span);
+      if (trace.length < this.limits.spansPerTrace) trace.push(span);
+      else this.spansDropped++;
       if (span.n === REQUEST_SPAN) this.addRequest(span);
     }
     // Stage spans may arrive after their root (other services flush on their own): refresh.
-    for (const r of this.requests.slice(0, 50)) r.stages = this.stagesOf(r.traceId, r.startMs);
+    for (const r of this.requests.slice(0, 50)) r.stages = this.stagesOf(r.traceId, r.spanId, r.startMs);
   }
 
   private addRequest(root: SpanRecord): void {
@@ -93,6 +99,7 @@ export class DashboardState {
     const sloMet = typeof a["hadis.slo_met"] === "boolean" ? (a["hadis.slo_met"] as boolean) : undefined;
     const summary: RequestSummary = {
       traceId: root.t,
+      spanId: root.s,
       requestId: a["hadis.request_id"] as string | undefined,
       startMs: root.st,
       totalMs: root.d,
@@ -106,13 +113,24 @@ export class DashboardState {
       threshold: a["hadis.disc.threshold"] as number | undefined,
       stages: [],
     };
-    summary.stages = this.stagesOf(root.t, root.st);
+    summary.stages = this.stagesOf(root.t, root.s, root.st);
     this.requests.unshift(summary);
     if (this.requests.length > this.limits.requests) this.requests.pop();
   }
 
-  private stagesOf(traceId: string, startMs: number): RequestSummary["stages"] {
-    return (this.traces.get(traceId) ?? [])
+  /** The stage spans under a request's root span (a caller's trace may hold several requests). */
+  private stagesOf(traceId: string, rootSpanId: string, startMs: number): RequestSummary["stages"] {
+    const spans = this.traces.get(traceId) ?? [];
+    const children = new Map<string, SpanRecord[]>();
+    for (const s of spans) if (s.p !== undefined) (children.get(s.p) ?? children.set(s.p, []).get(s.p)!).push(s);
+    const under: SpanRecord[] = [];
+    for (let i = 0, frontier = [rootSpanId]; i < frontier.length; i++) {
+      for (const c of children.get(frontier[i]) ?? []) {
+        under.push(c);
+        frontier.push(c.s);
+      }
+    }
+    return under
       .filter((s) => s.n !== REQUEST_SPAN && !s.n.startsWith("batch "))
       .sort((x, y) => x.st - y.st)
       .map((s) => ({ n: s.n, sv: s.sv, o: Math.max(0, s.st - startMs), d: s.d, ...(s.e ? { e: true } : {}) }));
@@ -129,23 +147,37 @@ export class DashboardState {
 
   /** Takes a worker heartbeat. Returns the swaps it completed since the last one. */
   addHeartbeat(beat: WorkerHeartbeat, nowMs: number): number {
+    this.forgetSilent(nowMs);
     this.workers.set(beat.workerId, { ...beat, heardAtMs: nowMs });
     const before = this.swapsSeen.get(beat.workerId) ?? beat.swapsTotal;
     this.swapsSeen.set(beat.workerId, beat.swapsTotal);
     return Math.max(0, beat.swapsTotal - before);
   }
 
+  /** Forgets workers not heard from for `workerSilenceMs` (ids change as workers restart). */
+  private forgetSilent(nowMs: number): void {
+    if (nowMs - this.prunedAtMs < 1_000) return;
+    this.prunedAtMs = nowMs;
+    for (const [id, w] of this.workers) {
+      if (nowMs - w.heardAtMs <= this.limits.workerSilenceMs) continue;
+      this.workers.delete(id);
+      this.swapsSeen.delete(id);
+    }
+  }
+
   /** Workers heard from recently, by id. */
   liveWorkers(nowMs: number): WorkerView[] {
-    for (const [id, w] of this.workers) if (nowMs - w.heardAtMs > this.limits.workerSilenceMs) this.workers.delete(id);
+    this.forgetSilent(nowMs);
     return [...this.workers.values()].sort((a, b) => a.workerId.localeCompare(b.workerId));
   }
 
   /** The last `n` seconds (oldest first, gaps filled), excluding the current second. */
   series(nowMs: number, n = 300): SecondBucket[] {
+    // At most the seconds kept: `n` may come from a query string (NaN, Infinity, 1e16).
+    const count = Number.isNaN(n) ? 0 : Math.max(0, Math.min(this.limits.seconds, Math.floor(n)));
     const last = Math.floor(nowMs / 1000) - 1;
     const out: SecondBucket[] = [];
-    for (let t = last - n + 1; t <= last; t++) out.push(this.seconds.get(t) ?? { t, arrivals: 0, served: 0, violations: 0, answered: 0 });
+    for (let t = last - count + 1; t <= last; t++) out.push(this.seconds.get(t) ?? { t, arrivals: 0, served: 0, violations: 0, answered: 0 });
     return out;
   }
 
@@ -176,6 +208,7 @@ export class DashboardState {
       p50Ms: pct(50),
       p99Ms: pct(99),
       spansReceived: this.spansReceived,
+      spansDropped: this.spansDropped,
     };
   }
 }
