@@ -139,8 +139,9 @@ export class OtlpStreamProcessor implements SpanProcessor {
     const target = this.sealed;
     while (this.completed < target) {
       this.send();
-      if (!this.inFlight) break;
-      await this.inFlight;
+      if (this.inFlight) await this.inFlight;
+      // A transport that answered at once (or threw) leaves nothing in flight: send the next now.
+      else if (this.ready.length === 0) break;
     }
   }
 

@@ -151,6 +151,30 @@ describe("OtlpStreamProcessor", () => {
     expect(losses).toEqual([["export_failed", 2], ["unencodable", 1]]);
   });
 
+  it("a flush sends every waiting batch when the transport answers at once", async () => {
+    const sent: number[] = [];
+    let held: ((r: ExportResult) => void) | null = null;
+    let holdNext = true;
+    const transport = {
+      export: (bytes: Uint8Array, done: (r: ExportResult) => void) => {
+        sent.push(spanCount(bytes));
+        if (holdNext) held = done;
+        else done({ code: ExportResultCode.SUCCESS });
+      },
+      shutdown: async () => undefined,
+    };
+    const processor = new OtlpStreamProcessor(transport, { maxQueueSize: 100, maxExportBatchSize: 1, scheduledDelayMillis: 60_000 });
+    const tracer = new BasicTracerProvider({ spanProcessors: [processor] }).getTracer("t");
+    // The first export is in flight; four more batches wait behind it.
+    for (let i = 0; i < 5; i++) tracer.startSpan(`s${i}`).end();
+    expect(sent).toEqual([1]);
+    holdNext = false;
+    held!({ code: ExportResultCode.SUCCESS });
+    // The flush comes before the microtask that would send the next batch.
+    await processor.forceFlush();
+    expect(sent).toEqual([1, 1, 1, 1, 1]);
+  });
+
   it("a flush waits for what was held when it was called, not for spans that keep coming", async () => {
     const transport = heldTransport();
     const processor = new OtlpStreamProcessor(transport, { maxQueueSize: 100, maxExportBatchSize: 2, scheduledDelayMillis: 60_000 });
