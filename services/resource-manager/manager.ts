@@ -141,10 +141,11 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
 
   function tick(): Promise<TickOutcome | null> {
     // One tick at a time: a slow solve delays the next tick instead of overlapping it.
+    const started = performance.now();
     ticking ??= runTick()
       .catch((err) => {
         log.error("manager.tick_failed", { error: (err as Error).message });
-        opts.onTick?.(null, err as Error);
+        opts.onTick?.(null, err as Error, performance.now() - started);
         return null;
       })
       .finally(() => (ticking = null));

@@ -2,7 +2,7 @@
 import type { TickOutcome } from "../../actors/control/reconcile.ts";
 import { ServiceNames } from "../../contracts/subjects.ts";
 import { recordDemand, recordPlan, recordQueueDepth, recordSolve } from "../lib/metrics.ts";
-import { ServiceTelemetry } from "../lib/telemetry.ts";
+import { endWithError, ServiceTelemetry } from "../lib/telemetry.ts";
 import type { NatsConnection } from "../lib/nats.ts";
 
 /** An `onTick` callback recording metrics and one span per tick. */
@@ -29,9 +29,12 @@ export function tickObserver(nc: NatsConnection): (outcome: TickOutcome | null, 
         "hadis.pair": outcome ? `${outcome.decision.pair.light}→${outcome.decision.pair.heavy}` : "",
         "hadis.swaps_ordered": outcome?.swapped.length ?? 0,
         "hadis.held": outcome?.held ?? "",
-        ...(error ? { "error.message": error.message } : {}),
       },
     });
-    span.end();
+    // A failed tick (the snapshot or the solve threw) is an error span, as a failed request is.
+    if (error) {
+      span.setAttribute("error.message", error.message);
+      endWithError(span, error);
+    } else span.end();
   };
 }

@@ -7,6 +7,8 @@ import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 import { newHeaders } from "../../services/lib/nats.ts";
 import { readGenerateReply } from "../../services/lib/client.ts";
 import { encode, parseRaw } from "../../contracts/envelope.ts";
+import { SpanStatusCode } from "@opentelemetry/api";
+import { tickObserver } from "../../services/resource-manager/observe.ts";
 import { configureTelemetry, flushTelemetry, shutdownTelemetry, spanSinkSubject, type SpanRecord } from "../../services/lib/telemetry.ts";
 
 const exporter = new InMemorySpanExporter();
@@ -99,6 +101,28 @@ describe("one trace per request across router, worker and discriminator", () => 
     const root = exporter.getFinishedSpans().find((s) => s.name === "hadis.generate" && s.attributes["hadis.request_id"] === reply.requestId)!;
     expect(root.parentSpanContext).toBeUndefined();
     expect(root.attributes["hadis.route"]).toBe("heavy");
+  });
+});
+
+describe("the resource manager's ticks", () => {
+  it("are spans with what the tick saw and chose; a failed tick is an error span of its duration", async () => {
+    const outcome = await t.system.manager!.tick();
+    expect(outcome).not.toBeNull();
+    const ticks = () => exporter.getFinishedSpans().filter((s) => s.name === "tick" && serviceOf(s) === "hadis-resource-manager");
+    await waitFor(async () => (await flushTelemetry(), ticks().length > 0), 5_000, "a tick span");
+    const tick = ticks().at(-1)!;
+    expect(tick.attributes["hadis.workers"]).toBe(outcome!.snapshot.workers.length);
+    expect(tick.attributes["hadis.plan_epoch"]).toBe(t.system.manager!.plans.current!.epoch);
+    expect(tick.attributes["hadis.pair"]).toBe(`${DEFAULT_STATIC.light}→${DEFAULT_STATIC.heavy}`);
+    expect(tick.status.code).toBe(SpanStatusCode.UNSET);
+
+    tickObserver(t.nc)(null, new Error("solver gone"), 40);
+    await flushTelemetry();
+    const failed = ticks().at(-1)!;
+    expect(failed.status).toEqual({ code: SpanStatusCode.ERROR, message: "solver gone" });
+    expect(failed.attributes["error.message"]).toBe("solver gone");
+    const ms = (failed.endTime[0] - failed.startTime[0]) * 1e3 + (failed.endTime[1] - failed.startTime[1]) / 1e6;
+    expect(ms).toBeGreaterThanOrEqual(39);
   });
 });
 
