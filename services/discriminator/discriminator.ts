@@ -56,9 +56,11 @@ export async function startDiscriminator(opts: DiscriminatorOptions): Promise<Ru
 
   /** Judges one request inside a `judge` span continuing the router's trace. */
   async function traced(data: Uint8Array, headers: MsgHdrs | undefined): Promise<JudgeReply> {
-    // Only judge requests inside a (sampled) request trace get a span: the discriminator starts no traces.
-    if (!telemetry.on || !headers?.has(Headers.traceparent)) return handle(data).then((r) => (recordVerdict(r.accept), r));
-    const span = telemetry.start("judge", { kind: SpanKind.SERVER, attributes: { "hadis.judge.backend": judge.kind } }, telemetry.extract(headers));
+    // Only judge requests inside a (sampled) request trace get a span: the discriminator starts no
+    // traces, not even for a `traceparent` it cannot read.
+    const parent = telemetry.on && headers?.has(Headers.traceparent) ? telemetry.extract(headers) : undefined;
+    if (!parent) return handle(data).then((r) => (recordVerdict(r.accept), r));
+    const span = telemetry.start("judge", { kind: SpanKind.SERVER, attributes: { "hadis.judge.backend": judge.kind } }, parent);
     try {
       const reply = await handle(data);
       recordVerdict(reply.accept);

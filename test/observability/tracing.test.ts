@@ -92,6 +92,26 @@ describe("one trace per request across router, worker and discriminator", () => 
     expect(exec.links.map((l) => l.context.spanId)).toEqual([batch!.spanContext().spanId]);
   });
 
+  it("the discriminator starts no trace of its own for a traceparent it cannot read", async () => {
+    const plan = t.system.routers[0].plans.current!;
+    const judged = () => exporter.getFinishedSpans().filter((s) => s.name === "judge" && serviceOf(s) === "hadis-discriminator");
+    await flushTelemetry();
+    const before = judged().length;
+    const ask = async (traceparent: string) => {
+      const h = newHeaders();
+      h.set("traceparent", traceparent);
+      const body = { v: 1, requestId: "r-judge", prompt: "a cat", model: plan.pair.light, image: new Uint8Array([137, 80, 78, 71]), planEpoch: plan.epoch };
+      await t.nc.request("hadis.judge", encode(body), { timeout: 5_000, headers: h });
+    };
+    await ask("00-not-a-trace-01");
+    await ask("00-00000000000000000000000000000000-00f067aa0ba902b7-01"); // an all-zero trace id is invalid
+    await ask("00-4bf92f3577b34da6a3ce929d0e0e4737-00f067aa0ba902b7-01"); // a valid one is continued
+    await flushTelemetry();
+    const spans = judged().slice(before);
+    expect(spans).toHaveLength(1);
+    expect(spans[0].spanContext().traceId).toBe("4bf92f3577b34da6a3ce929d0e0e4737");
+  });
+
   it("a request without traceparent starts its own trace", async () => {
     const reply = await t.client.generate({ prompt: routes.heavy, deadlineMs: 20_000 });
     await waitFor(async () => {
