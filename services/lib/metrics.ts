@@ -1,7 +1,7 @@
 /**
  * Prometheus metrics of HADIS (prom-client, one registry per process). Services record what they
  * see (requests, stages, workers, swaps); the resource manager calls `recordPlan`, `recordSolve`,
- * `recordDemand` and `recordQueueDepth`. `startMetricsServer(port)` serves `/metrics`.
+ * `recordDemand` and `recordQueueDepths`. `startMetricsServer(port)` serves `/metrics`.
  */
 import { createServer, type Server } from "node:http";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
@@ -95,7 +95,7 @@ const planPair = new Gauge({
   labelNames: ["light", "heavy", "policy"] as const,
   registers: [registry],
 });
-const planFid = new Gauge({ name: "hadis_plan_expected_fid", help: "Expected FID of the plan in force.", registers: [registry] });
+const planFid = new Gauge({ name: "hadis_plan_expected_fid", help: "Expected FID of the plan in force (NaN when its policy does not estimate one).", registers: [registry] });
 const planHeavyShare = new Gauge({ name: "hadis_plan_heavy_share_ratio", help: "Expected share of requests ending on the heavy model.", registers: [registry] });
 const sloSeconds = new Gauge({ name: "hadis_slo_seconds", help: "Latency SLO in force.", registers: [registry] });
 const solveSeconds = new Histogram({
@@ -109,7 +109,8 @@ const demand = new Gauge({ name: "hadis_demand_qps", help: "Demand estimate of t
 /** Records one answered `hadis.generate` request. `sloMs` is the SLO in force. */
 export function recordRequest(reply: GenerateReply | null, outcome: string, sloMs: number, accepted: boolean): void {
   requests.inc({ route: reply?.route ?? "none", outcome });
-  if (reply) {
+  // A retry answered from its first attempt's reply ran no stage: its timings are that attempt's, already recorded.
+  if (reply && !reply.deduplicated) {
     const t = reply.timings;
     stageDuration.observe({ stage: "route" }, t.routeMs / 1e3);
     stageDuration.observe({ stage: "queue" }, t.queueWaitMs / 1e3);
@@ -160,7 +161,8 @@ export function recordPlan(plan: Plan): void {
   planThreshold.set({ stage: "discriminator" }, plan.discThreshold);
   planPair.reset();
   planPair.set({ light: plan.pair.light, heavy: plan.pair.heavy, policy: plan.policy }, 1);
-  if (plan.expectedFid !== undefined) planFid.set(plan.expectedFid);
+  // NaN (no value) when the plan's policy does not estimate FID: not the last plan's figure.
+  planFid.set(plan.expectedFid ?? Number.NaN);
   planHeavyShare.set(plan.heavyShare);
   sloSeconds.set(plan.sloMs / 1e3);
 }
@@ -175,9 +177,10 @@ export function recordDemand(qps: number): void {
   demand.set(qps);
 }
 
-/** Records a model's work-queue depth (pending + unacknowledged items). */
-export function recordQueueDepth(model: string, n: number): void {
-  queueDepth.set({ model }, n);
+/** Records every model's work-queue depth (pending + unacknowledged items); a model not in `depths` leaves the metric. */
+export function recordQueueDepths(depths: Record<string, number>): void {
+  queueDepth.reset();
+  for (const [model, n] of Object.entries(depths)) queueDepth.set({ model }, n);
 }
 
 /** The registry in Prometheus text format. */

@@ -1,7 +1,7 @@
 /** What the resource manager reports after each tick: Prometheus metrics and a tick span. */
 import type { TickOutcome } from "../../actors/control/reconcile.ts";
 import { ServiceNames } from "../../contracts/subjects.ts";
-import { recordDemand, recordPlan, recordQueueDepth, recordSolve } from "../lib/metrics.ts";
+import { recordDemand, recordPlan, recordQueueDepths, recordSolve } from "../lib/metrics.ts";
 import { endWithError, ServiceTelemetry } from "../lib/telemetry.ts";
 import type { NatsConnection } from "../lib/nats.ts";
 
@@ -12,7 +12,7 @@ export function tickObserver(nc: NatsConnection): (outcome: TickOutcome | null, 
     if (outcome) {
       recordDemand(outcome.snapshot.demandQps);
       if (outcome.decision.solveMs !== undefined) recordSolve(outcome.decision.solveMs);
-      for (const [model, depth] of Object.entries(outcome.snapshot.queueDepth)) recordQueueDepth(model, depth);
+      recordQueueDepths(outcome.snapshot.queueDepth);
       // Swaps are counted by the workers when they happen, not when ordered.
       if (outcome.plan) recordPlan(outcome.plan);
     }

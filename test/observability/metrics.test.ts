@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
-import { recordSolve, startMetricsServer, type MetricsServer } from "../../services/lib/metrics.ts";
+import { recordPlan, recordQueueDepths, recordSolve, startMetricsServer, type MetricsServer } from "../../services/lib/metrics.ts";
 import { ErrorCodes } from "../../contracts/errors.ts";
 import grafana from "../../ops/grafana/hadis.json" with { type: "json" };
 
@@ -95,6 +95,28 @@ describe("Prometheus /metrics", () => {
     expect(value("hadis_queue_depth", { model: DEFAULT_STATIC.light })).toBe(0);
     // Every HADIS metric name follows the conventions: snake case, unit suffix or _total.
     for (const name of types.keys()) if (name.startsWith("hadis_")) expect(name).toMatch(/^hadis_[a-z0-9_]+$/);
+  });
+
+  it("counts a deduplicated retry as a request but not its stages again; drops stale queues and FIDs", async () => {
+    const scrape = async () => parsePrometheus(await (await fetch(server.url)).text()).samples;
+    const sum = (samples: Sample[], name: string, labels: Record<string, string> = {}) =>
+      samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v)).reduce((a, s) => a + s.value, 0);
+    const before = await scrape();
+    const key = `k-${Date.now()}`;
+    const [a, b] = await Promise.all([0, 1].map(() => t.client.generate({ prompt: routes.light, idempotencyKey: key, deadlineMs: 20_000 })));
+    expect([a.deduplicated, b.deduplicated].filter(Boolean)).toHaveLength(1);
+    const after = await scrape();
+    expect(sum(after, "hadis_requests_total") - sum(before, "hadis_requests_total")).toBe(2);
+    expect(sum(after, "hadis_stage_duration_seconds_count", { stage: "total" }) - sum(before, "hadis_stage_duration_seconds_count", { stage: "total" })).toBe(1);
+
+    recordQueueDepths({ "model-a": 3, "model-b": 1 });
+    recordQueueDepths({ "model-b": 2 });
+    const plan = t.system.manager!.plans.current!;
+    recordPlan({ ...plan, expectedFid: 17.5 });
+    recordPlan({ ...plan, expectedFid: undefined });
+    const last = await scrape();
+    expect(last.filter((s) => s.name === "hadis_queue_depth").map((s) => [s.labels.model, s.value])).toEqual([["model-b", 2]]);
+    expect(sum(last, "hadis_plan_expected_fid")).toBeNaN();
   });
 
   it("has every series and label the Grafana dashboard queries, and the dashboard names only real error codes", async () => {
