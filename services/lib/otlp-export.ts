@@ -9,7 +9,7 @@ import { ExportResultCode, type ExportResult } from "@opentelemetry/core";
 import { OTLPExporterBase } from "@opentelemetry/otlp-exporter-base";
 import { convertLegacyHttpOptions, createOtlpHttpExportDelegate } from "@opentelemetry/otlp-exporter-base/node-http";
 import { ProtobufTraceSerializer, type ISerializer, type IExportTraceServiceResponse } from "@opentelemetry/otlp-transformer";
-import type { ReadableSpan, SpanProcessor } from "@opentelemetry/sdk-trace-base";
+import type { ReadableSpan, SpanExporter, SpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { TraceRequestBuilder } from "./otlp-proto.ts";
 
 /** Why the export lost spans. */
@@ -148,5 +148,28 @@ export class OtlpStreamProcessor implements SpanProcessor {
   async shutdown(): Promise<void> {
     await this.forceFlush();
     await this.transport.shutdown();
+  }
+}
+
+/**
+ * An exporter that tells of the spans its inner exporter failed to send (the `http/json` path,
+ * through the SDK's batch processor, whose own queue drops only its diagnostics log sees).
+ */
+export class LossCountingExporter implements SpanExporter {
+  constructor(private readonly inner: SpanExporter, private readonly onLoss: (reason: SpanLoss, spans: number) => void) {}
+
+  export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
+    this.inner.export(spans, (result) => {
+      if (result.code !== ExportResultCode.SUCCESS) this.onLoss("export_failed", spans.length);
+      done(result);
+    });
+  }
+
+  shutdown(): Promise<void> {
+    return this.inner.shutdown();
+  }
+
+  forceFlush(): Promise<void> {
+    return this.inner.forceFlush?.() ?? Promise.resolve();
   }
 }

@@ -34,7 +34,7 @@ import {
   type SpanProcessor,
 } from "@opentelemetry/sdk-trace-base";
 import { OTLPTraceExporter as OTLPJsonTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
-import { OtlpProtoTransport, OtlpStreamProcessor, type StreamBatchOptions } from "./otlp-export.ts";
+import { LossCountingExporter, OtlpProtoTransport, OtlpStreamProcessor, type SpanLoss, type StreamBatchOptions } from "./otlp-export.ts";
 import { createLogger } from "./log.ts";
 import { SpanLossLog } from "./span-loss.ts";
 import { ATTR_SERVICE_NAME } from "@opentelemetry/semantic-conventions";
@@ -225,15 +225,13 @@ export function configureTelemetry(opts: TelemetryOptions = {}): void {
   const shared: SpanProcessor[] = [];
   if (enabled && otlpUrl) {
     const protocol = opts.otlpProtocol ?? otlpProtocolFromEnv();
+    const onLoss = (reason: SpanLoss, spans: number) => {
+      recordSpansLost(reason, spans);
+      lossLog.report(reason, spans, Date.now());
+    };
     shared.push(protocol === "http/json"
-      ? new BatchSpanProcessor(new OTLPJsonTraceExporter({ url: otlpUrl }), batchSettings())
-      : new OtlpStreamProcessor(new OtlpProtoTransport({ url: otlpUrl }), {
-          ...batchSettings(),
-          onLoss: (reason, spans) => {
-            recordSpansLost(reason, spans);
-            lossLog.report(reason, spans, Date.now());
-          },
-        }));
+      ? new BatchSpanProcessor(new LossCountingExporter(new OTLPJsonTraceExporter({ url: otlpUrl }), onLoss), batchSettings())
+      : new OtlpStreamProcessor(new OtlpProtoTransport({ url: otlpUrl }), { ...batchSettings(), onLoss }));
   }
   for (const exporter of opts.exporters ?? []) shared.push(new SimpleSpanProcessor(exporter));
   shared.push(...(opts.processors ?? []));

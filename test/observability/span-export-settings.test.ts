@@ -1,7 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { ExportResultCode, type ExportResult } from "@opentelemetry/core";
 import { InMemorySpanExporter, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
-import { batchSettings, configureTelemetry, ServiceTelemetry } from "../../services/lib/telemetry.ts";
+import { batchSettings, configureTelemetry, flushTelemetry, ServiceTelemetry } from "../../services/lib/telemetry.ts";
+import { metricsText } from "../../services/lib/metrics.ts";
+import { freePort } from "../../services/lib/nats-server.ts";
 import { OtlpStreamProcessor } from "../../services/lib/otlp-export.ts";
 import { SpanLossLog } from "../../services/lib/span-loss.ts";
 
@@ -28,6 +30,20 @@ describe("OTEL_BSP_* batch settings", () => {
     expect(sent).toHaveLength(0);
     await new Promise((r) => setTimeout(r, 5));
     expect(sent).toHaveLength(1);
+    configureTelemetry({ enabled: false });
+  });
+});
+
+describe("lost spans on the http/json path", () => {
+  it("are counted in hadis_trace_spans_lost_total when the collector cannot be reached", async () => {
+    const lost = async () => Number(/^hadis_trace_spans_lost_total\{reason="export_failed"\} (\S+)$/m.exec(await metricsText())?.[1] ?? 0);
+    const before = await lost();
+    const port = await freePort(); // nothing listens there
+    configureTelemetry({ enabled: true, spanSink: false, otlpUrl: `http://127.0.0.1:${port}/v1/traces`, otlpProtocol: "http/json" });
+    const t = new ServiceTelemetry("hadis-router", null);
+    for (let i = 0; i < 3; i++) t.start(`s${i}`, {}).end();
+    await expect(flushTelemetry()).rejects.toThrow(/ECONNREFUSED/); // the SDK's batch processor passes the failure on
+    expect((await lost()) - before).toBe(3);
     configureTelemetry({ enabled: false });
   });
 });
