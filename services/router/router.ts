@@ -22,7 +22,7 @@ import { refusal } from "../../actors/routing/admission.ts";
 import { moveTarget, PendingWork, type PendingItem } from "./pending.ts";
 import { RequestTraces, type RequestSpan } from "./tracing.ts";
 import { createMover } from "./mover.ts";
-import { REQUEST_SPAN, ServiceTelemetry, SpanKind } from "../lib/telemetry.ts";
+import { endWithError, REQUEST_SPAN, ServiceTelemetry, SpanKind } from "../lib/telemetry.ts";
 
 /** Router options. */
 export interface RouterOptions {
@@ -157,7 +157,12 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       if (!accepting) throw new HadisError("overloaded", "router is shutting down", { retryAfterMs: 100 });
       const reply = await serve(parseRaw(msg.data, encoding), root, serving);
       const replySpan = serving.requestId ? traces.stage(serving.requestId, "reply", SpanKind.INTERNAL, { "hadis.encoding": encoding }) : null;
-      replyWith(msg, reply, encoding);
+      try {
+        replyWith(msg, reply, encoding);
+      } catch (err) {
+        if (replySpan) endWithError(replySpan, err);
+        throw err;
+      }
       replySpan?.end();
       counters.replied++;
       tally(sloOutcome(reply, true, sloMs()));
