@@ -5,12 +5,36 @@ import { availableParallelism, cpus } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-/** Percentile (0..100) of unsorted values, nearest-rank. */
+/** Percentile (0..100) of unsorted values, interpolated between the two nearest ranks (numpy's default: the median of an even count is the mean of the middle two). */
 export function percentile(values: number[], p: number): number {
   if (values.length === 0) return Number.NaN;
   const sorted = [...values].sort((a, b) => a - b);
-  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return sorted[rank];
+  const x = (Math.min(100, Math.max(0, p)) / 100) * (sorted.length - 1);
+  const lo = Math.floor(x);
+  return sorted[lo] + (sorted[Math.ceil(x)] - sorted[lo]) * (x - lo);
+}
+
+/**
+ * The order of a block's phases: a shuffle of `0..n-1`, seeded by the block number (the same
+ * run, the same orders). A fixed rotation gives every mode the same predecessor, and anything
+ * periodic (a control tick, heartbeats) the same place in the block: both then read as a cost
+ * of the mode. Shuffled, they are noise that the median and quartiles show.
+ */
+export function blockOrder(n: number, block: number): number[] {
+  let state = (block + 1) * 0x9e3779b1;
+  const next = () => {
+    // mulberry32
+    state = (state + 0x6d2b79f5) | 0;
+    let t = Math.imul(state ^ (state >>> 15), 1 | state);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+  const order = Array.from({ length: n }, (_, i) => i);
+  for (let i = n - 1; i > 0; i--) {
+    const j = Math.floor(next() * (i + 1));
+    [order[i], order[j]] = [order[j], order[i]];
+  }
+  return order;
 }
 
 /** Median of values. */

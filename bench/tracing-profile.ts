@@ -24,7 +24,7 @@ import { fileURLToPath } from "node:url";
 import { startNatsServer } from "../services/lib/nats-server.ts";
 import { connectNats } from "../services/lib/nats.ts";
 import { HadisClient } from "../services/lib/client.ts";
-import { placement, pinnedToLastCore, writeResult } from "./lib.ts";
+import { blockOrder, placement, pinnedToLastCore, writeResult } from "./lib.ts";
 import { ask, modesNamed, phaseOptions, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing } from "./tracing-lib.ts";
 
 const { args, seconds, concurrency, windowMs, settleMs, pin } = phaseOptions(60);
@@ -67,6 +67,8 @@ function selfTimes(profile: CpuProfile, windows: [number, number][]): { byFile: 
     while (w < windows.length && windows[w][1] <= t) w++;
     if (w === windows.length || t < windows[w][0]) return;
     const frame = frames.get(id)!;
+    // The thread waiting for work is not time spent on requests.
+    if (frame.functionName === "(idle)") return;
     const { file, fn } = frameNames(frame);
     const add = (m: Map<string, number>, k: string) => m.set(k, (m.get(k) ?? 0) + profile.timeDeltas[i]);
     add(byFile, file);
@@ -137,8 +139,8 @@ async function main() {
       }
       const end = performance.now() + seconds * 1_000;
       for (let block = 0; performance.now() < end; block++) {
-        for (let k = 0; k < measured.length; k++) {
-          const m = measured[(k + block) % measured.length];
+        for (const k of blockOrder(measured.length, block)) {
+          const m = measured[k];
           await switchTracing(child, m.mode, otlp.url);
           await new Promise((r) => setTimeout(r, settleMs));
           if (alloc) await ask(child, { alloc: "start" });

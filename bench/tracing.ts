@@ -3,14 +3,16 @@
  * bench/overhead.ts, so the serving layer's own CPU is the bottleneck; or with `--time-scale` the
  * profiled model latencies times it, as the pipeline runs for real) serves a constant closed loop
  * of `--concurrency` callers while the bench switches its tracing configuration every phase
- * (bench/tracing-child.ts, over Node's IPC): blocks of one phase per mode, each block starting
- * with the next mode, for `--seconds` in all. A phase lets `--settle-ms` pass after the switch
- * (requests begun under the previous mode finish), then counts for `--window-ms` the requests
+ * (bench/tracing-child.ts, over Node's IPC): blocks of one phase per mode, in an order shuffled
+ * per block (`blockOrder`), for `--seconds` in all. A phase lets `--settle-ms` pass after the
+ * switch (requests begun under the previous mode finish: keep it above the p99 latency), then counts for `--window-ms` the requests
  * completed, their latencies, the services' CPU time (per thread, in nanoseconds), their main
  * thread's garbage-collection pauses and each core's busy share (with `--pin` the services' core
  * should read 1: the run is CPU-bound there, not on the bench's side). Costs are each block's
  * ratio to its own "off" phase, seconds apart, so the drift of a shared machine (±30% between runs a minute apart here) hits
- * both sides alike; the summary gives the median over blocks and the quartiles.
+ * both sides alike; the summary gives the median over blocks and the quartiles. Where the
+ * services' core is saturated (`coresBusy` near 1), CPU a request is about 1/throughput, so the
+ * CPU cost restates the throughput cost rather than measuring something else.
  *
  * Modes: off; off again (a second "off" phase per block: the cost the method reads where there
  * is none); on (the `npm start` default: the dashboard's 20 traces a second recorded, the rest
@@ -24,7 +26,7 @@
  *                                      [--modes off,off2,on,sinkall,record,otlp,sampled]
  *                                      [--pin]   (services on the last core; start this under `taskset -c 0`)
  *                                      [--node-args "--max-semi-space-size=64"]   (flags of the services' node)
- *                                      [--time-scale 0.1 --window-ms 2000 --settle-ms 1500]   (profiled latencies: longer phases)
+ *                                      [--time-scale 0.1 --window-ms 2000 --settle-ms 2500]   (profiled latencies: longer phases)
  */
 import { startNatsServer } from "../services/lib/nats-server.ts";
 import { connectNats } from "../services/lib/nats.ts";
@@ -33,7 +35,7 @@ import { configureTelemetry, ServiceTelemetry, spanSinkSubject, SpanKind } from 
 import { encodeTraceRequest } from "../services/lib/otlp-proto.ts";
 import { JsonTraceSerializer, ProtobufTraceSerializer } from "@opentelemetry/otlp-transformer";
 import { InMemorySpanExporter, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
-import { placement, median, percentile, pinnedToLastCore, r2, writeResult } from "./lib.ts";
+import { blockOrder, placement, median, percentile, pinnedToLastCore, r2, writeResult } from "./lib.ts";
 import { coreTicks, coresBusyBetween, cpuMsBetween, gcPausesMs, modesNamed, phaseOptions, threadCpuNs, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing } from "./tracing-lib.ts";
 
 const { args, seconds, concurrency, windowMs, settleMs, pin, nodeArgs } = phaseOptions(120);
@@ -119,8 +121,8 @@ async function main() {
     }
     const end = performance.now() + seconds * 1_000;
     for (let block = 0; performance.now() < end; block++) {
-      for (let k = 0; k < MODES.length; k++) {
-        const mode = MODES[(k + block) % MODES.length];
+      for (const k of blockOrder(MODES.length, block)) {
+        const mode = MODES[k];
         await switchTracing(child, mode, otlp.url);
         await new Promise((r) => setTimeout(r, settleMs));
         const gc0 = await gcPausesMs(child);
