@@ -4,6 +4,7 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { availableParallelism, cpus } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { mulberry32 } from "../actors/profile/stats.ts";
 
 /** Percentile (0..100) of unsorted values, interpolated between the two nearest ranks (numpy's default: the median of an even count is the mean of the middle two). */
 export function percentile(values: number[], p: number): number {
@@ -21,14 +22,7 @@ export function percentile(values: number[], p: number): number {
  * of the mode. Shuffled, they are noise that the median and quartiles show.
  */
 export function blockOrder(n: number, block: number): number[] {
-  let state = (block + 1) * 0x9e3779b1;
-  const next = () => {
-    // mulberry32
-    state = (state + 0x6d2b79f5) | 0;
-    let t = Math.imul(state ^ (state >>> 15), 1 | state);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
+  const next = mulberry32((block + 1) * 0x9e3779b1);
   const order = Array.from({ length: n }, (_, i) => i);
   for (let i = n - 1; i > 0; i--) {
     const j = Math.floor(next() * (i + 1));

@@ -147,7 +147,8 @@ export class DashboardState {
 
   /** Takes a worker heartbeat. Returns the swaps it completed since the last one. */
   addHeartbeat(beat: WorkerHeartbeat, nowMs: number): number {
-    this.forgetSilent(nowMs);
+    // At most once a second here: heartbeats come from every worker every second.
+    if (nowMs - this.prunedAtMs >= 1_000) this.forgetSilent(nowMs);
     this.workers.set(beat.workerId, { ...beat, heardAtMs: nowMs });
     const before = this.swapsSeen.get(beat.workerId) ?? beat.swapsTotal;
     this.swapsSeen.set(beat.workerId, beat.swapsTotal);
@@ -156,7 +157,6 @@ export class DashboardState {
 
   /** Forgets workers not heard from for `workerSilenceMs` (ids change as workers restart). */
   private forgetSilent(nowMs: number): void {
-    if (nowMs - this.prunedAtMs < 1_000) return;
     this.prunedAtMs = nowMs;
     for (const [id, w] of this.workers) {
       if (nowMs - w.heardAtMs <= this.limits.workerSilenceMs) continue;

@@ -6,7 +6,7 @@
 import { HadisError } from "../../contracts/errors.ts";
 import { decode, encode } from "../../contracts/envelope.ts";
 import { JudgeRequestSchema, PROTOCOL_VERSION, type JudgeReply } from "../../contracts/messages.ts";
-import { Headers, QueueGroups, ServiceNames, type Subjects } from "../../contracts/subjects.ts";
+import { QueueGroups, ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import type { JudgeBackend } from "../../actors/worker/backend.ts";
 import type { Logger } from "../lib/log.ts";
 import { replyError, startService, type MsgHdrs, type NatsConnection } from "../lib/nats.ts";
@@ -58,7 +58,7 @@ export async function startDiscriminator(opts: DiscriminatorOptions): Promise<Ru
   async function traced(data: Uint8Array, headers: MsgHdrs | undefined): Promise<JudgeReply> {
     // Only judge requests inside a (sampled) request trace get a span: the discriminator starts no
     // traces, not even for a `traceparent` it cannot read.
-    const parent = telemetry.on && headers?.has(Headers.traceparent) ? telemetry.extract(headers) : undefined;
+    const parent = telemetry.on ? telemetry.extract(headers) : undefined;
     if (!parent) return handle(data).then((r) => (recordVerdict(r.accept), r));
     const span = telemetry.start("judge", { kind: SpanKind.SERVER, attributes: { "hadis.judge.backend": judge.kind } }, parent);
     try {

@@ -141,8 +141,9 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
 
   function tick(): Promise<TickOutcome | null> {
     // One tick at a time: a slow solve delays the next tick instead of overlapping it.
+    if (ticking) return ticking;
     const started = performance.now();
-    ticking ??= runTick()
+    ticking = runTick()
       .catch((err) => {
         log.error("manager.tick_failed", { error: (err as Error).message });
         opts.onTick?.(null, err as Error, performance.now() - started);
