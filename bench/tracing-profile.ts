@@ -15,7 +15,7 @@
  * Prints the tables and writes them to bench/results/tracing-profile.json (-alloc, -callers with those options).
  *
  *   node --import tsx bench/tracing-profile.ts [--modes off,otlp] [--seconds 60] [--concurrency 200] [--top 30] [--pin] [--alloc] [--by-base]
- *                                              [--window-ms 600] [--settle-ms 250] [--callers writeBuffer]
+ *                                              [--window-ms 600] [--settle-ms 250] [--callers writeBuffer] [--node-args "<flags>"]
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -27,7 +27,7 @@ import { HadisClient } from "../services/lib/client.ts";
 import { blockOrder, placement, pinnedToLastCore, writeResult } from "./lib.ts";
 import { ask, modesNamed, phaseOptions, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing } from "./tracing-lib.ts";
 
-const { args, seconds, concurrency, windowMs, settleMs, pin } = phaseOptions(60);
+const { args, seconds, concurrency, windowMs, settleMs, pin, nodeArgs } = phaseOptions(60);
 const top = Number(args.get("--top") ?? 30);
 const MODES = modesNamed(args.get("--modes") ?? "off,otlp");
 const alloc = process.argv.includes("--alloc");
@@ -122,7 +122,7 @@ async function main() {
   const server = await startNatsServer();
   const nc = await connectNats(server.url, "bench-tracing-profile");
   const otlp = await startOtlpReceiver();
-  const child = spawnSwitchableSystem(server.url, pin ? pinnedToLastCore() : [], alloc ? [] : ["--cpu-prof", "--cpu-prof-dir", dir]);
+  const child = spawnSwitchableSystem(server.url, pin ? pinnedToLastCore() : [], [...nodeArgs, ...(alloc ? [] : ["--cpu-prof", "--cpu-prof-dir", dir])]);
   const measured = MODES.map((mode) => ({ mode, requests: 0, windows: [] as [number, number][], heapFiles: [] as string[] }));
   let load: ReturnType<typeof startLoad> | null = null;
   let cores: ReturnType<typeof placement> | undefined;
@@ -195,7 +195,7 @@ async function main() {
     }
   }
   const name = `tracing-profile${alloc ? "-alloc" : ""}${callersOf ? "-callers" : ""}`;
-  const path = writeResult(name, { date: new Date().toISOString(), cores, seconds, concurrency, windowMs, settleMs, requests: Object.fromEntries(results.map((r) => [r.mode, r.requests])), tables });
+  const path = writeResult(name, { date: new Date().toISOString(), cores, nodeArgs, seconds, concurrency, windowMs, settleMs, requests: Object.fromEntries(results.map((r) => [r.mode, r.requests])), tables });
   console.log(`wrote ${path}`);
 }
 
