@@ -108,6 +108,13 @@ export const ServiceNames = {
 /** One of the four service kinds. */
 export type ServiceName = (typeof ServiceNames)[keyof typeof ServiceNames];
 
+/**
+ * The inbox prefix of a role's connections when it logs in as its own user (`_INBOX_router`, …):
+ * replies, pull deliveries and watches addressed to a role land under it, so the secured
+ * accounts (ops/nats/accounts.conf) grant each role its own inboxes and clients only `_INBOX.>`.
+ */
+export const inboxPrefixOf = (role: string): string => `_INBOX_${assertToken(role, "role")}`;
+
 /** Header names used on the wire. */
 export const Headers = {
   contentType: "Content-Type",

@@ -3,7 +3,7 @@
  * and benchmarks start against their own nats-server. Each service has its own connection, as it
  * would in its own process.
  */
-import { subjects as buildSubjects, type Subjects } from "../contracts/subjects.ts";
+import { inboxPrefixOf, subjects as buildSubjects, type Subjects } from "../contracts/subjects.ts";
 import { ProfileJudge } from "../actors/judge/profile-judge.ts";
 import { ProfileGenerationBackend } from "../actors/worker/profile-backend.ts";
 import { FixedPercentileThreshold, ReferenceFeatureScorer, type DifficultyScorer, type HardnessThreshold } from "../actors/routing/difficulty.ts";
@@ -108,7 +108,8 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
   let planBucketReady = !opts.replicas || opts.replicas <= 1;
   const connect = async (name: string, kind: ServiceKind) => {
     const credentials = opts.credentials?.(kind);
-    const nc = await connectNats(opts.natsUrl, name, credentials ? { user: credentials.user, pass: credentials.pass } : {});
+    // A role's own user reads only its own inboxes (ops/nats/accounts.conf).
+    const nc = await connectNats(opts.natsUrl, name, credentials ? { user: credentials.user, pass: credentials.pass, inboxPrefix: inboxPrefixOf(kind) } : {});
     connections.push(nc);
     // Every PlanView opens the bucket with one replica: create it replicated first (it keeps its config).
     if (!planBucketReady) {

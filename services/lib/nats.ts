@@ -50,6 +50,11 @@ export function trustedHeaders(values: Record<string, string[]>): MsgHdrs {
 /** A unique inbox subject. */
 export const newInbox = createInbox;
 
+/** The inbox prefix a connection was opened with (`inboxPrefix`; the default when none). */
+export function inboxPrefix(nc: NatsConnection): string | undefined {
+  return (nc as NatsConnection & { options?: { inboxPrefix?: string } }).options?.inboxPrefix;
+}
+
 /** How the work queue is kept. */
 export interface WorkQueueOptions {
   storage: "file" | "memory";
@@ -195,7 +200,9 @@ export class WorkQueue {
   async pull(model: string, max: number, waitMs: number, signal: AbortSignal): Promise<Delivery[]> {
     const durable = await this.ensureConsumer(model);
     if (signal.aborted) return [];
-    const inbox = createInbox();
+    // Under the connection's inbox prefix, as the libraries' own inboxes: a role's deliveries
+    // go where only that role may subscribe.
+    const inbox = createInbox(inboxPrefix(this.nc));
     const out: Delivery[] = [];
     return new Promise<Delivery[]>((resolve) => {
       let finished = false;

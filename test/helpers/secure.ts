@@ -8,6 +8,7 @@ import { fileURLToPath } from "node:url";
 import { startNatsServer, type LocalServer, type LocalServerOptions } from "../../services/lib/nats-server.ts";
 import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
 import type { NatsCredentials, ServiceKind } from "../../services/system.ts";
+import { inboxPrefixOf } from "../../contracts/subjects.ts";
 
 /** Path of the accounts block every secure config includes. */
 export const ACCOUNTS_CONF = fileURLToPath(new URL("../../ops/nats/accounts.conf", import.meta.url));
@@ -48,6 +49,11 @@ export interface SecureServer {
   serviceCredentials(kind: ServiceKind): NatsCredentials;
 }
 
+/** The inbox prefix a role connects with: clients and the operator keep the default `_INBOX`. */
+export function roleInbox(role: Role): { inboxPrefix?: string } {
+  return role === "client" || role === "admin" ? {} : { inboxPrefix: inboxPrefixOf(role) };
+}
+
 /** The accounts block with extra server options (cluster blocks), ready for `extraConfig`. */
 export function secureConfigText(extra = ""): string {
   return [extra, readFileSync(ACCOUNTS_CONF, "utf8")].join("\n");
@@ -62,7 +68,7 @@ export async function startSecureServer(opts: LocalServerOptions = {}): Promise<
     server,
     credentials,
     log: () => log,
-    connectAs: (role, name = `test-${role}`) => connectNats(server.url, name, { user: credentials[role].user, pass: credentials[role].pass }),
+    connectAs: (role, name = `test-${role}`) => connectNats(server.url, name, { user: credentials[role].user, pass: credentials[role].pass, ...roleInbox(role) }),
     serviceCredentials: (kind) => credentials[kind],
   };
 }

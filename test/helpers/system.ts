@@ -1,6 +1,6 @@
 /** Starts a real nats-server on a free port and the HADIS services against it, for one test file. */
 import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
+import { connectNats, inboxPrefix, newInbox, type NatsConnection } from "../../services/lib/nats.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import { startSystem, type RunningSystem, type SystemOptions } from "../../services/system.ts";
 import { createLogger } from "../../services/lib/log.ts";
@@ -61,7 +61,7 @@ export async function startTestSystem(opts: Partial<SystemOptions> = {}): Promis
 /** Names of the micro services that answer `$SRV.PING` within half a second. */
 export async function pingServices(nc: NatsConnection): Promise<string[]> {
   const seen = new Set<string>();
-  const inbox = `_INBOX.ping.${Date.now()}`;
+  const inbox = newInbox(inboxPrefix(nc)); // the observer user reads only its own inboxes
   const sub = nc.subscribe(inbox, { callback: (_e, m) => void seen.add(JSON.parse(new TextDecoder().decode(m.data)).name) });
   nc.publish("$SRV.PING", new Uint8Array(), { reply: inbox });
   await new Promise((r) => setTimeout(r, 500));

@@ -18,7 +18,7 @@ import { HadisClient } from "../../services/lib/client.ts";
 import type { RunningSystem } from "../../services/system.ts";
 import { pingServices, startTestServices } from "../helpers/system.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
-import { ServiceNames } from "../../contracts/subjects.ts";
+import { inboxPrefixOf, ServiceNames } from "../../contracts/subjects.ts";
 
 const packr = new Packr({ useRecords: false });
 let secure: SecureServer;
@@ -101,6 +101,32 @@ describe("per-role permissions", () => {
     await admin.nc.flush();
     expect(leaked).toEqual([]);
     expect(secure.log()).toMatch(/Publish Violation.*hadis-client.*hadis\.work\.sd35-large/);
+  });
+
+  it("a client reads no service's inbox traffic (pulls, watches, replies); a role reads no other role's inboxes", async () => {
+    const routes = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold);
+    const snoop = await as("client");
+    const seen: string[] = [];
+    snoop.nc.subscribe("_INBOX.>", { callback: (_e, m) => void seen.push(m.subject) });
+    await snoop.nc.flush();
+    // Through every service: a pull delivery to a worker, a judge request, plan watches.
+    const asker = await as("client");
+    const client = new HadisClient(asker.nc);
+    const replies = [await client.generate({ prompt: routes.escalated, deadlineMs: 20_000 }), await client.generate({ prompt: routes.heavy, deadlineMs: 20_000 })];
+    expect(replies.map((r) => r.route)).toEqual(["light→heavy", "heavy"]);
+    await snoop.nc.flush();
+    // Only the two replies to the other client's requests (the same user shares `_INBOX.>`).
+    expect(seen).toHaveLength(2);
+    expect(snoop.violations).toEqual([]);
+    for (const role of ["worker", "router", "discriminator", "resource-manager", "observer"] as const) {
+      snoop.nc.subscribe(`${inboxPrefixOf(role)}.>`);
+      await refused(snoop.violations, "subscription", `${inboxPrefixOf(role)}.>`);
+    }
+    const worker = await as("worker");
+    worker.nc.subscribe("_INBOX_router.>");
+    await refused(worker.violations, "subscription", "_INBOX_router.>");
+    worker.nc.subscribe("_INBOX.>");
+    await refused(worker.violations, "subscription", "_INBOX.>");
   });
 
   it("only the resource manager writes the plan", async () => {
