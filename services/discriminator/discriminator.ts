@@ -88,10 +88,13 @@ export async function startDiscriminator(opts: DiscriminatorOptions): Promise<Ru
     subject: subjects.judge,
     queue: QueueGroups.discriminator,
     handler: (_err, msg) => {
-      const p = traced(msg.data, msg.headers).then(
-        (reply) => msg.respond(encode(reply)),
-        (err) => replyError(msg, err, "msgpack"),
-      );
+      const p = traced(msg.data, msg.headers)
+        .then(
+          (reply) => msg.respond(encode(reply)),
+          (err) => replyError(msg, err, "msgpack"),
+        )
+        // A reply that cannot be sent (a closing connection) is logged, not an unhandled rejection.
+        .catch((err: unknown) => log.warn("discriminator.reply_failed", { error: (err as Error)?.message ?? String(err) }));
       inFlight.add(p);
       void p.finally(() => inFlight.delete(p));
     },

@@ -175,6 +175,18 @@ export class WorkQueue {
     }
   }
 
+  /**
+   * Whether the stream still holds the item at `seq`: queued, or delivered and not yet
+   * acknowledged. Unsure (the server did not answer) reads as held.
+   */
+  async has(seq: number): Promise<boolean> {
+    try {
+      return (await this.jsm.streams.getMessage(this.subjects.names.workStream, { seq })) !== null;
+    } catch {
+      return true;
+    }
+  }
+
   /** Drops every item queued for a model; returns how many. */
   async purge(model: string): Promise<number> {
     const r = await this.jsm.streams.purge(this.subjects.names.workStream, { filter: this.subjects.work(model) });
@@ -313,8 +325,10 @@ export function replyError(msg: Msg | ServiceMsg, err: unknown, encoding: Encodi
   const e = asHadisError(err);
   const body = encodeAs(toWireError(e, PROTOCOL_VERSION), encoding);
   const h = contentHeaders(encoding);
-  if ("respondError" in msg) return msg.respondError(e.status, `${e.code}: ${e.message}`, body, { headers: h });
-  h.set(Headers.serviceError, `${e.code}: ${e.message}`);
+  // A message may quote what the caller sent; a header value may not hold CR or LF (the body keeps them).
+  const text = `${e.code}: ${e.message}`.replace(/[\r\n]+/g, " ");
+  if ("respondError" in msg) return msg.respondError(e.status, text, body, { headers: h });
+  h.set(Headers.serviceError, text);
   h.set(Headers.serviceErrorCode, String(e.status));
   return msg.respond(body, { headers: h });
 }

@@ -21,13 +21,33 @@ import type { RequestTraces } from "./tracing.ts";
 /** Delivers the stored result of a keyed request's stage once it appears; stops when the stage settles. */
 function watchResult(deps: RouterActorDeps, key: string, settled: Promise<unknown>): void {
   void deps.results!.watch({ key }).then((iter) => {
-    void settled.finally(() => iter.stop());
+    // Either way (a failed or expired stage too): `finally` would hand on the rejection, unhandled.
+    const stop = () => iter.stop();
+    settled.then(stop, stop);
     void (async () => {
       for await (const entry of iter) {
         if (entry.operation === "PUT" && entry.value.length > 0) deps.pending.deliver(entry.value);
       }
     })();
   }, () => undefined);
+}
+
+/**
+ * Queues a keyed request's item. Dropped as a duplicate, the item is an earlier attempt's (a retry
+ * through this router or another): while that item is queued or in work, its result will reach
+ * the results bucket. Gone with no result stored (its request ended and removed it, a worker
+ * dropped it as expired, its generation failed), nothing will come: the item is queued again
+ * under an id naming the dead one, so that retries through several routers still queue it once.
+ */
+async function enqueueKeyed(deps: RouterActorDeps, model: string, data: Uint8Array, msgId: string, key: string, headers: MsgHdrs | undefined): Promise<{ seq: number; duplicate: boolean }> {
+  let id = msgId;
+  for (let attempt = 0; ; attempt++) {
+    const ack = await deps.queue.publish(model, data, id, headers);
+    if (!ack.duplicate || attempt >= 8 || (await deps.queue.has(ack.seq))) return ack;
+    const stored = await deps.results!.get(key).catch(() => null);
+    if (stored?.operation === "PUT" && stored.value.length > 0) return ack;
+    id = `${msgId}@${ack.seq}`;
+  }
 }
 
 /** What the router's actors need. */
@@ -128,7 +148,12 @@ export function routerActors(deps: RouterActorDeps) {
     // The request may end (deadline) while the publish is in flight: nobody awaits `result` then.
     result.catch(() => undefined);
     try {
-      const ack = await deps.queue.publish(model, encode(item), `${input.requestId}/${input.stage}/${model}`, stage ? deps.traces!.telemetry.inject(stage.spanContext()) : undefined);
+      const msgId = `${input.requestId}/${input.stage}/${model}`;
+      const headers = stage ? deps.traces!.telemetry.inject(stage.spanContext()) : undefined;
+      const data = encode(item);
+      const ack = isKeyed(input.requestId) && deps.results
+        ? await enqueueKeyed(deps, model, data, msgId, resultKey(input.requestId, input.stage), headers)
+        : await deps.queue.publish(model, data, msgId, headers);
       entry.seq = ack.seq;
       deps.afterEnqueue?.(entry);
       // A keyed request may be a retry of one queued through another router (its item was just

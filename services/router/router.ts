@@ -190,7 +190,9 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     queue: QueueGroups.router,
     handler: (_err, msg) => {
       counters.inFlight++;
-      const p = handle(msg).finally(() => {
+      // A reply that cannot be sent (the connection closing under a late request) is logged:
+      // it must not become an unhandled rejection, which would end the process.
+      const p = handle(msg).catch((err: unknown) => log.warn("router.reply_failed", { error: (err as Error)?.message ?? String(err) })).finally(() => {
         counters.inFlight--;
         inFlight.delete(p);
       });

@@ -58,8 +58,9 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
           publishResult: (replyTo, result) => {
             const data = encode(result);
             nc.publish(replyTo, data);
-            // Keyed requests: any router retrying the request picks the result up from the bucket.
-            if (isKeyed(result.requestId)) {
+            // Keyed requests: any router retrying the request picks the image up from the bucket.
+            // Not a failure: a retry is meant to try again, not to read the old error.
+            if (result.ok && isKeyed(result.requestId)) {
               void results.put(resultKey(result.requestId, result.stage), data).catch((err) => log.warn("worker.result_store_failed", { error: (err as Error).message }));
             }
           },

@@ -34,7 +34,9 @@ export async function startTestServices(natsUrl: string, opts: Partial<SystemOpt
   while (Date.now() < deadline) {
     const plan = system.manager?.plans.current;
     const ready = system.workers?.agents.filter((a) => a.status("x").state === "serving").length ?? 0;
-    if (plan && Object.keys(plan.assignment).length >= want && ready >= want) break;
+    // Without a manager of its own (more workers for a running system), serving is the sign.
+    const planned = !system.manager || (plan && Object.keys(plan.assignment).length >= want);
+    if (planned && ready >= want) break;
     await new Promise((r) => setTimeout(r, 50));
   }
   return system;

@@ -38,6 +38,9 @@ const cases: Case[] = [
   { name: "unknown field", payload: pack({ prompt: "a cat", colour: "red" }), code: "invalid_request", status: 400 },
   { name: "unknown field in JSON", payload: json('{"prompt":"a cat","x":1}'), json: true, code: "invalid_request", status: 400 },
   { name: "unsupported protocol version", payload: pack({ v: 99, prompt: "a cat" }), code: "unsupported_version", status: 400 },
+  // Error messages quote what was sent: a CR or LF in it must not reach the error header.
+  { name: "a protocol version with a line break", payload: json('{"prompt":"a cat","v":"1\\n"}'), json: true, code: "unsupported_version", status: 400 },
+  { name: "an unknown field whose name has line breaks", payload: pack({ prompt: "a cat", "a\r\nb": 1 }), code: "invalid_request", status: 400 },
   { name: "deadline too short to meet", payload: pack({ prompt: "a cat", deadlineMs: 1 }), code: "deadline_exceeded", status: 504 },
 ];
 
