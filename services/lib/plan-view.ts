@@ -51,11 +51,17 @@ export class PlanView {
   async waitForPlan(timeoutMs: number): Promise<Plan | null> {
     if (this.plan) return this.plan;
     await new Promise<void>((resolve) => {
-      const t = setTimeout(resolve, timeoutMs);
-      this.waiters.push(() => {
+      const waiter = () => {
         clearTimeout(t);
         resolve();
-      });
+      };
+      // A wait that times out leaves the list (requests keep coming while no manager runs).
+      const t = setTimeout(() => {
+        const i = this.waiters.indexOf(waiter);
+        if (i >= 0) this.waiters.splice(i, 1);
+        resolve();
+      }, timeoutMs);
+      this.waiters.push(waiter);
     });
     return this.plan;
   }

@@ -52,6 +52,8 @@ export function createMover(deps: MoverDeps): (entry: PendingItem, to: string, p
       deps.log.debug("router.moved", { requestId: entry.item.requestId, from, to, epoch: plan.epoch });
       deps.afterEnqueue(entry);
     } catch (err) {
+      // The request fails with this error and its actor is done: nothing else would forget the entry.
+      deps.pending.drop(entry);
       entry.reject(new HadisError("no_capacity", `could not move work from ${from} to ${to}: ${(err as Error).message}`));
     }
   };

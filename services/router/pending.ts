@@ -34,9 +34,12 @@ export class PendingWork {
   /** Registers a generation; the returned function forgets it. */
   wait(entry: PendingItem): () => void {
     this.items.set(entry.item.requestId, entry);
-    return () => {
-      if (this.items.get(entry.item.requestId) === entry) this.items.delete(entry.item.requestId);
-    };
+    return () => this.drop(entry);
+  }
+
+  /** Forgets `entry` if it is still the one its request waits on (a move that failed: the request ends with its error). */
+  drop(entry: PendingItem): void {
+    if (this.items.get(entry.item.requestId) === entry) this.items.delete(entry.item.requestId);
   }
 
   /** The waiting entry of a request. */

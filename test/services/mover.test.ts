@@ -49,7 +49,7 @@ function setup(removable: boolean, traced: boolean) {
   const entry: PendingItem = { item: { ...item }, stage: "light", seq: 7, resolve: () => undefined, reject: () => undefined, ...(span ? { span } : {}) };
   pendingOf.set(entry, pending.wait(entry));
   const move = createMover({ queue, pending, telemetry, log: createLogger("test", "error"), afterEnqueue: (e) => void enqueued.push(e) });
-  return { exporter, queue, entry, move, enqueued, span };
+  return { exporter, queue, entry, move, enqueued, span, pending };
 }
 
 describe("moving a waiting item to the model that now plays its stage", () => {
@@ -83,6 +83,19 @@ describe("moving a waiting item to the model that now plays its stage", () => {
     await move(entry, "sd35-medium", plan);
     expect(removed).toEqual([7, 101]);
     expect(enqueued).toEqual([]);
+  });
+
+  it("a move whose publish fails ends the request with no_capacity and forgets its entry", async () => {
+    const { queue, entry, move, pending } = setup(true, false);
+    const errors: unknown[] = [];
+    entry.reject = (err) => void errors.push(err);
+    queue.publish = async () => {
+      throw new Error("stream unavailable");
+    };
+    await move(entry, "sd35-medium", plan);
+    expect(errors.map((e) => (e as { code?: string }).code)).toEqual(["no_capacity"]);
+    // The request's actor is done with an error: nothing else would forget the entry.
+    expect(pending.size).toBe(0);
   });
 
   it("an untraced request's item moves without headers", async () => {

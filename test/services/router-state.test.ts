@@ -1,0 +1,59 @@
+/** Per-request state the router keeps must go when its request does: the idempotency cache and the plan waiters. */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { IdempotencyCache } from "../../services/router/idempotency.ts";
+import { PlanView } from "../../services/lib/plan-view.ts";
+import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
+import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
+import { subjects } from "../../contracts/subjects.ts";
+import { createLogger } from "../../services/lib/log.ts";
+
+describe("IdempotencyCache", () => {
+  it("drops expired replies as new ones come, not only when their own key is asked again", () => {
+    let now = 0;
+    const cache = new IdempotencyCache<string>(1_000, 100, () => now);
+    for (let i = 0; i < 50; i++) cache.set(`k${i}`, Promise.resolve("image"));
+    expect(cache.size).toBe(50);
+    now = 150; // all 50 expired
+    cache.set("fresh", Promise.resolve("image"));
+    expect(cache.size).toBe(1);
+    expect(cache.get("k3")).toBeUndefined();
+    expect(cache.get("fresh")).toBeDefined();
+  });
+
+  it("a key set again moves to the back and lives its full time; a failure is forgotten", async () => {
+    let now = 0;
+    const cache = new IdempotencyCache<string>(1_000, 100, () => now);
+    cache.set("a", Promise.resolve("1"));
+    now = 50;
+    cache.set("b", Promise.resolve("2"));
+    cache.set("a", Promise.resolve("3")); // again: expires at 150 now
+    now = 120;
+    cache.set("c", Promise.resolve("4"));
+    expect(await cache.get("a")).toBe("3");
+    const failed = Promise.reject(new Error("deadline"));
+    cache.set("d", failed);
+    await failed.catch(() => undefined);
+    expect(cache.get("d")).toBeUndefined();
+  });
+});
+
+describe("PlanView.waitForPlan", () => {
+  let server: LocalServer;
+  let nc: NatsConnection;
+  beforeAll(async () => {
+    server = await startNatsServer();
+    nc = await connectNats(server.url, "test-plan-view");
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await server?.stop();
+  });
+
+  it("a wait that times out leaves nothing behind while no plan comes", async () => {
+    const { view } = await PlanView.open(nc, subjects(), createLogger("test", "error"));
+    const waits = await Promise.all(Array.from({ length: 200 }, () => view.waitForPlan(5)));
+    expect(waits.every((p) => p === null)).toBe(true);
+    expect((view as unknown as { waiters: unknown[] }).waiters).toHaveLength(0);
+    view.close();
+  });
+});
