@@ -91,7 +91,8 @@ export const WorkItemSchema = z.strictObject({
   prompt: z.string().min(1).max(MAX_PROMPT_CHARS),
   seed: z.number().int(),
   model: modelName,
-  replyTo: z.string().min(1),
+  // A subject: one with a space or a wildcard cannot be published to (the worker's reply would throw).
+  replyTo: z.string().regex(/^[^\s*>]+$/, "a subject without spaces or wildcards"),
   enqueuedAtMs: nonNegMs,
   deadlineAtMs: nonNegMs,
   planEpoch: z.number().int().nonnegative(),

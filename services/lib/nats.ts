@@ -216,14 +216,16 @@ export class WorkQueue {
     // go where only that role may subscribe.
     const inbox = createInbox(inboxPrefix(this.nc));
     const out: Delivery[] = [];
-    return new Promise<Delivery[]>((resolve) => {
+    return new Promise<Delivery[]>((resolve, reject) => {
       let finished = false;
+      let failure: Error | null = null;
       const finish = () => {
         if (finished) return;
         finished = true;
         clearTimeout(timer);
         signal.removeEventListener("abort", finish);
-        resolve(out);
+        if (failure && out.length === 0) reject(failure);
+        else resolve(out);
         // Keep listening briefly: anything still in flight to us is handed back, not stranded.
         setTimeout(() => sub.unsubscribe(), 2_000).unref();
       };
@@ -232,6 +234,13 @@ export class WorkQueue {
           const status = msg.headers?.code ?? 0;
           if (status !== 0 || (msg.data.length === 0 && msg.headers?.hasError)) {
             if (status === 100) return; // idle heartbeat
+            // Nobody answers pulls (JetStream or the consumer has no leader, or the consumer is
+            // gone): an error, so the worker waits before asking again instead of spinning, and
+            // the consumer is looked up (or made) afresh.
+            if (status === 503 || (status === 409 && /deleted/i.test(msg.headers?.description ?? ""))) {
+              this.consumers.delete(durable);
+              failure = new Error(`pull from ${durable}: ${status} ${msg.headers?.description || "no responders"}`);
+            }
             finish();
             return;
           }
@@ -244,7 +253,13 @@ export class WorkQueue {
           if (out.length >= max) finish();
         },
       });
-      const timer = setTimeout(finish, waitMs + 1_000);
+      // The server ends every pull it holds by its expiry: silence past that means no consumer
+      // holds it (deleted, or never made on this server), so it is looked up afresh next time.
+      const timer = setTimeout(() => {
+        this.consumers.delete(durable);
+        failure = new Error(`pull from ${durable}: no answer from the server`);
+        finish();
+      }, waitMs + 1_000);
       signal.addEventListener("abort", finish, { once: true });
       const request = { batch: max, expires: ms2ns(Math.max(waitMs, 1)), no_wait: true };
       this.nc.publish(`$JS.API.CONSUMER.MSG.NEXT.${this.subjects.names.workStream}.${durable}`, JSON.stringify(request), { reply: inbox });
@@ -255,7 +270,13 @@ export class WorkQueue {
 function toDelivery(nc: NatsConnection, msg: Msg): Delivery {
   const reply = msg.reply;
   const send = (body: string) => {
-    if (reply) nc.publish(reply, body);
+    // On a closing connection nothing can be said: the item comes back after its ack wait.
+    if (!reply || nc.isClosed()) return;
+    try {
+      nc.publish(reply, body);
+    } catch {
+      // draining: as above
+    }
   };
   return {
     data: msg.data,

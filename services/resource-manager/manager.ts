@@ -112,10 +112,17 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     lastTickMs = nowMs;
     const workers = inventory.live(nowMs, opts.silentAfterMs).map((w) => ({ id: w.id, model: w.model }));
     for (const [id, at] of routersSeen) if (nowMs - at > opts.silentAfterMs) routersSeen.delete(id);
+    const swapsBefore = { ...state.lastSwapAtMs };
     const outcome = await controlTick(state, { nowMs, arrivalsQps, queueDepth, workers, current: plans.current, routers: routersSeen.size }, opts.tick);
     const plan = outcome.plan;
     if (plan) {
-      await kv.put(subjects.names.planKey, encode(plan));
+      try {
+        await kv.put(subjects.names.planKey, encode(plan));
+      } catch (err) {
+        // Not published, so nobody swapped: the next tick may order the same swaps without a dwell.
+        state.lastSwapAtMs = swapsBefore;
+        throw err;
+      }
       plans.offer(encode(plan));
       nc.publish(subjects.planBroadcast, encode({ v: PROTOCOL_VERSION, epoch: plan.epoch }));
       log.info("manager.plan", {

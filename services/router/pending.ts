@@ -31,6 +31,13 @@ export class PendingWork {
   orphaned = 0;
   malformed = 0;
 
+  /**
+   * `onSuperseded(seq)`: a moved item's request was answered by its old model (the batch that
+   * held it when the plan changed finished after all), so its copy queued at `seq` for the new
+   * model is not needed: removing it spares a GPU a second generation.
+   */
+  constructor(private readonly onSuperseded?: (seq: number) => void) {}
+
   /** Registers a generation; the returned function forgets it. */
   wait(entry: PendingItem): () => void {
     this.items.set(entry.item.requestId, entry);
@@ -63,6 +70,7 @@ export class PendingWork {
       return;
     }
     this.items.delete(result.requestId);
+    if (result.model !== entry.item.model && entry.seq) this.onSuperseded?.(entry.seq);
     if (result.ok) {
       entry.resolve({
         image: result.image,

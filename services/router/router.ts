@@ -53,7 +53,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   const routerId = opts.routerId ?? `r-${newInbox().slice(-10)}`;
   const resultsSubject = subjects.results(routerId);
   const { view: plans } = await PlanView.open(nc, subjects, log);
-  const pending = new PendingWork();
+  const pending = new PendingWork((seq) => void opts.queue.remove(seq));
   const results = await openResultsBucket(nc, subjects);
   const traces = new RequestTraces(new ServiceTelemetry(ServiceNames.router, nc, routerId, REQUEST_SPAN));
   /** Moves a waiting item off a model the plan no longer serves (removed by sequence, re-queued). */

@@ -57,7 +57,13 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
           source: opts.queue,
           publishResult: (replyTo, result) => {
             const data = encode(result);
-            nc.publish(replyTo, data);
+            try {
+              nc.publish(replyTo, data);
+            } catch (err) {
+              // A closing connection: the router's deadline answers the request.
+              log.warn("worker.result_publish_failed", { requestId: result.requestId, error: (err as Error).message });
+              return;
+            }
             // Keyed requests: any router retrying the request picks the image up from the bucket.
             // Not a failure: a retry is meant to try again, not to read the old error.
             if (result.ok && isKeyed(result.requestId)) {

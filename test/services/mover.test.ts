@@ -5,7 +5,8 @@ import { PendingWork, type PendingItem } from "../../services/router/pending.ts"
 import { configureTelemetry, ServiceTelemetry, shutdownTelemetry, SpanKind } from "../../services/lib/telemetry.ts";
 import { createLogger } from "../../services/lib/log.ts";
 import type { MsgHdrs } from "../../services/lib/nats.ts";
-import { PROTOCOL_VERSION, type Plan, type WorkItem } from "../../contracts/messages.ts";
+import { PROTOCOL_VERSION, type Plan, type WorkItem, type WorkResult } from "../../contracts/messages.ts";
+import { encode } from "../../contracts/envelope.ts";
 
 afterAll(() => shutdownTelemetry());
 
@@ -110,5 +111,29 @@ describe("moving a waiting item to the model that now plays its stage", () => {
     expect(queue.published).toEqual([]);
     expect(entry.item.model).toBe("sd35-large-turbo");
     expect(enqueued).toEqual([]);
+  });
+});
+
+describe("a moved item answered by its old model after all", () => {
+  const result = (model: string): Uint8Array =>
+    encode({ v: PROTOCOL_VERSION, ok: true, requestId: "req-1", stage: "light", model, workerId: "w", image: new Uint8Array([1]), width: 1, height: 1, batchSize: 1, queueWaitMs: 0, execMs: 1 } satisfies WorkResult);
+
+  it("has its copy for the new model removed (a batch that held it when the plan changed finished)", () => {
+    const superseded: number[] = [];
+    const pending = new PendingWork((seq) => void superseded.push(seq));
+    const answers: string[] = [];
+    // Moved: the item now names the new model and its copy's sequence.
+    pending.wait({ item: { ...item, model: "sd35-medium" }, stage: "light", seq: 12, resolve: (o) => void answers.push(o.model), reject: () => undefined });
+    pending.deliver(result("sd35-large-turbo"));
+    expect(answers).toEqual(["sd35-large-turbo"]);
+    expect(superseded).toEqual([12]);
+  });
+
+  it("an item answered by the model it is queued for removes nothing", () => {
+    const superseded: number[] = [];
+    const pending = new PendingWork((seq) => void superseded.push(seq));
+    pending.wait({ item: { ...item }, stage: "light", seq: 12, resolve: () => undefined, reject: () => undefined });
+    pending.deliver(result("sd35-large-turbo"));
+    expect(superseded).toEqual([]);
   });
 });

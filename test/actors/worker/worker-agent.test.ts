@@ -110,12 +110,14 @@ describe("WorkerAgent", () => {
     const { agent, queue, events, results } = setup();
     queue.push("a", item("a", "old", Date.now() - 1));
     queue.push("a", new Uint8Array([0xc1, 0xc1]));
+    // A reply subject no result can be published to (publishing would throw mid-batch).
+    queue.push("a", encode({ v: PROTOCOL_VERSION, requestId: "spaced", stage: "light", prompt: "a cat", seed: 1, model: "a", replyTo: "x y", enqueuedAtMs: Date.now(), deadlineAtMs: Date.now() + 60_000, planEpoch: 1 }));
     queue.push("a", item("a", "fresh"));
     agent.applyPlan(plan(1, "a"));
     agent.start();
     await until(() => results.length === 1);
     expect(results[0].requestId).toBe("fresh");
-    expect(agent.dropped).toMatchObject({ expired: 1, malformed: 1 });
+    expect(agent.dropped).toMatchObject({ expired: 1, malformed: 2 });
     expect(events.filter((e) => e.startsWith("gen"))).toEqual(["gen a x1"]);
     await agent.stop();
   });

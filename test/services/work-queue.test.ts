@@ -1,0 +1,50 @@
+/** The JetStream work queue against a real nats-server: pulls that nobody answers, items by sequence. */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
+import { connectNats, DEFAULT_WORK_QUEUE, WorkQueue, type NatsConnection } from "../../services/lib/nats.ts";
+import { subjects as buildSubjects } from "../../contracts/subjects.ts";
+
+let server: LocalServer;
+let nc: NatsConnection;
+const subjects = buildSubjects();
+beforeAll(async () => {
+  server = await startNatsServer();
+  nc = await connectNats(server.url, "test-work-queue");
+});
+afterAll(async () => {
+  await nc?.close();
+  await server?.stop();
+});
+
+describe("WorkQueue", () => {
+  it("a pull nobody answers (its consumer deleted) fails, and the next pull makes the consumer again", async () => {
+    const queue = await WorkQueue.open(nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "memory" });
+    const signal = new AbortController().signal;
+    await queue.ensureConsumer("m1");
+    const jsm = await jetstreamManager(nc);
+    await jsm.consumers.delete(subjects.names.workStream, subjects.names.workConsumer("m1"));
+    // Before: an empty answer after the wait, forever (the consumer was never made again).
+    await expect(queue.pull("m1", 4, 500, signal)).rejects.toThrow(/no answer|503|no responders|deleted/i);
+    await queue.publish("m1", new TextEncoder().encode("item"), "id-1");
+    const got = await queue.pull("m1", 4, 500, signal);
+    expect(got.map((d) => new TextDecoder().decode(d.data))).toEqual(["item"]);
+    got.forEach((d) => d.ack());
+  });
+
+  it("tells whether an item is still held, by sequence: queued or in work yes, acknowledged or removed no", async () => {
+    const queue = await WorkQueue.open(nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "memory" });
+    const signal = new AbortController().signal;
+    const a = await queue.publish("m2", new Uint8Array([1]), "has-a");
+    const b = await queue.publish("m2", new Uint8Array([2]), "has-b");
+    expect(await queue.has(a.seq)).toBe(true);
+    const [first] = await queue.pull("m2", 1, 500, signal);
+    expect(await queue.has(a.seq)).toBe(true); // delivered, not yet acknowledged
+    first.ack();
+    await nc.flush();
+    await new Promise((r) => setTimeout(r, 50));
+    expect(await queue.has(a.seq)).toBe(false);
+    expect(await queue.remove(b.seq)).toBe(true);
+    expect(await queue.has(b.seq)).toBe(false);
+  });
+});
