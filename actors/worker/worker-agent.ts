@@ -158,7 +158,7 @@ export class WorkerAgent {
     while (!this.stopping) {
       try {
         if (this.desiredModel !== this.model) {
-          await this.swap(this.desiredModel);
+          await this.swap();
           continue;
         }
         if (!this.model) {
@@ -181,19 +181,22 @@ export class WorkerAgent {
     }
   }
 
-  private async swap(to: string | null): Promise<void> {
+  private async swap(): Promise<void> {
     const from = this.model;
     if (from) {
       this.state = WorkerStates.unloading;
       await this.ports.backend.unload(from);
       this.model = null;
     }
+    // What is wanted now: the plan may have changed again (or the worker stopped) during the unload.
+    const to = this.stopping ? null : this.desiredModel;
     if (!to) return;
     this.state = WorkerStates.loading;
     const startedMs = this.ports.now();
     try {
       await this.ports.backend.load(to);
     } catch (err) {
+      if (this.stopping) return; // a stopping worker says draining to the end
       this.state = WorkerStates.failed;
       this.lastError = `load ${to}: ${asHadisError(err).message}`;
       this.ports.log("worker.load_failed", { workerId: this.id, model: to, error: this.lastError });

@@ -55,6 +55,8 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   let lastTickMs = Date.now();
   let ticking: Promise<TickOutcome | null> | null = null;
   let soon: NodeJS.Timeout | null = null;
+  /** Set by stop(): no tick starts after it (a heartbeat during the last one scheduled one). */
+  let stopped = false;
 
   const beats = nc.subscribe(subjects.workerHeartbeatAll, {
     callback: (_e, m) => {
@@ -149,6 +151,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   function tick(): Promise<TickOutcome | null> {
     // One tick at a time: a slow solve delays the next tick instead of overlapping it.
     if (ticking) return ticking;
+    if (stopped) return Promise.resolve(null);
     const started = performance.now();
     ticking = runTick()
       .catch((err) => {
@@ -179,11 +182,13 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     plans,
     tick,
     async stop() {
+      stopped = true;
       clearInterval(timer);
       clearTimeout(first);
       if (soon) clearTimeout(soon);
-      await ticking?.catch(() => undefined);
       beats.unsubscribe();
+      await ticking?.catch(() => undefined);
+      if (soon) clearTimeout(soon);
       stats.unsubscribe();
       plans.close();
       await service.stop().catch(() => undefined);

@@ -122,6 +122,30 @@ describe("WorkerAgent", () => {
     await agent.stop();
   });
 
+  it("a plan that flips back while the old model unloads loads what is wanted then; a stop then loads nothing", async () => {
+    const { agent, events } = setup();
+    const ports = (agent as unknown as { ports: { backend: GenerationBackend } }).ports;
+    const base = { ...ports.backend };
+    let unloaded!: () => void;
+    ports.backend = { ...base, unload: (m) => new Promise<void>((r) => (unloaded = () => (events.push(`unload ${m}`), r()))) };
+    agent.applyPlan(plan(1, "a"));
+    agent.start();
+    await until(() => agent.status("fake").model === "a");
+    agent.applyPlan(plan(2, "b")); // unloading a…
+    await until(() => agent.status("fake").state === "unloading");
+    agent.applyPlan(plan(3, "a")); // …and back
+    unloaded();
+    await until(() => agent.status("fake").model === "a");
+    expect(events).toEqual(["load a", "unload a", "load a"]); // b was never loaded
+    agent.applyPlan(plan(4, "b"));
+    await until(() => agent.status("fake").state === "unloading");
+    const stopped = agent.stop();
+    unloaded();
+    await stopped;
+    expect(events.slice(3)).toEqual(["unload a"]);
+    expect(agent.status("fake").state).toBe("draining");
+  });
+
   it("a failing load leaves the worker up and reporting, and a later plan is followed", async () => {
     const { agent, events } = setup();
     const broken = { ...(agent as unknown as { ports: { backend: GenerationBackend } }).ports.backend };
