@@ -207,7 +207,7 @@ export class WorkQueue {
 
   /**
    * Pulls up to `max` items of a model: waits at most `waitMs` for the first, then takes what is
-   * there (JetStream's no_wait + expires). Items arriving after an abort are handed back at once.
+   * there (JetStream's no_wait + expires). An aborted pull stops listening at once (the server then drops it).
    */
   async pull(model: string, max: number, waitMs: number, signal: AbortSignal): Promise<Delivery[]> {
     const durable = await this.ensureConsumer(model);
@@ -226,8 +226,12 @@ export class WorkQueue {
         signal.removeEventListener("abort", finish);
         if (failure && out.length === 0) reject(failure);
         else resolve(out);
-        // Keep listening briefly: anything still in flight to us is handed back, not stranded.
-        setTimeout(() => sub.unsubscribe(), 2_000).unref();
+        // An abandoned pull (the worker leaves the model) stops listening at once: the server
+        // drops a pull nobody listens to, while one still listened to took an item every time
+        // one came, only for it to be handed back, and five such deliveries used up an item
+        // for good. Otherwise keep listening briefly: anything still in flight is handed back.
+        if (signal.aborted) sub.unsubscribe();
+        else setTimeout(() => sub.unsubscribe(), 2_000).unref();
       };
       const sub = this.nc.subscribe(inbox, {
         callback: (_err, msg) => {

@@ -48,3 +48,20 @@ describe("WorkQueue", () => {
     expect(await queue.has(b.seq)).toBe(false);
   });
 });
+
+describe("abandoned pulls", () => {
+  it("do not use up an item's deliveries: after six pulls abandoned by a re-plan, a live pull gets it", async () => {
+    const queue = await WorkQueue.open(nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "memory" });
+    await queue.ensureConsumer("m3");
+    // Six workers leave model m3 (a re-plan): each aborts its pull, which the server still holds.
+    const aborts = Array.from({ length: 6 }, () => new AbortController());
+    const abandoned = aborts.map((a) => queue.pull("m3", 1, 5_000, a.signal));
+    await nc.flush();
+    aborts.forEach((a) => a.abort());
+    await Promise.all(abandoned);
+    await queue.publish("m3", new TextEncoder().encode("late item"), "late-1");
+    const got = await queue.pull("m3", 1, 3_000, new AbortController().signal);
+    expect(got.map((d) => new TextDecoder().decode(d.data))).toEqual(["late item"]);
+    got.forEach((d) => d.ack());
+  }, 20_000);
+});
