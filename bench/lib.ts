@@ -85,7 +85,8 @@ export function spawnBenchSystem(
   const cli = opts.entry ?? fileURLToPath(new URL("../services/cli/main.ts", import.meta.url));
   const args = [
     ...(opts.nodeArgs ?? []), "--import", "tsx", cli, "serve", "all", "--nats", natsUrl, ...(opts.timeScale ? ["--time-scale", String(opts.timeScale)] : ["--zero-latency"]), "--storage", "memory", "--workers", "16", "--policy", opts.policy ?? "static",
-    "--static-config", JSON.stringify({ light: "sd35-large-turbo", heavy: "sd35-medium", routerThreshold: 0, discThreshold: opts.timeScale ? 0.003 : 0.01, lightBatchSize: 8, heavyBatchSize: 8 }),
+    // The static policy's configuration (another policy refuses the flag).
+    ...((opts.policy ?? "static") === "static" ? ["--static-config", JSON.stringify({ light: "sd35-large-turbo", heavy: "sd35-medium", routerThreshold: 0, discThreshold: opts.timeScale ? 0.003 : 0.01, lightBatchSize: 8, heavyBatchSize: 8 })] : []),
   ];
   const [command, ...pre] = opts.wrap?.length ? [...opts.wrap, process.execPath] : [process.execPath];
   return spawn(command, [...pre, ...args], { stdio: ["ignore", "inherit", "inherit", ...(opts.ipc ? ["ipc" as const] : [])], env: { ...process.env, HADIS_LOG: "warn", ...opts.env } });

@@ -12,7 +12,7 @@ import { loadPromptAnalyzer } from "./lib/analyzer-files.ts";
 import type { ProfileSet } from "../actors/profile/profile-set.ts";
 import type { StaticConfig } from "../actors/control/static-policy.ts";
 import { createLogger, type Logger } from "./lib/log.ts";
-import { connectNats, DEFAULT_WORK_QUEUE, openPlanBucket, WorkQueue, type NatsConnection, type WorkQueueOptions } from "./lib/nats.ts";
+import { connectNats, DEFAULT_WORK_QUEUE, openPlanBucket, openResultsBucket, WorkQueue, type NatsConnection, type WorkQueueOptions } from "./lib/nats.ts";
 import { loadProfiles } from "./lib/profiles.ts";
 import { sleep, type RunningService } from "./lib/running.ts";
 import { startRouter, type RunningRouter } from "./router/router.ts";
@@ -106,6 +106,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
   const queueOptions = { ...DEFAULT_WORK_QUEUE, ...(opts.replicas ? { replicas: opts.replicas } : {}), ...opts.workQueue };
   const connections: NatsConnection[] = [];
   let planBucketReady = !opts.replicas || opts.replicas <= 1;
+  let resultsBucketReady = planBucketReady;
   const connect = async (name: string, kind: ServiceKind) => {
     const credentials = opts.credentials?.(kind);
     // A role's own user reads only its own inboxes (ops/nats/accounts.conf).
@@ -115,6 +116,12 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
     if (!planBucketReady) {
       await openPlanBucket(nc, subjects, opts.replicas);
       planBucketReady = true;
+    }
+    // The keyed results too (a retry through another router must find them after a node dies),
+    // by a role allowed to touch them.
+    if (!resultsBucketReady && (kind === "router" || kind === "worker")) {
+      await openResultsBucket(nc, subjects, opts.replicas);
+      resultsBucketReady = true;
     }
     return nc;
   };

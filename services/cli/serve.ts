@@ -8,7 +8,7 @@ import { DEFAULT_DASHBOARD_PORT, startDashboard } from "../dashboard/dashboard.t
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { credentialsFromEnv, natsUrls } from "./credentials.ts";
 import { startSystem, SERVICE_KINDS, type RunningSystem, type ServiceKind } from "../system.ts";
-import { DEFAULT_STATIC } from "../resource-manager/policies.ts";
+import { staticConfigFor } from "../resource-manager/policies.ts";
 import type { StaticConfig } from "../../actors/control/static-policy.ts";
 
 /** Options shared by `start` and `serve`. */
@@ -30,9 +30,14 @@ export interface RunOptions {
   modelsDir?: string;
 }
 
-function staticConfigOf(opts: RunOptions): StaticConfig | undefined {
-  if (!opts.staticConfig) return undefined;
-  return { ...DEFAULT_STATIC, ...(JSON.parse(opts.staticConfig) as Partial<StaticConfig>) };
+/** The static configuration asked for, checked before anything starts; a bad one ends the command (exit 2). */
+function staticConfigOf(opts: RunOptions, command: string): StaticConfig | undefined {
+  try {
+    return staticConfigFor(opts.policy, opts.staticConfig);
+  } catch (err) {
+    process.stderr.write(`hadis ${command}: ${(err as Error).message}\n`);
+    process.exit(2);
+  }
 }
 
 /** Runs until SIGINT/SIGTERM, then stops in order and exits 0. */
@@ -61,6 +66,7 @@ function backendOptions(opts: RunOptions) {
 /** `hadis start`: a local nats-server plus every service, until Ctrl-C. */
 export async function startCommand(opts: RunOptions & { port: number; dataDir: string; dashboardPort?: number; dashboardHost?: string; dashboard?: boolean }): Promise<void> {
   const log = createLogger("start");
+  const staticConfig = staticConfigOf(opts, "start");
   let server: LocalServer;
   try {
     server = await startNatsServer({ port: opts.port, dataDir: resolve(opts.dataDir) });
@@ -68,11 +74,18 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
     process.stderr.write(`hadis start: ${(err as Error).message}\n`);
     process.exit(2);
   }
-  // nats-server must not outlive us, whatever the exit path.
+  // nats-server must not outlive us, whatever the exit path; a signal while the services are
+  // still starting stops what has started.
   process.on("exit", () => server.kill("SIGTERM"));
-  // The dashboard first, so the first requests are already traced.
-  const dashboard = opts.dashboard === false ? null : await startLocalDashboard(server.url, opts.dashboardPort, opts.dashboardHost, log);
+  let dashboard: Awaited<ReturnType<typeof startLocalDashboard>> = null;
   let system: RunningSystem | undefined;
+  untilSignal(async () => {
+    await system?.stop(10_000);
+    await dashboard?.stop();
+    await server.stop();
+  });
+  // The dashboard first, so the first requests are already traced.
+  dashboard = opts.dashboard === false ? null : await startLocalDashboard(server.url, opts.dashboardPort, opts.dashboardHost, log);
   try {
     system = await startSystem({
       natsUrl: server.url,
@@ -82,7 +95,7 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
       policy: opts.policy,
       zeroLatency: opts.zeroLatency,
       profilesDir: opts.profiles,
-      staticConfig: staticConfigOf(opts),
+      staticConfig,
       workQueue: { storage: opts.storage },
       ...backendOptions(opts),
     });
@@ -102,11 +115,6 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
       "",
     ].join("\n"),
   );
-  untilSignal(async () => {
-    await system!.stop(10_000);
-    await dashboard?.stop();
-    await server.stop();
-  });
 }
 
 /** Starts the dashboard on its own connection; a taken port is a warning, not a failure. */
@@ -125,13 +133,14 @@ async function startLocalDashboard(url: string, port: number | undefined, host: 
 /** `hadis serve <service>`: one service against an existing NATS server. */
 export async function serveCommand(kind: string, opts: RunOptions & { nats: string; metricsPort?: number; metricsHost?: string; replicas?: number }): Promise<void> {
   if (kind !== "all" && !SERVICE_KINDS.includes(kind as ServiceKind)) throw new Error(`unknown service "${kind}"; one of ${SERVICE_KINDS.join(", ")}, all`);
+  const staticConfig = staticConfigOf(opts, "serve");
   const system = await startSystem({
     ...backendOptions(opts),
     natsUrl: natsUrls(opts.nats),
     credentials: credentialsFromEnv(),
     replicas: opts.replicas,
     services: kind === "all" ? SERVICE_KINDS : [kind as ServiceKind],
-    staticConfig: staticConfigOf(opts),
+    staticConfig,
     workers: opts.workers,
     routers: opts.routers,
     timeScale: opts.timeScale,

@@ -90,10 +90,19 @@ export async function startNatsServer(opts: LocalServerOptions = {}): Promise<Lo
       opts.extraConfig ?? "",
     ].join("\n"),
   );
-  const child = spawn(bin, ["-c", confPath], { stdio: ["ignore", "ignore", "pipe"], env: opts.env ? { ...process.env, ...opts.env } : process.env });
+  // A process group of its own: Ctrl-C at a terminal signals the whole foreground group, and the
+  // server must outlive the services' graceful stop (they stop it last), not die with them.
+  const child = spawn(bin, ["-c", confPath], { stdio: ["ignore", "ignore", "pipe"], env: opts.env ? { ...process.env, ...opts.env } : process.env, detached: true });
   let log = "";
+  const cleanUp = () => {
+    child.kill("SIGKILL");
+    if (temporary) rmSync(dataDir, { recursive: true, force: true });
+  };
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`nats-server did not start within 10 s:\n${log}`)), 10_000);
+    const timer = setTimeout(() => {
+      cleanUp();
+      reject(new Error(`nats-server did not start within 10 s:\n${log}`));
+    }, 10_000);
     child.stderr!.on("data", (chunk: Buffer) => {
       log += chunk.toString();
       if (log.includes("Server is ready")) {
@@ -103,6 +112,7 @@ export async function startNatsServer(opts: LocalServerOptions = {}): Promise<Lo
     });
     child.once("exit", (code) => {
       clearTimeout(timer);
+      cleanUp();
       reject(new Error(`nats-server exited with code ${code}:\n${log}`));
     });
   });

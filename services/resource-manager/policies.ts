@@ -2,6 +2,7 @@
 import { getPolicy, POLICY_NAMES as PLANNER_POLICIES, type PlannerPolicy } from "../../actors/planner/policies.ts";
 import { staticPolicy, type StaticConfig } from "../../actors/control/static-policy.ts";
 import type { ProfileSet } from "../../actors/profile/profile-set.ts";
+import { z } from "zod";
 
 /** The default static configuration: a row of the reference Pareto table (pair 1→2, FID 22.03). */
 export const DEFAULT_STATIC: StaticConfig = {
@@ -29,4 +30,40 @@ export function createPolicy(name: string, profiles: ProfileSet, staticConfig?: 
   } catch {
     throw new Error(`unknown policy "${name}"; known: ${POLICY_NAMES.join(", ")}`);
   }
+}
+
+/** The fields `--static-config` may set, each checked; any other key is refused. */
+const StaticConfigSchema = z
+  .strictObject({
+    light: z.string().min(1),
+    heavy: z.string().min(1),
+    routerThreshold: z.number().min(0).max(1),
+    discThreshold: z.number().min(0).max(1),
+    lightBatchSize: z.number().int().positive(),
+    heavyBatchSize: z.number().int().positive(),
+    expectedFid: z.number().positive(),
+  })
+  .partial();
+
+/**
+ * The static configuration `--static-config <json>` asks for, over DEFAULT_STATIC; throws a
+ * message naming the flag for bad JSON, an unknown key, a value of the wrong type or range, or a
+ * policy other than `static` (which would ignore it). The default's expected FID belongs to its
+ * pair and thresholds: another configuration has none unless it gives one.
+ */
+export function staticConfigFor(policy: string, json: string | undefined): StaticConfig | undefined {
+  if (json === undefined) return undefined;
+  if (policy !== "static") throw new Error(`--static-config applies to --policy static (the policy is ${policy})`);
+  let raw: unknown;
+  try {
+    raw = JSON.parse(json);
+  } catch (err) {
+    throw new Error(`--static-config is not JSON: ${(err as Error).message}`);
+  }
+  const parsed = StaticConfigSchema.safeParse(raw);
+  if (!parsed.success) throw new Error(`--static-config: ${parsed.error.issues.map((i) => `${i.path.join(".") || "the value"}: ${i.message}`).join("; ")}`);
+  const given = parsed.data;
+  const samePoint = (["light", "heavy", "routerThreshold", "discThreshold"] as const).every((k) => given[k] === undefined || given[k] === DEFAULT_STATIC[k]);
+  const { expectedFid, ...base } = DEFAULT_STATIC;
+  return { ...base, ...(samePoint && expectedFid !== undefined ? { expectedFid } : {}), ...given };
 }

@@ -104,6 +104,10 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   const errorsByCode: Record<string, number> = {};
   const inFlight = new Set<Promise<unknown>>();
   let accepting = true;
+  /** Rejects, at a stop whose grace runs out, every request still running: each gets a typed error reply, none is dropped. */
+  let abandon: (err: HadisError) => void = () => undefined;
+  const abandoned = new Promise<never>((_, reject) => (abandon = reject));
+  abandoned.catch(() => undefined);
 
   /** The request id a `serve` call gave its request (for the trace), once it has one. */
   interface Serving {
@@ -135,7 +139,11 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       const actor = createActor(machine, { input: { requestId, prompt, seed, receivedAtMs: now, deadlineAtMs: now + deadlineMs, now: Date.now } });
       const outcome = toPromise(actor);
       actor.start();
-      return buildReply(await outcome, requestId, seed);
+      try {
+        return buildReply(await Promise.race([outcome, abandoned]), requestId, seed);
+      } finally {
+        actor.stop(); // abandoned: its queued work is removed (a finished actor is already stopped)
+      }
     };
     if (!request.idempotencyKey) return run();
     const previous = idempotency.get(request.idempotencyKey);
@@ -234,7 +242,11 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       clearInterval(sweepTimer);
       await service.stop().catch(() => undefined);
       const finished = await within(Promise.allSettled([...inFlight]), graceMs);
-      if (!finished) log.warn("router.stop_grace_exceeded", { inFlight: inFlight.size });
+      if (!finished) {
+        log.warn("router.stop_grace_exceeded", { inFlight: inFlight.size });
+        abandon(new HadisError("overloaded", `router stopped before this request finished (grace ${graceMs} ms): retry`, { retryAfterMs: 100 }));
+        await within(Promise.allSettled([...inFlight]), 1_000);
+      }
       // The last, partial interval: without it the requests of a router's last second go uncounted.
       if (!nc.isClosed()) report();
       resultsSub.unsubscribe();

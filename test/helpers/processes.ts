@@ -12,11 +12,15 @@ export interface Spawned {
   exited: Promise<number | string>;
 }
 
-/** Runs `hadis <args>` in a child process. */
-export function spawnHadis(args: string[], env: Record<string, string> = {}): Spawned {
+/**
+ * Runs `hadis <args>` in a child process. `group`: in a process group of its own, as a terminal
+ * runs a foreground job (`process.kill(-pid, "SIGINT")` is then what Ctrl-C does).
+ */
+export function spawnHadis(args: string[], env: Record<string, string> = {}, opts: { group?: boolean } = {}): Spawned {
   const child = spawn(process.execPath, ["--import", "tsx", CLI, ...args], {
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, HADIS_LOG: "info", ...env },
+    detached: opts.group ?? false,
   });
   let out = "";
   child.stdout!.on("data", (d) => (out += d));

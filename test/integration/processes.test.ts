@@ -67,7 +67,7 @@ describe("services as separate processes", () => {
   it("`hadis start` (what npm start runs) serves, refuses a taken port, and Ctrl-C leaves no process behind", async () => {
     const port = await freePort();
     const dataDir = mkdtempSync(join(tmpdir(), "hadis-start-"));
-    const start = spawnHadis(["start", "--port", String(port), "--data-dir", dataDir, "--workers", "4", "--time-scale", "0.002"]);
+    const start = spawnHadis(["start", "--port", String(port), "--data-dir", dataDir, "--workers", "4", "--time-scale", "0.05"], {}, { group: true });
     await waitFor(() => start.output().includes("HADIS is serving"), 40_000, "start banner");
     expect(start.output()).toContain(`nats://127.0.0.1:${port}`);
     const nc2 = await connectNats(`nats://127.0.0.1:${port}`, "t2");
@@ -79,7 +79,15 @@ describe("services as separate processes", () => {
     expect(await second.exited).toBe(2);
     expect(second.output()).toMatch(/port \d+ on 127\.0\.0\.1 is already in use/);
 
-    start.child.kill("SIGINT");
+    // Ctrl-C at a terminal signals the whole group (nats-server too, were it in it) with requests
+    // in flight: each is answered before the server goes.
+    const nc3 = await connectNats(`nats://127.0.0.1:${port}`, "t3");
+    const inFlight = Array.from({ length: 5 }, (_, i) => new HadisClient(nc3).generate({ prompt: `an old stone bridge over a river ${i}`, deadlineMs: 20_000 }));
+    await new Promise((r) => setTimeout(r, 100));
+    process.kill(-start.child.pid!, "SIGINT");
+    const answered = await Promise.allSettled(inFlight);
+    expect(answered.map((a) => a.status)).toEqual(Array(5).fill("fulfilled"));
+    await nc3.close();
     expect(await start.exited).toBe(0);
     const left = spawnSync("pgrep", ["-f", dataDir], { encoding: "utf8" }).stdout.trim();
     expect(left).toBe("");

@@ -90,6 +90,7 @@ describe("3-node cluster fail-over", () => {
     expect(stream.config.num_replicas).toBe(3);
     const planStream = await jsm.streams.info("KV_hadis-plan");
     expect(planStream.config.num_replicas).toBe(3);
+    expect((await jsm.streams.info("KV_hadis-results")).config.num_replicas).toBe(3);
     const epochBefore = system.routers[0].plans.current!.epoch;
 
     // The worst case: the node the router (and others) use, made leader of the work stream and

@@ -1,0 +1,36 @@
+/**
+ * A router stopped while requests still run (past its grace) answers each with a typed error:
+ * none is left to its caller's timeout.
+ */
+import { afterAll, describe, expect, it } from "vitest";
+import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
+import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
+import { HadisClient } from "../../services/lib/client.ts";
+import { HadisError } from "../../contracts/errors.ts";
+import { startTestServices } from "../helpers/system.ts";
+
+let server: LocalServer | undefined;
+let nc: NatsConnection | undefined;
+afterAll(async () => {
+  await nc?.close();
+  await server?.stop();
+});
+
+describe("stopping a router with requests in flight", () => {
+  it("answers each, once the grace is over, with a typed error to retry", async () => {
+    server = await startNatsServer();
+    const system = await startTestServices(server.url, { workers: 2 });
+    nc = await connectNats(server.url, "test-client");
+    // No worker pulls: the requests wait, far from their deadline, when the stop comes.
+    await Promise.all(system.workers!.agents.map((a) => a.stop()));
+    const client = new HadisClient(nc);
+    const started = Date.now();
+    const pending = Array.from({ length: 3 }, (_, i) => client.generate({ prompt: `a harbour at night ${i}`, deadlineMs: 30_000 }, { timeoutMs: 10_000 }).catch((e: unknown) => e));
+    await new Promise((r) => setTimeout(r, 200));
+    await system.stop(300);
+    const answers = await Promise.all(pending);
+    expect(answers.map((a) => (a as HadisError).code)).toEqual(["overloaded", "overloaded", "overloaded"]);
+    expect(answers.every((a) => a instanceof HadisError && a.retryable && a.details.retryAfterMs === 100)).toBe(true);
+    expect(Date.now() - started).toBeLessThan(5_000); // answered, not timed out
+  }, 30_000);
+});
