@@ -24,9 +24,11 @@ export function heavyShareOf(routerThreshold: number, discThreshold: number): nu
 /** Splits `workers` for a static configuration; each used model gets at least one when possible. */
 export function staticDecision(config: StaticConfig, latencyMs: (model: string) => number, workers: number): PlanDecision {
   const heavyShare = heavyShareOf(config.routerThreshold, config.discThreshold);
-  const single = config.light === config.heavy;
+  // One worker cannot hold two models: everything goes to the heavy one, and is routed there
+  // (routing most requests to a light model nobody serves left them to be purged).
+  const single = config.light === config.heavy || workers < 2;
   const models: PlanDecision["models"] = {};
-  if (single || workers < 2) {
+  if (single) {
     models[config.heavy] = { workers, batchSize: config.heavyBatchSize };
   } else {
     const lightLoad = (1 - config.routerThreshold) * latencyMs(config.light);
@@ -37,11 +39,12 @@ export function staticDecision(config: StaticConfig, latencyMs: (model: string) 
     models[config.heavy] = { workers: workers - lightWorkers, batchSize: config.heavyBatchSize };
   }
   return {
-    pair: { light: config.light, heavy: config.heavy },
+    pair: single ? { light: config.heavy, heavy: config.heavy } : { light: config.light, heavy: config.heavy },
     routerThreshold: single ? 0 : config.routerThreshold,
     discThreshold: single ? 0 : config.discThreshold,
     heavyShare: single ? 1 : heavyShare,
-    expectedFid: config.expectedFid ?? Number.NaN,
+    // The configuration's FID is for its pair: one model alone is another point.
+    expectedFid: single && config.light !== config.heavy ? Number.NaN : (config.expectedFid ?? Number.NaN),
     models,
     reason: `static configuration over ${workers} workers`,
     degraded: 0,

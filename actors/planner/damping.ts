@@ -83,6 +83,9 @@ export function planShortfall(plan: Plan, demandQps: number, profiles: ProfileSe
   return null;
 }
 
+/** Policies whose plans follow their own rule rather than an expected-FID objective. */
+const RULE_DRIVEN = new Set(["infaas-acc", "clipper-light", "clipper-heavy"]);
+
 /** Decides whether `candidate` replaces `current` now. */
 export function dampPlan(input: DampingInput): DampingVerdict {
   const { current, candidate, nowMs, profiles } = input;
@@ -94,6 +97,8 @@ export function dampPlan(input: DampingInput): DampingVerdict {
   const fidGain = (current.expectedFid ?? Number.POSITIVE_INFINITY) - (candidate.expectedFid ?? Number.POSITIVE_INFINITY);
   const gain = Number.isFinite(fidGain) ? fidGain : 0;
   if (swaps === 0) return adopt("no worker moves", 0, gain);
+  // The operator chose another policy (a manager restarted with --policy): its plans, at once.
+  if (candidate.policy !== current.policy) return adopt(`policy changed: ${current.policy} → ${candidate.policy}`, swaps, gain);
   if ((current.degraded ?? 0) > 0 && (candidate.degraded ?? 0) === 0) return adopt("leaves the degraded plan", swaps, gain);
   const shortfall = planShortfall(current, input.demandQps, profiles, input.queueDelayMs);
   if (shortfall) return adopt(`current plan falls short: ${shortfall}`, swaps, gain);
@@ -118,6 +123,9 @@ export function dampPlan(input: DampingInput): DampingVerdict {
   if (dwelling.length > 0) {
     return { ...base, adopt: false, reason: `held: ${dwelling.length} of ${swaps} moved workers within ${minDwellMs.toFixed(0)} ms dwell` };
   }
+  // A policy that follows a rule of its own, not an FID objective (INFaaS-Acc steps down under
+  // queue pressure, to a less accurate variant on purpose): dwell is its only damping.
+  if (RULE_DRIVEN.has(candidate.policy)) return { ...base, adopt: true, reason: `${candidate.policy}'s own rule, past dwell` };
   if (gain >= requiredGain) {
     return { ...base, adopt: true, reason: `FID gain ${gain.toFixed(3)} ≥ ${requiredGain.toFixed(3)} required for ${swaps} swaps` };
   }

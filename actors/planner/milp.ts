@@ -289,7 +289,9 @@ export async function planWithMilp(
   const decision = hasSolution(solution) ? model.decode(solution.columns) : null;
   if (!decision) {
     const why = solution.status === "Infeasible" ? `infeasible (${model.pruned})` : `solver ${solution.status}${solution.error ? `: ${solution.error}` : ""}`;
-    return { ...degradedDecision(snapshot, profiles, table, why), solveMs: solution.solveMs, solverStatus: solution.status };
+    // A limit reached with no feasible point yet is a timeout: the plan in force stays.
+    const status = /limit reached/i.test(solution.status) ? "Timeout" : solution.status;
+    return { ...degradedDecision(snapshot, profiles, table, why), solveMs: solution.solveMs, solverStatus: status };
   }
   return { ...decision, solveMs: solution.solveMs, solverStatus: solution.status };
 }

@@ -32,8 +32,12 @@ export interface MilpSolution {
 /** Solves CPLEX LP text; must resolve (not reject) on solver errors. */
 export type SolveFn = (lp: string, opts?: SolveOptions) => Promise<MilpSolution>;
 
-/** Whether the solution carries usable primal values. */
+/**
+ * Whether the solution carries usable primal values. A limit reached before any feasible point
+ * still fills the columns (highs-js reads whatever the solver holds), but has no finite objective.
+ */
 export function hasSolution(sol: MilpSolution): boolean {
   return (sol.status === "Optimal" || sol.status === "Time limit reached" || sol.status === "Iteration limit reached") &&
+    sol.objective !== null && Number.isFinite(sol.objective) &&
     Object.keys(sol.columns).length > 0;
 }

@@ -48,6 +48,11 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   // A restarted manager continues from the plan in KV (its epoch), not from zero.
   await plans.waitForPlan(300);
   const state = newControlState(opts.demandHalfLifeMs, plans.current, Date.now());
+  // A restarted manager has heard from no worker yet: one it has not heard from is not dead until
+  // a heartbeat or two could have come (workers beat every second; silence means death only after
+  // silentAfterMs). Ticking before that dropped every worker not yet heard from the plan, and they
+  // unloaded, to load again a tick later. A first start (no plan) has nobody to drop.
+  const warmUntilMs = plans.current ? Date.now() + opts.silentAfterMs / 2 : 0;
   const routersSeen = new Map<string, number>();
   const inventory = new WorkerInventory();
   const models = opts.tick.profiles.models.map((m) => m.name);
@@ -151,7 +156,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   function tick(): Promise<TickOutcome | null> {
     // One tick at a time: a slow solve delays the next tick instead of overlapping it.
     if (ticking) return ticking;
-    if (stopped) return Promise.resolve(null);
+    if (stopped || Date.now() < warmUntilMs) return Promise.resolve(null);
     const started = performance.now();
     ticking = runTick()
       .catch((err) => {
@@ -164,7 +169,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   }
 
   const timer = setInterval(() => void tick(), opts.tickMs);
-  const first = setTimeout(() => void tick(), 250);
+  const first = setTimeout(() => void tick(), Math.max(250, warmUntilMs - Date.now()));
   const service = await startService(nc, {
     name: ServiceNames.resourceManager,
     version: opts.version ?? "0.1.0",

@@ -1,5 +1,5 @@
 /** The planning policies the resource manager can run, by name: the planner's and `static`. */
-import { getPolicy, POLICY_NAMES as PLANNER_POLICIES, type PlannerPolicy } from "../../actors/planner/policies.ts";
+import { BASELINE_MODELS, getPolicy, POLICY_NAMES as PLANNER_POLICIES, type PlannerPolicy } from "../../actors/planner/policies.ts";
 import { staticPolicy, type StaticConfig } from "../../actors/control/static-policy.ts";
 import type { ProfileSet } from "../../actors/profile/profile-set.ts";
 import { z } from "zod";
@@ -25,12 +25,24 @@ export function createPolicy(name: string, profiles: ProfileSet, staticConfig?: 
     for (const m of [config.light, config.heavy]) if (!profiles.byName.has(m)) throw new Error(`static plan names unknown model "${m}"`);
     return staticPolicy(config);
   }
+  let policy: PlannerPolicy;
   try {
-    return getPolicy(name);
+    policy = getPolicy(name);
   } catch {
     throw new Error(`unknown policy "${name}"; known: ${POLICY_NAMES.join(", ")}`);
   }
+  // A baseline built on named models cannot run on a pool without them (it failed every tick).
+  for (const m of BASELINE_NEEDS[name] ?? []) if (!profiles.byName.has(m)) throw new Error(`policy ${name} needs model "${m}", which the profile pool lacks`);
+  return policy;
 }
+
+/** The models each baseline names. */
+const BASELINE_NEEDS: Record<string, string[]> = {
+  "fixed-pair": [BASELINE_MODELS.fixedPair.light, BASELINE_MODELS.fixedPair.heavy],
+  diffserve: [BASELINE_MODELS.diffserve.light, BASELINE_MODELS.diffserve.heavy],
+  "clipper-light": [BASELINE_MODELS.clipperLight],
+  "clipper-heavy": [BASELINE_MODELS.clipperHeavy],
+};
 
 /** The fields `--static-config` may set, each checked; any other key is refused. */
 const StaticConfigSchema = z

@@ -94,6 +94,15 @@ describe("faults", () => {
     expect(during.filter((r) => r.status === "fulfilled").length).toBe(10);
     expect((await planFromKv()).epoch).toBe(before.epoch);
 
+    // Every plan written from here on: a restarted manager that has not heard every worker yet
+    // must not drop the unheard ones (they would unload, then reload a tick later).
+    const { openPlanBucket } = await import("../../services/lib/nats.ts");
+    const { subjects } = await import("../../contracts/subjects.ts");
+    const watch = await (await openPlanBucket(nc, subjects())).watch({ key: "current", include: "updates" });
+    const written: Plan[] = [];
+    void (async () => {
+      for await (const e of watch) if (e.operation === "PUT") written.push(decode(PlanSchema, e.value, "plan"));
+    })();
     manager = spawn(["serve", "resource-manager", "--policy", "static", "--static-config", STATIC]);
     await waitFor(async () => {
       try {
@@ -105,9 +114,11 @@ describe("faults", () => {
     }, 30_000, "manager back");
     // Let it run a few ticks (0.5 s each at this time scale).
     await new Promise((r) => setTimeout(r, 2_000));
+    watch.stop();
     const after = await planFromKv();
     expect(after.epoch).toBeGreaterThanOrEqual(before.epoch);
     expect(after.assignment).toEqual(before.assignment);
+    for (const plan of written) expect(plan.assignment).toEqual(before.assignment);
     expect(manager.output()).toMatch(/"epoch":\s*\d+/);
   }, 90_000);
 

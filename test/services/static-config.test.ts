@@ -21,3 +21,16 @@ describe("--static-config", () => {
     expect(() => staticConfigFor("hadis", '{"light":"sdxl-lightning"}')).toThrow(/applies to --policy static/);
   });
 });
+
+describe("createPolicy", () => {
+  it("refuses at start a baseline whose models the pool lacks (it failed every tick)", async () => {
+    const { createPolicy } = await import("../../services/resource-manager/policies.ts");
+    const { loadProfiles } = await import("../../services/lib/profiles.ts");
+    const profiles = loadProfiles();
+    expect(() => createPolicy("clipper-heavy", profiles)).not.toThrow();
+    const lacking = { ...profiles, byName: new Map([...profiles.byName].filter(([name]) => name !== "sd35-large")) };
+    expect(() => createPolicy("clipper-heavy", lacking)).toThrow(/clipper-heavy needs model "sd35-large"/);
+    expect(() => createPolicy("diffserve", lacking)).toThrow(/needs model "sd35-large"/);
+    expect(() => createPolicy("hadis", lacking)).not.toThrow();
+  });
+});

@@ -81,6 +81,14 @@ describe("staticDecision", () => {
     expect(heavyShareOf(0.2, 0.2)).toBeCloseTo(0.36);
   });
 
+  it("with one worker, serves and routes everything on the heavy model (no traffic to a light model nobody serves)", () => {
+    const d = staticDecision({ light: "a", heavy: "b", routerThreshold: 0.2, discThreshold: 0.2, lightBatchSize: 1, heavyBatchSize: 1, expectedFid: 20 }, latency, 1);
+    expect(d.models).toEqual({ b: { workers: 1, batchSize: 1 } });
+    expect(d.pair).toEqual({ light: "b", heavy: "b" });
+    expect([d.routerThreshold, d.discThreshold, d.heavyShare]).toEqual([0, 0, 1]);
+    expect(d.expectedFid).toBeNaN();
+  });
+
   it("as a policy, uses the live worker count", async () => {
     const d = await staticPolicy({ light: "sd35-large-turbo", heavy: "sd35-medium", routerThreshold: 0.2, discThreshold: 0.2, lightBatchSize: 2, heavyBatchSize: 1 })(
       { nowMs: 0, demandQps: 0, queueDepth: {}, queueDelayMs: {}, workers: workers(4), current: null, sloMs: 6000, timeScale: 0.1 },

@@ -65,6 +65,16 @@ describe("dampPlan", () => {
     expect(dampPlan({ current, candidate: moveTwo(21), lastSwapAtMs: {}, nowMs: 0, demandQps: 1, profiles }).adopt).toBe(false);
   });
 
+  it("adopts another policy's plan at once, and a rule-driven policy's step past dwell whatever its FID", () => {
+    const other = { ...moveTwo(25.2), policy: "clipper-light" };
+    expect(dampPlan({ current, candidate: other, lastSwapAtMs: {}, nowMs: 0, demandQps: 1, profiles })).toMatchObject({ adopt: true, reason: expect.stringMatching(/policy changed/) });
+    // INFaaS-Acc stepping down to a less accurate variant under queue pressure (the current plan still has capacity).
+    const infaas = { ...current, policy: "infaas-acc" };
+    const down = { ...moveTwo(21), policy: "infaas-acc" };
+    expect(dampPlan({ current: infaas, candidate: down, lastSwapAtMs: {}, nowMs: 0, demandQps: 1, profiles }).adopt).toBe(true);
+    expect(dampPlan({ current: infaas, candidate: down, lastSwapAtMs: { w6: 0 }, nowMs: 1_000, demandQps: 1, profiles }).adopt).toBe(false);
+  });
+
   it("always adopts when the current plan falls short, even within dwell", () => {
     // 8 medium + 8 large cannot carry 30 qps.
     expect(planShortfall(current, 30, profiles)).toMatch(/capacity/);

@@ -182,4 +182,11 @@ describe("degraded plans", () => {
       expect(d.solverStatus).toBe("Error");
     }
   });
+
+  it("a time limit reached before any feasible point is a timeout, not a plan from whatever the columns hold", async () => {
+    const solve: SolveFn = async () => ({ status: "Time limit reached", objective: null, columns: { x_0: 1, x_1: 0.4 }, solveMs: 2_000 });
+    const d = await planWithMilp(snapshot(10, Array(16).fill(null)), profiles, table, solve);
+    expect(d.solverStatus).toBe("Timeout");
+    expect(d.degraded).toBe(1);
+  });
 });
