@@ -133,6 +133,20 @@ export function estimateQueueDelays(depth: Record<string, number>, arrivals: Rec
   return out;
 }
 
+/** The configuration of a plan, as a decision (its models' worker counts as they were). */
+function configurationOf(plan: Plan): PlanDecision {
+  return {
+    pair: plan.pair,
+    routerThreshold: plan.routerThreshold,
+    discThreshold: plan.discThreshold,
+    heavyShare: plan.heavyShare,
+    expectedFid: plan.expectedFid ?? Number.NaN,
+    models: Object.fromEntries(Object.entries(plan.models).map(([m, a]) => [m, { ...a }])),
+    reason: plan.reason,
+    degraded: plan.degraded ?? 0,
+  };
+}
+
 /** Runs one control tick. Never throws for a policy failure: the outcome says what was held. */
 export async function controlTick(state: ControlState, obs: TickObservation, config: TickConfig): Promise<TickOutcome> {
   const demandQps = state.demand.update(obs.arrivalsQps, obs.nowMs);
@@ -147,13 +161,18 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
     sloMs: config.sloMs,
     timeScale: config.timeScale,
   };
-  const decision = await config.policy(snapshot, config.profiles, config.solve);
+  let decision = await config.policy(snapshot, config.profiles, config.solve);
   const outcome = (plan: Plan | null, verdict: DampingVerdict | null, swapped: string[], held?: string): TickOutcome => ({ plan, snapshot, decision, verdict, swapped, held });
+  const live = new Set(obs.workers.map((w) => w.id));
   if (obs.current && (decision.solverStatus === "Error" || decision.solverStatus === "Timeout")) {
-    return outcome(null, null, [], `solver ${decision.solverStatus}: keeping epoch ${obs.current.epoch}`);
+    // The configuration in force stays; but a worker that died or joined is reflected now, not
+    // when the solver next answers (a dead worker kept its share of the work meanwhile).
+    const current = obs.current;
+    const moved = Object.keys(current.assignment).some((id) => !live.has(id)) || obs.workers.some((w) => !(w.id in current.assignment));
+    if (!moved) return outcome(null, null, [], `solver ${decision.solverStatus}: keeping epoch ${current.epoch}`);
+    decision = { ...configurationOf(current), reason: `solver ${decision.solverStatus}: configuration of epoch ${current.epoch} on the workers alive now`, solverStatus: decision.solverStatus };
   }
 
-  const live = new Set(obs.workers.map((w) => w.id));
   const held = Object.fromEntries(Object.entries(obs.current?.assignment ?? {}).filter(([id]) => live.has(id)));
   const counts = Object.fromEntries(Object.entries(decision.models).map(([m, a]) => [m, a.workers]));
   const assignment = assignWorkers(obs.workers, held, counts, { lastSwapAtMs: state.lastSwapAtMs });

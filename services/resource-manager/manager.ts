@@ -8,6 +8,7 @@ import { decode, encode } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION, RouterStatsSchema, WorkerHeartbeatSchema, type Plan } from "../../contracts/messages.ts";
 import { ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import { WorkerInventory } from "../../actors/control/inventory.ts";
+import { ArrivalRate } from "../../actors/control/arrivals.ts";
 import { controlTick, newControlState, type TickConfig, type TickOutcome } from "../../actors/control/reconcile.ts";
 import type { Logger } from "../lib/log.ts";
 import { startService, type NatsConnection, type WorkQueue } from "../lib/nats.ts";
@@ -53,11 +54,9 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   // silentAfterMs). Ticking before that dropped every worker not yet heard from the plan, and they
   // unloaded, to load again a tick later. A first start (no plan) has nobody to drop.
   const warmUntilMs = plans.current ? Date.now() + opts.silentAfterMs / 2 : 0;
-  const routersSeen = new Map<string, number>();
+  const arrivalRate = new ArrivalRate();
   const inventory = new WorkerInventory();
   const models = opts.tick.profiles.models.map((m) => m.name);
-  let arrivals = 0;
-  let lastTickMs = Date.now();
   let ticking: Promise<TickOutcome | null> | null = null;
   let soon: NodeJS.Timeout | null = null;
   /** Set by stop(): no tick starts after it (a heartbeat during the last one scheduled one). */
@@ -80,8 +79,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     callback: (_e, m) => {
       try {
         const report = decode(RouterStatsSchema, m.data, "router stats");
-        arrivals += report.arrivals;
-        routersSeen.set(report.routerId, Date.now());
+        arrivalRate.report(report.routerId, report.arrivals, report.intervalMs, Date.now());
       } catch (err) {
         log.debug("manager.bad_stats", { error: (err as Error).message });
       }
@@ -114,13 +112,10 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     const started = performance.now();
     const queueDepth: Record<string, number> = {};
     await Promise.all(models.map(async (m) => (queueDepth[m] = await opts.queue.depth(m).then((d) => d.pending, () => 0))));
-    const arrivalsQps = arrivals / Math.max(0.001, (nowMs - lastTickMs) / 1000);
-    arrivals = 0;
-    lastTickMs = nowMs;
+    const { qps: arrivalsQps, routers } = arrivalRate.sample(nowMs, opts.silentAfterMs);
     const workers = inventory.live(nowMs, opts.silentAfterMs).map((w) => ({ id: w.id, model: w.model }));
-    for (const [id, at] of routersSeen) if (nowMs - at > opts.silentAfterMs) routersSeen.delete(id);
     const swapsBefore = { ...state.lastSwapAtMs };
-    const outcome = await controlTick(state, { nowMs, arrivalsQps, queueDepth, workers, current: plans.current, routers: routersSeen.size }, opts.tick);
+    const outcome = await controlTick(state, { nowMs, arrivalsQps, queueDepth, workers, current: plans.current, routers }, opts.tick);
     const plan = outcome.plan;
     if (plan) {
       try {

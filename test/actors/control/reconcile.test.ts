@@ -55,6 +55,19 @@ describe("controlTick", () => {
     expect(highPair === lowPair && current.routerThreshold === low.routerThreshold).toBe(false);
   });
 
+  it("a failing solver keeps the configuration in force, yet a dead worker leaves the plan at once", async () => {
+    const state = newControlState(1_000);
+    const plan = (await controlTick(state, { nowMs: 0, arrivalsQps: 10, queueDepth: {}, workers: workers(16), current: null }, config("hadis"))).plan!;
+    const broken: TickConfig = { ...config("hadis"), solve: async () => ({ status: "Error", objective: null, columns: {}, solveMs: 1, error: "worker thread gone" }) };
+    const same = await controlTick(state, { nowMs: 1_000, arrivalsQps: 10, queueDepth: {}, workers: workers(16), current: plan }, broken);
+    expect(same.plan).toBeNull();
+    expect(same.held).toMatch(/solver Error: keeping epoch/);
+    const dead = await controlTick(state, { nowMs: 2_000, arrivalsQps: 10, queueDepth: {}, workers: workers(15), current: plan }, broken);
+    expect(dead.plan).not.toBeNull();
+    expect(Object.keys(dead.plan!.assignment)).not.toContain("w15");
+    expect([dead.plan!.pair, dead.plan!.routerThreshold, dead.plan!.discThreshold]).toEqual([plan.pair, plan.routerThreshold, plan.discThreshold]);
+  });
+
   it("reflects a dead worker at once", async () => {
     const state = newControlState(1_000);
     const plan = (await controlTick(state, { nowMs: 0, arrivalsQps: 10, queueDepth: {}, workers: workers(16), current: null }, config("hadis"))).plan!;
