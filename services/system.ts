@@ -84,6 +84,8 @@ export interface SystemOptions {
 export interface NatsCredentials {
   user: string;
   pass: string;
+  /** The user is this service's role's own (`HADIS_<ROLE>_NATS_USER`): it connects with the role's inbox prefix. */
+  ownRole?: boolean;
 }
 
 /** A running system. */
@@ -109,8 +111,9 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
   let resultsBucketReady = planBucketReady;
   const connect = async (name: string, kind: ServiceKind) => {
     const credentials = opts.credentials?.(kind);
-    // A role's own user reads only its own inboxes (ops/nats/accounts.conf).
-    const nc = await connectNats(opts.natsUrl, name, credentials ? { user: credentials.user, pass: credentials.pass, inboxPrefix: inboxPrefixOf(kind) } : {});
+    // A role's own user reads only its own inboxes (ops/nats/accounts.conf); a user shared by
+    // every service keeps the default inboxes.
+    const nc = await connectNats(opts.natsUrl, name, credentials ? { user: credentials.user, pass: credentials.pass, ...(credentials.ownRole ? { inboxPrefix: inboxPrefixOf(kind) } : {}) } : {});
     connections.push(nc);
     // Every PlanView opens the bucket with one replica: create it replicated first (it keeps its config).
     if (!planBucketReady) {

@@ -133,15 +133,32 @@ export function estimateQueueDelays(depth: Record<string, number>, arrivals: Rec
   return out;
 }
 
-/** The configuration of a plan, as a decision (its models' worker counts as they were). */
-function configurationOf(plan: Plan): PlanDecision {
+/**
+ * The configuration of a plan on the workers alive now, as a decision: each model keeps the
+ * live workers it has (a model whose last worker died has none, so its work moves), new workers
+ * replace the dead first, and any left join the heavy model.
+ */
+function configurationOf(plan: Plan, alive: WorkerInventoryItem[]): PlanDecision {
+  const counts: Record<string, number> = Object.fromEntries(Object.keys(plan.models).map((m) => [m, 0]));
+  let spare = 0;
+  for (const w of alive) {
+    const m = plan.assignment[w.id];
+    if (m !== undefined && m in counts) counts[m]++;
+    else spare++;
+  }
+  for (const [m, a] of Object.entries(plan.models)) {
+    const give = Math.min(spare, Math.max(0, a.workers - counts[m]));
+    counts[m] += give;
+    spare -= give;
+  }
+  counts[plan.pair.heavy] = (counts[plan.pair.heavy] ?? 0) + spare;
   return {
     pair: plan.pair,
     routerThreshold: plan.routerThreshold,
     discThreshold: plan.discThreshold,
     heavyShare: plan.heavyShare,
     expectedFid: plan.expectedFid ?? Number.NaN,
-    models: Object.fromEntries(Object.entries(plan.models).map(([m, a]) => [m, { ...a }])),
+    models: Object.fromEntries(Object.entries(counts).map(([m, n]) => [m, { workers: n, batchSize: plan.models[m]?.batchSize ?? 1 }])),
     reason: plan.reason,
     degraded: plan.degraded ?? 0,
   };
@@ -170,7 +187,7 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
     const current = obs.current;
     const moved = Object.keys(current.assignment).some((id) => !live.has(id)) || obs.workers.some((w) => !(w.id in current.assignment));
     if (!moved) return outcome(null, null, [], `solver ${decision.solverStatus}: keeping epoch ${current.epoch}`);
-    decision = { ...configurationOf(current), reason: `solver ${decision.solverStatus}: configuration of epoch ${current.epoch} on the workers alive now`, solverStatus: decision.solverStatus };
+    decision = { ...configurationOf(current, obs.workers), reason: `solver ${decision.solverStatus}: configuration of epoch ${current.epoch} on the workers alive now`, solverStatus: decision.solverStatus };
   }
 
   const held = Object.fromEntries(Object.entries(obs.current?.assignment ?? {}).filter(([id]) => live.has(id)));

@@ -11,9 +11,10 @@ export function credentialsFromEnv(env: NodeJS.ProcessEnv = process.env): ((kind
   if (!any) return undefined;
   return (kind) => {
     const role = kind.toUpperCase().replace(/-/g, "_");
+    const own = env[`HADIS_${role}_NATS_USER`] !== undefined;
     const user = env[`HADIS_${role}_NATS_USER`] ?? env.HADIS_NATS_USER;
     const pass = env[`HADIS_${role}_NATS_PASS`] ?? env.HADIS_NATS_PASS;
-    return user && pass ? { user, pass } : undefined;
+    return user && pass ? { user, pass, ...(own ? { ownRole: true } : {}) } : undefined;
   };
 }
 

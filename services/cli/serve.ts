@@ -53,6 +53,8 @@ function untilSignal(stop: () => Promise<void>): void {
   };
   process.on("SIGINT", () => onSignal("SIGINT"));
   process.on("SIGTERM", () => onSignal("SIGTERM"));
+  // A closed terminal: the server, in a session of its own, would not get it.
+  process.on("SIGHUP", () => onSignal("SIGHUP"));
 }
 
 function backendOptions(opts: RunOptions) {
@@ -67,23 +69,22 @@ function backendOptions(opts: RunOptions) {
 export async function startCommand(opts: RunOptions & { port: number; dataDir: string; dashboardPort?: number; dashboardHost?: string; dashboard?: boolean }): Promise<void> {
   const log = createLogger("start");
   const staticConfig = staticConfigOf(opts, "start");
-  let server: LocalServer;
+  let server: LocalServer | undefined;
+  let dashboard: Awaited<ReturnType<typeof startLocalDashboard>> = null;
+  let system: RunningSystem | undefined;
+  // From the first moment: a signal while things still start stops what has started (the server
+  // itself is killed on exit, whatever the path).
+  untilSignal(async () => {
+    await system?.stop(10_000);
+    await dashboard?.stop();
+    await server?.stop();
+  });
   try {
-    server = await startNatsServer({ port: opts.port, dataDir: resolve(opts.dataDir) });
+    server = await startNatsServer({ port: opts.port, dataDir: resolve(opts.dataDir), ownSession: true });
   } catch (err) {
     process.stderr.write(`hadis start: ${(err as Error).message}\n`);
     process.exit(2);
   }
-  // nats-server must not outlive us, whatever the exit path; a signal while the services are
-  // still starting stops what has started.
-  process.on("exit", () => server.kill("SIGTERM"));
-  let dashboard: Awaited<ReturnType<typeof startLocalDashboard>> = null;
-  let system: RunningSystem | undefined;
-  untilSignal(async () => {
-    await system?.stop(10_000);
-    await dashboard?.stop();
-    await server.stop();
-  });
   // The dashboard first, so the first requests are already traced.
   dashboard = opts.dashboard === false ? null : await startLocalDashboard(server.url, opts.dashboardPort, opts.dashboardHost, log);
   try {

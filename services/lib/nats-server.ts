@@ -56,6 +56,12 @@ export interface LocalServerOptions {
   env?: Record<string, string>;
   /** Receives the server's log output after start (e.g. to look for permission violations). */
   onLog?: (text: string) => void;
+  /**
+   * A session of its own (`hadis start`): a terminal's Ctrl-C signals the whole foreground group,
+   * and the server must outlive the services' graceful stop (they stop it last). Either way the
+   * server is killed when this process exits.
+   */
+  ownSession?: boolean;
 }
 
 /** A running local server. */
@@ -90,12 +96,14 @@ export async function startNatsServer(opts: LocalServerOptions = {}): Promise<Lo
       opts.extraConfig ?? "",
     ].join("\n"),
   );
-  // A process group of its own: Ctrl-C at a terminal signals the whole foreground group, and the
-  // server must outlive the services' graceful stop (they stop it last), not die with them.
-  const child = spawn(bin, ["-c", confPath], { stdio: ["ignore", "ignore", "pipe"], env: opts.env ? { ...process.env, ...opts.env } : process.env, detached: true });
+  const child = spawn(bin, ["-c", confPath], { stdio: ["ignore", "ignore", "pipe"], env: opts.env ? { ...process.env, ...opts.env } : process.env, detached: opts.ownSession ?? false });
+  // Whatever ends this process (an exception, a signal handled by exiting), the server goes too.
+  const killOnExit = () => void child.kill("SIGKILL");
+  process.on("exit", killOnExit);
   let log = "";
   const cleanUp = () => {
     child.kill("SIGKILL");
+    process.off("exit", killOnExit);
     if (temporary) rmSync(dataDir, { recursive: true, force: true });
   };
   await new Promise<void>((resolve, reject) => {
@@ -134,6 +142,7 @@ export async function startNatsServer(opts: LocalServerOptions = {}): Promise<Lo
         await exited;
         clearTimeout(t);
       }
+      process.off("exit", killOnExit);
       if (temporary) rmSync(dataDir, { recursive: true, force: true });
     },
   };

@@ -176,14 +176,14 @@ export class WorkQueue {
   }
 
   /**
-   * Whether the stream still holds the item at `seq`: queued, or delivered and not yet
-   * acknowledged. Unsure (the server did not answer) reads as held.
+   * The item the stream still holds at `seq` (queued, or delivered and not yet acknowledged);
+   * null when it is gone, undefined when the server did not say.
    */
-  async has(seq: number): Promise<boolean> {
+  async itemAt(seq: number): Promise<Uint8Array | null | undefined> {
     try {
-      return (await this.jsm.streams.getMessage(this.subjects.names.workStream, { seq })) !== null;
+      return (await this.jsm.streams.getMessage(this.subjects.names.workStream, { seq }))?.data ?? null;
     } catch {
-      return true;
+      return undefined;
     }
   }
 
@@ -257,13 +257,14 @@ export class WorkQueue {
           if (out.length >= max) finish();
         },
       });
-      // The server ends every pull it holds by its expiry: silence past that means no consumer
-      // holds it (deleted, or never made on this server), so it is looked up afresh next time.
+      // The server ends every pull it holds by its expiry: silence well past that (a busy event
+      // loop can delay its answer a little) means no consumer holds it (deleted, or never made on
+      // this server), so it is looked up afresh next time.
       const timer = setTimeout(() => {
         this.consumers.delete(durable);
         failure = new Error(`pull from ${durable}: no answer from the server`);
         finish();
-      }, waitMs + 1_000);
+      }, waitMs + 3_000);
       signal.addEventListener("abort", finish, { once: true });
       const request = { batch: max, expires: ms2ns(Math.max(waitMs, 1)), no_wait: true };
       this.nc.publish(`$JS.API.CONSUMER.MSG.NEXT.${this.subjects.names.workStream}.${durable}`, JSON.stringify(request), { reply: inbox });

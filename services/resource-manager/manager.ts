@@ -164,7 +164,8 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   }
 
   const timer = setInterval(() => void tick(), opts.tickMs);
-  const first = setTimeout(() => void tick(), Math.max(250, warmUntilMs - Date.now()));
+  // (A little past the warm-up: a timer may fire a few ms early by the wall clock.)
+  const first = setTimeout(() => void tick(), Math.max(250, warmUntilMs - Date.now() + 50));
   const service = await startService(nc, {
     name: ServiceNames.resourceManager,
     version: opts.version ?? "0.1.0",

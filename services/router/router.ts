@@ -104,10 +104,8 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   const errorsByCode: Record<string, number> = {};
   const inFlight = new Set<Promise<unknown>>();
   let accepting = true;
-  /** Rejects, at a stop whose grace runs out, every request still running: each gets a typed error reply, none is dropped. */
-  let abandon: (err: HadisError) => void = () => undefined;
-  const abandoned = new Promise<never>((_, reject) => (abandon = reject));
-  abandoned.catch(() => undefined);
+  /** Fails, at a stop whose grace runs out, each request still running: it gets a typed error reply, none is dropped. */
+  const running = new Set<(err: HadisError) => void>();
 
   /** The request id a `serve` call gave its request (for the trace), once it has one. */
   interface Serving {
@@ -139,9 +137,15 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       const actor = createActor(machine, { input: { requestId, prompt, seed, receivedAtMs: now, deadlineAtMs: now + deadlineMs, now: Date.now } });
       const outcome = toPromise(actor);
       actor.start();
+      // One abandon hook per request, dropped when it ends (a race against one shared promise
+      // that never settles kept every reply, image included, for as long as the router ran).
+      let abandon!: (err: HadisError) => void;
+      const abandoned = new Promise<never>((_, reject) => (abandon = reject));
+      running.add(abandon);
       try {
         return buildReply(await Promise.race([outcome, abandoned]), requestId, seed);
       } finally {
+        running.delete(abandon);
         actor.stop(); // abandoned: its queued work is removed (a finished actor is already stopped)
       }
     };
@@ -244,7 +248,8 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       const finished = await within(Promise.allSettled([...inFlight]), graceMs);
       if (!finished) {
         log.warn("router.stop_grace_exceeded", { inFlight: inFlight.size });
-        abandon(new HadisError("overloaded", `router stopped before this request finished (grace ${graceMs} ms): retry`, { retryAfterMs: 100 }));
+        const err = new HadisError("overloaded", `router stopped before this request finished (grace ${graceMs} ms): retry`, { retryAfterMs: 100 });
+        for (const abandon of running) abandon(err);
         await within(Promise.allSettled([...inFlight]), 1_000);
       }
       // The last, partial interval: without it the requests of a router's last second go uncounted.

@@ -69,6 +69,6 @@ export async function startSecureServer(opts: LocalServerOptions = {}): Promise<
     credentials,
     log: () => log,
     connectAs: (role, name = `test-${role}`) => connectNats(server.url, name, { user: credentials[role].user, pass: credentials[role].pass, ...roleInbox(role) }),
-    serviceCredentials: (kind) => credentials[kind],
+    serviceCredentials: (kind) => ({ ...credentials[kind], ownRole: true }),
   };
 }

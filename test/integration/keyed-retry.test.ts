@@ -7,13 +7,22 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServices, startTestSystem, type TestSystem } from "../helpers/system.ts";
 import type { RunningSystem } from "../../services/system.ts";
 import { HadisError } from "../../contracts/errors.ts";
+import { keyedRequestId } from "../../actors/request/idempotent.ts";
+import { encode } from "../../contracts/envelope.ts";
+import { PROTOCOL_VERSION, type WorkItem } from "../../contracts/messages.ts";
+import { subjects } from "../../contracts/subjects.ts";
+import { DEFAULT_WORK_QUEUE, WorkQueue } from "../../services/lib/nats.ts";
+import { promptsByRoute } from "../helpers/prompts.ts";
+import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 
 let t: TestSystem;
 let more: RunningSystem | undefined;
+let third: RunningSystem | undefined;
 beforeAll(async () => {
   t = await startTestSystem({ workers: 2 });
 });
 afterAll(async () => {
+  await third?.stop(2_000);
   await more?.stop(2_000);
   await t?.stop();
 });
@@ -35,5 +44,24 @@ describe("a keyed retry after an attempt that ended without an image", () => {
     const again = await t.client.generate({ prompt: "a lighthouse at dusk", idempotencyKey: key, deadlineMs: 10_000 });
     expect(again.deduplicated).toBe(true);
     expect(again.requestId).toBe(retry.requestId);
+  }, 40_000);
+
+  it("does not wait on an earlier attempt's item that is still queued but past its deadline (its router died)", async () => {
+    // The earlier attempt: its router died, so nothing removed its item; no worker has pulled it.
+    await Promise.all(more!.workers!.agents.map((a) => a.stop()));
+    const key = `orphan-${Date.now()}`;
+    const prompt = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold).light;
+    const requestId = keyedRequestId(key);
+    const model = t.system.routers[0].plans.current!.pair.light;
+    const queue = await WorkQueue.open(t.nc, subjects(), { ...DEFAULT_WORK_QUEUE, storage: "memory" });
+    const stale: WorkItem = { v: PROTOCOL_VERSION, requestId, stage: "light", prompt, seed: 7, model, replyTo: "hadis.result.gone", enqueuedAtMs: Date.now() - 5_000, deadlineAtMs: Date.now() - 1_000, planEpoch: 1 };
+    await queue.publish(model, encode(stale), `${requestId}/light/${model}`);
+    // The retry, sent while no worker runs; workers come back a moment later.
+    const retry = t.client.generate({ prompt, idempotencyKey: key, seed: 7, deadlineMs: 10_000 });
+    await new Promise((r) => setTimeout(r, 300));
+    third = await startTestServices(t.server.url, { services: ["worker"], workers: 2, workerIdPrefix: "w-third" });
+    const reply = await retry;
+    expect(reply.image.byteLength).toBeGreaterThan(0);
+    expect(reply.route).toBe("light"); // the stage whose item was stale
   }, 40_000);
 });

@@ -28,7 +28,7 @@ beforeAll(async () => {
   cluster = await startCluster({ extraConfig: secureConfigText(), env, connect: login("admin") });
   system = await startSystem({
     natsUrl: cluster.urls,
-    credentials: (kind) => credentials[kind],
+    credentials: (kind) => ({ ...credentials[kind], ownRole: true }),
     replicas: 3,
     workers: 4,
     timeScale: 0.001,

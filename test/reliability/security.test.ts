@@ -129,6 +129,19 @@ describe("per-role permissions", () => {
     await refused(worker.violations, "subscription", "_INBOX.>");
   });
 
+  it("a router may read a stored result and a queued item (a keyed retry checks both)", async () => {
+    const { Kvm } = await import("@nats-io/kv");
+    const { WorkQueue, DEFAULT_WORK_QUEUE } = await import("../../services/lib/nats.ts");
+    const { subjects } = await import("../../contracts/subjects.ts");
+    const r = await as("router");
+    const results = await new Kvm(r.nc).open("hadis-results");
+    expect(await results.get("k-none.light")).toBeNull();
+    const queue = await WorkQueue.open(r.nc, subjects(), DEFAULT_WORK_QUEUE);
+    expect(await queue.itemAt(1e9)).toBeNull();
+    await r.nc.flush();
+    expect(r.violations).toEqual([]);
+  });
+
   it("only the resource manager writes the plan", async () => {
     const epoch = system.manager!.plans.current!.epoch;
     for (const role of ["worker", "router", "discriminator"] as const) {

@@ -66,6 +66,13 @@ describe("controlTick", () => {
     expect(dead.plan).not.toBeNull();
     expect(Object.keys(dead.plan!.assignment)).not.toContain("w15");
     expect([dead.plan!.pair, dead.plan!.routerThreshold, dead.plan!.discThreshold]).toEqual([plan.pair, plan.routerThreshold, plan.discThreshold]);
+    // The dead worker's model counts one fewer (capacity and admission read these counts).
+    const lost = plan.assignment.w15;
+    expect(dead.plan!.models[lost].workers).toBe(plan.models[lost].workers - 1);
+    // A worker that joins as one dies takes its place.
+    const replaced = await controlTick(state, { nowMs: 3_000, arrivalsQps: 10, queueDepth: {}, workers: [...workers(15), { id: "w-new", model: null }], current: plan }, broken);
+    expect(replaced.plan!.assignment["w-new"]).toBe(lost);
+    expect(replaced.plan!.models[lost].workers).toBe(plan.models[lost].workers);
   });
 
   it("reflects a dead worker at once", async () => {
