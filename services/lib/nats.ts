@@ -113,8 +113,9 @@ export class WorkQueue {
       duplicate_window: ms2ns(options.duplicateWindowMs),
       discard: "new" as const,
     };
+    let existing: StorageType | undefined;
     try {
-      await jsm.streams.info(name);
+      existing = (await jsm.streams.info(name)).config.storage;
     } catch {
       try {
         await jsm.streams.add(config as never);
@@ -122,6 +123,10 @@ export class WorkQueue {
         // Another service created it first.
         if (!/already in use|exists/i.test(String((err as Error).message))) throw err;
       }
+    }
+    // A stream keeps the storage it was made with: asking for the other one would be ignored.
+    if (existing !== undefined && existing !== config.storage) {
+      throw new Error(`the work stream ${name} already exists with ${existing} storage, not the ${config.storage} asked for: use another --data-dir (or --storage ${existing}), or delete the stream`);
     }
     return new WorkQueue(nc, jetstream(nc), jsm, subjects, options);
   }

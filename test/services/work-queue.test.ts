@@ -65,3 +65,18 @@ describe("abandoned pulls", () => {
     got.forEach((d) => d.ack());
   }, 20_000);
 });
+
+describe("opening the work stream", () => {
+  it("refuses storage other than the existing stream's, instead of ignoring the option", async () => {
+    const own = await startNatsServer();
+    const c = await connectNats(own.url, "test-storage");
+    try {
+      await WorkQueue.open(c, subjects, { ...DEFAULT_WORK_QUEUE, storage: "file" });
+      await expect(WorkQueue.open(c, subjects, { ...DEFAULT_WORK_QUEUE, storage: "memory" })).rejects.toThrow(/already exists with file storage, not the memory/);
+      await expect(WorkQueue.open(c, subjects, { ...DEFAULT_WORK_QUEUE, storage: "file" })).resolves.toBeDefined();
+    } finally {
+      await c.close();
+      await own.stop();
+    }
+  });
+});
