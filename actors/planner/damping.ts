@@ -12,6 +12,7 @@ import type { Plan } from "../../contracts/messages.ts";
 import { batchLatencyMs, type ProfileSet } from "../profile/profile-set.ts";
 import { countSwaps, swappedWorkers } from "./assignment.ts";
 import { workerCapacityQps } from "./decision.ts";
+import { RULE_DRIVEN_POLICIES } from "./policies.ts";
 
 /** Damping knobs; times are wall-clock ms (already scaled). */
 export interface DampingOptions {
@@ -83,9 +84,6 @@ export function planShortfall(plan: Plan, demandQps: number, profiles: ProfileSe
   return null;
 }
 
-/** Policies whose plans follow their own rule rather than an expected-FID objective. */
-const RULE_DRIVEN = new Set(["infaas-acc", "clipper-light", "clipper-heavy"]);
-
 /** Decides whether `candidate` replaces `current` now. */
 export function dampPlan(input: DampingInput): DampingVerdict {
   const { current, candidate, nowMs, profiles } = input;
@@ -125,7 +123,7 @@ export function dampPlan(input: DampingInput): DampingVerdict {
   }
   // A policy that follows a rule of its own, not an FID objective (INFaaS-Acc steps down under
   // queue pressure, to a less accurate variant on purpose): dwell is its only damping.
-  if (RULE_DRIVEN.has(candidate.policy)) return { ...base, adopt: true, reason: `${candidate.policy}'s own rule, past dwell` };
+  if ((RULE_DRIVEN_POLICIES as readonly string[]).includes(candidate.policy)) return { ...base, adopt: true, reason: `${candidate.policy}'s own rule, past dwell` };
   if (gain >= requiredGain) {
     return { ...base, adopt: true, reason: `FID gain ${gain.toFixed(3)} ≥ ${requiredGain.toFixed(3)} required for ${swaps} swaps` };
   }

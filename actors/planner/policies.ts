@@ -29,6 +29,9 @@ export const POLICY_NAMES = [
 /** One policy name. */
 export type PolicyName = (typeof POLICY_NAMES)[number];
 
+/** Policies whose plans follow a rule of their own rather than an expected-FID objective (damped by dwell only). */
+export const RULE_DRIVEN_POLICIES: readonly PolicyName[] = ["infaas-acc", "clipper-light", "clipper-heavy"];
+
 /** Models the fixed-pair, DiffServe and Clipper baselines use (names in `profiles/`). */
 export const BASELINE_MODELS = {
   fixedPair: { light: "sd35-medium", heavy: "sd35-large" },

@@ -4,6 +4,8 @@
  * (same message ids) and the retry picks up the results the workers left in the results bucket.
  */
 import { createHash } from "node:crypto";
+import { decode } from "../../contracts/envelope.ts";
+import { WorkItemSchema } from "../../contracts/messages.ts";
 
 const PREFIX = "k-";
 
@@ -25,4 +27,19 @@ export function isKeyed(requestId: string): boolean {
 /** The results-bucket key of a keyed request's stage. */
 export function resultKey(requestId: string, stage: "light" | "heavy"): string {
   return `${requestId}.${stage}`;
+}
+
+/**
+ * Whether an earlier attempt's item, as the stream still holds it, can bring a result: not gone
+ * (null), not past its deadline at `nowMs` (a worker would drop it unrun). Unsure (undefined, or
+ * unreadable) reads as able.
+ */
+export function canStillAnswer(held: Uint8Array | null | undefined, nowMs: number): boolean {
+  if (held === undefined) return true;
+  if (held === null) return false;
+  try {
+    return decode(WorkItemSchema, held, "work item").deadlineAtMs > nowMs;
+  } catch {
+    return true;
+  }
 }

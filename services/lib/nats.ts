@@ -280,12 +280,11 @@ export class WorkQueue {
 function toDelivery(nc: NatsConnection, msg: Msg): Delivery {
   const reply = msg.reply;
   const send = (body: string) => {
-    // On a closing connection nothing can be said: the item comes back after its ack wait.
-    if (!reply || nc.isClosed()) return;
+    if (!reply) return;
     try {
       nc.publish(reply, body);
     } catch {
-      // draining: as above
+      // A closing connection: nothing can be said; the item comes back after its ack wait.
     }
   };
   return {

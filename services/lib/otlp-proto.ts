@@ -242,16 +242,16 @@ function fieldsOf(write: (w: Writer) => void): Uint8Array {
   return new Uint8Array(w.view());
 }
 
-// No closures on the way through: a closure a call (or a context for the variables a closure in a
-// loop body captures) was most of the encoder's allocation, 6 kB a request.
-function keyCache(key: string): KeyCache {
-  let cache = keyCaches.get(key);
-  if (cache === undefined) {
-    cache = { key: fieldsOf((w) => w.string(1, key)), values: new Map() };
-    if (keyCaches.size < MAX_KEYS) keyCaches.set(key, cache);
-  }
-  return cache;
+/** Keeps `value` under `key` while the map holds fewer than `MAX_KEYS`; returns it. */
+function keep<V>(map: Map<string, V>, key: string, value: V): V {
+  if (map.size < MAX_KEYS) map.set(key, value);
+  return value;
 }
+
+// No closure on the hit path (`??` makes the value only on a miss): a closure a call (or a
+// context for the variables a closure in a loop body captures) was most of the encoder's
+// allocation, 6 kB a request.
+const keyCache = (key: string): KeyCache => keyCaches.get(key) ?? keep(keyCaches, key, { key: fieldsOf((w) => w.string(1, key)), values: new Map() });
 
 /** The encoded `KeyValue` of a value its key's cache lacks, kept while the key has had few values; past that the cache is dropped. */
 function cachedValue(cache: KeyCache, v: string | number | boolean): Uint8Array | undefined {
@@ -286,12 +286,7 @@ function attributes(w: Writer, field: number, attrs: Attributes): void {
 const nameFields = new Map<string, Uint8Array>();
 
 function spanName(w: Writer, s: string): void {
-  let field = nameFields.get(s);
-  if (field === undefined) {
-    field = fieldsOf((x) => x.string(5, s));
-    if (nameFields.size < MAX_KEYS) nameFields.set(s, field);
-  }
-  w.append(field);
+  w.append(nameFields.get(s) ?? keep(nameFields, s, fieldsOf((x) => x.string(5, s))));
 }
 
 const flagsOf = (ctx: SpanContext | undefined, traceFlags: number) => (traceFlags & 0xff) | HAS_IS_REMOTE | (ctx?.isRemote ? IS_REMOTE : 0);

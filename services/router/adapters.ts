@@ -5,9 +5,9 @@
 import { fromPromise } from "xstate";
 import { fromWireError, HadisError, isWireError } from "../../contracts/errors.ts";
 import { moveTarget, type PendingItem, type PendingWork } from "./pending.ts";
-import { isKeyed, resultKey } from "../../actors/request/idempotent.ts";
+import { canStillAnswer, isKeyed, resultKey } from "../../actors/request/idempotent.ts";
 import { decode, encode, parseRaw } from "../../contracts/envelope.ts";
-import { JudgeReplySchema, PROTOCOL_VERSION, WorkItemSchema, type WorkItem } from "../../contracts/messages.ts";
+import { JudgeReplySchema, PROTOCOL_VERSION, type WorkItem } from "../../contracts/messages.ts";
 import { Headers, type Subjects } from "../../contracts/subjects.ts";
 import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RouteDecision } from "../../actors/request/types.ts";
 import { decideRoute } from "../../actors/routing/route-policy.ts";
@@ -32,17 +32,6 @@ function watchResult(deps: RouterActorDeps, key: string, settled: Promise<unknow
   }, () => undefined);
 }
 
-/** Whether an earlier attempt's item (as the stream holds it) can still bring a result: not gone, not past its deadline (a worker would drop it unrun). Unsure reads as live. */
-function live(held: Uint8Array | null | undefined): boolean {
-  if (held === undefined) return true;
-  if (held === null) return false;
-  try {
-    return decode(WorkItemSchema, held, "work item").deadlineAtMs > Date.now();
-  } catch {
-    return true;
-  }
-}
-
 /**
  * Queues a keyed request's item. Dropped as a duplicate, the item is an earlier attempt's (a retry
  * through this router or another): while that item is queued or in work, its result will reach
@@ -54,7 +43,7 @@ async function enqueueKeyed(deps: RouterActorDeps, model: string, data: Uint8Arr
   let id = msgId;
   for (let attempt = 0; ; attempt++) {
     const ack = await deps.queue.publish(model, data, id, headers);
-    if (!ack.duplicate || attempt >= 8 || live(await deps.queue.itemAt(ack.seq))) return ack;
+    if (!ack.duplicate || attempt >= 8 || canStillAnswer(await deps.queue.itemAt(ack.seq), Date.now())) return ack;
     const stored = await deps.results!.get(key).catch(() => null);
     if (stored?.operation === "PUT" && stored.value.length > 0) return ack;
     id = `${msgId}@${ack.seq}`;
