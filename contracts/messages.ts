@@ -12,6 +12,11 @@ export const MAX_PROMPT_CHARS = 2000;
 /** Longest deadline a caller may ask for (10 minutes). */
 export const MAX_DEADLINE_MS = 600_000;
 
+/** The deadline a router gives a request: the one it asked for, else the SLO in force, at most `MAX_DEADLINE_MS`. */
+export function deadlineOf(request: { deadlineMs?: number | undefined }, sloMs: number): number {
+  return request.deadlineMs ?? Math.min(sloMs, MAX_DEADLINE_MS);
+}
+
 /** How a request was served. */
 export const Routes = { light: "light", heavy: "heavy", lightThenHeavy: "light→heavy" } as const;
 /** One of the routes. */

@@ -1,7 +1,7 @@
 /** A small client of `hadis.generate`: used by the CLI, the tests and the benchmarks. */
 import { fromWireError, HadisError, isWireError } from "../../contracts/errors.ts";
 import { decode, encode, encodeJson, parseRaw } from "../../contracts/envelope.ts";
-import { GenerateReplySchema, type GenerateReply, type GenerateRequest } from "../../contracts/messages.ts";
+import { GenerateReplySchema, MAX_DEADLINE_MS, type GenerateReply, type GenerateRequest } from "../../contracts/messages.ts";
 import { ContentTypes, Headers, subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { newHeaders, type Msg, type NatsConnection } from "./nats.ts";
 
@@ -20,6 +20,15 @@ export function readGenerateReply(msg: Msg): GenerateReply {
   return decode(GenerateReplySchema, msg.data, "generate reply");
 }
 
+/**
+ * How long a caller waits for the reply to `request`: its deadline and 5 s for the reply to
+ * travel. Without one the router applies the SLO in force, which the caller does not know (60 s
+ * times the time scale): the longest deadline any router accepts.
+ */
+export function replyWaitMs(request: Pick<GenerateRequest, "deadlineMs">): number {
+  return (request.deadlineMs ?? MAX_DEADLINE_MS) + 5_000;
+}
+
 /** Calls `hadis.generate`. */
 export class HadisClient {
   private readonly subject: string;
@@ -31,7 +40,7 @@ export class HadisClient {
   async generate(request: GenerateRequest, opts: { timeoutMs?: number; json?: boolean } = {}): Promise<GenerateReply> {
     const headers = newHeaders();
     headers.set(Headers.contentType, opts.json ? ContentTypes.json : ContentTypes.msgpack);
-    const timeout = opts.timeoutMs ?? (request.deadlineMs ?? 60_000) + 5_000;
+    const timeout = opts.timeoutMs ?? replyWaitMs(request);
     let msg: Msg;
     try {
       msg = await this.nc.request(this.subject, opts.json ? encodeJson(request) : encode(request), { timeout, headers });

@@ -22,6 +22,12 @@ const requests = new Counter({
   labelNames: ["route", "outcome"] as const,
   registers: [registry],
 });
+const sloRequests = new Counter({
+  name: "hadis_slo_requests_total",
+  help: "Accepted requests (the SLO violation ratio's denominator): bad input and a stopping router's refusals are not.",
+  registers: [registry],
+});
+
 const sloViolations = new Counter({
   name: "hadis_slo_violations_total",
   help: "Accepted requests that missed the SLO: failed, expired, or served after the SLO in force.",
@@ -119,7 +125,9 @@ export function recordRequest(reply: GenerateReply | null, outcome: string, sloM
     if (reply.models.heavy) stageDuration.observe({ stage: "heavy" }, t.heavyMs / 1e3);
     stageDuration.observe({ stage: "total" }, t.totalMs / 1e3);
   }
-  if (sloOutcome(reply, accepted, sloMs).violated) sloViolations.inc();
+  const slo = sloOutcome(reply, accepted, sloMs);
+  if (slo.answered) sloRequests.inc();
+  if (slo.violated) sloViolations.inc();
 }
 
 /** Counts spans the OTLP export lost, by why. */

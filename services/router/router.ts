@@ -6,7 +6,7 @@ import { randomInt } from "node:crypto";
 import { createActor, toPromise } from "xstate";
 import { asHadisError, HadisError } from "../../contracts/errors.ts";
 import { encode, parseRaw, validate, type Encoding } from "../../contracts/envelope.ts";
-import { GenerateRequestSchema, MAX_PROMPT_CHARS, PROTOCOL_VERSION, type GenerateReply, type Plan, type RouterStats } from "../../contracts/messages.ts";
+import { deadlineOf, GenerateRequestSchema, MAX_PROMPT_CHARS, PROTOCOL_VERSION, type GenerateReply, type Plan, type RouterStats } from "../../contracts/messages.ts";
 import { QueueGroups, ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import { RequestMachine } from "../../actors/request/request-machine.ts";
 import { buildReply, sloOutcome, type SloOutcome } from "../../actors/request/reply.ts";
@@ -126,7 +126,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       const requestId = key ? keyedRequestId(key) : newInbox().slice(-22);
       const seed = request.seed ?? (key ? keyedSeed(key) : randomInt(0, 0xffffffff));
       const now = Date.now();
-      const deadlineMs = request.deadlineMs ?? plans.current?.sloMs ?? opts.defaultSloMs;
+      const deadlineMs = deadlineOf(request, plans.current?.sloMs ?? opts.defaultSloMs);
       const refused = refusal(plans.current, counters.inFlight, deadlineMs);
       if (refused) {
         counters.refused++;

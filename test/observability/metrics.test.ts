@@ -79,6 +79,8 @@ describe("Prometheus /metrics", () => {
     expect(value("hadis_requests_total", { route: "light→heavy", outcome: "ok" })).toBe(1);
     expect(value("hadis_requests_total", { route: "none", outcome: "invalid_request" })).toBe(1);
     expect(types.get("hadis_slo_violations_total")).toBe("counter");
+    // The six served count in the SLO; the blank prompt, refused at the edge, does not.
+    expect(value("hadis_slo_requests_total")).toBe(6);
     expect(types.get("hadis_stage_duration_seconds")).toBe("histogram");
     expect(value("hadis_stage_duration_seconds_count", { stage: "total" })).toBe(6);
     expect(value("hadis_stage_duration_seconds_count", { stage: "judge" })).toBe(4);
