@@ -56,22 +56,49 @@ const NO_LINKS: Link[] = [];
 const UNSET: SpanStatus = { code: SpanStatusCode.UNSET };
 
 /*
- * The clock of spans: epoch milliseconds at the monotonic clock's resolution, re-anchored to
- * `Date.now()` every second so it does not drift away from the wall-clock times other code
- * passes in (a batch's start, an item's enqueue time, from this host or another); a span that
- * starts and ends on its own takes its duration from the monotonic clock alone.
+ * The clock of spans: epoch milliseconds at the monotonic clock's resolution, checked against
+ * `Date.now()` every second and re-anchored to it when it has left the wall clock's current
+ * millisecond, so it does not drift away from the wall-clock times other code passes in (from
+ * this host or another). Between corrections it never steps back: the enqueue time a router
+ * stamps after its stage span starts is not earlier than that start. A span that starts and ends
+ * on its own takes its duration from the monotonic clock alone.
  */
-let anchorWall = Date.now();
-let anchorPerf = performance.now();
+export class SpanClock {
+  private anchorWall: number;
+  private anchorPerf: number;
+  private checkedPerf: number;
 
-/** Epoch milliseconds now (fractional). */
-function nowMs(): number {
-  const p = performance.now();
-  if (p - anchorPerf > 1_000) {
-    anchorWall = Date.now();
-    anchorPerf = p;
+  constructor(private readonly wall: () => number = Date.now, private readonly perf: () => number = () => performance.now()) {
+    this.anchorWall = wall();
+    this.anchorPerf = this.checkedPerf = perf();
   }
-  return anchorWall + (p - anchorPerf);
+
+  /** Epoch milliseconds now (fractional). */
+  now(): number {
+    const p = this.perf();
+    if (p - this.checkedPerf > 1_000) {
+      this.checkedPerf = p;
+      const wall = this.wall();
+      const reading = this.anchorWall + (p - this.anchorPerf);
+      if (reading < wall || reading >= wall + 1) {
+        this.anchorWall = wall;
+        this.anchorPerf = p;
+      }
+    }
+    return this.anchorWall + (p - this.anchorPerf);
+  }
+
+  /** Epoch milliseconds of a `performance.now()` reading. */
+  fromPerf(p: number): number {
+    return this.anchorWall + (p - this.anchorPerf);
+  }
+}
+
+const clock = new SpanClock();
+
+/** Epoch milliseconds now (fractional), on the clock spans start and end by. */
+export function nowMs(): number {
+  return clock.now();
 }
 
 /**
@@ -81,7 +108,7 @@ function nowMs(): number {
  */
 function epochMs(t: TimeInput | undefined): number {
   if (t === undefined) return nowMs();
-  if (typeof t === "number") return t < 1e12 ? anchorWall + (t - anchorPerf) : t;
+  if (typeof t === "number") return t < 1e12 ? clock.fromPerf(t) : t;
   if (t instanceof Date) return t.getTime();
   return t[0] * 1e3 + t[1] / 1e6;
 }

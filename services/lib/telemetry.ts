@@ -40,11 +40,16 @@ import { SpanLossLog } from "./span-loss.ts";
 import { ATTR_SERVICE_NAME } from "@opentelemetry/semantic-conventions";
 import { encode } from "../../contracts/envelope.ts";
 import { trustedHeaders, type MsgHdrs, type NatsConnection } from "./nats.ts";
-import { LeanSpan, LeanTracer } from "./lean-tracer.ts";
+import { LeanSpan, LeanTracer, nowMs } from "./lean-tracer.ts";
 import { spanContextOf, traceparentOf } from "./trace-context.ts";
 import { recordSpansLost } from "./metrics.ts";
 
 export { SpanKind, SpanStatusCode };
+/**
+ * Epoch milliseconds, fractional, on the spans' clock: times a span of another service starts at
+ * (an item's enqueue, a batch's start) are read from it, so no child starts before its parent.
+ */
+export const spanClockMs = nowMs;
 export type { Attributes, Context, Link, Span, SpanContext };
 
 /** Subject on which services publish finished spans for the local dashboard (one msgpack array of SpanRecord per message). */

@@ -15,7 +15,7 @@ import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/d
 import type { Logger } from "../lib/log.ts";
 import { type KV, type MsgHdrs, type NatsConnection, type WorkQueue } from "../lib/nats.ts";
 import type { PlanView } from "../lib/plan-view.ts";
-import { endWithError, SpanKind } from "../lib/telemetry.ts";
+import { endWithError, SpanKind, spanClockMs } from "../lib/telemetry.ts";
 import type { RequestTraces } from "./tracing.ts";
 
 /** Delivers the stored result of a keyed request's stage once it appears; stops when the stage settles. */
@@ -102,6 +102,11 @@ export function routerActors(deps: RouterActorDeps) {
     // to the model that plays this stage now if the decided one has lost its workers.
     const current = deps.plans.current;
     const model = (current && moveTarget(current, input.stage, input.model)) ?? input.model;
+    const stage = deps.traces?.stage(input.requestId, `${input.stage} ${input.model}`, SpanKind.PRODUCER, {
+      "hadis.stage": input.stage,
+      "hadis.model": input.model,
+      "hadis.plan_epoch": input.planEpoch,
+    });
     const item: WorkItem = {
       v: PROTOCOL_VERSION,
       requestId: input.requestId,
@@ -110,15 +115,10 @@ export function routerActors(deps: RouterActorDeps) {
       seed: input.seed,
       model,
       replyTo: deps.resultsSubject,
-      enqueuedAtMs: Date.now(),
+      enqueuedAtMs: spanClockMs(), // after the stage span's start: the worker's queue span starts here
       deadlineAtMs: input.deadlineAtMs,
       planEpoch: input.planEpoch,
     };
-    const stage = deps.traces?.stage(input.requestId, `${input.stage} ${input.model}`, SpanKind.PRODUCER, {
-      "hadis.stage": input.stage,
-      "hadis.model": input.model,
-      "hadis.plan_epoch": input.planEpoch,
-    });
     let cancel: () => void = () => {};
     let entry = { seq: 0 } as PendingItem;
     const result = new Promise<GenerateOutcome>((resolve, reject) => {

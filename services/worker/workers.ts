@@ -11,7 +11,7 @@ import { WorkerAgent, type WorkerOptions } from "../../actors/worker/worker-agen
 import type { Logger } from "../lib/log.ts";
 import { newInbox, startService, type MsgHdrs, type NatsConnection, type WorkQueue, openResultsBucket } from "../lib/nats.ts";
 import { recordSwaps, recordWorkers } from "../lib/metrics.ts";
-import { ServiceTelemetry } from "../lib/telemetry.ts";
+import { ServiceTelemetry, spanClockMs } from "../lib/telemetry.ts";
 import { workerObserver } from "./tracing.ts";
 import { PlanView } from "../lib/plan-view.ts";
 import { sleep, within, type RunningService } from "../lib/running.ts";
@@ -72,7 +72,7 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
           },
           observer,
           backend,
-          now: Date.now,
+          now: spanClockMs, // epoch ms on the spans' clock: a batch's spans start at its start
           sleep: (ms) => sleep(ms),
           log: (event, fields) => log.info(event, fields),
         },

@@ -4,6 +4,7 @@ import { InMemorySpanExporter } from "@opentelemetry/sdk-trace-base";
 import { parseTraceParent } from "@opentelemetry/core";
 import { configureTelemetry, endWithError, flushTelemetry, RatePicker, samplerFromEnv, ServiceTelemetry, shutdownTelemetry, SpanKind, SpanStatusCode, tracingEnabled } from "../../services/lib/telemetry.ts";
 import { encodeTraceRequest } from "../../services/lib/otlp-proto.ts";
+import { SpanClock } from "../../services/lib/lean-tracer.ts";
 import { readTraceparent, traceparentOf } from "../../services/lib/trace-context.ts";
 import { newHeaders } from "../../services/lib/nats.ts";
 import { MsgHdrsImpl } from "@nats-io/nats-core/internal";
@@ -244,6 +245,32 @@ describe("LeanTracer sampling and marks", () => {
     expect(ms(a.duration)).toBeGreaterThanOrEqual(19);
     expect(ms(a.duration)).toBeLessThan(200);
     expect(ms(b.duration)).toBeGreaterThanOrEqual(68);
+  });
+});
+
+describe("the spans' clock", () => {
+  it("never steps back while it agrees with the wall clock's millisecond, and follows the wall clock when it does not", () => {
+    let wall = 1_000; // Date.now(): the true time truncated
+    let perf = 0;
+    const clock = new SpanClock(() => wall, () => perf);
+    // Anchored at 1000.0, the clock runs on the monotonic clock while it agrees with the wall's millisecond.
+    perf = 1_000.5;
+    wall = 2_000;
+    expect(clock.now()).toBe(2_000.5);
+    // A second on it reads 3001.2 and the wall 3001: still its millisecond, kept (no step back to 3001).
+    perf = 2_001.2;
+    wall = 3_001;
+    expect(clock.now()).toBe(3_001.2);
+    perf = 2_001.3;
+    expect(clock.now()).toBeCloseTo(3_001.3, 6);
+    // Drift past the millisecond (or the wall clock set) re-anchors to the wall.
+    perf = 3_005;
+    wall = 4_002;
+    expect(clock.now()).toBe(4_002);
+    // A slow monotonic clock is pulled forward, never back.
+    perf = 4_006;
+    wall = 5_005;
+    expect(clock.now()).toBe(5_005);
   });
 });
 

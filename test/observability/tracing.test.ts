@@ -53,10 +53,13 @@ describe("one trace per request across router, worker and discriminator", () => 
     expect(root.parentSpanContext?.spanId).toBe(callerSpanId);
     expect(serviceOf(root)).toBe("hadis-router");
     expect(new Set(spans.map(serviceOf))).toEqual(new Set(["hadis-router", "hadis-worker", "hadis-discriminator"]));
-    // Every span but the root has its parent inside the trace.
+    // Every span but the root has its parent inside the trace, and starts no earlier than it (one
+    // host, one clock: a queue span that began before its stage would draw a bar out of place).
+    const startMs = (s: ReadableSpan) => s.startTime[0] * 1e3 + s.startTime[1] / 1e6;
     for (const s of spans) {
       if (s === root) continue;
       expect(byId.has(s.parentSpanContext!.spanId), `${s.name} has its parent in the trace`).toBe(true);
+      expect(startMs(s), `${s.name} starts within its parent`).toBeGreaterThanOrEqual(startMs(byId.get(s.parentSpanContext!.spanId)!));
     }
     const parentName = (s: ReadableSpan) => byId.get(s.parentSpanContext!.spanId)?.name;
     const named = (n: string) => spans.filter((s) => s.name === n);
