@@ -25,12 +25,13 @@ import { createHighsSolver } from "./lib/highs-solver.ts";
 import { plannerWarmupLp } from "../actors/planner/milp.ts";
 
 /** The router's scorer and threshold: the analyzer with a live window, or the reference features. */
-function routerScoring(kind: "analyzer" | "reference", profiles: ProfileSet): { scorer: DifficultyScorer; threshold: HardnessThreshold } {
+function routerScoring(kind: "analyzer" | "reference", profiles: ProfileSet, files: { profilesDir?: string; weightsPath?: string }): { scorer: DifficultyScorer; threshold: HardnessThreshold } {
   if (kind === "reference") {
     const scorer = new ReferenceFeatureScorer(profiles);
     return { scorer, threshold: new FixedPercentileThreshold(scorer.referenceScores) };
   }
-  const analyzer = loadPromptAnalyzer();
+  // Lexicons and weights from the same profiles folder as the reference prompts.
+  const analyzer = loadPromptAnalyzer(files);
   return { scorer: new AnalyzerScorer(analyzer), threshold: liveThreshold(analyzer, profiles.reference.prompts) };
 }
 
@@ -54,6 +55,8 @@ export interface SystemOptions {
   /** Which services to run here (default: all four). */
   services?: readonly ServiceKind[];
   profilesDir?: string;
+  /** The analyzer's score weights (default: the profiles folder's analyzer/router-weights.json). */
+  analyzerWeights?: string;
   /** Worker (GPU) count. */
   workers?: number;
   /** Router instances. */
@@ -200,7 +203,10 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
       started.push({ kind: "worker", service: workers });
     }
     if (kinds.has("router")) {
-      const { scorer, threshold } = routerScoring(opts.scorer ?? "analyzer", profiles);
+      const { scorer, threshold } = routerScoring(opts.scorer ?? "analyzer", profiles, {
+        ...(opts.profilesDir ? { profilesDir: opts.profilesDir } : {}),
+        ...(opts.analyzerWeights ? { weightsPath: opts.analyzerWeights } : {}),
+      });
       for (let i = 0; i < (opts.routers ?? 1); i++) {
         const nc = await connect("hadis-router", "router");
         const router = await startRouter({ nc, subjects, queue: await WorkQueue.open(nc, subjects, queueOptions), scorer, threshold, defaultSloMs: sloMs, log: logFor("router") });

@@ -3,7 +3,7 @@
  * the top `routerShare` fraction of a bounded sliding window of recent scores. Until the window
  * holds `minSamples` scores it answers from a fixed reference distribution instead.
  */
-import { quantileSorted } from "../profile/stats.ts";
+import { inTopShare, lowerBound, quantileSorted, upperBound } from "../profile/stats.ts";
 
 /** Options of a SlidingPercentileThreshold. */
 export interface SlidingPercentileOptions {
@@ -13,30 +13,6 @@ export interface SlidingPercentileOptions {
   minSamples?: number;
   /** Reference score distribution used until the window is warm (any order; copied). */
   reference: ArrayLike<number>;
-}
-
-/** First index in ascending `sorted[0..n)` whose value is > x. */
-function upperBound(sorted: Float64Array, n: number, x: number): number {
-  let lo = 0;
-  let hi = n;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (sorted[mid] <= x) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-/** First index in ascending `sorted[0..n)` whose value is ≥ x. */
-function lowerBound(sorted: Float64Array, n: number, x: number): number {
-  let lo = 0;
-  let hi = n;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (sorted[mid] < x) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
 }
 
 /**
@@ -89,17 +65,12 @@ export class SlidingPercentileThreshold {
   }
 
   /**
-   * True when `score` is in the top `routerShare` fraction of the distribution in force: fewer
-   * than routerShare·n scores are strictly above it. routerShare ≤ 0 → never, ≥ 1 → always.
+   * True when `score` is in the top `routerShare` fraction of the distribution in force, ties
+   * shared by `tieBreak` (inTopShare). routerShare ≤ 0 → never, ≥ 1 → always.
    */
-  isHard(score: number, routerShare: number): boolean {
-    if (!(routerShare > 0)) return false;
-    if (routerShare >= 1) return true;
-    if (Number.isNaN(score)) return false;
+  isHard(score: number, routerShare: number, tieBreak?: number): boolean {
     const [dist, n] = this.warm ? [this.sorted, this.count] : [this.reference, this.reference.length];
-    if (n === 0) return false;
-    const above = n - upperBound(dist, n, score);
-    return above < routerShare * n;
+    return inTopShare(dist, n, score, routerShare, tieBreak);
   }
 
   /** Score at the (1 − routerShare) quantile of the distribution in force (for logs and dashboards). */

@@ -10,6 +10,47 @@ export function quantileSorted(sorted: ArrayLike<number>, q: number): number {
   return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo);
 }
 
+/** First index in ascending `sorted[0..n)` whose value is > x. */
+export function upperBound(sorted: ArrayLike<number>, n: number, x: number): number {
+  let lo = 0;
+  let hi = n;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (sorted[mid] <= x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/** First index in ascending `sorted[0..n)` whose value is ≥ x. */
+export function lowerBound(sorted: ArrayLike<number>, n: number, x: number): number {
+  let lo = 0;
+  let hi = n;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (sorted[mid] < x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/**
+ * Whether `score` is in the top `share` of the ascending distribution `sorted[0..n)`. The scores
+ * strictly above it take the first places; the ones equal to it (itself at least) share what is
+ * left, each hard with probability (share·n − above) / tied, decided by `tieBreak` in [0, 1) (a
+ * hash of the request id). So exactly `share` of a stationary mix is hard in expectation however
+ * many scores tie: a prompt sent a thousand times is not routed all one way, and share·n landing a
+ * rounding error above a whole number (0.07·100) admits no extra score. share ≤ 0: never; ≥ 1: always.
+ */
+export function inTopShare(sorted: ArrayLike<number>, n: number, score: number, share: number, tieBreak = 0.5): boolean {
+  if (!(share > 0)) return false;
+  if (share >= 1) return true;
+  if (Number.isNaN(score) || n === 0) return false;
+  const hi = upperBound(sorted, n, score);
+  const tied = Math.max(1, hi - lowerBound(sorted, n, score));
+  return n - hi + tieBreak * tied < share * n;
+}
+
 /** Returns a sorted copy. */
 export function sortedCopy(values: ArrayLike<number>): Float64Array {
   return Float64Array.from(values as ArrayLike<number>).sort();

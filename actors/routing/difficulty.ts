@@ -5,7 +5,7 @@
 import type { ProfileSet } from "../profile/profile-set.ts";
 import { referenceIndexFor } from "../profile/profile-set.ts";
 import { REFERENCE_WEIGHTS } from "../profile/reference.ts";
-import { meanStd, quantileSorted, sortedCopy } from "../profile/stats.ts";
+import { inTopShare, meanStd, sortedCopy } from "../profile/stats.ts";
 
 /** Turns a prompt into a difficulty score. */
 export interface DifficultyScorer {
@@ -14,7 +14,8 @@ export interface DifficultyScorer {
 
 /** Decides whether a score is among the hardest `share` (0..1) of prompts. */
 export interface HardnessThreshold {
-  isHard(score: number, share: number): boolean;
+  /** `tieBreak` in [0, 1) decides among scores tied at the cut (inTopShare); default 0.5. */
+  isHard(score: number, share: number, tieBreak?: number): boolean;
   /** Lets a threshold that follows the live mix see every score. */
   observe?(score: number): void;
 }
@@ -56,15 +57,13 @@ export class ReferenceFeatureScorer implements DifficultyScorer {
   }
 }
 
-/** A percentile threshold over a fixed score distribution (as the reference computes it). */
+/** A percentile threshold over a fixed score distribution (the reference prompts' scores). */
 export class FixedPercentileThreshold implements HardnessThreshold {
   private readonly sorted: Float64Array;
   constructor(distribution: ArrayLike<number>) {
     this.sorted = sortedCopy(distribution);
   }
-  isHard(score: number, share: number): boolean {
-    if (share <= 0) return false;
-    if (share >= 1) return true;
-    return score > quantileSorted(this.sorted, 1 - share);
+  isHard(score: number, share: number, tieBreak?: number): boolean {
+    return inTopShare(this.sorted, this.sorted.length, score, share, tieBreak);
   }
 }

@@ -6,16 +6,16 @@ import type { DifficultyScorer, HardnessThreshold } from "./difficulty.ts";
 
 /**
  * Scores the prompt and decides light or heavy under `plan`. In `random` mode (a mix of
- * models without cascade) the share goes to the heavy model by a hash of the request id.
+ * models without cascade) the share goes to the heavy model by a hash of the request id; otherwise
+ * the same hash breaks ties among scores at the threshold.
  */
 export function decideRoute(plan: Plan, prompt: string, requestId: string, scorer: DifficultyScorer, threshold: HardnessThreshold): RouteDecision {
   const difficulty = scorer.score(prompt);
   threshold.observe?.(difficulty);
   const single = plan.pair.light === plan.pair.heavy;
-  const hard =
-    plan.routerMode === "random"
-      ? fnv1a(requestId) / 0x100000000 < plan.routerThreshold
-      : threshold.isHard(difficulty, plan.routerThreshold);
+  // A stable draw per request: the share in random mode, the tie-break at the cut otherwise.
+  const draw = fnv1a(requestId) / 0x100000000;
+  const hard = plan.routerMode === "random" ? draw < plan.routerThreshold : threshold.isHard(difficulty, plan.routerThreshold, draw);
   return {
     hard: !single && hard,
     difficulty,

@@ -14,6 +14,7 @@ const runOptions = (cmd: Command) =>
     .option("--time-scale <x>", "multiplies every profiled latency (0.1 = the paper's 10x compression)", positive)
     .option("--policy <name>", "planning policy of the resource manager (hadis, static, router-only, disc-only, fixed-pair, diffserve, proteus, infaas-acc, clipper-light, clipper-heavy)", "hadis")
     .addOption(new Option("--scorer <kind>", "router difficulty score").choices(["analyzer", "reference"]).default("analyzer"))
+    .option("--analyzer-weights <file>", "analyzer score weights, e.g. learned ones (default <profiles>/analyzer/router-weights.json)")
     .addOption(new Option("--backend <kind>", "worker and judge backend").choices(["profile", "onnx"]).default("profile"))
     .option("--zero-latency", "profile backends do not wait (overhead benchmarks)")
     .option("--model-map <file>", "onnx backend: pool model name → export folder (default profiles/onnx/tiny-pool.json)")

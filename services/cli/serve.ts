@@ -25,6 +25,7 @@ export interface RunOptions {
   /** JSON of a StaticConfig for the static policy. */
   staticConfig?: string;
   scorer: "analyzer" | "reference";
+  analyzerWeights?: string;
   /** onnx backend: model map file and export folder. */
   modelMap?: string;
   modelsDir?: string;
@@ -60,6 +61,7 @@ function untilSignal(stop: () => Promise<void>): void {
 function backendOptions(opts: RunOptions) {
   return {
     scorer: opts.scorer,
+    ...(opts.analyzerWeights ? { analyzerWeights: opts.analyzerWeights } : {}),
     backend: opts.backend as "profile" | "onnx",
     onnx: { modelMap: opts.modelMap, modelsDir: opts.modelsDir ?? ".hadis/models" },
   };

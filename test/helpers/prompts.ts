@@ -14,8 +14,11 @@ export function promptsByRoute(light: string, routerShare: number, discShare: nu
   const found: { light?: string; heavy?: string; escalated?: string } = {};
   profiles.reference.prompts.forEach((prompt, i) => {
     if (profiles.reference.promptIndex.get(prompt.trim()) !== i) return;
-    const hard = threshold.isHard(scorer.referenceScores[i], routerShare);
-    if (hard) found.heavy ??= prompt;
+    // Only prompts whose route no request id's tie-break can change.
+    const score = scorer.referenceScores[i];
+    const alwaysHard = threshold.isHard(score, routerShare, 0);
+    if (alwaysHard !== threshold.isHard(score, routerShare, 1 - 2 ** -32)) return;
+    if (alwaysHard) found.heavy ??= prompt;
     else if (lightScores[i] >= cut) found.light ??= prompt;
     else found.escalated ??= prompt;
   });

@@ -2,6 +2,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { loadPromptAnalyzer } from "../../services/lib/analyzer-files.ts";
+import { copyFileSync, cpSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 let t: TestSystem;
 beforeAll(async () => {
@@ -28,5 +31,25 @@ describe("router with the prompt analyzer", () => {
     expect(hardReply.difficulty).toBeGreaterThan(easyReply.difficulty);
     expect(hardReply.route).toBe("heavy");
     expect(easyReply.route).not.toBe("heavy");
+  });
+});
+
+describe("router with a profiles folder of its own", () => {
+  it("scores with that folder's analyzer weights, not the repository's", async () => {
+    // A copy of the profiles whose router weights are the learned ones.
+    const dir = mkdtempSync(join(tmpdir(), "hadis-profiles-"));
+    cpSync("profiles", dir, { recursive: true });
+    copyFileSync(join(dir, "analyzer/router-weights-learned.json"), join(dir, "analyzer/router-weights.json"));
+    const own = await startTestSystem({ workers: 2, scorer: "analyzer", profilesDir: dir });
+    try {
+      const prompt = "two astronauts playing chess on the moon under a purple sky";
+      const reply = await own.client.generate({ prompt, deadlineMs: 20_000 });
+      const learned = loadPromptAnalyzer({ profilesDir: dir }).analyzePrompt(prompt).score;
+      expect(learned).not.toBeCloseTo(loadPromptAnalyzer().analyzePrompt(prompt).score, 3);
+      expect(reply.difficulty).toBeCloseTo(learned, 9);
+    } finally {
+      await own.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -190,7 +190,6 @@ describe("k folds and L2 selection", () => {
     const test = Array.from({ length: 600 }, (_, i) => 1400 + i);
     const grid = [1e-4, 1e-2, 1, 100];
     const { l2, cvAuc } = selectL2(x, y, train, grid, 5, 9);
-    expect(grid).toContain(l2);
     expect(selectL2(x, y, train, grid, 5, 9)).toEqual({ l2, cvAuc });
     expect(cvAuc).toBeGreaterThan(0.7);
     const m = fitLogistic(train.map((i) => x[i]), train.map((i) => y[i]), { l2 });

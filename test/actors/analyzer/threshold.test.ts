@@ -15,8 +15,10 @@ describe("SlidingPercentileThreshold", () => {
     expect(t.isHard(95, 0.1)).toBe(true);
     t.observe(0);
     expect(t.warm).toBe(true);
-    expect(t.isHard(1, 0.1)).toBe(true); // above every windowed score
-    expect(t.isHard(0, 0.5)).toBe(true); // nothing strictly above 0: ties are hard
+    expect(t.isHard(1, 0.3, 0.99)).toBe(true); // above every windowed score: first of the 1.5 hard places
+    // Five scores tie at 0 for the 2.5 hard places: the tie-break decides, half of draws hard.
+    expect(t.isHard(0, 0.5, 0.4)).toBe(true);
+    expect(t.isHard(0, 0.5, 0.6)).toBe(false);
   });
 
   it("marks the top share of the window hard", () => {
@@ -26,6 +28,27 @@ describe("SlidingPercentileThreshold", () => {
     expect(hard).toEqual(range(91, 100));
     expect(range(1, 100).filter((s) => t.isHard(s, 0.25)).length).toBe(25);
     expect(t.threshold(0.1)).toBeCloseTo(90.1, 6);
+  });
+
+  it("a score repeated through the window goes hard at the share, not all one way", () => {
+    const draws = range(0, 999).map((i) => i / 1000);
+    const share = (t: SlidingPercentileThreshold, score: number, routerShare: number) => draws.filter((u) => t.isHard(score, routerShare, u)).length / draws.length;
+    const same = new SlidingPercentileThreshold({ capacity: 200, minSamples: 200, reference: [] });
+    for (let i = 0; i < 200; i++) same.observe(1);
+    expect(share(same, 1, 0.1)).toBeCloseTo(0.1, 6);
+    // Half the window at 2, half at 1, 30% hard: the 2s take it all, 60% of them each.
+    const two = new SlidingPercentileThreshold({ capacity: 100, minSamples: 100, reference: [] });
+    for (let i = 0; i < 50; i++) [1, 2].forEach((s) => two.observe(s));
+    expect(share(two, 2, 0.3)).toBeCloseTo(0.6, 6);
+    expect(share(two, 1, 0.3)).toBe(0);
+  });
+
+  it("share·n a rounding error above a whole number admits no extra score", () => {
+    const t = new SlidingPercentileThreshold({ capacity: 100, minSamples: 100, reference: [] });
+    for (const s of range(1, 100)) t.observe(s);
+    for (const share of [0.07, 0.14, 0.28, 0.29, 0.57]) {
+      expect(range(1, 100).filter((s) => t.isHard(s, share)).length, `share ${share}`).toBe(Math.round(share * 100));
+    }
   });
 
   it("routerShare 0 is never hard and 1 always hard", () => {
