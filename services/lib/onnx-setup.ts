@@ -7,7 +7,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import { z } from "zod";
 import { makeTinyModels } from "../../tools/make-tiny-models.ts";
-import { OnnxClipJudge, OnnxGenerationBackend, type OnnxModelEntry } from "./onnx/index.ts";
+import { ThreadedClipJudge, ThreadedGenerationBackend, type OnnxModelEntry } from "./onnx/index.ts";
 import { DEFAULT_PROFILES_DIR } from "./profiles.ts";
 
 const ModelMapSchema = z.object({
@@ -45,7 +45,8 @@ export function prepareOnnx(opts: OnnxSetupOptions) {
   }
   return {
     models: Object.keys(models),
-    generationBackend: () => new OnnxGenerationBackend({ models, maxResident: opts.maxResident ?? 1, intraOpNumThreads: opts.intraOpNumThreads ?? 1 }),
-    judge: () => OnnxClipJudge.load({ dir: at(map.judge.dir), scoring: map.judge.scoring ?? "head", intraOpNumThreads: opts.intraOpNumThreads ?? 1 }),
+    // Each in a worker thread of its own: a session run blocks the thread that calls it.
+    generationBackend: () => new ThreadedGenerationBackend({ models, maxResident: opts.maxResident ?? 1, intraOpNumThreads: opts.intraOpNumThreads ?? 1 }),
+    judge: () => ThreadedClipJudge.load({ dir: at(map.judge.dir), scoring: map.judge.scoring ?? "head", intraOpNumThreads: opts.intraOpNumThreads ?? 1 }),
   };
 }

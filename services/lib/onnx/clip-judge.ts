@@ -10,7 +10,7 @@ import type { JudgeBackend, JudgeInput } from "../../../actors/worker/backend.ts
 import { clipPixelValues, CLIP_IMAGE_SIZE } from "../../../actors/diffusion/image.ts";
 import { decodePng } from "../../../actors/diffusion/png.ts";
 import { ClipTokenizer, padTokenFromConfig } from "../../../actors/diffusion/tokenizer.ts";
-import { quantileSorted, sortedCopy } from "../../../actors/profile/stats.ts";
+import { ScoreWindows } from "./score-windows.ts";
 import { OnnxModel, type RuntimeOptions, type TensorData } from "./runtime.ts";
 
 /** How images are scored. */
@@ -43,8 +43,7 @@ function l2normalize(v: Float32Array): Float32Array {
 /** Scores generated images with CLIP; see the module comment. */
 export class OnnxClipJudge implements JudgeBackend {
   readonly kind = "onnx-clip";
-  private readonly windows = new Map<string, { scores: Float64Array; next: number; count: number }>();
-  private readonly windowSize: number;
+  private readonly windows: ScoreWindows;
 
   private readonly imageSize: number;
 
@@ -57,7 +56,7 @@ export class OnnxClipJudge implements JudgeBackend {
     private readonly tokenizer: ClipTokenizer | undefined,
     windowSize: number,
   ) {
-    this.windowSize = windowSize;
+    this.windows = new ScoreWindows(windowSize);
     const side = image.input("pixel_values")?.shape[2];
     this.imageSize = typeof side === "number" ? side : CLIP_IMAGE_SIZE;
   }
@@ -133,7 +132,7 @@ export class OnnxClipJudge implements JudgeBackend {
       scores = await this.clipScores(batch, embeds.data, embeds.dims[1]);
     }
     const clamped = scores.map((s) => (Number.isFinite(s) ? Math.min(Math.max(s, 0), 1) : 0));
-    batch.forEach((input, i) => this.record(input.model, clamped[i]));
+    batch.forEach((input, i) => this.windows.record(input.model, clamped[i]));
     return clamped;
   }
 
@@ -167,22 +166,9 @@ export class OnnxClipJudge implements JudgeBackend {
     });
   }
 
-  private record(model: string, score: number): void {
-    let window = this.windows.get(model);
-    if (!window) {
-      window = { scores: new Float64Array(this.windowSize), next: 0, count: 0 };
-      this.windows.set(model, window);
-    }
-    window.scores[window.next] = score;
-    window.next = (window.next + 1) % this.windowSize;
-    window.count = Math.min(window.count + 1, this.windowSize);
-  }
-
   /** The `share` quantile of the model's recent scores; 0 (escalate nothing) before any score. */
   thresholdFor(model: string, share: number): number {
-    const window = this.windows.get(model);
-    if (!window || window.count === 0) return 0;
-    return quantileSorted(sortedCopy(window.scores.subarray(0, window.count)), share);
+    return this.windows.thresholdFor(model, share);
   }
 
   async close(): Promise<void> {

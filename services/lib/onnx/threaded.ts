@@ -1,0 +1,84 @@
+/**
+ * The ONNX backends the services run: each in a worker thread of its own (`OnnxThread`), so
+ * inference never blocks the service's event loop. Same interfaces and errors as the
+ * in-process `OnnxGenerationBackend` and `OnnxClipJudge`, which run inside the threads.
+ */
+import type { GeneratedImage, GenerationBackend, GenerationInput, JudgeBackend, JudgeInput } from "../../../actors/worker/backend.ts";
+import type { OnnxClipJudgeOptions } from "./clip-judge.ts";
+import type { OnnxGenerationBackendOptions } from "./generation-backend.ts";
+import { ScoreWindows } from "./score-windows.ts";
+import { OnnxThread } from "./thread-client.ts";
+
+/** `OnnxGenerationBackend` in a worker thread (one per worker, as each worker is one GPU). */
+export class ThreadedGenerationBackend implements GenerationBackend {
+  readonly kind = "onnx";
+  /** Models loaded in the thread, least recently used first: what a restarted thread loads again. */
+  private readonly loaded = new Set<string>();
+  private readonly thread: OnnxThread;
+
+  constructor(private readonly options: OnnxGenerationBackendOptions) {
+    this.thread = new OnnxThread({ kind: "generation", options }, "generation_failed", async (send) => {
+      for (const model of [...this.loaded]) await send("load", [model]);
+    });
+  }
+
+  async load(model: string): Promise<void> {
+    await this.thread.call("load", [model]);
+    this.loaded.delete(model);
+    this.loaded.add(model);
+    // The thread unloads its least recently used pipeline to stay within maxResident.
+    for (const oldest of this.loaded) {
+      if (this.loaded.size <= (this.options.maxResident ?? 1)) break;
+      this.loaded.delete(oldest);
+    }
+  }
+
+  async unload(model: string): Promise<void> {
+    await this.thread.call("unload", [model]);
+    this.loaded.delete(model);
+  }
+
+  async generate(model: string, batch: readonly GenerationInput[]): Promise<GeneratedImage[]> {
+    const images = await this.thread.call<GeneratedImage[]>("generate", [model, batch]);
+    this.loaded.delete(model);
+    this.loaded.add(model);
+    return images;
+  }
+
+  close(): Promise<void> {
+    this.loaded.clear();
+    return this.thread.close();
+  }
+}
+
+/** `OnnxClipJudge` in a worker thread; thresholds come from the scores it returned. */
+export class ThreadedClipJudge implements JudgeBackend {
+  readonly kind = "onnx-clip";
+  private readonly windows: ScoreWindows;
+
+  private constructor(private readonly thread: OnnxThread, windowSize: number) {
+    this.windows = new ScoreWindows(windowSize);
+  }
+
+  /** Starts the thread and loads the judge there; rejects with the load's error (naming the file). */
+  static async load(options: OnnxClipJudgeOptions): Promise<ThreadedClipJudge> {
+    const thread = new OnnxThread({ kind: "judge", options }, "judge_failed");
+    await thread.start();
+    return new ThreadedClipJudge(thread, options.windowSize ?? 1000);
+  }
+
+  async score(batch: readonly JudgeInput[]): Promise<number[]> {
+    if (batch.length === 0) return [];
+    const scores = await this.thread.call<number[]>("score", [batch]);
+    batch.forEach((input, i) => this.windows.record(input.model, scores[i]));
+    return scores;
+  }
+
+  thresholdFor(model: string, share: number): number {
+    return this.windows.thresholdFor(model, share);
+  }
+
+  close(): Promise<void> {
+    return this.thread.close();
+  }
+}

@@ -1,0 +1,107 @@
+/** The ONNX backends the services run, each in a worker thread: same results, a free event loop. */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { OnnxGenerationBackend } from "../../services/lib/onnx/generation-backend.ts";
+import { OnnxClipJudge } from "../../services/lib/onnx/clip-judge.ts";
+import { ThreadedClipJudge, ThreadedGenerationBackend } from "../../services/lib/onnx/threaded.ts";
+import { HadisError } from "../../contracts/errors.ts";
+import { makeTinyModels, type TinyModelDirs } from "../../tools/make-tiny-models.ts";
+
+let root: string;
+let dirs: TinyModelDirs;
+
+beforeAll(() => {
+  root = mkdtempSync(join(tmpdir(), "hadis-onnx-threaded-"));
+  dirs = makeTinyModels(join(root, "models"));
+});
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+const options = () => ({
+  models: {
+    turbo: { dir: dirs.turbo, steps: 1, guidanceScale: 0 },
+    // A 768×768 image: its VAE decode is one session run of hundreds of milliseconds.
+    large: { dir: dirs.turbo, steps: 1, guidanceScale: 0, height: 768, width: 768 },
+    sd15: { dir: dirs.sd15, steps: 2 },
+  },
+  intraOpNumThreads: 1,
+});
+
+/** Runs `work`, counting the ticks of a 5 ms timer meanwhile. */
+async function ticksDuring<T>(work: () => Promise<T>): Promise<{ value: T; ms: number; ticks: number }> {
+  let ticks = 0;
+  const timer = setInterval(() => ticks++, 5);
+  const start = performance.now();
+  try {
+    const value = await work();
+    return { value, ms: performance.now() - start, ticks };
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+describe("ThreadedGenerationBackend", () => {
+  it("makes the images the in-process backend makes, and keeps the event loop free while it does", async () => {
+    const threaded = new ThreadedGenerationBackend(options());
+    const local = new OnnxGenerationBackend(options());
+    try {
+      await Promise.all([threaded.load("large"), local.load("large")]);
+      const batch = [{ prompt: "a red bicycle", seed: 3 }];
+      const run = await ticksDuring(() => threaded.generate("large", batch));
+      const [expected] = await local.generate("large", batch);
+      expect(Buffer.from(run.value[0].image).equals(Buffer.from(expected.image))).toBe(true);
+      expect([run.value[0].width, run.value[0].height]).toEqual([768, 768]);
+      // In process the timer fires once in the whole run (the session blocks the loop); here it keeps ticking.
+      expect(run.ticks, `${run.ticks} ticks in ${run.ms.toFixed(0)} ms`).toBeGreaterThanOrEqual(Math.floor(run.ms / 50));
+    } finally {
+      await Promise.all([threaded.close(), local.close()]);
+    }
+  });
+
+  it("passes on typed errors, and a thread that dies fails its calls and comes back with its models", async () => {
+    const b = new ThreadedGenerationBackend(options());
+    try {
+      const unknown = await b.load("nope").catch((err: unknown) => err);
+      expect(unknown).toBeInstanceOf(HadisError);
+      expect((unknown as HadisError).code).toBe("unknown_model");
+      await expect(b.generate("turbo", [{ prompt: "a cat", seed: 1 }])).rejects.toThrow(/not loaded/);
+      await b.load("turbo");
+      const [first] = await b.generate("turbo", [{ prompt: "a cat", seed: 1 }]);
+      // The thread dies under a batch: the batch fails with a generation error, nothing hangs.
+      const worker = (b as unknown as { thread: { worker: { terminate(): Promise<number> } } }).thread.worker;
+      const lost = b.generate("turbo", [{ prompt: "a cat", seed: 1 }]).catch((err: unknown) => err);
+      await worker.terminate();
+      expect(((await lost) as HadisError).code).toBe("generation_failed");
+      // The next call starts a new thread that loads the model again: same image as before.
+      const [again] = await b.generate("turbo", [{ prompt: "a cat", seed: 1 }]);
+      expect(Buffer.from(again.image).equals(Buffer.from(first.image))).toBe(true);
+    } finally {
+      await b.close();
+    }
+    await expect(b.generate("turbo", [{ prompt: "a cat", seed: 1 }])).rejects.toThrow(/closed/);
+  });
+});
+
+describe("ThreadedClipJudge", () => {
+  it("scores as the in-process judge does and keeps thresholds from those scores", async () => {
+    const threaded = await ThreadedClipJudge.load({ dir: dirs.clip, intraOpNumThreads: 1 });
+    const local = await OnnxClipJudge.load({ dir: dirs.clip, intraOpNumThreads: 1 });
+    const gen = new OnnxGenerationBackend(options());
+    try {
+      await gen.load("turbo");
+      const images = await gen.generate("turbo", [1, 2, 3, 4].map((seed) => ({ prompt: `a cat ${seed}`, seed })));
+      const batch = images.map((img, i) => ({ prompt: `a cat ${i}`, model: "turbo", image: img.image }));
+      const scores = await threaded.score(batch);
+      expect(scores).toEqual(await local.score(batch));
+      expect(threaded.thresholdFor("turbo", 0.5)).toBe(local.thresholdFor("turbo", 0.5));
+      expect(threaded.thresholdFor("other", 0.5)).toBe(0);
+    } finally {
+      await Promise.all([threaded.close(), local.close(), gen.close()]);
+    }
+  });
+
+  it("refuses to start on a folder that is not a judge, naming the file", async () => {
+    await expect(ThreadedClipJudge.load({ dir: join(root, "nothing-here") })).rejects.toThrow(/image_encoder/);
+  });
+});
