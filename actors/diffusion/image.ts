@@ -23,6 +23,8 @@ export function vaeOutputToRgb(data: Float32Array, index: number, height: number
   for (let c = 0; c < 3; c++) {
     for (let p = 0; p < plane; p++) {
       const v = Math.min(Math.max(data[base + c * plane + p] / 2 + 0.5, 0), 1);
+      // diffusers rounds half to even here; for a float32 input the only tie v · 255 can hit
+      // is 127.5 (v = 0.5), which both rules round to 128, so Math.round gives the same bytes.
       pixels[p * 3 + c] = Math.round(v * 255);
     }
   }

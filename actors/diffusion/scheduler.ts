@@ -70,6 +70,16 @@ export function alphasCumprod(config: SchedulerConfig): Float32Array {
   return out;
 }
 
+/**
+ * Rounds half to even, as numpy's `round` does. diffusers rounds timesteps with it, and
+ * `Math.round` (ties up) would turn e.g. 812.5 into 813 where diffusers has 812.
+ */
+export function roundHalfEven(x: number): number {
+  const r = Math.round(x);
+  // Math.round sends a tie up; if that lands on an odd integer, the even one is below.
+  return r - x === 0.5 && r % 2 !== 0 ? r - 1 : r;
+}
+
 /** Timesteps (descending) for `steps` inference steps with the config's `timestep_spacing`. */
 export function spacedTimesteps(config: SchedulerConfig, steps: number, defaultSpacing = "leading"): number[] {
   const n = config.num_train_timesteps ?? 1000;
@@ -78,13 +88,19 @@ export function spacedTimesteps(config: SchedulerConfig, steps: number, defaultS
   if (steps < 1 || steps > n) throw new Error(`scheduler: steps ${steps} outside 1..${n}`);
   const out: number[] = [];
   if (spacing === "leading") {
+    // An integer stride: the products are whole numbers, nothing to round.
     const ratio = Math.floor(n / steps);
-    for (let i = steps - 1; i >= 0; i--) out.push(Math.round(i * ratio) + offset);
+    for (let i = steps - 1; i >= 0; i--) out.push(i * ratio + offset);
   } else if (spacing === "trailing") {
-    const ratio = n / steps;
-    for (let t = n; t > 0 && out.length < steps; t -= ratio) out.push(Math.round(t) - 1);
+    // np.arange(n, 0, -n/steps) computes n + i·delta with delta = (n − ratio) − n; mirroring
+    // that float arithmetic keeps ties (812.5) and near-ties identical to diffusers. arange can
+    // also yield one extra ≈0 value (timestep −1, e.g. at 61 steps); we keep exactly `steps`.
+    const delta = n - n / steps - n;
+    for (let i = 0; i < steps; i++) out.push(roundHalfEven(n + i * delta) - 1);
   } else if (spacing === "linspace") {
-    for (let i = steps - 1; i >= 0; i--) out.push(steps === 1 ? 0 : (i * (n - 1)) / (steps - 1));
+    // np.linspace(0, n − 1, steps) is i·step with the endpoint set exactly.
+    const step = steps === 1 ? 0 : (n - 1) / (steps - 1);
+    for (let i = steps - 1; i >= 0; i--) out.push(i === steps - 1 && steps > 1 ? n - 1 : i * step);
   } else {
     throw new Error(`scheduler: unsupported timestep_spacing "${spacing}"`);
   }
@@ -168,7 +184,16 @@ export function ddimScheduler(config: SchedulerConfig, steps: number): Scheduler
   const ac = alphasCumprod(config);
   const n = config.num_train_timesteps ?? 1000;
   const finalAlpha = config.set_alpha_to_one ?? true ? 1 : ac[0];
-  const timesteps = spacedTimesteps(config, steps, "leading").map((t) => Math.round(t));
+  const timesteps = spacedTimesteps(config, steps, "leading").map(roundHalfEven);
+  // Leading spacing with steps_offset can reach t = n (e.g. 1000 steps, offset 1), past the
+  // alphas table; diffusers fails there too (IndexError in step), so fail before sampling.
+  if (timesteps[0] >= n) {
+    const offset = config.steps_offset ?? 0;
+    throw new Error(
+      `scheduler: DDIM timestep ${timesteps[0]} is past the ${n} training timesteps ` +
+        `(steps ${steps}, steps_offset ${offset}); use fewer steps`,
+    );
+  }
   const stride = Math.floor(n / steps);
   return {
     kind: SchedulerKind.Ddim,
@@ -240,13 +265,33 @@ export function lcmScheduler(config: SchedulerConfig, steps: number): Scheduler 
 }
 
 /**
- * A scheduler for `steps` steps from a parsed `scheduler_config.json`. Classes without an
- * implementation here (PNDM, LMS, DPM-Solver, …) fall back to Euler discrete over the same
- * betas unless `override` names one of the implemented kinds.
+ * Classes with no implementation here that share the DDPM betas and epsilon/v targets, so
+ * Euler discrete over the same betas is a fair stand-in (different solver, same model).
+ */
+const EULER_STAND_IN_CLASSES: readonly string[] = ["PNDMScheduler", "LMSDiscreteScheduler", "DPMSolverMultistepScheduler"];
+
+/** Why a scheduler class cannot run, naming the classes that can. */
+function unsupportedClassError(kind: string | undefined): Error {
+  const named = kind === undefined ? "no _class_name" : `class "${kind}"`;
+  // Flow-matching models (SD3, Flux) predict a velocity over sigmas in [0, 1]; DDPM-beta
+  // Euler sigmas would run without error and produce noise, hence the explicit note.
+  const flow = kind?.includes("FlowMatch") ? " Flow-matching models (SD3, Flux) are not supported." : "";
+  return new Error(
+    `scheduler: unsupported scheduler ${named}; supported: ${Object.values(SchedulerKind).join(", ")}` +
+      ` (${EULER_STAND_IN_CLASSES.join(", ")} run as ${SchedulerKind.EulerDiscrete}).${flow}`,
+  );
+}
+
+/**
+ * A scheduler for `steps` steps from a parsed `scheduler_config.json`. PNDM, LMS and
+ * DPM-Solver (multistep) run as Euler discrete over the same betas; any other class throws
+ * unless `override` names one of the implemented kinds.
  */
 export function createScheduler(config: SchedulerConfig, steps: number, override?: SchedulerKind): Scheduler {
   const kind = override ?? config._class_name;
   switch (kind) {
+    case SchedulerKind.EulerDiscrete:
+      return eulerScheduler(config, steps, false);
     case SchedulerKind.EulerAncestral:
       return eulerScheduler(config, steps, true);
     case SchedulerKind.Ddim:
@@ -254,6 +299,7 @@ export function createScheduler(config: SchedulerConfig, steps: number, override
     case SchedulerKind.Lcm:
       return lcmScheduler(config, steps);
     default:
-      return eulerScheduler(config, steps, false);
+      if (kind !== undefined && EULER_STAND_IN_CLASSES.includes(kind)) return eulerScheduler(config, steps, false);
+      throw unsupportedClassError(kind);
   }
 }

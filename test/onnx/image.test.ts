@@ -90,4 +90,17 @@ describe("GaussianRng and guidance", () => {
     const e = guidanceScaleEmbedding(1, 8);
     expect([...e]).toEqual([0, 0, 0, 0, 1, 1, 1, 1]);
   });
+
+  it("guidance-scale embedding at scale 8.5 matches diffusers' get_guidance_scale_embedding", () => {
+    // diffusers (LCM): w = (8.5 − 1) · 1000 = 7500; half = dim / 2 = 4;
+    // freq_k = exp(−k · ln(10000) / (half − 1)) = 10000^(−k/3); emb = [sin(w·freq_k)…, cos(w·freq_k)…].
+    // k = 0: w·freq = 7500;  k = 2: 7500 / 10000^(2/3) = 16.15826;  k = 3: 7500 / 10000 = 0.75.
+    // Values from Python's math module, not from the implementation under test.
+    const expected = [-0.851236, 0.562678, -0.435233, 0.681639, -0.524783, -0.826676, -0.900318, 0.731689];
+    const e = guidanceScaleEmbedding(8.5, 8);
+    expect(e).toHaveLength(8);
+    e.forEach((v, i) => expect(v).toBeCloseTo(expected[i], 5));
+    expect(e[3]).toBeCloseTo(Math.sin(0.75), 6);
+    expect(e[7]).toBeCloseTo(Math.cos(0.75), 6);
+  });
 });

@@ -5,6 +5,7 @@ import {
   ddimScheduler,
   eulerScheduler,
   lcmScheduler,
+  roundHalfEven,
   SchedulerKind,
   spacedTimesteps,
 } from "../../actors/diffusion/scheduler.ts";
@@ -36,6 +37,29 @@ describe("timesteps", () => {
   it("DDIM leading and linspace spacing", () => {
     expect(ddimScheduler({ ...SD, steps_offset: 1 }, 50).timesteps.slice(0, 3)).toEqual([981, 961, 941]);
     expect(spacedTimesteps({ ...SD, timestep_spacing: "linspace" }, 4)).toEqual([999, 666, 333, 0]);
+  });
+
+  // Expected values are numpy's, as diffusers computes them:
+  // np.round(np.arange(1000, 0, -1000 / 16)).astype(np.int64) - 1 and np.linspace(0, 999, 7).round().
+  it("rounds ties to even as numpy does: trailing 16 steps, DDIM linspace 7 steps", () => {
+    expect(spacedTimesteps({ ...SD, timestep_spacing: "trailing" }, 16)).toEqual([
+      999, 937, 874, 811, 749, 687, 624, 561, 499, 437, 374, 311, 249, 187, 124, 61,
+    ]);
+    expect(ddimScheduler({ ...SD, timestep_spacing: "linspace" }, 7).timesteps).toEqual([999, 832, 666, 500, 333, 166, 0]);
+    expect([0.5, 1.5, 2.5, 812.5, -0.5, -1.5, 2.4, 2.6].map(roundHalfEven)).toEqual([0, 2, 2, 812, -0, -2, 2, 3]);
+  });
+
+  it("trailing spacing keeps exactly `steps` values where np.arange overshoots (61 steps)", () => {
+    const t = spacedTimesteps({ ...SD, timestep_spacing: "trailing" }, 61);
+    expect(t).toHaveLength(61);
+    expect(t.at(-1)).toBe(15);
+    // A near-tie that only numpy's n + i·delta arithmetic resolves the diffusers way (48 steps).
+    expect(spacedTimesteps({ ...SD, timestep_spacing: "trailing" }, 48).slice(0, 4)).toEqual([999, 978, 957, 936]);
+  });
+
+  it("DDIM with leading spacing that would reach t = 1000 is an error, not NaN latents", () => {
+    expect(() => ddimScheduler({ ...SD, steps_offset: 1 }, 1000)).toThrow(/DDIM timestep 1000 is past the 1000 training timesteps/);
+    expect(ddimScheduler({ ...SD, steps_offset: 0 }, 1000).timesteps[0]).toBe(999);
   });
 });
 
@@ -117,10 +141,20 @@ describe("steps", () => {
   });
 
   it("createScheduler picks the class named in the config, falling back to Euler", () => {
+    expect(createScheduler({ ...SD, _class_name: "EulerDiscreteScheduler" }, 4).kind).toBe(SchedulerKind.EulerDiscrete);
     expect(createScheduler({ ...SD, _class_name: "LCMScheduler" }, 4).kind).toBe(SchedulerKind.Lcm);
     expect(createScheduler({ ...SD, _class_name: "DDIMScheduler" }, 4).kind).toBe(SchedulerKind.Ddim);
     expect(createScheduler({ ...SD, _class_name: "EulerAncestralDiscreteScheduler" }, 4).kind).toBe(SchedulerKind.EulerAncestral);
     expect(createScheduler({ ...SD, _class_name: "PNDMScheduler" }, 4).kind).toBe(SchedulerKind.EulerDiscrete);
     expect(createScheduler({ ...SD, _class_name: "PNDMScheduler" }, 4, SchedulerKind.Ddim).kind).toBe(SchedulerKind.Ddim);
+    expect(createScheduler({ ...SD, _class_name: "DPMSolverMultistepScheduler" }, 4).kind).toBe(SchedulerKind.EulerDiscrete);
+  });
+
+  it("createScheduler rejects flow matching (SD3.5) and other unknown classes, naming the supported ones", () => {
+    const sd35 = { _class_name: "FlowMatchEulerDiscreteScheduler", num_train_timesteps: 1000, shift: 3 };
+    expect(() => createScheduler(sd35, 28)).toThrow(/unsupported scheduler class "FlowMatchEulerDiscreteScheduler"/);
+    expect(() => createScheduler(sd35, 28)).toThrow(/supported: EulerDiscreteScheduler, .*LCMScheduler.*Flow-matching/);
+    expect(() => createScheduler({ ...SD, _class_name: "HeunDiscreteScheduler" }, 4)).toThrow(/"HeunDiscreteScheduler"/);
+    expect(() => createScheduler(SD, 4)).toThrow(/no _class_name/);
   });
 });

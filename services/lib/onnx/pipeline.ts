@@ -2,8 +2,9 @@
  * Text-to-image with ONNX models in the optimum/diffusers export layout: SD 1.x/2.x,
  * distilled few-step models (SD-Turbo, SDXS, LCM) and SDXL. Tokenize → text encoder(s) →
  * seeded latents → scheduler loop over the UNet (with classifier-free guidance when
- * guidanceScale > 1) → VAE decoder → PNG. Deterministic for a seed; a batch gives the same
- * bytes as its images run one by one.
+ * guidanceScale > 1) → VAE decoder → PNG. Deterministic for a seed; a guided batch gives the
+ * same bytes as its images run one by one (an unguided one only with `batchInvariant`).
+ * Transformer exports (SD3, Flux: `transformer/`, flow matching) are rejected at load.
  */
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -26,7 +27,7 @@ export interface PipelineOptions extends RuntimeOptions {
   width?: number;
   /** Scheduler to use instead of the one `scheduler_config.json` names. */
   scheduler?: SchedulerKind;
-  /** Negative prompt for guidance (default empty). */
+  /** Negative prompt for guidance; unset means "" (SD) or zero embeddings (SDXL, as diffusers). */
   negativePrompt?: string;
   /**
    * Make a batch byte-identical to its images run one by one, at the price of running a
@@ -102,6 +103,47 @@ function concat(parts: readonly Float32Array[]): Float32Array {
   return out;
 }
 
+/**
+ * UNet input for classifier-free guidance: `b` copies of the unconditional row, then the `b`
+ * conditional rows — the order `guidedPrediction` reads the UNet output back in.
+ */
+export function guidanceRows(uncond: Float32Array, cond: Float32Array, b: number): Float32Array {
+  return concat([...Array.from({ length: b }, () => uncond), cond]);
+}
+
+/** Guided prediction from a UNet output over `guidanceRows` input (first half uncond, second cond). */
+export function guidedPrediction(out: Float32Array, scale: number): Float32Array {
+  const half = out.length / 2;
+  return combineGuidance(out.subarray(0, half), out.subarray(half), scale);
+}
+
+/** VAE decoder input: latents divided by the VAE's `scaling_factor`, as diffusers decodes. */
+export function vaeDecoderInput(latents: Float32Array, vaeScale: number): Float32Array {
+  return latents.map((v) => v / vaeScale);
+}
+
+/**
+ * Rejects a transformer-denoiser export (SD3, Flux, PixArt: `transformer/`, no `unet/`) with
+ * a message that says so, instead of only "missing model file" further on.
+ */
+function requireUnetLayout(dir: string): void {
+  const unetFile = join(dir, "unet", "model.onnx");
+  if (existsSync(unetFile) || !existsSync(join(dir, "transformer"))) return;
+  throw new Error(
+    `${unetFile}: missing model file; ${dir} has a transformer/ denoiser (SD3/Flux-style export), ` +
+      "and only UNet exports (SD 1.x/2.x, SDXL) are supported",
+  );
+}
+
+/** The scheduler kind for `steps`, with a config it cannot run reported against its file. */
+function checkScheduler(file: string, config: SchedulerConfig, steps: number, override?: SchedulerKind): string {
+  try {
+    return createScheduler(config, steps, override).kind;
+  } catch (err) {
+    throw new Error(`${file}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
 /** A loaded ONNX diffusion pipeline; `release()` frees its sessions. */
 export class OnnxDiffusionPipeline {
   private constructor(
@@ -118,8 +160,13 @@ export class OnnxDiffusionPipeline {
   /** Loads and validates a model folder; errors name the offending file and mismatch. */
   static async load(dir: string, options: PipelineOptions = {}): Promise<OnnxDiffusionPipeline> {
     const index = readJson(join(dir, "model_index.json"));
+    requireUnetLayout(dir);
     const xl = "text_encoder_2" in index || existsSync(join(dir, "text_encoder_2"));
-    const schedulerConfig = readJson(join(dir, "scheduler", "scheduler_config.json")) as SchedulerConfig;
+    const schedulerFile = join(dir, "scheduler", "scheduler_config.json");
+    const schedulerConfig = readJson(schedulerFile) as SchedulerConfig;
+    const steps = options.steps ?? 50;
+    // Before any session opens: an unsupported scheduler must not cost a model load.
+    const schedulerKind = checkScheduler(schedulerFile, schedulerConfig, steps, options.scheduler);
     const tokenizer = readTokenizer(join(dir, "tokenizer"), CLIP_EOS_TOKEN);
     const tokenizer2 = xl ? readTokenizer(join(dir, "tokenizer_2"), "!") : undefined;
     const opened: OnnxModel[] = [];
@@ -171,7 +218,6 @@ export class OnnxDiffusionPipeline {
       const height = options.height ?? sampleSize * 8;
       const width = options.width ?? sampleSize * 8;
       if (height % 8 !== 0 || width % 8 !== 0) throw new Error(`${dir}: height and width must be multiples of 8 (got ${height}×${width})`);
-      const steps = options.steps ?? 50;
       const info: PipelineInfo = {
         dir,
         family: xl ? "sdxl" : "sd",
@@ -179,9 +225,10 @@ export class OnnxDiffusionPipeline {
         guidanceScale: options.guidanceScale ?? 7.5,
         height,
         width,
-        scheduler: createScheduler(schedulerConfig, steps, options.scheduler).kind,
+        scheduler: schedulerKind,
       };
-      const zeroUncond = xl && index.force_zeros_for_empty_prompt !== false && !options.negativePrompt;
+      // As diffusers: zeros only when no negative prompt is given; an explicit "" is encoded.
+      const zeroUncond = xl && index.force_zeros_for_empty_prompt !== false && options.negativePrompt === undefined;
       return new OnnxDiffusionPipeline(info, encoders, unet, vae, schedulerConfig, options, vaeScale, zeroUncond);
     } catch (err) {
       await Promise.all(opened.map((m) => m.release()));
@@ -277,8 +324,8 @@ export class OnnxDiffusionPipeline {
         uncondHidden = uncond.hidden;
         uncondPooled = uncond.pooled ?? uncondPooled;
       }
-      hidden = concat([...Array.from({ length: b }, () => uncondHidden), cond.hidden]);
-      if (cond.pooled) pooled = concat([...Array.from({ length: b }, () => uncondPooled), cond.pooled]);
+      hidden = guidanceRows(uncondHidden, cond.hidden, b);
+      if (cond.pooled) pooled = guidanceRows(uncondPooled, cond.pooled, b);
     }
     const unetBatch = cfg ? 2 * b : b;
     const seq = hidden.length / (unetBatch * cond.dim);
@@ -322,13 +369,12 @@ export class OnnxDiffusionPipeline {
         ["out_sample"],
       );
       const out = padRows ? result.out_sample.data.subarray(0, perImage) : result.out_sample.data;
-      const noisePred = cfg ? combineGuidance(out.subarray(0, b * perImage), out.subarray(b * perImage), guidance) : out;
+      const noisePred = cfg ? guidedPrediction(out, guidance) : out;
       latents = scheduler.step(noisePred, i, latents, drawNoise);
     }
 
-    const inv = 1 / this.vaeScale;
     const decoded = await this.vae.run(
-      { latent_sample: { type: "float32", data: latents.map((v) => v * inv), dims: [b, 4, lh, lw] } },
+      { latent_sample: { type: "float32", data: vaeDecoderInput(latents, this.vaeScale), dims: [b, 4, lh, lw] } },
       ["sample"],
     );
     const [, channels, outH, outW] = decoded.sample.dims;
