@@ -57,6 +57,7 @@ export interface RunScore {
   served: number;
   timedOut: number;
   dropped: number;
+  /** (Timed out + dropped) / offered; NaN when nothing was offered (no data, not "no violations"). */
   sloViolationRatio: number;
   /** Mean of the window FIDs (windows with none are skipped). */
   fid: number;
@@ -201,7 +202,7 @@ export function scoreRun(input: ScoreInput): RunScore {
     served: served.length,
     timedOut: violations - dropped,
     dropped,
-    sloViolationRatio: offered > 0 ? violations / offered : 0,
+    sloViolationRatio: offered > 0 ? violations / offered : Number.NaN,
     fid: fids.length > 0 ? fids.reduce((a, b) => a + b, 0) / fids.length : Number.NaN,
     meanServedScore: scores.length > 0 ? scores.reduce((a, b) => a + b, 0) / scores.length : Number.NaN,
     p50Ms: percentileSorted(latencies, 50),

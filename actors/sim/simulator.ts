@@ -11,6 +11,7 @@
 import { moveTarget } from "../routing/move-target.ts";
 import type { Plan, Route } from "../../contracts/messages.ts";
 import { Routes } from "../../contracts/messages.ts";
+import { ArrivalRate } from "../control/arrivals.ts";
 import { controlTick, newControlState, type TickConfig, type TickOutcome } from "../control/reconcile.ts";
 import type { ProfileJudge } from "../judge/profile-judge.ts";
 import { getPolicy } from "../planner/policies.ts";
@@ -33,7 +34,7 @@ export interface SimConfig {
   scorer: DifficultyScorer;
   threshold: HardnessThreshold;
   /** Profile judge; its latency option is ignored (`judgeLatencyMs` is used). */
-  judge: ProfileJudge;
+  judge: Pick<ProfileJudge, "score" | "thresholdFor">;
   arrivals: readonly Arrival[];
   /** Prompt text by prompt index. */
   prompts: readonly string[];
@@ -61,6 +62,8 @@ export interface SimConfig {
    * workers. `false` replays the earlier behaviour, where such items stayed and read as load.
    */
   purgeFinished?: boolean;
+  /** The manager's control tick (default `controlTick`); tests script plans with a fake. */
+  control?: typeof controlTick;
   /** Called after every control tick (diagnostics), like the manager's `onTick`. */
   onTick?: (outcome: TickOutcome, nowMs: number) => void;
 }
@@ -84,6 +87,8 @@ export interface SimResult {
   plans: SimPlanChange[];
   /** Completed worker swaps (a loaded model replaced by another). */
   swaps: number;
+  /** Model loads completed, in order (a worker's first load, or the load of a swap). */
+  loads: { atMs: number; workerId: string; model: string }[];
   ticks: number;
   /** Work items dropped by workers because their deadline had passed. */
   expiredDrops: number;
@@ -93,6 +98,8 @@ export interface SimResult {
   movedItems: number;
   /** Items left in each model's queue when the run ended (stale work no worker pulled). */
   leftInQueue: Record<string, number>;
+  /** Requests with no outcome when the agenda ran dry (recorded as dropped); 0 unless the simulator has a bug. */
+  unfinished: number;
 }
 
 type Stage = "light" | "heavy";
@@ -107,6 +114,8 @@ interface SimRequest {
   decision?: RouteDecision;
   /** The stage whose generation the router waits for (one outstanding generation per request). */
   waiting: Stage | null;
+  /** The model of the item the router waits on (its pending entry's model; a move updates it). */
+  waitingModel?: string;
   /** Light image made (the model that made it). */
   lightModel?: string;
   ended: boolean;
@@ -137,7 +146,8 @@ type SimEvent =
   | { kind: "deadline"; req: SimRequest }
   | { kind: "judged"; req: SimRequest }
   | { kind: "batchDone"; worker: SimWorker }
-  | { kind: "swapDone"; worker: SimWorker; to: string | null }
+  | { kind: "unloaded"; worker: SimWorker; from: string }
+  | { kind: "loaded"; worker: SimWorker; from: string | null; to: string }
   | { kind: "stats" }
   | { kind: "tick" };
 
@@ -171,12 +181,14 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
   }));
   /** Idle workers waiting on a model's queue, in the order they started waiting (pull order). */
   const waitingPulls = new Map<string, SimWorker[]>(profiles.models.map((m) => [m.name, []]));
-  const result: SimResult = { records: [], plans: [], swaps: 0, ticks: 0, expiredDrops: 0, wastedItems: 0, movedItems: 0, leftInQueue: {} };
+  const result: SimResult = { records: [], plans: [], swaps: 0, loads: [], ticks: 0, expiredDrops: 0, wastedItems: 0, movedItems: 0, leftInQueue: {}, unfinished: 0 };
   let plan: Plan | null = null;
   let now = -warmupMs;
   let arrivalsSinceReport = 0;
-  let arrivalsReported = 0;
-  let lastTickMs = now;
+  let lastReportMs = now;
+  // The manager's demand sample (live: services/resource-manager); one router here.
+  const arrivalRate = new ArrivalRate();
+  const routerSilentAfterMs = Math.max(3_000, 3 * statsEveryMs);
   let open = config.arrivals.length;
   /** Requests the router holds (arrived, not answered): what its admission bound counts. */
   let routerInFlight = 0;
@@ -195,12 +207,18 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     };
   });
   for (const req of requests) agenda.push(req.arrivalMs, { kind: "arrival", req });
+  // Every request has ended by its deadline; the clock stops after the last one, so a request
+  // left open by a bug shows as `unfinished` instead of ticking forever.
+  const lastDeadlineMs = requests.reduce((m, r) => Math.max(m, r.deadlineAtMs), now);
+  const running = () => open > 0 && now < lastDeadlineMs;
   agenda.push(now + 250, { kind: "tick" });
   agenda.push(now + statsEveryMs, { kind: "stats" });
 
   const scoreOf = (model: string, req: SimRequest) => profiles.reference.scores.get(model)?.[req.refIndex];
 
   function finish(req: SimRequest, record: Omit<RequestRecord, "arrivalMs">): void {
+    // A request machine ends once; a second end would be a simulator bug, not an outcome.
+    if (req.ended) throw new Error(`request ${req.id} ended twice (${req.record!.outcome}, then ${record.outcome})`);
     req.ended = true;
     req.waiting = null;
     req.record = { arrivalMs: req.arrivalMs, ...record };
@@ -220,6 +238,7 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
   function enqueue(req: SimRequest, stage: Stage, decided: string): void {
     const model = (plan && moveTarget(plan, stage, decided)) ?? decided;
     req.waiting = stage;
+    req.waitingModel = model;
     push({ req, stage, model, deadlineAtMs: req.deadlineAtMs });
   }
 
@@ -264,26 +283,35 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     }
   }
 
+  /** WorkerAgent.swap: unload first; the model to load is chosen when the unload is done. */
   function startSwap(w: SimWorker): void {
     const from = w.model;
-    const to = w.desired;
-    if (from) {
-      const idle = waitingPulls.get(from)!;
-      const at = idle.indexOf(w);
-      if (at >= 0) idle.splice(at, 1);
-    }
-    const unloadMs = from ? profiles.byName.get(from)!.unloadMs * timeScale : 0;
-    const loadMs = to ? profiles.byName.get(to)!.loadMs * timeScale : 0;
     w.busy = true;
     w.model = null;
-    if (from && to) w.swaps++;
-    agenda.push(now + unloadMs + loadMs, { kind: "swapDone", worker: w, to });
+    if (!from) return startLoad(w, null);
+    const idle = waitingPulls.get(from)!;
+    const at = idle.indexOf(w);
+    if (at >= 0) idle.splice(at, 1);
+    agenda.push(now + profiles.byName.get(from)!.unloadMs * timeScale, { kind: "unloaded", worker: w, from });
   }
 
-  /** A worker's result reaches the router: the first result of a request wins, whatever model made it. */
+  /** Loads what the plan wants now: a plan that changed during the unload is followed, not the one the swap began for. */
+  function startLoad(w: SimWorker, from: string | null): void {
+    const to = w.desired;
+    if (!to) {
+      w.busy = false;
+      return;
+    }
+    agenda.push(now + profiles.byName.get(to)!.loadMs * timeScale, { kind: "loaded", worker: w, from, to });
+  }
+
+  /**
+   * A worker's result reaches the router (PendingWork.deliver): the first result for the stage the
+   * request waits on wins, whatever model made it; a late copy of another stage's work is dropped.
+   */
   function deliver(item: WorkItem): void {
     const req = item.req;
-    if (req.ended || req.waiting === null) {
+    if (req.ended || req.waiting !== item.stage) {
       result.wastedItems++;
       return;
     }
@@ -307,38 +335,43 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
       const keep: WorkItem[] = [];
       const move: { item: WorkItem; to: string }[] = [];
       for (const item of queue) {
-        const to = !item.req.ended && item.req.waiting === item.stage ? moveTarget(next, item.stage, model) : null;
+        const to = isWaitedOn(item) ? moveTarget(next, item.stage, model) : null;
         if (to) move.push({ item, to });
         else keep.push(item);
       }
       queues.set(model, keep);
       // Items a worker is still running are deleted from the stream too and re-queued: the live
-      // router cannot tell them from queued ones, so they run twice (first result wins).
+      // router cannot tell them from queued ones, so they run twice (first result wins). Once
+      // moved, the request waits on the copy, so the running item is not moved again.
       for (const w of workers) {
         if (w.busy && w.batch.length > 0 && w.batch[0].model === model) {
           for (const item of w.batch) {
-            const to = !item.req.ended && item.req.waiting === item.stage ? moveTarget(next, item.stage, model) : null;
+            const to = isWaitedOn(item) ? moveTarget(next, item.stage, model) : null;
             if (to) move.push({ item: { ...item }, to });
           }
         }
       }
       for (const { item, to } of move) {
         result.movedItems++;
+        item.req.waitingModel = to;
         push({ ...item, model: to });
       }
     }
     for (const w of workers) advance(w);
   }
 
+  /** Whether the router still waits on this item (the live router moves only its pending entry). */
+  function isWaitedOn(item: WorkItem): boolean {
+    return !item.req.ended && item.req.waiting === item.stage && item.req.waitingModel === item.model;
+  }
+
   async function runTick(): Promise<void> {
     result.ticks++;
     const queueDepth: Record<string, number> = {};
     for (const [m, q] of queues) queueDepth[m] = q.length;
-    const arrivalsQps = arrivalsReported / Math.max(0.001, (now - lastTickMs) / 1000);
-    arrivalsReported = 0;
-    lastTickMs = now;
+    const { qps: arrivalsQps, routers } = arrivalRate.sample(now, routerSilentAfterMs);
     const inventory = workers.map((w) => ({ id: w.id, model: w.model }));
-    const outcome = await controlTick(control, { nowMs: now, arrivalsQps, queueDepth, workers: inventory, current: plan }, tick);
+    const outcome = await (config.control ?? controlTick)(control, { nowMs: now, arrivalsQps, queueDepth, workers: inventory, current: plan, routers }, tick);
     config.onTick?.(outcome, now);
     if (!outcome.plan) return;
     const p = outcome.plan;
@@ -399,26 +432,33 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
         advance(w);
         break;
       }
-      case "swapDone": {
+      case "unloaded":
+        startLoad(e.worker, e.from);
+        break;
+      case "loaded": {
         const w = e.worker;
         w.busy = false;
         w.model = e.to;
+        if (e.from) w.swaps++;
+        result.loads.push({ atMs: now, workerId: w.id, model: e.to });
         advance(w);
         break;
       }
       case "stats":
-        arrivalsReported += arrivalsSinceReport;
+        arrivalRate.report("sim-router", arrivalsSinceReport, now - lastReportMs, now);
         arrivalsSinceReport = 0;
-        if (open > 0) agenda.push(now + statsEveryMs, { kind: "stats" });
+        lastReportMs = now;
+        if (running()) agenda.push(now + statsEveryMs, { kind: "stats" });
         break;
       case "tick":
         await runTick();
-        if (open > 0) agenda.push(now + tickMs, { kind: "tick" });
+        if (running()) agenda.push(now + tickMs, { kind: "tick" });
         break;
     }
   }
   result.swaps = workers.reduce((s, w) => s + w.swaps, 0);
   for (const [m, q] of queues) result.leftInQueue[m] = q.length;
+  result.unfinished = requests.filter((r) => !r.record).length;
   result.records = requests.map((r) => r.record ?? { arrivalMs: r.arrivalMs, latencyMs: null, outcome: "dropped" });
   return result;
 }

@@ -28,16 +28,41 @@ export function poisson(lambda: number, random: () => number): number {
   return n;
 }
 
-/** Parses `,hour,invocations` (the hourly Azure shape): invocations per hour in file order. */
+/**
+ * Parses `,hour,invocations` (the hourly Azure shape): invocations per hour, hour by hour. Hours
+ * must follow each other without a gap or repeat, and every cell must hold a number: a silent
+ * gap or an empty cell read as 0 would bend the shape the trace is scaled from.
+ */
 export function parseHourlyInvocations(text: string): number[] {
-  const rows = text.split(/\r?\n/).filter((l) => l.trim().length > 0);
-  const header = rows[0].split(",").map((h) => h.trim());
-  const col = header.indexOf("invocations");
-  if (col < 0) throw new Error('hourly CSV has no "invocations" column');
-  return rows.slice(1).map((row, i) => {
-    const v = Number(row.split(",")[col]);
-    if (!Number.isFinite(v)) throw new Error(`bad invocations in row ${i + 2}: "${row}"`);
-    return v;
+  const lines = text.split(/\r?\n/).map((line, i) => ({ line, at: i + 1 })).filter((l) => l.line.trim().length > 0);
+  if (lines.length === 0) throw new Error("hourly CSV is empty");
+  const header = lines[0].line.split(",").map((h) => h.trim());
+  const column = (name: string) => {
+    const col = header.indexOf(name);
+    if (col < 0) throw new Error(`hourly CSV line ${lines[0].at}: no "${name}" column in "${lines[0].line}"`);
+    return col;
+  };
+  const hourCol = column("hour");
+  const countCol = column("invocations");
+  if (lines.length === 1) throw new Error("hourly CSV has a header but no rows");
+  let lastHour: number | null = null;
+  return lines.slice(1).map(({ line, at }) => {
+    const cells = line.split(",").map((c) => c.trim());
+    const where = `hourly CSV line ${at}`;
+    const hourCell = cells[hourCol] ?? "";
+    if (hourCell === "") throw new Error(`${where}: empty hour`);
+    const hour = Number(hourCell);
+    if (!Number.isInteger(hour)) throw new Error(`${where}: hour "${hourCell}" is not a whole number`);
+    if (lastHour !== null && hour !== lastHour + 1) {
+      const missing = hour > lastHour + 1 ? ` (hour ${lastHour + 1} missing)` : "";
+      throw new Error(`${where}: hour ${hour} follows hour ${lastHour}${missing}; hours must rise by one`);
+    }
+    lastHour = hour;
+    const countCell = cells[countCol] ?? "";
+    if (countCell === "") throw new Error(`${where}: empty invocations`);
+    const count = Number(countCell);
+    if (!Number.isFinite(count) || count < 0) throw new Error(`${where}: invocations "${countCell}" is not a non-negative number`);
+    return count;
   });
 }
 

@@ -16,7 +16,12 @@ export interface TraceOptions {
 /** Generates and writes the trace; prints a one-line summary. */
 export function traceCommand(opts: TraceOptions): void {
   if (opts.maxQps < opts.minQps) throw new Error("--max-qps must be at least --min-qps");
-  const hourly = parseHourlyInvocations(readFileSync(opts.fromHourly, "utf8"));
+  let hourly: number[];
+  try {
+    hourly = parseHourlyInvocations(readFileSync(opts.fromHourly, "utf8"));
+  } catch (err) {
+    throw new Error(`${opts.fromHourly}: ${(err as Error).message}`, { cause: err });
+  }
   const arrivals = traceFromHourly(hourly, opts);
   writeFileSync(opts.out, formatTrace(arrivals));
   process.stdout.write(`wrote ${opts.out}: ${arrivals.length} arrivals over ${opts.seconds} s (${opts.minQps}..${opts.maxQps} qps shape, seed ${opts.seed})\n`);

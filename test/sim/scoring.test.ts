@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { mixFid, planFid, scoreRun, type FidLookup, type RequestRecord } from "../../actors/sim/scoring.ts";
+import { renderTable, summarize } from "../../services/cli/e1-report.ts";
 
 /** Two models: A alone 30, B alone 20, a mix falls linearly with B's share. */
 const fid: FidLookup = {
@@ -47,6 +48,16 @@ describe("scoreRun", () => {
     const s = scoreRun({ policy: "hadis", records, plans, sloMs: 1_000, fid, endMs: 10_000 });
     expect(s.windows.map((w) => w.fid)).toEqual([21, 22]);
     expect(s.fid).toBeCloseTo(21.5, 12);
+  });
+
+  it("has no violation ratio for a run with no requests (not 0), and the table prints it as –", () => {
+    const s = scoreRun({ policy: "hadis", records: [], plans, sloMs: 1_000, fid, endMs: 10_000 });
+    expect(s.offered).toBe(0);
+    expect(s.sloViolationRatio).toBeNaN();
+    // Without the table's colour codes.
+    const plain = renderTable([summarize("hadis", s, 0)]).replace(/\u001b\[[0-9;]*m/g, "");
+    const row = plain.split("\n").find((l) => l.includes("hadis"))!;
+    expect(row.split("│")[2].trim()).toBe("–");
   });
 
   it("mixes the two most served models, lighter one as light", () => {

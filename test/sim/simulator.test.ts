@@ -40,23 +40,31 @@ describe("simulate", () => {
   const score = (policy: string, run: Awaited<ReturnType<typeof simulate>>) =>
     scoreRun({ policy, records: run.records, plans: run.plans, sloMs: 6_000, fid: fidLookupFromProfiles(profiles) });
 
-  it("is deterministic: the same seed gives identical results", async () => {
+  it("is deterministic: the same seed gives identical results, another seed other ones", async () => {
     const arrivals = steady(400, 20);
     const a = await simulate(config("hadis", arrivals, 4, 3));
     const b = await simulate(config("hadis", arrivals, 4, 3));
     expect(JSON.stringify(b)).toBe(JSON.stringify(a));
     expect(a.plans.length).toBeGreaterThan(0);
     expect(a.records).toHaveLength(400);
+    // The seed names the requests, and Proteus's random split hashes the names.
+    const p3 = await simulate(config("proteus", arrivals, 4, 3));
+    const p4 = await simulate(config("proteus", arrivals, 4, 4));
+    expect(JSON.stringify(p4.records)).not.toBe(JSON.stringify(p3.records));
   });
 
   it("on 2 workers at 8 qps, clipper-heavy violates far more than clipper-light", async () => {
     const arrivals = steady(80, 8);
     const light = score("clipper-light", await simulate(config("clipper-light", arrivals, 2)));
-    const heavy = score("clipper-heavy", await simulate(config("clipper-heavy", arrivals, 2)));
+    const heavyRun = await simulate(config("clipper-heavy", arrivals, 2));
+    const heavy = score("clipper-heavy", heavyRun);
     expect(light.sloViolationRatio).toBe(0);
     expect(light.fid).toBeCloseTo(25.23, 2);
     expect(heavy.sloViolationRatio).toBeGreaterThan(0.5);
-    expect(heavy.served + heavy.timedOut + heavy.dropped).toBe(80);
+    // Every request ended in the run (none left to the end-of-run fallback); a drop is a refusal at arrival.
+    expect(heavyRun.unfinished).toBe(0);
+    expect(heavyRun.records.filter((r) => r.outcome === "dropped").every((r) => r.latencyMs === 0)).toBe(true);
+    expect(heavyRun.records.filter((r) => r.outcome === "timedOut").every((r) => r.latencyMs === null)).toBe(true);
     // A served request takes at least its model's batch latency (130 ms for sd3.5-large-turbo at 0.1).
     expect(light.p50Ms).toBeGreaterThanOrEqual(130);
   });
@@ -65,7 +73,9 @@ describe("simulate", () => {
     const run = await simulate(config("hadis", steady(60, 2), 4));
     const s = score("hadis", run);
     expect(s.offered).toBe(60);
-    expect(s.served + s.timedOut + s.dropped).toBe(60);
+    // Each request ended once, in the run: `finish` refuses a second end, and none was left to the fallback.
+    expect(run.unfinished).toBe(0);
+    expect(s.dropped).toBe(0);
     // One request may time out behind a whole-pool swap (4 workers reloaded at once while it waits).
     expect(s.sloViolationRatio).toBeLessThanOrEqual(0.05);
     expect(Number.isFinite(s.fid)).toBe(true);
