@@ -253,24 +253,19 @@ describe("the spans' clock", () => {
     let wall = 1_000; // Date.now(): the true time truncated
     let perf = 0;
     const clock = new SpanClock(() => wall, () => perf);
-    // Anchored at 1000.0, the clock runs on the monotonic clock while it agrees with the wall's millisecond.
-    perf = 1_000.5;
-    wall = 2_000;
-    expect(clock.now()).toBe(2_000.5);
-    // A second on it reads 3001.2 and the wall 3001: still its millisecond, kept (no step back to 3001).
-    perf = 2_001.2;
-    wall = 3_001;
-    expect(clock.now()).toBe(3_001.2);
-    perf = 2_001.3;
-    expect(clock.now()).toBeCloseTo(3_001.3, 6);
-    // Drift past the millisecond (or the wall clock set) re-anchors to the wall.
-    perf = 3_005;
-    wall = 4_002;
-    expect(clock.now()).toBe(4_002);
-    // A slow monotonic clock is pulled forward, never back.
-    perf = 4_006;
-    wall = 5_005;
-    expect(clock.now()).toBe(5_005);
+    // [monotonic reading, wall clock, what the clock says], in order from the anchor at 1000.0.
+    const steps: [number, number, number, string][] = [
+      [1_000.5, 2_000, 2_000.5, "a second on, inside the wall's millisecond: the monotonic clock"],
+      [2_001.2, 3_001, 3_001.2, "reads 3001.2 against the wall's 3001: kept, no step back to 3001"],
+      [2_001.3, 3_001, 3_001.3, "between checks: the monotonic clock"],
+      [3_005, 4_002, 4_002, "drifted past the millisecond (or the wall clock set): re-anchored"],
+      [4_006, 5_005, 5_005, "a slow monotonic clock is pulled forward, never back"],
+    ];
+    for (const [p, w, expected, why] of steps) {
+      perf = p;
+      wall = w;
+      expect(clock.now(), why).toBeCloseTo(expected, 6);
+    }
   });
 });
 
