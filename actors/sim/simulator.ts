@@ -52,6 +52,11 @@ export interface SimConfig {
   queueSafety?: number;
   /** Router stats interval, ms: the manager sees arrivals only when a router reports (live: 1 s). */
   statsEveryMs?: number;
+  /**
+   * Worker heartbeat interval, ms: the manager sees each worker's model as of its last heartbeat
+   * (live: 1 s, every worker of a process at once). 0: it sees them as they are.
+   */
+  heartbeatEveryMs?: number;
   /** The system starts this long before the trace's time 0 (first tick 250 ms after start). */
   warmupMs?: number;
   /** Judge latency, ms (live: pool judge latency × time scale). */
@@ -139,6 +144,10 @@ interface SimWorker {
   /** Items of the batch in execution. */
   batch: WorkItem[];
   swaps: number;
+  /** The model being unloaded (a live worker reports it until the unload ends). */
+  unloading: string | null;
+  /** The model its last heartbeat reported: what the manager sees. */
+  reported: string | null;
 }
 
 type SimEvent =
@@ -149,6 +158,7 @@ type SimEvent =
   | { kind: "unloaded"; worker: SimWorker; from: string }
   | { kind: "loaded"; worker: SimWorker; from: string | null; to: string }
   | { kind: "stats" }
+  | { kind: "beat" }
   | { kind: "tick" };
 
 /** Runs one policy over a trace; deterministic for the same inputs and seed. */
@@ -178,6 +188,8 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     busy: false,
     batch: [],
     swaps: 0,
+    unloading: null,
+    reported: null,
   }));
   /** Idle workers waiting on a model's queue, in the order they started waiting (pull order). */
   const waitingPulls = new Map<string, SimWorker[]>(profiles.models.map((m) => [m.name, []]));
@@ -213,6 +225,9 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
   const running = () => open > 0 && now < lastDeadlineMs;
   agenda.push(now + 250, { kind: "tick" });
   agenda.push(now + statsEveryMs, { kind: "stats" });
+  const heartbeatEveryMs = config.heartbeatEveryMs ?? 1_000;
+  // Half a beat before the first tick: on average what a live manager's view lags by.
+  if (heartbeatEveryMs > 0) agenda.push(now + 250 - heartbeatEveryMs / 2 + heartbeatEveryMs, { kind: "beat" });
 
   const scoreOf = (model: string, req: SimRequest) => profiles.reference.scores.get(model)?.[req.refIndex];
 
@@ -292,6 +307,7 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     const idle = waitingPulls.get(from)!;
     const at = idle.indexOf(w);
     if (at >= 0) idle.splice(at, 1);
+    w.unloading = from;
     agenda.push(now + profiles.byName.get(from)!.unloadMs * timeScale, { kind: "unloaded", worker: w, from });
   }
 
@@ -370,7 +386,7 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     const queueDepth: Record<string, number> = {};
     for (const [m, q] of queues) queueDepth[m] = q.length;
     const { qps: arrivalsQps, routers } = arrivalRate.sample(now, routerSilentAfterMs);
-    const inventory = workers.map((w) => ({ id: w.id, model: w.model }));
+    const inventory = workers.map((w) => ({ id: w.id, model: heartbeatEveryMs > 0 ? w.reported : w.model }));
     const outcome = await (config.control ?? controlTick)(control, { nowMs: now, arrivalsQps, queueDepth, workers: inventory, current: plan, routers }, tick);
     config.onTick?.(outcome, now);
     if (!outcome.plan) return;
@@ -433,7 +449,13 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
         break;
       }
       case "unloaded":
+        e.worker.unloading = null;
         startLoad(e.worker, e.from);
+        break;
+      case "beat":
+        // WorkerAgent.status(): the loaded model, or the one still unloading; none while loading.
+        for (const w of workers) w.reported = w.model ?? w.unloading;
+        if (running()) agenda.push(now + heartbeatEveryMs, { kind: "beat" });
         break;
       case "loaded": {
         const w = e.worker;

@@ -127,4 +127,20 @@ describe("simulate, as the live system", () => {
     expect(steady.length).toBeGreaterThan(15);
     for (const d of steady) expect(Math.abs(d.qps - 20), `tick at ${d.atMs} ms read ${d.qps} qps`).toBeLessThanOrEqual(2);
   });
+  it("the manager sees a worker's model as of its last heartbeat, as live", async () => {
+    // w-00 loads lightning from −750 to 2 500; heartbeats every second at x.750 (half a beat before
+    // the x.250 ticks' second), so the control tick first sees the model at 2 750.
+    const firstSeen = async (heartbeatEveryMs?: number) => {
+      let seenAt: number | null = null;
+      const script = scripted([{ atMs: -1_000, plan: plan({ "w-00": LIGHTNING }, { light: LIGHTNING, heavy: LIGHTNING }) }])!;
+      const control: SimConfig["control"] = async (state, obs, tick) => {
+        if (seenAt === null && obs.workers.some((w) => w.model === LIGHTNING)) seenAt = obs.nowMs;
+        return script(state, obs, tick);
+      };
+      await simulate(config([5_000], 1, control, heartbeatEveryMs === undefined ? {} : { heartbeatEveryMs }));
+      return seenAt;
+    };
+    expect(await firstSeen()).toBe(2_750);
+    expect(await firstSeen(0)).toBe(2_500);
+  });
 });
