@@ -1,5 +1,5 @@
 /** The ONNX backends the services run, each in a worker thread: same results, a free event loop. */
-import { mkdtempSync, rmSync } from "node:fs";
+import { cpSync, mkdtempSync, renameSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -80,6 +80,23 @@ describe("ThreadedGenerationBackend", () => {
       await b.close();
     }
     await expect(b.generate("turbo", [{ prompt: "a cat", seed: 1 }])).rejects.toThrow(/closed/);
+  });
+  it("a restarted thread that cannot load its model again is not kept: the next batch tries again", async () => {
+    const dir = join(root, "turbo-copy");
+    cpSync(dirs.turbo, dir, { recursive: true });
+    const b = new ThreadedGenerationBackend({ models: { turbo: { dir, steps: 1, guidanceScale: 0 } }, intraOpNumThreads: 1 });
+    try {
+      await b.load("turbo");
+      await (b as unknown as { thread: { worker: { terminate(): Promise<number> } } }).thread.worker.terminate();
+      // The model's files vanish while the thread is down: the restart cannot load it.
+      renameSync(join(dir, "unet"), join(dir, "unet-away"));
+      await expect(b.generate("turbo", [{ prompt: "a cat", seed: 1 }])).rejects.toThrow(/unet/);
+      // Back again: the next batch starts a thread that loads it (not one left without it).
+      renameSync(join(dir, "unet-away"), join(dir, "unet"));
+      expect(await b.generate("turbo", [{ prompt: "a cat", seed: 1 }])).toHaveLength(1);
+    } finally {
+      await b.close();
+    }
   });
 });
 

@@ -1,7 +1,8 @@
 /**
  * The inside of an ONNX worker thread (`thread-client.ts` is the outside): builds one backend
  * from `workerData` (a generation backend or a CLIP judge), says `ready` (or why it could not
- * load), then answers method calls one message at a time. onnxruntime-node runs a session
+ * load), then runs each method call as its message arrives and answers it by id (the generation
+ * backend serialises its own calls). onnxruntime-node runs a session
  * synchronously on the thread that calls it, so only here does a seconds-long UNet step not
  * stall the services' event loop (heartbeats, JetStream's in-progress acks, NATS pings).
  */

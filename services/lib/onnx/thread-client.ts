@@ -10,6 +10,8 @@ import { fromWireError, HadisError, type ErrorCode } from "../../../contracts/er
 import type { ThreadCall, ThreadInit, ThreadReply } from "./thread-protocol.ts";
 
 const HOST = new URL("./thread-host.mjs", import.meta.url);
+/** How long `close()` lets the thread finish what it runs before ending it. */
+const CLOSE_WAIT_MS = 30_000;
 
 /** Sends a call to the running thread (for `revive`, which runs before queued calls). */
 export type ThreadSend = <T>(op: string, args: unknown[]) => Promise<T>;
@@ -49,13 +51,21 @@ export class OnnxThread {
     return this.send<T>(op, args);
   }
 
-  /** Closes the backend in the thread, then ends the thread; calls still in flight fail. */
+  /**
+   * Refuses new calls, closes the backend in the thread (after the calls it is running, for at
+   * most `CLOSE_WAIT_MS`), then ends the thread; whatever is still in flight fails.
+   */
   async close(): Promise<void> {
     if (this.closed) return;
+    this.closed = true;
     await this.starting?.catch(() => undefined);
     const worker = this.worker;
-    if (worker) await this.send("close", []).catch(() => undefined);
-    this.closed = true;
+    if (worker) {
+      let timer: NodeJS.Timeout | undefined;
+      const waited = new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_WAIT_MS)));
+      await Promise.race([this.send("close", []).catch(() => undefined), waited]);
+      clearTimeout(timer);
+    }
     this.worker = null;
     await worker?.terminate();
     this.failAll("onnx thread closed");
@@ -108,15 +118,30 @@ export class OnnxThread {
       if (reply.ok) entry.resolve(reply.value);
       else entry.reject(fromWireError(reply.error));
     });
-    // An uncaught error in the thread ends it: 'exit' follows and fails what was in flight.
-    worker.on("error", () => undefined);
+    // An uncaught error in the thread ends it: 'exit' follows and fails what was in flight, saying why.
+    let crash = "";
+    worker.on("error", (err) => (crash = `: ${err.message}`));
     worker.once("exit", (code) => {
       if (this.worker !== worker) return;
       this.worker = null;
-      this.failAll(`onnx thread exited (code ${code})`);
+      this.failAll(`onnx thread exited (code ${code})${crash}`);
     });
     worker.unref();
     this.worker = worker;
-    if (revived && this.revive) await this.revive((op, args) => this.send(op, args));
+    if (this.closed) {
+      // closed while it started: nobody will end it but us.
+      this.worker = null;
+      await worker.terminate();
+      throw new HadisError(this.failureCode, "onnx thread is closed");
+    }
+    if (!revived || !this.revive) return;
+    try {
+      await this.revive((op, args) => this.send(op, args));
+    } catch (err) {
+      // A thread without its models would fail every batch: end it, and the next call tries again.
+      this.worker = null;
+      await worker.terminate();
+      throw err;
+    }
   }
 }
