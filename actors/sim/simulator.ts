@@ -323,7 +323,8 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
 
   /**
    * A worker's result reaches the router (PendingWork.deliver): the first result for the stage the
-   * request waits on wins, whatever model made it; a late copy of another stage's work is dropped.
+   * request waits on wins, whatever model made it (a moved copy not yet taken is removed); a late
+   * copy of another stage's work is dropped.
    */
   function deliver(item: WorkItem): void {
     const req = item.req;
@@ -333,6 +334,13 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     }
     const stage = req.waiting;
     req.waiting = null;
+    if (item.model !== req.waitingModel) {
+      // The original answered before its moved copy ran (PendingWork's onSuperseded): the copy
+      // leaves its queue, unless a worker has taken it already.
+      const copies = queues.get(req.waitingModel!);
+      const at = copies ? copies.findIndex((x) => x.req === req && x.stage === stage) : -1;
+      if (at >= 0) copies!.splice(at, 1);
+    }
     if (stage === "heavy") return serve(req, item.model, req.lightModel ? Routes.lightThenHeavy : Routes.heavy);
     req.lightModel = item.model;
     if (req.decision!.skipJudge) return serve(req, item.model, Routes.light);

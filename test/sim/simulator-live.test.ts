@@ -112,6 +112,22 @@ describe("simulate, as the live system", () => {
     expect(run.records[0]).toMatchObject({ outcome: "served", servedModel: LIGHTNING, latencyMs: 8_000 + 3_250 + 500 - 7_550 });
   });
 
+  it("a moved copy leaves its queue when the original answers first (PendingWork's onSuperseded)", async () => {
+    // w-00 runs the light item on lightning from 30 000 to 30 500; at 30 250 lightning loses its
+    // worker and the item is copied to turbo, which w-00 loads after its batch (ready at 44 700).
+    // The original answers at 30 500 and the judge escalates it to large (w-01, 27 s an image):
+    // live, the turbo copy is removed at once; here it must not run while the request is on large.
+    const run = await simulate(config([30_000], 2, scripted([
+      { atMs: -1_000, plan: plan({ "w-00": LIGHTNING, "w-01": LARGE }, { light: LIGHTNING, heavy: LARGE }, 0.5) },
+      { atMs: 30_100, plan: plan({ "w-00": TURBO, "w-01": LARGE }, { light: TURBO, heavy: LARGE }, 0.5) },
+    ])));
+    expect(run.movedItems).toBe(1);
+    expect(run.records[0]).toMatchObject({ outcome: "served", servedModel: LARGE });
+    expect(run.loads.at(-1)).toMatchObject({ model: TURBO, atMs: 30_500 + 500 + 13_700 });
+    expect(run.records[0].latencyMs! + 30_000).toBeGreaterThan(30_500 + 500 + 13_700);
+    expect(run.wastedItems).toBe(0);
+  });
+
   it("demand is the rate over the time the router's reports cover: steady 20 qps reads 20 on ticks shorter than a report", async () => {
     const solver = await createInlineHighsSolver();
     const scorer = new ReferenceFeatureScorer(profiles);
