@@ -66,6 +66,21 @@ export function fnv1a(text: string): number {
   return h >>> 0;
 }
 
+/**
+ * A uniform draw in [0, 1) from a string: FNV-1a, then murmur3's finaliser. FNV-1a alone keeps
+ * strings that differ in their last characters (a counter, a time-ordered id) close in its high
+ * bits, so consecutive requests drew alike: runs of them went to the heavy model together.
+ */
+export function unitDraw(text: string): number {
+  let h = fnv1a(text);
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return (h >>> 0) / 0x100000000;
+}
+
 /** Mean and population standard deviation. */
 export function meanStd(values: ArrayLike<number>): { mean: number; std: number } {
   let sum = 0;

@@ -1,7 +1,7 @@
 /** The routing decision for one prompt under the plan in force. */
 import type { Plan } from "../../contracts/messages.ts";
 import type { RouteDecision } from "../request/types.ts";
-import { fnv1a } from "../profile/stats.ts";
+import { unitDraw } from "../profile/stats.ts";
 import type { DifficultyScorer, HardnessThreshold } from "./difficulty.ts";
 
 /**
@@ -14,7 +14,7 @@ export function decideRoute(plan: Plan, prompt: string, requestId: string, score
   threshold.observe?.(difficulty);
   const single = plan.pair.light === plan.pair.heavy;
   // A stable draw per request: the share in random mode, the tie-break at the cut otherwise.
-  const draw = fnv1a(requestId) / 0x100000000;
+  const draw = unitDraw(requestId);
   const hard = plan.routerMode === "random" ? draw < plan.routerThreshold : threshold.isHard(difficulty, plan.routerThreshold, draw);
   return {
     hard: !single && hard,

@@ -44,4 +44,22 @@ describe("decideRoute", () => {
     expect(hardShare(plan(0.2), () => 10, threshold)).toBe(0);
     expect(hardShare(plan(0.9, { light: "h", heavy: "h" }), () => 95, threshold)).toBe(0);
   });
+
+  it("consecutive request ids draw independently: the random split does not come in bursts", () => {
+    // The simulator's ids are a seed and a counter; live ids are time-ordered. Blocks of 80 (a
+    // tick's arrivals at peak) should scatter around the share as independent draws would.
+    const random = { ...plan(0.3), routerMode: "random" as const };
+    const threshold = new FixedPercentileThreshold([0]);
+    const shares: number[] = [];
+    for (let block = 0; block < 100; block++) {
+      let hard = 0;
+      for (let i = 0; i < 80; i++) if (decideRoute(random, "a cat", `1-${block * 80 + i}`, { score: () => 0 }, threshold).hard) hard++;
+      shares.push(hard / 80);
+    }
+    const mean = shares.reduce((a, b) => a + b, 0) / shares.length;
+    const sd = Math.sqrt(shares.reduce((a, b) => a + (b - mean) ** 2, 0) / shares.length);
+    expect(mean).toBeCloseTo(0.3, 1);
+    // Independent draws: sqrt(0.3 · 0.7 / 80) = 0.051; FNV-1a alone gave 0.23.
+    expect(sd).toBeLessThan(0.08);
+  });
 });
