@@ -1,26 +1,17 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { OnnxGenerationBackend } from "../../services/lib/onnx/generation-backend.ts";
-import { makeTinyModels, type TinyModelDirs } from "../../tools/make-tiny-models.ts";
+import { useTinyModels } from "../helpers/tiny-models.ts";
 
-let root: string;
-let dirs: TinyModelDirs;
-
-beforeAll(() => {
-  root = mkdtempSync(join(tmpdir(), "hadis-onnx-backend-"));
-  dirs = makeTinyModels(join(root, "models"));
-});
-afterAll(() => rmSync(root, { recursive: true, force: true }));
+const tiny = useTinyModels("backend");
 
 function backend(maxResident: number) {
   return new OnnxGenerationBackend({
     models: {
-      sd15: { dir: dirs.sd15, steps: 2 },
-      turbo: { dir: dirs.turbo, steps: 1, guidanceScale: 0 },
-      sdxl: { dir: dirs.sdxl, steps: 2 },
-      broken: join(root, "does-not-exist"),
+      sd15: { dir: tiny.dirs.sd15, steps: 2 },
+      turbo: { dir: tiny.dirs.turbo, steps: 1, guidanceScale: 0 },
+      sdxl: { dir: tiny.dirs.sdxl, steps: 2 },
+      broken: join(tiny.root, "does-not-exist"),
     },
     maxResident,
     intraOpNumThreads: 1,

@@ -1,19 +1,11 @@
-import { mkdtempSync, rmSync, unlinkSync, cpSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { unlinkSync, cpSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { encodePng } from "../../actors/diffusion/png.ts";
 import { OnnxClipJudge } from "../../services/lib/onnx/clip-judge.ts";
-import { makeTinyModels, type TinyModelDirs } from "../../tools/make-tiny-models.ts";
+import { useTinyModels } from "../helpers/tiny-models.ts";
 
-let root: string;
-let dirs: TinyModelDirs;
-
-beforeAll(() => {
-  root = mkdtempSync(join(tmpdir(), "hadis-onnx-judge-"));
-  dirs = makeTinyModels(join(root, "models"));
-});
-afterAll(() => rmSync(root, { recursive: true, force: true }));
+const tiny = useTinyModels("judge");
 
 function image(seed: number): Uint8Array {
   let s = seed;
@@ -26,7 +18,7 @@ function image(seed: number): Uint8Array {
 
 describe("OnnxClipJudge", () => {
   it.each(["head", "clip"] as const)("scores in [0, 1], deterministically (%s scoring)", async (scoring) => {
-    const judge = await OnnxClipJudge.load({ dir: dirs.clip, scoring, intraOpNumThreads: 1 });
+    const judge = await OnnxClipJudge.load({ dir: tiny.dirs.clip, scoring, intraOpNumThreads: 1 });
     const batch = [1, 2, 3].map((seed) => ({ prompt: "a photo of a cat", model: "m", image: image(seed) }));
     const scores = await judge.score(batch);
     expect(scores).toHaveLength(3);
@@ -39,7 +31,7 @@ describe("OnnxClipJudge", () => {
   });
 
   it("thresholds are the share quantile of a bounded per-model window", async () => {
-    const judge = await OnnxClipJudge.load({ dir: dirs.clip, windowSize: 4, intraOpNumThreads: 1 });
+    const judge = await OnnxClipJudge.load({ dir: tiny.dirs.clip, windowSize: 4, intraOpNumThreads: 1 });
     expect(judge.thresholdFor("m", 0.5)).toBe(0);
     const scores = await judge.score([1, 2, 3, 4, 5, 6].map((seed) => ({ prompt: "", model: "m", image: image(seed) })));
     const window = scores.slice(2).sort((a, b) => a - b);
@@ -51,8 +43,8 @@ describe("OnnxClipJudge", () => {
   });
 
   it("names a missing head model", async () => {
-    const dir = join(root, "judge-no-head");
-    cpSync(dirs.clip, dir, { recursive: true });
+    const dir = join(tiny.root, "judge-no-head");
+    cpSync(tiny.dirs.clip, dir, { recursive: true });
     unlinkSync(join(dir, "head", "model.onnx"));
     await expect(OnnxClipJudge.load({ dir })).rejects.toThrow(/head[/\\]model\.onnx: missing model file/);
   });

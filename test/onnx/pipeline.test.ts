@@ -1,20 +1,13 @@
-import { cpSync, mkdtempSync, renameSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { cpSync, renameSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { inflateSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodePng, PNG_SIGNATURE } from "../../actors/diffusion/png.ts";
 import { guidanceRows, guidedPrediction, OnnxDiffusionPipeline, vaeDecoderInput } from "../../services/lib/onnx/pipeline.ts";
-import { identityModel, makeTinyModels, type TinyModelDirs } from "../../tools/make-tiny-models.ts";
+import { identityModel, type TinyModelDirs } from "../../tools/make-tiny-models.ts";
+import { useTinyModels } from "../helpers/tiny-models.ts";
 
-let root: string;
-let dirs: TinyModelDirs;
-
-beforeAll(() => {
-  root = mkdtempSync(join(tmpdir(), "hadis-onnx-pipeline-"));
-  dirs = makeTinyModels(join(root, "models"));
-});
-afterAll(() => rmSync(root, { recursive: true, force: true }));
+const tiny = useTinyModels("pipeline");
 
 /** What the ONNX generation backend passes in production: no `batchInvariant`. */
 const threads = { intraOpNumThreads: 1 };
@@ -58,7 +51,7 @@ describe.each([
 ] as const)("OnnxDiffusionPipeline %s", (_label, key, options, guided) => {
   let pipeline: OnnxDiffusionPipeline;
   beforeAll(async () => {
-    pipeline = await OnnxDiffusionPipeline.load(dirs[key], { ...options, ...threads });
+    pipeline = await OnnxDiffusionPipeline.load(tiny.dirs[key], { ...options, ...threads });
   });
   afterAll(() => pipeline.release());
 
@@ -92,7 +85,7 @@ describe.each([
   });
 
   it("batchInvariant: a batch of 4 equals four single runs byte for byte", async () => {
-    const invariant = await OnnxDiffusionPipeline.load(dirs[key], { ...options, ...threads, batchInvariant: true });
+    const invariant = await OnnxDiffusionPipeline.load(tiny.dirs[key], { ...options, ...threads, batchInvariant: true });
     try {
       const batch = await invariant.generate(batchInputs);
       for (let i = 0; i < batchInputs.length; i++) {
@@ -107,8 +100,8 @@ describe.each([
 
 describe("OnnxDiffusionPipeline load-time validation", () => {
   function copyOf(key: keyof TinyModelDirs, name: string): string {
-    const dir = join(root, name);
-    cpSync(dirs[key], dir, { recursive: true });
+    const dir = join(tiny.root, name);
+    cpSync(tiny.dirs[key], dir, { recursive: true });
     return dir;
   }
 
@@ -168,15 +161,15 @@ describe("OnnxDiffusionPipeline load-time validation", () => {
 
   it("names an SDXL encoder without pooled text_embeds", async () => {
     const dir = copyOf("sdxl", "xl-no-pooled");
-    cpSync(join(dirs.sdxl, "text_encoder", "model.onnx"), join(dir, "text_encoder_2", "model.onnx"));
+    cpSync(join(tiny.dirs.sdxl, "text_encoder", "model.onnx"), join(dir, "text_encoder_2", "model.onnx"));
     await expect(OnnxDiffusionPipeline.load(dir)).rejects.toThrow(/text_encoder_2[/\\]model\.onnx: missing output "text_embeds"/);
   });
 });
 
 describe("OnnxDiffusionPipeline guidance embedding", () => {
   it("feeds the guidance scale to an LCM UNet through timestep_cond", async () => {
-    const low = await OnnxDiffusionPipeline.load(dirs.lcm, { steps: 2, guidanceScale: 2, ...threads });
-    const high = await OnnxDiffusionPipeline.load(dirs.lcm, { steps: 2, guidanceScale: 8, ...threads });
+    const low = await OnnxDiffusionPipeline.load(tiny.dirs.lcm, { steps: 2, guidanceScale: 2, ...threads });
+    const high = await OnnxDiffusionPipeline.load(tiny.dirs.lcm, { steps: 2, guidanceScale: 8, ...threads });
     const [a] = await low.generate([{ prompt: "a photo of a cat", seed: 5 }]);
     const [b] = await high.generate([{ prompt: "a photo of a cat", seed: 5 }]);
     expect(same(a.image, b.image)).toBe(false);
@@ -187,8 +180,8 @@ describe("OnnxDiffusionPipeline guidance embedding", () => {
 describe("OnnxDiffusionPipeline SDXL negative prompt", () => {
   it("encodes an explicit empty negative prompt; only an unset one gives zero embeddings", async () => {
     const options = { steps: 2, guidanceScale: 5, ...threads };
-    const unset = await OnnxDiffusionPipeline.load(dirs.sdxl, options);
-    const empty = await OnnxDiffusionPipeline.load(dirs.sdxl, { ...options, negativePrompt: "" });
+    const unset = await OnnxDiffusionPipeline.load(tiny.dirs.sdxl, options);
+    const empty = await OnnxDiffusionPipeline.load(tiny.dirs.sdxl, { ...options, negativePrompt: "" });
     try {
       const [a] = await unset.generate([{ prompt: "a photo of a cat", seed: 5 }]);
       const [b] = await empty.generate([{ prompt: "a photo of a cat", seed: 5 }]);

@@ -1,24 +1,16 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ModelProfileSchema } from "../../contracts/profile.ts";
 import { profileCommand } from "../../services/cli/profile.ts";
-import { makeTinyModels, type TinyModelDirs } from "../../tools/make-tiny-models.ts";
+import { useTinyModels } from "../helpers/tiny-models.ts";
 
-let root: string;
-let dirs: TinyModelDirs;
-
-beforeAll(() => {
-  root = mkdtempSync(join(tmpdir(), "hadis-onnx-profile-"));
-  dirs = makeTinyModels(join(root, "models"));
-});
-afterAll(() => rmSync(root, { recursive: true, force: true }));
+const tiny = useTinyModels("profile");
 
 describe("profileCommand", () => {
   it("writes a schema-valid profile with latency per batch size", async () => {
-    const out = join(root, "tiny-turbo.json");
-    await profileCommand(dirs.turbo, { batches: [1, 2], out, steps: 1, guidanceScale: 0, runs: 2, intraOpNumThreads: 1 });
+    const out = join(tiny.root, "tiny-turbo.json");
+    await profileCommand(tiny.dirs.turbo, { batches: [1, 2], out, steps: 1, guidanceScale: 0, runs: 2, intraOpNumThreads: 1 });
     const profile = ModelProfileSchema.parse(JSON.parse(readFileSync(out, "utf8")));
     expect(profile.name).toBe("tiny-turbo");
     expect(Object.keys(profile.latencyMsByBatch)).toEqual(["1", "2"]);

@@ -1,29 +1,21 @@
 /** The ONNX backends the services run, each in a worker thread: same results, a free event loop. */
-import { cpSync, mkdtempSync, renameSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { cpSync, renameSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { OnnxGenerationBackend } from "../../services/lib/onnx/generation-backend.ts";
 import { OnnxClipJudge } from "../../services/lib/onnx/clip-judge.ts";
 import { ThreadedClipJudge, ThreadedGenerationBackend } from "../../services/lib/onnx/threaded.ts";
 import { HadisError } from "../../contracts/errors.ts";
-import { makeTinyModels, type TinyModelDirs } from "../../tools/make-tiny-models.ts";
+import { useTinyModels } from "../helpers/tiny-models.ts";
 
-let root: string;
-let dirs: TinyModelDirs;
-
-beforeAll(() => {
-  root = mkdtempSync(join(tmpdir(), "hadis-onnx-threaded-"));
-  dirs = makeTinyModels(join(root, "models"));
-});
-afterAll(() => rmSync(root, { recursive: true, force: true }));
+const tiny = useTinyModels("threaded");
 
 const options = () => ({
   models: {
-    turbo: { dir: dirs.turbo, steps: 1, guidanceScale: 0 },
+    turbo: { dir: tiny.dirs.turbo, steps: 1, guidanceScale: 0 },
     // A 768×768 image: its VAE decode is one session run of hundreds of milliseconds.
-    large: { dir: dirs.turbo, steps: 1, guidanceScale: 0, height: 768, width: 768 },
-    sd15: { dir: dirs.sd15, steps: 2 },
+    large: { dir: tiny.dirs.turbo, steps: 1, guidanceScale: 0, height: 768, width: 768 },
+    sd15: { dir: tiny.dirs.sd15, steps: 2 },
   },
   intraOpNumThreads: 1,
 });
@@ -82,8 +74,8 @@ describe("ThreadedGenerationBackend", () => {
     await expect(b.generate("turbo", [{ prompt: "a cat", seed: 1 }])).rejects.toThrow(/closed/);
   });
   it("a restarted thread that cannot load its model again is not kept: the next batch tries again", async () => {
-    const dir = join(root, "turbo-copy");
-    cpSync(dirs.turbo, dir, { recursive: true });
+    const dir = join(tiny.root, "turbo-copy");
+    cpSync(tiny.dirs.turbo, dir, { recursive: true });
     const b = new ThreadedGenerationBackend({ models: { turbo: { dir, steps: 1, guidanceScale: 0 } }, intraOpNumThreads: 1 });
     try {
       await b.load("turbo");
@@ -102,8 +94,8 @@ describe("ThreadedGenerationBackend", () => {
 
 describe("ThreadedClipJudge", () => {
   it("scores as the in-process judge does and keeps thresholds from those scores", async () => {
-    const threaded = await ThreadedClipJudge.load({ dir: dirs.clip, intraOpNumThreads: 1 });
-    const local = await OnnxClipJudge.load({ dir: dirs.clip, intraOpNumThreads: 1 });
+    const threaded = await ThreadedClipJudge.load({ dir: tiny.dirs.clip, intraOpNumThreads: 1 });
+    const local = await OnnxClipJudge.load({ dir: tiny.dirs.clip, intraOpNumThreads: 1 });
     const gen = new OnnxGenerationBackend(options());
     try {
       await gen.load("turbo");
@@ -119,6 +111,6 @@ describe("ThreadedClipJudge", () => {
   });
 
   it("refuses to start on a folder that is not a judge, naming the file", async () => {
-    await expect(ThreadedClipJudge.load({ dir: join(root, "nothing-here") })).rejects.toThrow(/image_encoder/);
+    await expect(ThreadedClipJudge.load({ dir: join(tiny.root, "nothing-here") })).rejects.toThrow(/image_encoder/);
   });
 });
