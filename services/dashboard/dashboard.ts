@@ -14,7 +14,7 @@ import type { Logger } from "../lib/log.ts";
 import type { NatsConnection, Subscription } from "../lib/nats.ts";
 import { PlanView } from "../lib/plan-view.ts";
 import { listenUrl, METRICS_CONTENT_TYPE, metricsText, recordPlan } from "../lib/metrics.ts";
-import { configureTelemetry, spanSinkSubject, tracingEnabled, type SpanRecord } from "../lib/telemetry.ts";
+import { configureTelemetry, spanSinkSubject, tracingEnabled } from "../lib/telemetry.ts";
 import { DashboardState } from "./state.ts";
 
 /** Default port of the dashboard. */
@@ -64,10 +64,16 @@ export async function startDashboard(opts: DashboardOptions): Promise<RunningDas
   const subs: Subscription[] = [
     nc.subscribe(spanSinkSubject(subjects.prefix), {
       callback: (_e, m) => {
+        let batch: unknown;
         try {
-          state.addSpans(parseRaw(m.data) as SpanRecord[]);
+          batch = parseRaw(m.data);
         } catch {
-          // A malformed batch is dropped; the dashboard never stops for it.
+          batch = undefined; // not msgpack: counted as malformed below
+        }
+        try {
+          state.addSpans(batch);
+        } catch (err) {
+          log.warn("dashboard.spans_failed", { error: (err as Error).message }); // never stops the dashboard
         }
       },
     }),

@@ -37,9 +37,36 @@ export interface RequestSummary {
   models?: string[];
   score?: number;
   threshold?: number;
-  /** The stage spans of the request, relative to its start: name, service, offset ms, duration ms, error. */
-  stages: { n: string; sv: string; o: number; d: number; e?: boolean }[];
+  /**
+   * The stage spans of the request, relative to its start: name, service, offset ms, duration ms,
+   * error, and the stage (light or heavy) the span serves, from its own `hadis.stage` or an ancestor's.
+   */
+  stages: { n: string; sv: string; o: number; d: number; e?: boolean; stage?: string }[];
 }
+
+const TRACE_ID = /^[0-9a-f]{32}$/;
+const SPAN_ID = /^[0-9a-f]{16}$/;
+const finite = (x: unknown): x is number => typeof x === "number" && Number.isFinite(x);
+
+/**
+ * A span record as the services' sinks write it, or null when it is not one: the sink subject is
+ * open to any publisher, and a record with odd ids (a span its own parent) or non-numeric times
+ * must not reach the trace walks or the page.
+ */
+export function spanRecordOf(x: unknown): SpanRecord | null {
+  if (typeof x !== "object" || x === null) return null;
+  const r = x as Record<string, unknown>;
+  if (typeof r.t !== "string" || !TRACE_ID.test(r.t) || typeof r.s !== "string" || !SPAN_ID.test(r.s)) return null;
+  if (r.p !== undefined && (typeof r.p !== "string" || !SPAN_ID.test(r.p) || r.p === r.s)) return null;
+  if (typeof r.n !== "string" || typeof r.sv !== "string" || !finite(r.k) || !finite(r.st) || !finite(r.d) || r.d < 0) return null;
+  if (typeof r.a !== "object" || r.a === null || Array.isArray(r.a)) return null;
+  if (r.e !== undefined && typeof r.e !== "string") return null;
+  if (r.l !== undefined && !(Array.isArray(r.l) && r.l.every((l) => typeof l === "object" && l !== null && TRACE_ID.test(String(l.t)) && SPAN_ID.test(String(l.s))))) return null;
+  return x as SpanRecord;
+}
+
+const text = (x: unknown): string | undefined => (typeof x === "string" ? x : undefined);
+const number = (x: unknown): number | undefined => (finite(x) ? x : undefined);
 
 /** A worker as last heard. */
 export interface WorkerView extends WorkerHeartbeat {
@@ -58,6 +85,8 @@ export class DashboardState {
   spansReceived = 0;
   /** Spans not kept because their trace already held `limits.spansPerTrace` (a caller that puts many requests in one trace). */
   spansDropped = 0;
+  /** Sink messages or records that were not span batches or spans (`spanRecordOf`). */
+  spansMalformed = 0;
 
   constructor(private readonly limits = { traces: 2_000, spansPerTrace: 512, requests: 300, seconds: 600, workerSilenceMs: 10_000 }) {}
 
@@ -75,42 +104,58 @@ export class DashboardState {
     return b;
   }
 
-  /** Takes a batch of finished spans. */
-  addSpans(spans: SpanRecord[]): void {
-    for (const span of spans) {
+  /**
+   * Takes a batch of finished spans, as decoded from the sink (anything: what is not a batch of
+   * span records is counted in `spansMalformed` and changes nothing). A trace's place in the
+   * eviction order is its latest span's: a slow request keeps its early spans while it runs.
+   */
+  addSpans(batch: unknown): void {
+    if (!Array.isArray(batch)) {
+      this.spansMalformed++;
+      return;
+    }
+    const touched = new Set<string>();
+    for (const raw of batch) {
+      const span = spanRecordOf(raw);
+      if (!span) {
+        this.spansMalformed++;
+        continue;
+      }
       this.spansReceived++;
       let trace = this.traces.get(span.t);
-      if (!trace) {
-        trace = [];
-        this.traces.set(span.t, trace);
-        if (this.traces.size > this.limits.traces) this.traces.delete(this.traces.keys().next().value!);
-      }
+      if (trace) this.traces.delete(span.t);
+      else trace = [];
+      this.traces.set(span.t, trace);
+      if (this.traces.size > this.limits.traces) this.traces.delete(this.traces.keys().next().value!);
       if (trace.length < this.limits.spansPerTrace) trace.push(span);
       else this.spansDropped++;
+      touched.add(span.t);
       if (span.n === REQUEST_SPAN) this.addRequest(span);
     }
-    // Stage spans may arrive after their root (other services flush on their own): refresh.
-    for (const r of this.requests.slice(0, 50)) r.stages = this.stagesOf(r.traceId, r.spanId, r.startMs);
+    // Stage spans may arrive after their root (other services flush on their own): refresh the
+    // requests whose traces this batch added to.
+    for (const r of this.requests) if (touched.has(r.traceId)) r.stages = this.stagesOf(r.traceId, r.spanId, r.startMs);
   }
 
   private addRequest(root: SpanRecord): void {
     const a = root.a;
-    const outcome = String(a["hadis.outcome"] ?? (root.e ? "error" : "ok"));
+    const outcome = text(a["hadis.outcome"]) ?? (root.e ? "error" : "ok");
     const sloMet = typeof a["hadis.slo_met"] === "boolean" ? (a["hadis.slo_met"] as boolean) : undefined;
+    const models = a["hadis.models"];
     const summary: RequestSummary = {
       traceId: root.t,
       spanId: root.s,
-      requestId: a["hadis.request_id"] as string | undefined,
+      requestId: text(a["hadis.request_id"]),
       startMs: root.st,
       totalMs: root.d,
-      route: a["hadis.route"] as string | undefined,
+      route: text(a["hadis.route"]),
       outcome,
       sloMet,
-      sloMs: a["hadis.slo_ms"] as number | undefined,
-      planEpoch: a["hadis.plan_epoch"] as number | undefined,
-      models: a["hadis.models"] as string[] | undefined,
-      score: a["hadis.disc.score"] as number | undefined,
-      threshold: a["hadis.disc.threshold"] as number | undefined,
+      sloMs: number(a["hadis.slo_ms"]),
+      planEpoch: number(a["hadis.plan_epoch"]),
+      models: Array.isArray(models) ? models.map(String) : undefined,
+      score: number(a["hadis.disc.score"]),
+      threshold: number(a["hadis.disc.threshold"]),
       stages: [],
     };
     summary.stages = this.stagesOf(root.t, root.s, root.st);
@@ -123,17 +168,25 @@ export class DashboardState {
     const spans = this.traces.get(traceId) ?? [];
     const children = new Map<string, SpanRecord[]>();
     for (const s of spans) if (s.p !== undefined) (children.get(s.p) ?? children.set(s.p, []).get(s.p)!).push(s);
-    const under: SpanRecord[] = [];
-    for (let i = 0, frontier = [rootSpanId]; i < frontier.length; i++) {
-      for (const c of children.get(frontier[i]) ?? []) {
-        under.push(c);
-        frontier.push(c.s);
+    // Breadth first from the root, each span once (ids reused by a bad publisher cannot loop);
+    // a span's stage is its own `hadis.stage` or its parent's (the worker's spans sit under the
+    // router's `light <model>` / `heavy <model>`).
+    const under: { span: SpanRecord; stage?: string }[] = [];
+    const seen = new Set([rootSpanId]);
+    for (let i = 0, frontier: { id: string; stage?: string }[] = [{ id: rootSpanId }]; i < frontier.length; i++) {
+      for (const c of children.get(frontier[i].id) ?? []) {
+        if (seen.has(c.s)) continue;
+        seen.add(c.s);
+        const own = c.a["hadis.stage"];
+        const stage = own === "light" || own === "heavy" ? own : frontier[i].stage;
+        under.push({ span: c, ...(stage ? { stage } : {}) });
+        frontier.push({ id: c.s, ...(stage ? { stage } : {}) });
       }
     }
     return under
-      .filter((s) => s.n !== REQUEST_SPAN && !s.n.startsWith("batch "))
-      .sort((x, y) => x.st - y.st)
-      .map((s) => ({ n: s.n, sv: s.sv, o: Math.max(0, s.st - startMs), d: s.d, ...(s.e ? { e: true } : {}) }));
+      .filter(({ span: s }) => s.n !== REQUEST_SPAN && !s.n.startsWith("batch "))
+      .sort((x, y) => x.span.st - y.span.st)
+      .map(({ span: s, stage }) => ({ n: s.n, sv: s.sv, o: Math.max(0, s.st - startMs), d: s.d, ...(s.e ? { e: true } : {}), ...(stage ? { stage } : {}) }));
   }
 
   /** Takes a router's load report. */
@@ -209,6 +262,7 @@ export class DashboardState {
       p99Ms: pct(99),
       spansReceived: this.spansReceived,
       spansDropped: this.spansDropped,
+      spansMalformed: this.spansMalformed,
     };
   }
 }

@@ -2,6 +2,10 @@ import { describe, expect, it } from "vitest";
 import { DashboardState } from "../../services/dashboard/state.ts";
 import type { SpanRecord } from "../../services/lib/telemetry.ts";
 
+/** A 16-hex span id per name (the sink only carries ids the tracer made: hex, 16 digits). */
+const ids = new Map<string, string>();
+const id = (name: string) => ids.get(name) ?? ids.set(name, (ids.size + 1).toString(16).padStart(16, "0")).get(name)!;
+
 const stats = (arrivals: number, served: number, answered: number, violations: number) => ({
   v: 1 as const,
   routerId: "r1",
@@ -20,7 +24,7 @@ describe("DashboardState", () => {
     const t0 = 1_700_000_000_000;
     for (let i = 0; i < 10; i++) s.addRouterStats(stats(100, 98, 99, i === 0 ? 9 : 0), t0 + i * 1_000);
     // Two traced requests only: the headline figures must not follow them.
-    const root = (t: string, met: boolean): SpanRecord => ({ t, s: `${t}01`, n: "hadis.generate", sv: "hadis-router", k: 1, st: t0 + 500, d: 40, a: { "hadis.outcome": "ok", "hadis.slo_met": met, "hadis.route": "light" } });
+    const root = (t: string, met: boolean): SpanRecord => ({ t, s: id(t), n: "hadis.generate", sv: "hadis-router", k: 1, st: t0 + 500, d: 40, a: { "hadis.outcome": "ok", "hadis.slo_met": met, "hadis.route": "light" } });
     s.addSpans([root("a".repeat(32), true), root("b".repeat(32), false)]);
     const sm = s.summary(t0 + 10_000); // the 10 s window ends with the last whole second
     expect(sm.demandQps).toBe(100);
@@ -32,7 +36,7 @@ describe("DashboardState", () => {
   it("groups a trace's stage spans under its request, by start time", () => {
     const s = new DashboardState();
     const t = "c".repeat(32);
-    const span = (n: string, sv: string, st: number, d: number, p?: string): SpanRecord => ({ t, s: n, p, n, sv, k: 0, st, d, a: {} });
+    const span = (n: string, sv: string, st: number, d: number, p?: string): SpanRecord => ({ t, s: id(n), ...(p ? { p: id(p) } : {}), n, sv, k: 0, st, d, a: {} });
     // The worker's span is a grandchild of the root (under the queue stage), and arrives first.
     s.addSpans([span("execute m", "hadis-worker", 1_010, 5, "queue m"), span("route", "hadis-router", 1_000, 1, "root")]);
     s.addSpans([span("queue m", "hadis-router", 1_002, 8, "root"), { ...span("root", "hadis-router", 999, 30), n: "hadis.generate", a: { "hadis.outcome": "ok" } }]);
@@ -45,10 +49,10 @@ describe("DashboardState", () => {
     const t = "d".repeat(32);
     // A caller that wraps a whole load test in one span: every request continues the same trace.
     for (let i = 0; i < 15; i++) {
-      const root = `r${i}`;
+      const root = id(`r${i}`);
       s.addSpans([
-        { t, s: `route${i}`, p: root, n: "route", sv: "hadis-router", k: 0, st: i * 100 + 1, d: 1, a: {} },
-        { t, s: root, p: "caller", n: "hadis.generate", sv: "hadis-router", k: 1, st: i * 100, d: 10, a: { "hadis.outcome": "ok" } },
+        { t, s: id(`route${i}`), p: root, n: "route", sv: "hadis-router", k: 0, st: i * 100 + 1, d: 1, a: {} },
+        { t, s: root, p: id("caller"), n: "hadis.generate", sv: "hadis-router", k: 1, st: i * 100, d: 10, a: { "hadis.outcome": "ok" } },
       ]);
     }
     expect(s.recent()).toHaveLength(15);
@@ -56,6 +60,78 @@ describe("DashboardState", () => {
     expect(s.trace(t)).toHaveLength(20);
     expect(s.summary(10_000).spansDropped).toBe(10);
     expect(s.recent()[0].stages).toEqual([]); // the last request's stage did not fit
+  });
+
+  it("counts what is not a span batch or a span record, and keeps none of it", () => {
+    const s = new DashboardState();
+    const t = "e".repeat(32);
+    const good: SpanRecord = { t, s: id("g-root"), n: "hadis.generate", sv: "hadis-router", k: 1, st: 1_000, d: 5, a: { "hadis.outcome": "ok" } };
+    for (const batch of [null, "spans", 42, { t }]) s.addSpans(batch);
+    s.addSpans([
+      good,
+      { ...good, s: "not-hex-at-all!!" },
+      { ...good, s: id("self"), p: id("self") }, // its own parent
+      { ...good, s: id("nan"), st: Number.NaN },
+      { ...good, s: id("neg"), d: -1 },
+      { ...good, s: id("attrs"), a: [] as never },
+      { ...good, s: id("err"), e: 2 as never },
+      { ...good, s: id("links"), l: [{ t: "x", s: "y" }] },
+      { ...good, t: "<img src=x onerror=alert(1)>" },
+      null,
+    ]);
+    expect(s.summary(0).spansMalformed).toBe(4 + 9);
+    expect(s.summary(0).spansReceived).toBe(1);
+    expect(s.recent().map((r) => r.spanId)).toEqual([good.s]);
+  });
+
+  it("walks a trace whose ids loop (a publisher that reuses ids) without looping", () => {
+    const s = new DashboardState();
+    const t = "f".repeat(32);
+    const root = id("loop-root");
+    const a = id("loop-a");
+    s.addSpans([
+      { t, s: root, n: "hadis.generate", sv: "hadis-router", k: 1, st: 0, d: 10, a: { "hadis.outcome": "ok" } },
+      { t, s: a, p: root, n: "route", sv: "hadis-router", k: 0, st: 1, d: 1, a: {} },
+      // Another record claiming the root's id, under the root's child: root → a → root → …
+      { t, s: root, p: a, n: "reply", sv: "hadis-router", k: 0, st: 2, d: 1, a: {} },
+    ]);
+    expect(s.recent()[0].stages.map((x) => x.n)).toEqual(["route"]);
+  });
+
+  it("gives each stage span the stage it serves, from its own attribute or its parent's", () => {
+    const s = new DashboardState();
+    const t = "1".repeat(32);
+    const root = id("st-root");
+    s.addSpans([
+      { t, s: root, n: "hadis.generate", sv: "hadis-router", k: 1, st: 0, d: 100, a: { "hadis.outcome": "ok", "hadis.route": "escalated" } },
+      { t, s: id("st-light"), p: root, n: "light m1", sv: "hadis-router", k: 3, st: 1, d: 20, a: { "hadis.stage": "light" } },
+      { t, s: id("st-exec1"), p: id("st-light"), n: "execute m1", sv: "hadis-worker", k: 4, st: 5, d: 10, a: {} },
+      { t, s: id("st-heavy"), p: root, n: "heavy m2", sv: "hadis-router", k: 3, st: 30, d: 60, a: { "hadis.stage": "heavy" } },
+      // The heavy stage ran on m1 (a moved item): the plan's pair cannot tell, the parent can.
+      { t, s: id("st-exec2"), p: id("st-heavy"), n: "execute m1", sv: "hadis-worker", k: 4, st: 40, d: 40, a: {} },
+      { t, s: id("st-judge"), p: root, n: "judge", sv: "hadis-discriminator", k: 1, st: 22, d: 3, a: {} },
+    ]);
+    expect(s.recent()[0].stages.map((x) => [x.n, x.stage])).toEqual([
+      ["light m1", "light"], ["execute m1", "light"], ["judge", undefined], ["heavy m2", "heavy"], ["execute m1", "heavy"],
+    ]);
+  });
+
+  it("evicts the trace least recently added to, and fills in late stage spans of any listed request", () => {
+    const s = new DashboardState({ traces: 2, spansPerTrace: 512, requests: 300, seconds: 600, workerSilenceMs: 10_000 });
+    const trace = (c: string) => c.repeat(32);
+    const root = (c: string, i: number): SpanRecord => ({ t: trace(c), s: id(`ev-root-${c}-${i}`), n: "hadis.generate", sv: "hadis-router", k: 1, st: i, d: 1, a: { "hadis.outcome": "ok" } });
+    // A slow request's trace (2) starts first; its early span must outlive later, finished traces.
+    s.addSpans([{ t: trace("2"), s: id("ev-route-2"), p: id("ev-root-2-0"), n: "route", sv: "hadis-router", k: 0, st: 0, d: 1, a: {} }]);
+    s.addSpans([root("3", 1)]);
+    s.addSpans([{ t: trace("2"), s: id("ev-light-2"), p: id("ev-root-2-0"), n: "light m", sv: "hadis-router", k: 3, st: 2, d: 50, a: {} }]);
+    s.addSpans([root("4", 3)]); // evicts trace 3, the least recently added to, not trace 2
+    expect(s.trace(trace("3"))).toEqual([]);
+    expect(s.trace(trace("2")).map((x) => x.n)).toEqual(["route", "light m"]);
+    s.addSpans([root("2", 0)]);
+    // Sixty requests later (trace "5" holds them all), a late stage span of the slow request still shows on it.
+    for (let i = 0; i < 60; i++) s.addSpans([root("5", 100 + i)]);
+    s.addSpans([{ t: trace("2"), s: id("ev-reply-2"), p: id("ev-root-2-0"), n: "reply", sv: "hadis-router", k: 0, st: 60, d: 1, a: {} }]);
+    expect(s.recent(100).find((r) => r.traceId === trace("2"))!.stages.map((x) => x.n)).toEqual(["route", "light m", "reply"]);
   });
 
   it("serves a bounded series whatever the query asks for", () => {

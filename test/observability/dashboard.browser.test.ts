@@ -67,11 +67,18 @@ describe("the live dashboard", () => {
     expect(names.some((n) => n.startsWith("hadis.generate"))).toBe(true);
     expect(names.some((n) => n.startsWith(`execute ${DEFAULT_STATIC.heavy}`))).toBe(true);
     expect(await page.textContent("#trace h2")).toMatch(/router.*worker.*discriminator|discriminator/);
+    expect(await page.locator("#requests tbody tr.selected").count()).toBe(1);
+    // Each execute bar has the colour of the stage it served (inherited from the router's stage span).
+    expect(await page.locator(`#trace .wfrow:has-text("execute ${DEFAULT_STATIC.heavy}") .bar.st-heavy`).count()).toBe(1);
+    expect(await page.locator(`#trace .wfrow:has-text("execute ${DEFAULT_STATIC.light}") .bar.st-light`).count()).toBe(1);
     await page.click("#trace .wfrow:has-text('judge')");
     await page.waitForSelector("#trace .attrs :text('hadis.disc.score')");
 
     mkdirSync("test-artifacts", { recursive: true });
     await page.waitForTimeout(1_200);
+    // The page polled meanwhile (and re-read the trace): the clicked span is still the one shown.
+    expect(await page.textContent("#trace .wfrow.sel .name")).toContain("judge");
+    expect(await page.locator("#requests tbody tr.selected").count()).toBe(1);
     await page.screenshot({ path: "test-artifacts/dashboard.png", fullPage: true });
   }, 60_000);
 });

@@ -18,12 +18,20 @@ function modelColor(model) {
 }
 const STAGES = [["route", "route"], ["queue", "queue wait"], ["light", "light generation"], ["judge", "judge"], ["heavy", "heavy generation"], ["reply", "reply"]];
 
+/** The request shown in the trace panel: its trace, its root span (a caller's trace may hold several requests). */
 let selectedTrace = null;
+let selectedRoot = null;
 let selectedSpan = null;
+/** Spans of the trace on screen (it is fetched again while stage spans still arrive). */
+let shownSpans = -1;
 let lastState = null;
 
-/** The stage class of a span: what the waterfall colours it as. */
-function stageOf(span, plan) {
+/**
+ * The stage class of a span: what the waterfall colours it as. `stage` is the light or heavy
+ * stage the span serves (from its own `hadis.stage` or an ancestor's); without one an `execute`
+ * span is guessed from the pair in force.
+ */
+function stageOf(span, stage, plan) {
   const n = span.n;
   if (n === "route") return "route";
   if (n === "reply") return "reply";
@@ -32,12 +40,15 @@ function stageOf(span, plan) {
   if (n.startsWith("light ")) return "light";
   if (n.startsWith("heavy ")) return "heavy";
   if (n.startsWith("execute ")) {
-    const model = n.slice(8);
-    if (span.a && span.a["hadis.stage"]) return span.a["hadis.stage"];
-    if (plan && plan.pair.heavy === model) return "heavy";
-    return "light";
+    if (stage === "light" || stage === "heavy") return stage;
+    return plan && plan.pair.heavy === n.slice(8) ? "heavy" : "light";
   }
   return "other";
+}
+
+/** The model a worker shows: the one it runs, or the one it is loading (the plan's for it). */
+function workerModel(w, plan) {
+  return w.model ?? (w.state === "loading" ? plan?.assignment?.[w.workerId] ?? null : null);
 }
 
 function lineChart(el, series, { yMax, fmt = (v) => v.toFixed(0), right } = {}) {
@@ -113,7 +124,10 @@ function renderPlan(s) {
   const p = s.plan;
   if (!p) return;
   const live = {};
-  for (const w of s.workers) if (w.model) (live[w.model] ??= { serving: 0, other: 0 })[w.state === "serving" ? "serving" : "other"]++;
+  for (const w of s.workers) {
+    const model = workerModel(w, p);
+    if (model) (live[model] ??= { serving: 0, other: 0 })[w.state === "serving" ? "serving" : "other"]++;
+  }
   const models = Object.entries(p.models).sort((a, b) => b[1].workers - a[1].workers);
   $("#plan").innerHTML = `
     <h2>Plan in force <span class="hint">epoch ${p.epoch} · policy ${esc(p.policy)}${p.degraded ? ` · degraded step ${p.degraded}` : ""}</span></h2>
@@ -134,13 +148,16 @@ function renderPlan(s) {
 
 function renderWorkers(s) {
   $("#workers-hint").textContent = `${s.workers.length} heard from`;
-  $("#workers").innerHTML = s.workers.map((w) => `
-    <div class="worker" style="border-left-color:${modelColor(w.model)}" title="${esc(w.workerId)}${w.lastError ? " — " + esc(w.lastError) : ""}">
+  $("#workers").innerHTML = s.workers.map((w) => {
+    const model = workerModel(w, s.plan);
+    return `
+    <div class="worker" style="border-left-color:${modelColor(model)}" title="${esc(w.workerId)}${w.lastError ? " — " + esc(w.lastError) : ""}">
       <div class="id">${esc(w.workerId.split("-").slice(-2).join("-"))}</div>
-      <div class="model">${esc(w.model ?? "—")}</div>
-      <div><span class="badge ${w.state}">${w.state}</span></div>
+      <div class="model">${esc(model ?? "—")}${w.state === "loading" && !w.model && model ? " <small>(loading)</small>" : ""}</div>
+      <div><span class="badge ${esc(w.state)}">${esc(w.state)}</span></div>
       <div class="meta">batch ${w.batchSize} · served ${w.servedTotal}${w.swapsTotal ? ` · swaps ${w.swapsTotal}` : ""}</div>
-    </div>`).join("") || `<div class="empty">no heartbeats yet</div>`;
+    </div>`;
+  }).join("") || `<div class="empty">no heartbeats yet</div>`;
 }
 
 function routeClass(r) {
@@ -153,11 +170,11 @@ function renderRequests(s) {
     const total = Math.max(r.totalMs, 0.001);
     const bars = r.stages
       .filter((st) => st.n === "route" || st.n === "reply" || st.n.startsWith("queue ") || st.n.startsWith("execute ") || st.n === "judge")
-      .map((st) => `<span class="st-${stageOf(st, s.plan)}" style="left:${((st.o / total) * 100).toFixed(2)}%;width:${Math.max(0.4, (st.d / total) * 100).toFixed(2)}%"></span>`)
+      .map((st) => `<span class="st-${stageOf(st, st.stage, s.plan)}" style="left:${((st.o / total) * 100).toFixed(2)}%;width:${Math.max(0.4, (st.d / total) * 100).toFixed(2)}%"></span>`)
       .join("");
     const t = new Date(r.startMs).toLocaleTimeString([], { hour12: false });
     const slo = r.sloMet == null ? "" : r.sloMet ? `<span class="ok">met</span>` : `<span class="miss">missed</span>`;
-    return `<tr data-trace="${r.traceId}" class="${r.traceId === selectedTrace ? "selected" : ""}">
+    return `<tr data-trace="${esc(r.traceId)}" data-root="${esc(r.spanId)}" class="${r.traceId === selectedTrace && r.spanId === selectedRoot ? "selected" : ""}">
       <td>${t}</td><td class="tid">${esc((r.requestId ?? r.traceId).slice(-10))}</td>
       <td class="route ${routeClass(r)}">${esc(r.outcome === "ok" ? r.route : r.outcome)}</td>
       <td class="num">${fmtMs(r.totalMs)}</td><td>${slo}</td><td class="wf"><div class="mini">${bars}</div></td></tr>`;
@@ -165,16 +182,27 @@ function renderRequests(s) {
   $("#requests tbody").innerHTML = rows.join("") || `<tr><td colspan="6" class="empty">no requests yet</td></tr>`;
 }
 
-async function showTrace(traceId) {
+/** Shows a request's trace; a later click wins over a fetch still on its way. */
+async function showTrace(traceId, rootId) {
+  const fresh = selectedTrace !== traceId || selectedRoot !== rootId;
   selectedTrace = traceId;
-  document.querySelectorAll("#requests tbody tr").forEach((tr) => tr.classList.toggle("selected", tr.dataset.trace === traceId));
-  const res = await fetch(`/api/trace/${traceId}`);
-  if (!res.ok) return;
+  selectedRoot = rootId;
+  if (fresh) shownSpans = -1;
+  document.querySelectorAll("#requests tbody tr").forEach((tr) => tr.classList.toggle("selected", tr.dataset.trace === traceId && tr.dataset.root === rootId));
+  const res = await fetch(`/api/trace/${encodeURIComponent(traceId)}`);
+  if (selectedTrace !== traceId || selectedRoot !== rootId) return;
+  if (!res.ok) {
+    $("#trace").innerHTML = `<h2>Trace <span class="tid">${esc(traceId)}</span></h2><div class="empty">this trace is no longer held (the dashboard keeps the latest 2,000 traces)</div>`;
+    shownSpans = 0;
+    return;
+  }
   const { spans } = await res.json();
-  drawTrace(traceId, spans);
+  if (selectedTrace !== traceId || selectedRoot !== rootId || spans.length === shownSpans) return;
+  shownSpans = spans.length;
+  drawTrace(traceId, rootId, spans);
 }
 
-function drawTrace(traceId, spans) {
+function drawTrace(traceId, rootId, spans) {
   const byId = new Map(spans.map((s) => [s.s, s]));
   const children = new Map();
   const roots = [];
@@ -182,30 +210,36 @@ function drawTrace(traceId, spans) {
     if (s.p && byId.has(s.p)) (children.get(s.p) ?? children.set(s.p, []).get(s.p)).push(s);
     else roots.push(s);
   }
+  // Depth first, each span once; a span's stage is its own `hadis.stage` or its parent's.
   const ordered = [];
-  const walk = (s, depth) => {
-    ordered.push({ s, depth });
-    for (const c of (children.get(s.s) ?? []).sort((a, b) => a.st - b.st)) walk(c, depth + 1);
+  const seen = new Set();
+  const walk = (s, depth, inherited) => {
+    if (seen.has(s.s)) return;
+    seen.add(s.s);
+    const own = s.a?.["hadis.stage"];
+    const stage = own === "light" || own === "heavy" ? own : inherited;
+    ordered.push({ s, depth, stage });
+    for (const c of (children.get(s.s) ?? []).sort((a, b) => a.st - b.st)) walk(c, depth + 1, stage);
   };
-  roots.sort((a, b) => a.st - b.st).forEach((r) => walk(r, 0));
+  roots.sort((a, b) => a.st - b.st).forEach((r) => walk(r, 0, undefined));
   const t0 = Math.min(...spans.map((s) => s.st));
   const t1 = Math.max(...spans.map((s) => s.st + s.d));
   const total = Math.max(t1 - t0, 0.001);
-  const root = spans.find((s) => s.n === "hadis.generate");
+  const root = spans.find((s) => s.s === rootId) ?? spans.find((s) => s.n === "hadis.generate");
   const a = root?.a ?? {};
   const services = [...new Set(spans.map((s) => s.sv))];
   const head = root ? `
     <div class="head">
       <span>route <b class="route ${a["hadis.outcome"] === "ok" ? (a["hadis.route"] === "light" ? "light" : a["hadis.route"] === "heavy" ? "heavy" : "esc") : "err"}">${esc(a["hadis.route"] ?? a["hadis.outcome"])}</b></span>
       <span>total <b>${fmtMs(root.d)}</b></span>
-      <span>SLO <b class="${a["hadis.slo_met"] ? "ok" : "miss"}">${a["hadis.slo_met"] ? "met" : "missed"}</b> (${fmtMs(a["hadis.slo_ms"])})</span>
+      ${typeof a["hadis.slo_met"] === "boolean" ? `<span>SLO <b class="${a["hadis.slo_met"] ? "ok" : "miss"}">${a["hadis.slo_met"] ? "met" : "missed"}</b> (${fmtMs(a["hadis.slo_ms"])})</span>` : ""}
       <span>plan epoch <b>${esc(a["hadis.plan_epoch"])}</b></span>
       ${a["hadis.disc.score"] != null ? `<span>score <b>${Number(a["hadis.disc.score"]).toPrecision(3)}</b> vs <b>${Number(a["hadis.disc.threshold"]).toPrecision(3)}</b></span>` : ""}
       <span>deadline <b>${fmtMs(a["hadis.deadline_ms"])}</b></span>
     </div>` : "";
-  const rows = ordered.map(({ s, depth }) => {
-    const stage = stageOf(s, lastState?.plan);
-    return `<div class="wfrow ${s.s === selectedSpan ? "sel" : ""}" data-span="${s.s}">
+  const rows = ordered.map(({ s, depth, stage: served }) => {
+    const stage = stageOf(s, served, lastState?.plan);
+    return `<div class="wfrow ${s.s === selectedSpan ? "sel" : ""}" data-span="${esc(s.s)}">
       <div class="name" style="padding-left:${depth * 14}px">${esc(s.n)}<span class="svc">${esc(s.sv.replace(/^hadis-/, ""))}</span></div>
       <div class="track"><div class="bar st-${stage} ${s.e ? "err" : ""}" style="left:${(((s.st - t0) / total) * 100).toFixed(2)}%;width:${Math.max(0.3, (s.d / total) * 100).toFixed(2)}%"></div></div>
       <div class="dur">${fmtMs(s.d)}</div></div>`;
@@ -213,10 +247,10 @@ function drawTrace(traceId, spans) {
   const sel = spans.find((s) => s.s === selectedSpan) ?? root;
   const attrs = sel ? Object.entries({ service: sel.sv, span: sel.n, "span id": sel.s, ...(sel.e ? { error: sel.e } : {}), ...sel.a })
     .map(([k, v]) => `<div><span class="k">${esc(k)}</span> = ${esc(Array.isArray(v) ? v.join(", ") : v)}</div>`).join("") : "";
-  $("#trace").innerHTML = `<h2>Trace <span class="tid">${traceId}</span> <span class="hint">${spans.length} spans · ${services.map((x) => x.replace(/^hadis-/, "")).join(", ")}</span></h2>${head}<div class="waterfall">${rows}</div><div class="attrs">${attrs}</div>`;
+  $("#trace").innerHTML = `<h2>Trace <span class="tid">${esc(traceId)}</span> <span class="hint">${spans.length} spans · ${services.map((x) => x.replace(/^hadis-/, "")).join(", ")}</span></h2>${head}<div class="waterfall">${rows}</div><div class="attrs">${attrs}</div>`;
   $("#trace").querySelectorAll(".wfrow").forEach((row) => row.addEventListener("click", () => {
     selectedSpan = row.dataset.span;
-    drawTrace(traceId, spans);
+    drawTrace(traceId, rootId, spans);
   }));
 }
 
@@ -232,11 +266,19 @@ async function tick() {
     renderPlan(s);
     renderWorkers(s);
     renderRequests(s);
-    if (!selectedTrace && s.recent.length) void showTrace(s.recent[0].traceId);
+    if (!selectedTrace && s.recent.length) void showTrace(s.recent[0].traceId, s.recent[0].spanId);
+    // Stage spans reach the dashboard after their root at times: the trace on screen follows.
+    else if (selectedTrace) void showTrace(selectedTrace, selectedRoot);
   } catch {
     $("#status").className = "status down";
     $("#status").innerHTML = `<span class="dot"></span>disconnected`;
   }
+}
+
+/** One poll at a time: the next starts a second after this one has drawn (an older answer never overwrites a newer one). */
+async function poll() {
+  await tick();
+  setTimeout(poll, 1000);
 }
 
 $("#stage-legend").innerHTML = STAGES.map(([k, label]) => `<span><i class="st-${k}"></i>${label}</span>`).join("");
@@ -244,8 +286,8 @@ $("#requests tbody").addEventListener("click", (e) => {
   const tr = e.target.closest("tr[data-trace]");
   if (tr) {
     selectedSpan = null;
-    void showTrace(tr.dataset.trace);
+    shownSpans = -1; // drawn again even when it is the request on screen
+    void showTrace(tr.dataset.trace, tr.dataset.root);
   }
 });
-tick();
-setInterval(tick, 1000);
+void poll();
