@@ -9,7 +9,8 @@
  * or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`; encoding `OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL`,
  * `http/protobuf` by default as the specification says, or `http/json`), unless `OTEL_SDK_DISABLED=true` or
  * `OTEL_TRACES_EXPORTER=none` with no sink. Sampler: `OTEL_TRACES_SAMPLER` / `_ARG`
- * (default parentbased_always_on). `OTEL_SERVICE_NAME` prefixes the per-service names. Off, the
+ * (default parentbased_always_on). `OTEL_SERVICE_NAME` prefixes the per-service names;
+ * `OTEL_RESOURCE_ATTRIBUTES` adds to every service's resource. Off, the
  * services check one boolean per request and do nothing else.
  *
  * The local span sink carries only the traces picked for the dashboard: the router marks at most
@@ -20,7 +21,7 @@
  */
 import { subjects as buildSubjects, Headers } from "../../contracts/subjects.ts";
 import { SpanKind, SpanStatusCode, type Attributes, type Context, type Link, type Span, type SpanContext, type SpanOptions } from "@opentelemetry/api";
-import { resourceFromAttributes } from "@opentelemetry/resources";
+import { defaultResource, detectResources, envDetector, resourceFromAttributes, type Resource } from "@opentelemetry/resources";
 import {
   AlwaysOffSampler,
   AlwaysOnSampler,
@@ -402,10 +403,7 @@ export class ServiceTelemetry {
       if (this.nc && !this.sink) this.sink = new NatsSpanSink(this.nc, spanSinkSubject(s.subjectPrefix));
       const picker = new RatePicker(s.sinkTracesPerSecond);
       const tracer = new LeanTracer({
-        resource: resourceFromAttributes({
-          [ATTR_SERVICE_NAME]: process.env.OTEL_SERVICE_NAME ? `${process.env.OTEL_SERVICE_NAME}.${this.serviceName}` : this.serviceName,
-          ...(this.instanceId ? { "service.instance.id": this.instanceId } : {}),
-        }),
+        resource: serviceResource(this.serviceName, this.instanceId),
         scope: { name: this.serviceName },
         sampler: s.sampler,
         parentBased: parentBasedSamplers.has(s.sampler),
@@ -450,6 +448,20 @@ export class ServiceTelemetry {
     if (tracestate) headers.set(Headers.tracestate, tracestate);
     return headers;
   }
+}
+
+/**
+ * A service's resource: the SDK's own attributes (`telemetry.sdk.*`), then `OTEL_RESOURCE_ATTRIBUTES`
+ * (`deployment.environment=prod,k8s.pod.name=…`), then ours, which win: `service.name` (the
+ * service's, after `OTEL_SERVICE_NAME` and a dot when that is set) and `service.instance.id`.
+ */
+export function serviceResource(serviceName: string, instanceId?: string): Resource {
+  return defaultResource()
+    .merge(detectResources({ detectors: [envDetector] }))
+    .merge(resourceFromAttributes({
+      [ATTR_SERVICE_NAME]: process.env.OTEL_SERVICE_NAME ? `${process.env.OTEL_SERVICE_NAME}.${serviceName}` : serviceName,
+      ...(instanceId ? { "service.instance.id": instanceId } : {}),
+    }));
 }
 
 /** Ends `span` with an error status. */

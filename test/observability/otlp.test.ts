@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { createServer } from "node:http";
 import { InMemorySpanExporter } from "@opentelemetry/sdk-trace-base";
 import { parseTraceParent } from "@opentelemetry/core";
-import { configureTelemetry, endWithError, flushTelemetry, RatePicker, samplerFromEnv, ServiceTelemetry, shutdownTelemetry, SpanKind, SpanStatusCode, tracingEnabled } from "../../services/lib/telemetry.ts";
+import { configureTelemetry, endWithError, flushTelemetry, RatePicker, samplerFromEnv, serviceResource, ServiceTelemetry, shutdownTelemetry, SpanKind, SpanStatusCode, tracingEnabled } from "../../services/lib/telemetry.ts";
 import { encodeTraceRequest } from "../../services/lib/otlp-proto.ts";
 import { SpanClock } from "../../services/lib/lean-tracer.ts";
 import { readTraceparent, traceparentOf } from "../../services/lib/trace-context.ts";
@@ -265,6 +265,33 @@ describe("the spans' clock", () => {
       perf = p;
       wall = w;
       expect(clock.now(), why).toBeCloseTo(expected, 6);
+    }
+  });
+});
+
+describe("serviceResource", () => {
+  it("adds OTEL_RESOURCE_ATTRIBUTES and the SDK's attributes, and keeps the service's own name and instance", () => {
+    const saved = { attrs: process.env.OTEL_RESOURCE_ATTRIBUTES, name: process.env.OTEL_SERVICE_NAME };
+    try {
+      process.env.OTEL_RESOURCE_ATTRIBUTES = "deployment.environment=prod,k8s.pod.name=pod%201,service.name=ignored,service.instance.id=ignored";
+      process.env.OTEL_SERVICE_NAME = "east";
+      const attributes = serviceResource("hadis-worker", "w-03").attributes;
+      expect(attributes).toMatchObject({
+        "deployment.environment": "prod",
+        "k8s.pod.name": "pod 1",
+        "service.name": "east.hadis-worker",
+        "service.instance.id": "w-03",
+        "telemetry.sdk.language": "nodejs",
+      });
+      delete process.env.OTEL_RESOURCE_ATTRIBUTES;
+      delete process.env.OTEL_SERVICE_NAME;
+      expect(serviceResource("hadis-router").attributes).not.toHaveProperty("deployment.environment");
+      expect(serviceResource("hadis-router").attributes["service.name"]).toBe("hadis-router");
+    } finally {
+      for (const [key, value] of [["OTEL_RESOURCE_ATTRIBUTES", saved.attrs], ["OTEL_SERVICE_NAME", saved.name]] as const) {
+        if (value === undefined) delete process.env[key];
+        else process.env[key] = value;
+      }
     }
   });
 });
