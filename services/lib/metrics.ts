@@ -11,7 +11,7 @@ import type { SpanLoss } from "./otlp-export.ts";
 
 /** The process registry every HADIS metric lives in. */
 export const registry = new Registry();
-collectDefaultMetrics({ register: registry, prefix: "hadis_process_" });
+collectDefaultMetrics({ register: registry });
 
 /** Seconds buckets from 1 ms to 2 min: the profile emulation at time scales 0.001..1. */
 const SECONDS_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120];
@@ -110,7 +110,7 @@ const solveSeconds = new Histogram({
   buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
   registers: [registry],
 });
-const demand = new Gauge({ name: "hadis_demand_qps", help: "Demand estimate of the resource manager (EWMA of arrivals), requests per second.", registers: [registry] });
+const demand = new Gauge({ name: "hadis_demand_requests_per_second", help: "Demand estimate of the resource manager (EWMA of arrivals), requests per second.", registers: [registry] });
 
 /** Records one answered `hadis.generate` request. `sloMs` is the SLO in force. */
 export function recordRequest(reply: GenerateReply | null, outcome: string, sloMs: number, accepted: boolean): void {

@@ -92,7 +92,7 @@ describe("Prometheus /metrics", () => {
     // The static policy solves no MILP: the only solve is the one recorded above.
     expect(value("hadis_milp_solve_seconds_sum")).toBeCloseTo(0.042);
     expect(value("hadis_plan_epoch")).toBe(t.system.manager!.plans.current!.epoch);
-    expect(samples.some((x) => x.name === "hadis_demand_qps")).toBe(true);
+    expect(samples.some((x) => x.name === "hadis_demand_requests_per_second")).toBe(true);
     // The queues are empty once every request is answered.
     expect(value("hadis_queue_depth", { model: DEFAULT_STATIC.light })).toBe(0);
     // Every HADIS metric name follows the conventions: snake case, unit suffix or _total.
