@@ -16,7 +16,7 @@ import {
   type WorkResult,
   type WorkerState,
 } from "../../contracts/messages.ts";
-import type { GenerationBackend } from "./backend.ts";
+import type { GeneratedImage, GenerationBackend } from "./backend.ts";
 
 /** One message pulled from a work queue, with its acknowledgement controls. */
 export interface Delivery {
@@ -31,7 +31,16 @@ export interface Delivery {
   working(): void;
   /** A header of the message (e.g. `traceparent`), when the transport has headers. */
   header?(name: string): string | undefined;
+  /** How many times the queue has delivered this item, this time included (1 the first time), when it says. */
+  deliveryCount?: number;
 }
+
+/**
+ * Deliveries of an item a failed batch held before it fails for good: the first failure hands it
+ * back (another worker, or this one after a pause, runs it: a crashed inference thread or a
+ * passing fault costs a retry, not the request); a second one answers `generation_failed`.
+ */
+export const BATCH_TRIES = 2;
 
 /** Where work comes from. */
 export interface WorkSource {
@@ -103,6 +112,8 @@ export class WorkerAgent {
   private wake: (() => void) | null = null;
   private loop: Promise<void> | null = null;
   readonly dropped: DropCounts = { malformed: 0, expired: 0, wrongModel: 0 };
+  /** Batches whose generation failed (their items handed back or answered with `generation_failed`). */
+  failedBatches = 0;
 
   constructor(readonly id: string, private readonly ports: WorkerPorts, private readonly options: WorkerOptions) {}
 
@@ -240,14 +251,41 @@ export class WorkerAgent {
     if (batch.length === 0) return;
 
     this.inFlight = batch.length;
-    const ticker = setIntervalPort(this.ports, this.options.workingEveryMs, () => batch.forEach((b) => b.delivery.working()));
     const startedMs = this.ports.now();
-    const observed = this.ports.observer?.started(this.id, model, batch, startedMs);
-    let failure: string | undefined;
+    let ticker: { stop(): void } | undefined;
+    let observed: ReturnType<NonNullable<WorkerPorts["observer"]>["started"]> | undefined;
+    let images: GeneratedImage[] | null = null;
+    let failure: HadisError | undefined;
     try {
-      const images = await this.ports.backend.generate(model, batch.map((b) => ({ prompt: b.item.prompt, seed: b.item.seed })));
-      const execMs = this.ports.now() - startedMs;
-      batch.forEach(({ item, delivery }, i) => {
+      ticker = setIntervalPort(this.ports, this.options.workingEveryMs, () => batch.forEach((b) => b.delivery.working()));
+      observed = this.ports.observer?.started(this.id, model, batch, startedMs);
+      const made = await this.ports.backend.generate(model, batch.map((b) => ({ prompt: b.item.prompt, seed: b.item.seed })));
+      if (made.length !== batch.length) throw new HadisError("generation_failed", `the backend made ${made.length} images for a batch of ${batch.length}`);
+      images = made;
+    } catch (err) {
+      failure = asHadisError(err);
+    } finally {
+      ticker?.stop(); // first: nothing below may leave the items' deadlines extended forever
+    }
+    try {
+      if (images) this.answer(model, batch, images, startedMs);
+      else this.fail(model, batch, failure!);
+    } finally {
+      this.inFlight = 0;
+      observed?.ended(this.ports.now(), failure?.message);
+    }
+    if (failure) {
+      // A worker whose batches fail (a model that no longer runs) must not drain its queue into
+      // errors: it says so and pauses, and the items it handed back go to others meanwhile.
+      this.state = WorkerStates.failed;
+      await this.ports.sleep(this.options.loadRetryMs);
+    }
+  }
+
+  /** Publishes a batch's images and acknowledges its items. */
+  private answer(model: string, batch: { item: WorkItem; delivery: Delivery }[], images: GeneratedImage[], startedMs: number): void {
+    const execMs = this.ports.now() - startedMs;
+    batch.forEach(({ item, delivery }, i) => {
         this.ports.publishResult(item.replyTo, {
           v: PROTOCOL_VERSION,
           ok: true,
@@ -265,20 +303,24 @@ export class WorkerAgent {
         delivery.ack();
       });
       this.servedTotal += batch.length;
-    } catch (err) {
-      const e = asHadisError(err);
-      failure = e.message;
-      this.lastError = e.message;
-      this.ports.log("worker.batch_failed", { workerId: this.id, model, size: batch.length, error: e.message });
-      batch.forEach(({ item, delivery }, i) => {
-        this.ports.publishResult(item.replyTo, errorResult(item, this.id, new HadisError("generation_failed", e.message, {}, { cause: e })));
-        delivery.ack();
-      });
-    } finally {
-      observed?.ended(this.ports.now(), failure);
-      ticker.stop();
-      this.inFlight = 0;
+    this.lastError = undefined;
+  }
+
+  /** A failed batch: items on their first delivery go back to the queue, the others get `generation_failed`. */
+  private fail(model: string, batch: { item: WorkItem; delivery: Delivery }[], e: HadisError): void {
+    this.lastError = e.message;
+    let retried = 0;
+    for (const { item, delivery } of batch) {
+      if ((delivery.deliveryCount ?? BATCH_TRIES) < BATCH_TRIES) {
+        delivery.nak();
+        retried++;
+        continue;
+      }
+      this.ports.publishResult(item.replyTo, errorResult(item, this.id, new HadisError("generation_failed", e.message, {}, { cause: e })));
+      delivery.ack();
     }
+    this.failedBatches++;
+    this.ports.log("worker.batch_failed", { workerId: this.id, model, size: batch.length, retried, error: e.message });
   }
 }
 

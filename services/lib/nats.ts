@@ -277,8 +277,21 @@ export class WorkQueue {
   }
 }
 
+/**
+ * The delivery count a JetStream ack subject carries: `$JS.ACK.<stream>.<consumer>.<delivered>.…`
+ * (9 tokens), or with a domain and account hash before the stream (12 tokens); undefined otherwise.
+ */
+export function deliveryCountOf(reply: string | undefined): number | undefined {
+  if (!reply?.startsWith("$JS.ACK.")) return undefined;
+  const tokens = reply.split(".");
+  const at = tokens.length === 9 ? 4 : tokens.length >= 11 ? 6 : -1;
+  const n = at < 0 ? NaN : Number(tokens[at]);
+  return Number.isInteger(n) && n > 0 ? n : undefined;
+}
+
 function toDelivery(nc: NatsConnection, msg: Msg): Delivery {
   const reply = msg.reply;
+  const deliveryCount = deliveryCountOf(reply);
   const send = (body: string) => {
     if (!reply) return;
     try {
@@ -294,6 +307,7 @@ function toDelivery(nc: NatsConnection, msg: Msg): Delivery {
     term: () => send("+TERM"),
     working: () => send("+WPI"),
     header: (name) => msg.headers?.get(name) || undefined,
+    ...(deliveryCount !== undefined ? { deliveryCount } : {}),
   };
 }
 

@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, DEFAULT_WORK_QUEUE, WorkQueue, type NatsConnection } from "../../services/lib/nats.ts";
+import { connectNats, DEFAULT_WORK_QUEUE, deliveryCountOf, WorkQueue, type NatsConnection } from "../../services/lib/nats.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 
 let server: LocalServer;
@@ -46,6 +46,27 @@ describe("WorkQueue", () => {
     expect(await queue.itemAt(a.seq)).toBeNull();
     expect(await queue.remove(b.seq)).toBe(true);
     expect(await queue.itemAt(b.seq)).toBeNull();
+  });
+});
+
+describe("deliveries", () => {
+  it("carry the delivery count from the ack subject: 1, then 2 after a nak", async () => {
+    const queue = await WorkQueue.open(nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "memory" });
+    const signal = new AbortController().signal;
+    await queue.publish("m4", new TextEncoder().encode("retry me"), "retry-1");
+    const [first] = await queue.pull("m4", 1, 1_000, signal);
+    expect(first.deliveryCount).toBe(1);
+    first.nak();
+    const [second] = await queue.pull("m4", 1, 1_000, signal);
+    expect(new TextDecoder().decode(second.data)).toBe("retry me");
+    expect(second.deliveryCount).toBe(2);
+    second.ack();
+  });
+
+  it("reads the count from both ack subject forms, and nothing from others", () => {
+    expect(deliveryCountOf("$JS.ACK.HADIS_WORK.work-m1.3.17.12.1733000000000000000.0")).toBe(3);
+    expect(deliveryCountOf("$JS.ACK.hub.ACCHASH.HADIS_WORK.work-m1.4.17.12.1733000000000000000.0.rand")).toBe(4);
+    for (const other of [undefined, "_INBOX.abc", "$JS.ACK.a.b", "$JS.ACK.S.C.x.1.1.1.0"]) expect(deliveryCountOf(other)).toBeUndefined();
   });
 });
 

@@ -9,6 +9,8 @@ class FakeQueue implements WorkSource {
   readonly queues = new Map<string, Uint8Array[]>();
   readonly acked: string[] = [];
   readonly termed: number[] = [];
+  /** Deliveries of each item so far (the queue's count, as JetStream's ack subject carries it). */
+  readonly deliveries = new Map<Uint8Array, number>();
   push(model: string, data: Uint8Array) {
     (this.queues.get(model) ?? this.queues.set(model, []).get(model)!).push(data);
   }
@@ -23,6 +25,7 @@ class FakeQueue implements WorkSource {
     }
     return q.splice(0, max).map((data, i) => ({
       data,
+      deliveryCount: this.deliveries.set(data, (this.deliveries.get(data) ?? 0) + 1).get(data)!,
       ack: () => void this.acked.push(model),
       term: () => void this.termed.push(i),
       nak: () => q.unshift(data),
@@ -144,6 +147,61 @@ describe("WorkerAgent", () => {
     await stopped;
     expect(events.slice(3)).toEqual(["unload a"]);
     expect(agent.status("fake").state).toBe("draining");
+  });
+
+  it("a failed batch hands back items on their first delivery and answers the rest with generation_failed, then pauses", async () => {
+    const { agent, queue, results } = setup(1);
+    const ports = (agent as unknown as { ports: { backend: GenerationBackend } }).ports;
+    const base = { ...ports.backend };
+    let failures = 1;
+    ports.backend = {
+      ...base,
+      generate: async (m, batch) => {
+        if (failures-- > 0) throw new Error("inference thread exited (code 1)");
+        return base.generate(m, batch);
+      },
+    };
+    const seen = queue.deliveries;
+    const retried = item("a", "fresh");
+    const again = item("a", "second-try");
+    seen.set(again, 1); // delivered once before: this is its second try
+    queue.push("a", retried);
+    queue.push("a", again);
+    agent.applyPlan(plan(1, "a", 4));
+    agent.start();
+    await until(() => agent.status("fake").state === "failed");
+    expect(agent.status("fake").lastError).toMatch(/thread exited/);
+    expect(results.map((r) => [r.requestId, r.ok])).toEqual([["second-try", false]]);
+    expect(results[0].ok === false && results[0].error.code).toBe("generation_failed");
+    // The handed-back item runs after the pause, and answers once.
+    await until(() => results.length === 2);
+    expect(results[1]).toMatchObject({ requestId: "fresh", ok: true });
+    expect(seen.get(retried)).toBe(2);
+    expect(queue.acked).toHaveLength(2);
+    expect(agent.failedBatches).toBe(1);
+    await until(() => agent.status("fake").state === "serving");
+    expect(agent.status("fake").lastError).toBeUndefined();
+    await agent.stop();
+  });
+
+  it("a backend that returns fewer images than asked fails the batch once, answering no item twice", async () => {
+    const { agent, queue, results } = setup(1);
+    const ports = (agent as unknown as { ports: { backend: GenerationBackend } }).ports;
+    const base = { ...ports.backend };
+    ports.backend = { ...base, generate: async (m, batch) => (await base.generate(m, batch)).slice(1) };
+    for (const id of ["x", "y"]) {
+      const data = item("a", id);
+      queue.deliveries.set(data, 1);
+      queue.push("a", data);
+    }
+    agent.applyPlan(plan(1, "a", 4));
+    agent.start();
+    await until(() => results.length === 2);
+    await new Promise((r) => setTimeout(r, 30));
+    expect(results.map((r) => [r.requestId, r.ok])).toEqual([["x", false], ["y", false]]);
+    expect(queue.acked).toHaveLength(2);
+    expect(agent.status("fake").servedTotal).toBe(0);
+    await agent.stop();
   });
 
   it("a failing load leaves the worker up and reporting, and a later plan is followed", async () => {
