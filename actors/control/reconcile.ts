@@ -6,7 +6,7 @@
 import type { Plan } from "../../contracts/messages.ts";
 import type { ProfileSet } from "../profile/profile-set.ts";
 import { assignWorkers, swappedWorkers } from "../planner/assignment.ts";
-import { dampPlan, type DampingOptions, type DampingVerdict } from "../planner/damping.ts";
+import { dampPlan, planShortfall, type DampingOptions, type DampingVerdict } from "../planner/damping.ts";
 import { decisionToPlan, workerCapacityQps, type PlanDecision } from "../planner/decision.ts";
 import type { PlannerPolicy } from "../planner/policies.ts";
 import type { SolveFn } from "../planner/solver.ts";
@@ -181,37 +181,47 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   let decision = await config.policy(snapshot, config.profiles, config.solve);
   const outcome = (plan: Plan | null, verdict: DampingVerdict | null, swapped: string[], held?: string): TickOutcome => ({ plan, snapshot, decision, verdict, swapped, held });
   const live = new Set(obs.workers.map((w) => w.id));
-  if (obs.current && (decision.solverStatus === "Error" || decision.solverStatus === "Timeout")) {
-    // The configuration in force stays; but a worker that died or joined is reflected now, not
-    // when the solver next answers (a dead worker kept its share of the work meanwhile).
-    const current = obs.current;
-    const moved = Object.keys(current.assignment).some((id) => !live.has(id)) || obs.workers.some((w) => !(w.id in current.assignment));
-    if (!moved) return outcome(null, null, [], `solver ${decision.solverStatus}: keeping epoch ${current.epoch}`);
-    decision = { ...configurationOf(current, obs.workers), reason: `solver ${decision.solverStatus}: configuration of epoch ${current.epoch} on the workers alive now`, solverStatus: decision.solverStatus };
+  const current = obs.current;
+  /** Workers that died or joined since the plan in force: reflected at once, whatever else holds. */
+  const inventoryChanged = current !== null && (Object.keys(current.assignment).some((id) => !live.has(id)) || obs.workers.some((w) => !(w.id in current.assignment)));
+  if (current && (decision.solverStatus === "Error" || decision.solverStatus === "Timeout")) {
+    // The configuration in force stays, on the workers alive now; unless it no longer covers the
+    // demand: then the degraded decision the policy gave (every worker on the lightest model)
+    // goes on to damping, which replaces a plan that falls short.
+    if (!planShortfall(current, demandQps, config.profiles, delays)) {
+      if (!inventoryChanged) return outcome(null, null, [], `solver ${decision.solverStatus}: keeping epoch ${current.epoch}`);
+      decision = { ...configurationOf(current, obs.workers), reason: `solver ${decision.solverStatus}: configuration of epoch ${current.epoch} on the workers alive now`, solverStatus: decision.solverStatus };
+    }
   }
 
-  const held = Object.fromEntries(Object.entries(obs.current?.assignment ?? {}).filter(([id]) => live.has(id)));
-  const counts = Object.fromEntries(Object.entries(decision.models).map(([m, a]) => [m, a.workers]));
-  const assignment = assignWorkers(obs.workers, held, counts, { lastSwapAtMs: state.lastSwapAtMs });
-  const candidate = decisionToPlan(decision, {
-    epoch: (obs.current?.epoch ?? 0) + 1,
-    policy: config.policyName,
-    issuedAtMs: obs.nowMs,
-    sloMs: config.sloMs,
-    timeScale: config.timeScale,
-    assignment,
-  });
-  const routerMode = POLICY_ROUTER_MODE[config.policyName];
-  if (routerMode) candidate.routerMode = routerMode;
-  candidate.demandQps = round2(demandQps);
-  candidate.capacityQps = round2(planCapacityQps(candidate, config.profiles));
-  candidate.admission = { routers: Math.max(1, obs.routers ?? 1), headroom: config.admissionHeadroom ?? 0.8 };
-  if (obs.current && sameConfiguration(obs.current, candidate)) return outcome(null, null, [], "unchanged");
+  const held = Object.fromEntries(Object.entries(current?.assignment ?? {}).filter(([id]) => live.has(id)));
+  /** The wire plan of a decision, its workers assigned moving as few as possible. */
+  const planOf = (d: PlanDecision): Plan => {
+    const counts = Object.fromEntries(Object.entries(d.models).map(([m, a]) => [m, a.workers]));
+    const plan = decisionToPlan(d, {
+      epoch: (current?.epoch ?? 0) + 1,
+      policy: config.policyName,
+      issuedAtMs: obs.nowMs,
+      sloMs: config.sloMs,
+      timeScale: config.timeScale,
+      assignment: assignWorkers(obs.workers, held, counts, { lastSwapAtMs: state.lastSwapAtMs }),
+    });
+    const routerMode = POLICY_ROUTER_MODE[config.policyName];
+    if (routerMode) plan.routerMode = routerMode;
+    plan.demandQps = round2(demandQps);
+    plan.capacityQps = round2(planCapacityQps(plan, config.profiles));
+    plan.admission = { routers: Math.max(1, obs.routers ?? 1), headroom: config.admissionHeadroom ?? 0.8 };
+    return plan;
+  };
+  /** Adopts `plan`: every worker whose model it changes (joiners included) starts its dwell now. */
+  const adopt = (plan: Plan, verdict: DampingVerdict | null): TickOutcome => {
+    const swapped = swappedWorkers(held, plan.assignment);
+    for (const w of obs.workers) if (plan.assignment[w.id] !== undefined && plan.assignment[w.id] !== (held[w.id] ?? w.model)) state.lastSwapAtMs[w.id] = obs.nowMs;
+    return outcome(plan, verdict, swapped);
+  };
+  const candidate = planOf(decision);
+  if (current && sameConfiguration(current, candidate)) return outcome(null, null, [], "unchanged");
 
-  // Workers that died or joined must be reflected at once, whatever damping would say.
-  const inventoryChanged =
-    obs.current !== null &&
-    (Object.keys(obs.current.assignment).some((id) => !live.has(id)) || obs.workers.some((w) => !(w.id in obs.current!.assignment) && w.id in assignment));
   const verdict = dampPlan({
     current: obs.current,
     candidate,
@@ -222,8 +232,10 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
     profiles: config.profiles,
     options: config.damping,
   });
-  if (!verdict.adopt && !inventoryChanged) return outcome(null, verdict, [], verdict.reason);
-  const swapped = swappedWorkers(held, assignment);
-  for (const id of swapped) state.lastSwapAtMs[id] = obs.nowMs;
-  return outcome(candidate, verdict, swapped);
+  if (verdict.adopt) return adopt(candidate, verdict);
+  if (!inventoryChanged) return outcome(null, verdict, [], verdict.reason);
+  // Damping holds the new configuration, but the workers changed: the configuration in force, on
+  // the workers alive now (a dead worker's share re-homed, a joiner given work), not the held one.
+  const kept = planOf({ ...configurationOf(current!, obs.workers), reason: `${verdict.reason}; configuration of epoch ${current!.epoch} on the workers alive now` });
+  return adopt(kept, verdict);
 }

@@ -124,7 +124,9 @@ export function buildMilp(
     const used = loads(r);
     if (used.some(([m]) => batchesOf(m).length === 0)) return (drops.latency++, false);
     if (r.cascade && minPath(r.light) + minPath(r.heavy) + judgeMs > slo) return (drops.latency++, false);
-    const need = used.reduce((s, [m, share]) => s + Math.ceil((demand * share) / maxCap(m) - 1e-9), 0);
+    // Each model a row uses needs a worker even at zero demand (a model of the pair without one
+    // would strand what is routed to it), and its load's worth above that.
+    const need = used.reduce((s, [m, share]) => s + Math.max(1, Math.ceil((demand * share) / maxCap(m) - 1e-9)), 0);
     if (need > workers) return (drops.capacity++, false);
     return true;
   });
@@ -138,7 +140,7 @@ export function buildMilp(
     const maxShare = Math.max(...rows.map((r) => loads(r).find(([m]) => m === name)?.[1] ?? 0));
     const batches = batchesOf(name).map((t) => ({
       ...t,
-      maxWorkers: Math.min(workers, Math.ceil((demand * maxShare) / t.capacityQps - 1e-9)),
+      maxWorkers: Math.min(workers, Math.max(1, Math.ceil((demand * maxShare) / t.capacityQps - 1e-9))),
     }));
     return { name, index, queueMs: queueMs(name), holding: holding[name] ?? 0, batches };
   });
@@ -171,12 +173,15 @@ export function buildMilp(
     for (const bt of m.batches) cons.push(` link_${k}_${bt.b}: ${linear([[1, n(k, bt.b)], [-Math.max(bt.maxWorkers, 0), y(k, bt.b)]])} <= 0`);
     const demandTerms = usedBy.map(([r, t]) => [-demand * (loads(r).find(([name]) => name === m.name)![1]), x(t)] as [number, string]);
     cons.push(` cover_${k}: ${linear([...m.batches.map((bt) => [bt.capacityQps, n(k, bt.b)] as [number, string]), ...demandTerms])} >= 0`);
-    // Valid cut: a used model needs at least ceil(load / best per-worker capacity) workers; it
-    // makes the LP relaxation see integer worker counts per row.
-    const minWorkers = usedBy.map(([r, t]) => [-Math.ceil((demand * loads(r).find(([name]) => name === m.name)![1]) / Math.max(...m.batches.map((bt) => bt.capacityQps)) - 1e-9), x(t)] as [number, string]);
-    if (options.cuts !== false && minWorkers.some(([c]) => c !== 0)) {
-      cons.push(` minw_${k}: ${linear([...m.batches.map((bt) => [1, n(k, bt.b)] as [number, string]), ...minWorkers])} >= 0`);
-    }
+    // A used model gets at least one worker, even at zero demand. With cuts, at least
+    // ceil(load / best per-worker capacity): a valid cut that makes the LP relaxation see
+    // integer worker counts per row.
+    const best = Math.max(...m.batches.map((bt) => bt.capacityQps));
+    const minWorkers = usedBy.map(([r, t]) => {
+      const atLeast = options.cuts === false ? 1 : Math.max(1, Math.ceil((demand * loads(r).find(([name]) => name === m.name)![1]) / best - 1e-9));
+      return [-atLeast, x(t)] as [number, string];
+    });
+    cons.push(` minw_${k}: ${linear([...m.batches.map((bt) => [1, n(k, bt.b)] as [number, string]), ...minWorkers])} >= 0`);
     cons.push(` swap_${k}: ${linear([...m.batches.map((bt) => [1, n(k, bt.b)] as [number, string]), [-1, v(k)]])} <= ${m.holding}`);
   }
   cons.push(` total: ${linear(models.flatMap((m) => m.batches.map((bt) => [1, n(m.index, bt.b)] as [number, string])))} <= ${workers}`);

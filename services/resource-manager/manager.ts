@@ -46,8 +46,16 @@ export interface RunningResourceManager extends RunningService {
 export async function startResourceManager(opts: ResourceManagerOptions): Promise<RunningResourceManager> {
   const { nc, subjects, log } = opts;
   const { view: plans, kv } = await PlanView.open(nc, subjects, log);
-  // A restarted manager continues from the plan in KV (its epoch), not from zero.
-  await plans.waitForPlan(300);
+  // A restarted manager continues from the plan in KV (its epoch, demand and dwell), not from
+  // zero: read, not only waited for (the watch's first entry may come after any fixed wait, and a
+  // manager that started without it would publish epoch 1, which every service ignores as stale).
+  try {
+    const stored = await kv.get(subjects.names.planKey);
+    if (stored && stored.operation === "PUT" && stored.value.length > 0) plans.offer(stored.value);
+  } catch (err) {
+    log.warn("manager.plan_read_failed", { error: (err as Error).message });
+    await plans.waitForPlan(1_000);
+  }
   const state = newControlState(opts.demandHalfLifeMs, plans.current, Date.now());
   // A restarted manager has heard from no worker yet: one it has not heard from is not dead until
   // a heartbeat or two could have come (workers beat every second; silence means death only after

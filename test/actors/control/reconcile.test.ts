@@ -75,6 +75,52 @@ describe("controlTick", () => {
     expect(replaced.plan!.models[lost].workers).toBe(plan.models[lost].workers);
   });
 
+  it("a worker dying while damping holds a new configuration re-homes its share in the configuration in force, not the held one", async () => {
+    const state = newControlState(1_000);
+    const decision = (light: string, heavy: string, fid: number) => ({
+      pair: { light, heavy }, routerThreshold: 0.2, discThreshold: 0.2, heavyShare: 0.36, expectedFid: fid, reason: `${light}>${heavy}`, degraded: 0,
+      models: { [light]: { workers: 4, batchSize: 1 }, [heavy]: { workers: 4, batchSize: 1 } },
+    });
+    let next = decision("sd35-large-turbo", "sd35-medium", 22.0);
+    const scripted: TickConfig = { ...config("hadis"), policy: async () => next };
+    const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 1, queueDepth: {}, workers: workers(8), current: null }, scripted)).plan!;
+    // A slightly better configuration that moves workers which only just loaded: held by dwell.
+    next = decision("sd35-large-turbo", "sd35-large", 21.99);
+    const held = await controlTick(state, { nowMs: 1_000, arrivalsQps: 1, queueDepth: {}, workers: workers(8), current: first }, scripted);
+    expect(held.plan).toBeNull();
+    expect(held.held).toMatch(/held/);
+    // w07 dies meanwhile: its share moves now, within the configuration in force.
+    const dead = await controlTick(state, { nowMs: 2_000, arrivalsQps: 1, queueDepth: {}, workers: workers(7), current: first }, scripted);
+    expect(dead.verdict?.adopt).toBe(false);
+    expect(dead.plan!.pair).toEqual(first.pair);
+    expect(Object.keys(dead.plan!.assignment)).toHaveLength(7);
+    expect(Object.values(dead.plan!.assignment)).not.toContain("sd35-large");
+    expect(dead.plan!.epoch).toBe(first.epoch + 1);
+  });
+
+  it("a failing solver does not keep a plan that no longer covers the demand", async () => {
+    const state = newControlState(1_000);
+    const plan = (await controlTick(state, { nowMs: 0, arrivalsQps: 2, queueDepth: {}, workers: workers(16), current: null }, config("hadis"))).plan!;
+    const broken: TickConfig = { ...config("hadis"), solve: async () => ({ status: "Error", objective: null, columns: {}, solveMs: 1, error: "worker thread gone" }) };
+    let current = plan;
+    let out;
+    for (let t = 1_000; t <= 30_000; t += 1_000) {
+      out = await controlTick(state, { nowMs: t, arrivalsQps: 60, queueDepth: {}, workers: workers(16), current }, broken);
+      if (out.plan) current = out.plan;
+    }
+    expect(current.epoch).toBeGreaterThan(plan.epoch);
+    expect(current.degraded).toBe(1); // every worker on the lightest model: the most it can serve
+    expect(Object.values(current.models).reduce((t, m) => t + m.workers, 0)).toBe(16);
+  });
+
+  it("starts the dwell of a worker that joins, so the next tick does not move it while it loads", async () => {
+    const state = newControlState(1_000);
+    const plan = (await controlTick(state, { nowMs: 0, arrivalsQps: 4, queueDepth: {}, workers: workers(15), current: null }, config("hadis"))).plan!;
+    const joined = await controlTick(state, { nowMs: 5_000, arrivalsQps: 4, queueDepth: {}, workers: [...workers(15), { id: "w-new", model: null }], current: plan }, config("hadis"));
+    expect(joined.plan!.assignment["w-new"]).toBeDefined();
+    expect(state.lastSwapAtMs["w-new"]).toBe(5_000);
+  });
+
   it("reflects a dead worker at once", async () => {
     const state = newControlState(1_000);
     const plan = (await controlTick(state, { nowMs: 0, arrivalsQps: 10, queueDepth: {}, workers: workers(16), current: null }, config("hadis"))).plan!;

@@ -57,7 +57,7 @@ function bruteForce(s: PlannerSnapshot): Score | null {
       const q = s.queueDelayMs[u.model] ?? 0;
       return BATCH_SIZES.map((b) => {
         const ms = batchLatencyMs(p, b, s.timeScale);
-        return { ms, q, n: Math.ceil((s.demandQps * u.share) / ((b * 1000) / ms) - 1e-9), model: u.model };
+        return { ms, q, n: Math.max(1, Math.ceil((s.demandQps * u.share) / ((b * 1000) / ms) - 1e-9)), model: u.model };
       }).filter((o) => o.ms + o.q <= s.sloMs && o.n <= workers);
     });
     const combos: (typeof options)[number][number][][] = options.length === 1 ? options[0].map((o) => [o]) : options[0].flatMap((a) => options[1].map((b) => [a, b]));
@@ -139,6 +139,19 @@ describe("buildMilp", () => {
     expect(peak.degraded).toBe(0);
     expect(peak.expectedFid).toBeGreaterThan(low.expectedFid);
     expect(Object.values(peak.models).reduce((t, m) => t + m.workers, 0)).toBe(16);
+  });
+
+  it("never leaves a model of the chosen configuration without a worker, even at zero demand", async () => {
+    // One GPU and no demand yet (a fresh start, a quiet night): a pair would leave one model unserved.
+    const alone = await planWithMilp(snapshot(0, [null]), profiles, table, solver.solve);
+    expect(alone.degraded).toBe(0);
+    expect(alone.pair.light).toBe(alone.pair.heavy);
+    expect(alone.models[alone.pair.light].workers).toBe(1);
+    for (const size of [2, 3, 16]) {
+      const d = await planWithMilp(snapshot(0, Array(size).fill(null)), profiles, table, solver.solve);
+      for (const m of new Set([d.pair.light, d.pair.heavy])) expect(d.models[m]?.workers ?? 0, `${size} workers: ${m}`).toBeGreaterThanOrEqual(1);
+      expect(Object.values(d.models).reduce((t, m) => t + m.workers, 0)).toBe(size);
+    }
   });
 
   it("keeps workers on the models they hold when FID ties", async () => {
