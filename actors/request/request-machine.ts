@@ -138,6 +138,7 @@ export const RequestMachine = setup({
           model: context.light!.model,
           image: context.light!.image,
           planEpoch: context.decision!.planEpoch,
+          deadlineAtMs: context.deadlineAtMs,
         }),
         onDone: [
           {

@@ -46,6 +46,8 @@ export interface JudgeCall {
   model: string;
   image: Uint8Array;
   planEpoch: number;
+  /** The request's deadline, epoch ms: the judge is not waited for past it (the light image is served instead). */
+  deadlineAtMs: number;
 }
 
 /** The discriminator's verdict. */

@@ -64,7 +64,13 @@ export class HadisClient {
         await this.generate({ prompt: "warm up", deadlineMs: 5_000 }, { timeoutMs: attemptMs });
         return;
       } catch (err) {
-        if (Date.now() > end) throw new Error(`no reply within ${timeoutMs} ms: ${(err as Error).message}`);
+        // An answer that waiting cannot change (a refused request, a misconfigured system) is
+        // thrown as it came; so is the last error when time runs out, with its code.
+        if (err instanceof HadisError && !err.retryable) throw err;
+        if (Date.now() > end) {
+          if (err instanceof HadisError) throw new HadisError(err.code, `not serving after ${timeoutMs} ms: ${err.message}`, err.details, { cause: err });
+          throw new Error(`no reply within ${timeoutMs} ms: ${(err as Error).message}`, { cause: err });
+        }
         await new Promise((r) => setTimeout(r, 200));
       }
     }

@@ -72,6 +72,9 @@ export interface RouterActorDeps {
   traces?: RequestTraces;
 }
 
+/** Time kept back from the deadline when waiting for the judge: enough to build and send the reply. */
+export const JUDGE_REPLY_MARGIN_MS = 25;
+
 /** The route, generate and judge actors bound to NATS. */
 export function routerActors(deps: RouterActorDeps) {
   const route = fromPromise<RouteDecision, { prompt: string; requestId: string }>(async ({ input }) => {
@@ -121,6 +124,8 @@ export function routerActors(deps: RouterActorDeps) {
     };
     let cancel: () => void = () => {};
     let entry = { seq: 0 } as PendingItem;
+    /** The queued item is this request's own publish (not a duplicate of another router's, which that router owns). */
+    let own = false;
     const result = new Promise<GenerateOutcome>((resolve, reject) => {
       const pending: PendingItem = { item, stage: input.stage, seq: 0, resolve, reject, ...(stage ? { span: stage } : {}) };
       if (stage) {
@@ -141,7 +146,7 @@ export function routerActors(deps: RouterActorDeps) {
       signal.addEventListener("abort", () => {
         cancel();
         // The request is over: its queued item (if still there) must not cost a GPU or read as load.
-        if (entry.seq) void deps.queue.remove(entry.seq);
+        if (entry.seq && own) void deps.queue.remove(entry.seq).catch(() => false);
         pending.reject(new HadisError("deadline_exceeded", "request ended"));
       }, { once: true });
     });
@@ -155,6 +160,12 @@ export function routerActors(deps: RouterActorDeps) {
         ? await enqueueKeyed(deps, model, data, msgId, resultKey(input.requestId, input.stage), headers)
         : await deps.queue.publish(model, data, msgId, headers);
       entry.seq = ack.seq;
+      own = !ack.duplicate;
+      if (signal.aborted) {
+        // The request ended while the publish was in flight: its item must not cost a GPU.
+        if (own) void deps.queue.remove(ack.seq).catch(() => false);
+        return result;
+      }
       deps.afterEnqueue?.(entry);
       // A keyed request may be a retry of one queued through another router (its item was just
       // dropped as a duplicate): its result arrives in the results bucket, not on our inbox.
@@ -175,10 +186,14 @@ export function routerActors(deps: RouterActorDeps) {
   // per hop is what tracing can afford at this request rate.
   const judge = fromPromise<JudgeOutcome, JudgeCall>(async ({ input }) => {
     const traced = deps.traces?.context(input.requestId);
+    // Not waited for past the deadline: a judge that has not answered by then costs the verdict,
+    // not the light image already made (the machine serves it when the judge fails).
+    const timeout = Math.min(deps.judgeTimeoutMs, input.deadlineAtMs - Date.now() - JUDGE_REPLY_MARGIN_MS);
+    if (timeout < 1) throw new HadisError("judge_failed", "no time left before the deadline to judge the light image");
     const reply = await deps.nc.request(
       deps.subjects.judge,
       encode({ v: PROTOCOL_VERSION, requestId: input.requestId, prompt: input.prompt, model: input.model, image: input.image, planEpoch: input.planEpoch }),
-      { timeout: deps.judgeTimeoutMs, ...(traced ? { headers: deps.traces!.telemetry.inject(traced) } : {}) },
+      { timeout, ...(traced ? { headers: deps.traces!.telemetry.inject(traced) } : {}) },
     );
     if (reply.headers?.get(Headers.serviceErrorCode)) {
       const body = parseRaw(reply.data);

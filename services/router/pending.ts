@@ -64,8 +64,9 @@ export class PendingWork {
       return;
     }
     const entry = this.items.get(result.requestId);
-    // A late copy of the other stage's work (left behind by a move) must not answer this one.
-    if (!entry || entry.stage !== result.stage) {
+    // A late copy of the other stage's work (left behind by a move) must not answer this one;
+    // nor may the old copy's failure end a request whose moved copy may still succeed.
+    if (!entry || entry.stage !== result.stage || (!result.ok && result.model !== entry.item.model)) {
       this.orphaned++;
       return;
     }

@@ -151,10 +151,23 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     };
     if (!request.idempotencyKey) return run();
     const previous = idempotency.get(request.idempotencyKey);
-    if (previous) return { ...(await previous), deduplicated: true };
+    if (previous) return { ...(await withinDeadline(previous, deadlineOf(request, plans.current?.sloMs ?? opts.defaultSloMs))), deduplicated: true };
     const reply = run();
     idempotency.set(request.idempotencyKey, reply);
     return reply;
+  }
+
+  /** The first attempt's reply, for a retry: waited for no longer than the retry's own deadline. */
+  async function withinDeadline(first: Promise<GenerateReply>, deadlineMs: number): Promise<GenerateReply> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new HadisError("deadline_exceeded", `the first request with this idempotency key was still running at this one's ${deadlineMs} ms deadline`)), deadlineMs);
+    });
+    try {
+      return await Promise.race([first, late]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   async function handle(msg: ServiceMsg): Promise<void> {
@@ -183,9 +196,13 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       counters.errors++;
       const code = asHadisError(err).code;
       errorsByCode[code] = (errorsByCode[code] ?? 0) + 1;
-      replyError(msg, err, encoding);
-      tally(sloOutcome(null, serving.accepted, sloMs()));
-      traces.finish(root, serving.requestId, null, err, sloMs(), serving.accepted);
+      try {
+        replyError(msg, err, encoding);
+      } finally {
+        // Counted and its trace ended even when the reply cannot be sent (a closing connection).
+        tally(sloOutcome(null, serving.accepted, sloMs()));
+        traces.finish(root, serving.requestId, null, err, sloMs(), serving.accepted);
+      }
     }
   }
 

@@ -129,6 +129,20 @@ describe("a moved item answered by its old model after all", () => {
     expect(superseded).toEqual([12]);
   });
 
+  it("a failure of the old copy neither ends the request nor removes the moved copy", () => {
+    const superseded: number[] = [];
+    const pending = new PendingWork((seq) => void superseded.push(seq));
+    const outcomes: string[] = [];
+    pending.wait({ item: { ...item, model: "sd35-medium" }, stage: "light", seq: 12, resolve: (o) => void outcomes.push(`ok ${o.model}`), reject: () => void outcomes.push("failed") });
+    const failed = { v: PROTOCOL_VERSION, ok: false, requestId: "req-1", stage: "light", model: "sd35-large-turbo", workerId: "w", error: { code: "generation_failed", message: "thread exited", status: 500, retryable: true } };
+    pending.deliver(encode(failed));
+    expect(outcomes).toEqual([]);
+    expect(superseded).toEqual([]);
+    expect(pending.orphaned).toBe(1);
+    pending.deliver(result("sd35-medium")); // the moved copy answers
+    expect(outcomes).toEqual(["ok sd35-medium"]);
+  });
+
   it("an item answered by the model it is queued for removes nothing", () => {
     const superseded: number[] = [];
     const pending = new PendingWork((seq) => void superseded.push(seq));

@@ -1,0 +1,51 @@
+/** The judge is not waited for past a request's deadline: a judge that hangs costs the verdict, not the light image. */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestSystem, type TestSystem } from "../helpers/system.ts";
+import { promptsByRoute } from "../helpers/prompts.ts";
+import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
+import type { HadisError } from "../../contracts/errors.ts";
+
+let t: TestSystem;
+beforeAll(async () => {
+  // No discriminator service: a stand-in below takes every judge request and never answers.
+  t = await startTestSystem({ services: ["router", "worker", "resource-manager"] });
+});
+afterAll(async () => {
+  await t?.stop();
+});
+
+describe("a judge that does not answer", () => {
+  it("serves the light image within the request's deadline (the router's judge wait is 10 s)", async () => {
+    let asked = 0;
+    const silent = t.nc.subscribe("hadis.judge", { callback: () => void asked++ });
+    await t.nc.flush();
+    const routes = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold);
+    const started = performance.now();
+    const reply = await t.client.generate({ prompt: routes.light, deadlineMs: 1_500 });
+    const tookMs = performance.now() - started;
+    silent.unsubscribe();
+    expect(asked).toBe(1);
+    expect(reply.route).toBe("light");
+    expect(reply.score).toBeUndefined(); // no verdict came
+    expect(reply.image.length).toBeGreaterThan(0);
+    expect(tookMs).toBeGreaterThan(1_300); // it did wait for the judge…
+    expect(tookMs).toBeLessThan(2_500); // …not for its 10 s (past the deadline the request would have failed)
+  }, 20_000);
+
+  it("a retry with the same idempotency key waits for the first attempt no longer than its own deadline", async () => {
+    const silent = t.nc.subscribe("hadis.judge", { callback: () => undefined });
+    await t.nc.flush();
+    const routes = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold);
+    const key = `judge-wait-${Date.now()}`;
+    const first = t.client.generate({ prompt: routes.light, deadlineMs: 3_000, idempotencyKey: key });
+    await new Promise((r) => setTimeout(r, 200));
+    const started = performance.now();
+    const retry = await t.client.generate({ prompt: routes.light, deadlineMs: 500, idempotencyKey: key }).catch((e: unknown) => e);
+    const tookMs = performance.now() - started;
+    expect((retry as HadisError).code).toBe("deadline_exceeded");
+    expect(tookMs).toBeLessThan(1_500); // not the first attempt's 3 s
+    const answer = await first; // the first attempt is not disturbed: light image at its own deadline
+    silent.unsubscribe();
+    expect(answer.route).toBe("light");
+  }, 20_000);
+});
