@@ -20,6 +20,12 @@ export interface RequestInput {
   receivedAtMs: number;
   /** Current time in ms (wall clock in services, simulated in tests and the simulator). */
   now: () => number;
+  /**
+   * The least time a heavy generation of `model` takes (0 when unknown): a light image the judge
+   * rejects is escalated only when the time left covers it; otherwise it is served (a late heavy
+   * image would cost a GPU and the caller the image it can have).
+   */
+  heavyFloorMs?: (model: string) => number;
 }
 
 interface Context extends RequestInput {
@@ -27,6 +33,8 @@ interface Context extends RequestInput {
   light?: GenerateOutcome;
   judge?: JudgeOutcome;
   judgeError?: string;
+  /** The judge rejected the light image, and the time left could not fit the heavy model. */
+  escalationSkipped?: boolean;
   heavy?: GenerateOutcome;
   error?: unknown;
   /** Set when the request ends without an image. */
@@ -61,6 +69,7 @@ export const RequestMachine = setup({
   },
   guards: {
     skipJudge: ({ context }) => context.decision!.skipJudge,
+    heavyFits: ({ context }) => context.deadlineAtMs - context.now() >= (context.heavyFloorMs?.(context.decision!.pair.heavy) ?? 0),
   },
   actions: {
     markStage: assign({ stageStartMs: ({ context }) => context.now() }),
@@ -150,9 +159,19 @@ export const RequestMachine = setup({
             }),
           },
           {
+            guard: "heavyFits",
             target: "heavy",
             actions: assign({
               judge: ({ event }) => event.output,
+              timings: ({ context }) => ({ ...context.timings, judgeMs: context.now() - context.stageStartMs }),
+            }),
+          },
+          {
+            // Rejected, but the heavy model cannot answer in the time left: the light image it is.
+            target: "accepted",
+            actions: assign({
+              judge: ({ event }) => event.output,
+              escalationSkipped: true,
               timings: ({ context }) => ({ ...context.timings, judgeMs: context.now() - context.stageStartMs }),
             }),
           },
@@ -239,6 +258,7 @@ function outcomeOf(ctx: Context): RequestOutcome {
     decision,
     judge: ctx.judge,
     judgeError: ctx.judgeError,
+    ...(ctx.escalationSkipped ? { escalationSkipped: true } : {}),
     timings: ctx.timings,
   };
 }

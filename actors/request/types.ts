@@ -67,6 +67,8 @@ export type RequestOutcome =
       decision: RouteDecision;
       judge?: JudgeOutcome;
       judgeError?: string;
+      /** The judge rejected the light image, and the time left could not fit the heavy model. */
+      escalationSkipped?: boolean;
       timings: StageTimings;
     }
   | { ok: false; error: unknown; state: "failed" | "expired"; timings: StageTimings; decision?: RouteDecision };

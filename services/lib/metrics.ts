@@ -53,6 +53,11 @@ const verdicts = new Counter({
   labelNames: ["verdict"] as const,
   registers: [registry],
 });
+const escalationsSkipped = new Counter({
+  name: "hadis_escalations_skipped_total",
+  help: "Light images the discriminator rejected but the router served: the time left could not fit the heavy model.",
+  registers: [registry],
+});
 const spansLost = new Counter({
   name: "hadis_trace_spans_lost_total",
   help: "Sampled spans the OTLP export lost: its queue was full, the span could not be encoded, or the export failed.",
@@ -143,6 +148,11 @@ export function recordBatch(model: string, size: number): void {
 /** Records a discriminator verdict. */
 export function recordVerdict(accept: boolean): void {
   verdicts.inc({ verdict: accept ? "accept" : "escalate" });
+}
+
+/** Records a rejected light image served because the heavy model could not answer in time. */
+export function recordEscalationSkipped(): void {
+  escalationsSkipped.inc();
 }
 
 /** Records completed swaps. */

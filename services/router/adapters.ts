@@ -16,6 +16,7 @@ import type { Logger } from "../lib/log.ts";
 import { type KV, type MsgHdrs, type NatsConnection, type WorkQueue } from "../lib/nats.ts";
 import type { PlanView } from "../lib/plan-view.ts";
 import { endWithError, SpanKind, spanClockMs } from "../lib/telemetry.ts";
+import type { GenerationFloor } from "../../actors/routing/generation-floor.ts";
 import type { RequestTraces } from "./tracing.ts";
 
 /** Delivers the stored result of a keyed request's stage once it appears; stops when the stage settles. */
@@ -70,6 +71,8 @@ export interface RouterActorDeps {
   log: Logger;
   /** Request traces: each actor opens its stage span under the request's root span. */
   traces?: RequestTraces;
+  /** Learns each model's fastest recent generation (the request machine's escalation check). */
+  floor?: GenerationFloor;
 }
 
 /** Time kept back from the deadline when waiting for the judge: enough to build and send the reply. */
@@ -179,7 +182,9 @@ export function routerActors(deps: RouterActorDeps) {
       }
       throw new HadisError("no_capacity", `cannot enqueue for ${input.model}: ${message}`, {}, { cause: err });
     }
-    return result;
+    const outcome = await result;
+    deps.floor?.observe(outcome.model, outcome.execMs);
+    return outcome;
   });
 
   // The judge stage's span is the discriminator's (a child of the request's root span): one span

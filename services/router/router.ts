@@ -18,6 +18,8 @@ import { within, type RunningService } from "../lib/running.ts";
 import { IdempotencyCache } from "./idempotency.ts";
 import { keyedRequestId, keyedSeed } from "../../actors/request/idempotent.ts";
 import { routerActors } from "./adapters.ts";
+import { GenerationFloor } from "../../actors/routing/generation-floor.ts";
+import { recordEscalationSkipped } from "../lib/metrics.ts";
 import { refusal } from "../../actors/routing/admission.ts";
 import { moveTarget, PendingWork, type PendingItem } from "./pending.ts";
 import { RequestTraces, type RequestSpan } from "./tracing.ts";
@@ -54,6 +56,9 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   const resultsSubject = subjects.results(routerId);
   const { view: plans } = await PlanView.open(nc, subjects, log);
   const pending = new PendingWork((seq) => void opts.queue.remove(seq));
+  /** Each model's fastest recent generation: a rejected light image is escalated only if the time left covers it. */
+  const floor = new GenerationFloor();
+  const heavyFloorMs = (model: string) => floor.floorMs(model);
   const results = await openResultsBucket(nc, subjects);
   const traces = new RequestTraces(new ServiceTelemetry(ServiceNames.router, nc, routerId, REQUEST_SPAN));
   /** Moves a waiting item off a model the plan no longer serves (removed by sequence, re-queued). */
@@ -90,6 +95,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       planWaitMs: 2_000,
       log,
       traces,
+      floor,
     }),
   });
   const idempotency = new IdempotencyCache<GenerateReply>(100_000, 10 * 60_000, Date.now);
@@ -134,7 +140,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       }
       serving.requestId = requestId;
       traces.bind(requestId, root, { "hadis.deadline_ms": deadlineMs, "hadis.seed": seed });
-      const actor = createActor(machine, { input: { requestId, prompt, seed, receivedAtMs: now, deadlineAtMs: now + deadlineMs, now: Date.now } });
+      const actor = createActor(machine, { input: { requestId, prompt, seed, receivedAtMs: now, deadlineAtMs: now + deadlineMs, now: Date.now, heavyFloorMs } });
       const outcome = toPromise(actor);
       actor.start();
       // One abandon hook per request, dropped when it ends (a race against one shared promise
@@ -143,7 +149,9 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       const abandoned = new Promise<never>((_, reject) => (abandon = reject));
       running.add(abandon);
       try {
-        return buildReply(await Promise.race([outcome, abandoned]), requestId, seed);
+        const ended = await Promise.race([outcome, abandoned]);
+        if (ended.ok && ended.escalationSkipped) recordEscalationSkipped();
+        return buildReply(ended, requestId, seed);
       } finally {
         running.delete(abandon);
         actor.stop(); // abandoned: its queued work is removed (a finished actor is already stopped)

@@ -13,6 +13,8 @@ interface Scenario {
   latencyMs?: Record<string, number>;
   failModel?: string;
   deadlineMs?: number;
+  /** The least time a heavy generation takes, as the router has seen them. */
+  heavyFloorMs?: number;
 }
 
 /** Runs one request on a simulated clock; returns the outcome and what the actors saw. */
@@ -42,7 +44,7 @@ async function run(s: Scenario) {
   });
   const actor = createActor(machine, {
     clock,
-    input: { requestId: "r1", prompt: "a cat", seed: 1, receivedAtMs: 0, deadlineAtMs: s.deadlineMs ?? 10_000, now: () => clock.now() },
+    input: { requestId: "r1", prompt: "a cat", seed: 1, receivedAtMs: 0, deadlineAtMs: s.deadlineMs ?? 10_000, now: () => clock.now(), heavyFloorMs: () => s.heavyFloorMs ?? 0 },
   });
   actor.start();
   const done = toPromise(actor) as Promise<RequestOutcome>;
@@ -84,6 +86,18 @@ describe("RequestMachine", () => {
     expect(outcome.models).toEqual({ light: "light-m", heavy: "heavy-m" });
     expect(outcome.image.model).toBe("heavy-m");
     expect(outcome.judge?.accept).toBe(false);
+  });
+
+  it("serves a rejected light image when the time left cannot fit the heavy model, and escalates when it can", async () => {
+    // Light 100 ms + judge 10 ms: 9,890 ms of the 10 s deadline are left at the verdict.
+    const late = await run({ hard: false, accept: false, heavyFloorMs: 9_950 });
+    expect(late.calls).toEqual(["route", "generate:light-m", "judge:light-m"]);
+    expect(late.outcome.ok && late.outcome.route).toBe("light");
+    expect(late.outcome.ok && late.outcome.escalationSkipped).toBe(true);
+    expect(late.outcome.ok && late.outcome.judge?.accept).toBe(false);
+    const fits = await run({ hard: false, accept: false, heavyFloorMs: 9_000 });
+    expect(fits.calls.at(-1)).toBe("generate:heavy-m");
+    expect(fits.outcome.ok && fits.outcome.escalationSkipped).toBeFalsy();
   });
 
   it("serves light without judging when the plan escalates nothing", async () => {
