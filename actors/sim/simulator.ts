@@ -21,6 +21,7 @@ import type { Arrival } from "../profile/reference.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../routing/difficulty.ts";
 import { decideRoute } from "../routing/route-policy.ts";
 import { refusal } from "../routing/admission.ts";
+import { GenerationFloor } from "../routing/generation-floor.ts";
 import type { RouteDecision } from "../request/types.ts";
 import { EventQueue } from "./event-queue.ts";
 import type { PlanMark, RequestRecord } from "./scoring.ts";
@@ -101,6 +102,8 @@ export interface SimResult {
   wastedItems: number;
   /** Items moved to another model's queue by a plan change. */
   movedItems: number;
+  /** Light images the judge rejected, served because the time left could not fit the heavy model (the live router's `GenerationFloor`). */
+  escalationsSkipped: number;
   /** Items left in each model's queue when the run ended (stale work no worker pulled). */
   leftInQueue: Record<string, number>;
   /** Requests with no outcome when the agenda ran dry (recorded as dropped); 0 unless the simulator has a bug. */
@@ -143,6 +146,8 @@ interface SimWorker {
   busy: boolean;
   /** Items of the batch in execution. */
   batch: WorkItem[];
+  /** Execution time of that batch, ms. */
+  batchMs: number;
   swaps: number;
   /** The model being unloaded (a live worker reports it until the unload ends). */
   unloading: string | null;
@@ -187,13 +192,16 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     batchSize: 1,
     busy: false,
     batch: [],
+    batchMs: 0,
     swaps: 0,
     unloading: null,
     reported: null,
   }));
   /** Idle workers waiting on a model's queue, in the order they started waiting (pull order). */
   const waitingPulls = new Map<string, SimWorker[]>(profiles.models.map((m) => [m.name, []]));
-  const result: SimResult = { records: [], plans: [], swaps: 0, loads: [], ticks: 0, expiredDrops: 0, wastedItems: 0, movedItems: 0, leftInQueue: {}, unfinished: 0 };
+  const result: SimResult = { records: [], plans: [], swaps: 0, loads: [], ticks: 0, expiredDrops: 0, wastedItems: 0, movedItems: 0, escalationsSkipped: 0, leftInQueue: {}, unfinished: 0 };
+  /** What the live router learns from results: each model's fastest recent generation. */
+  const floor = new GenerationFloor();
   let plan: Plan | null = null;
   let now = -warmupMs;
   let arrivalsSinceReport = 0;
@@ -293,7 +301,8 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
       if (at >= 0) idle.splice(at, 1);
       w.busy = true;
       w.batch = batch;
-      agenda.push(now + batchLatencyMs(profiles.byName.get(model)!, batch.length, timeScale), { kind: "batchDone", worker: w });
+      w.batchMs = batchLatencyMs(profiles.byName.get(model)!, batch.length, timeScale);
+      agenda.push(now + w.batchMs, { kind: "batchDone", worker: w });
       return;
     }
   }
@@ -326,12 +335,13 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
    * request waits on wins, whatever model made it (a moved copy not yet taken is removed); a late
    * copy of another stage's work is dropped.
    */
-  function deliver(item: WorkItem): void {
+  function deliver(item: WorkItem, execMs: number): void {
     const req = item.req;
     if (req.ended || req.waiting !== item.stage) {
       result.wastedItems++;
       return;
     }
+    floor.observe(item.model, execMs); // the live router learns from the results it takes
     const stage = req.waiting;
     req.waiting = null;
     if (item.model !== req.waitingModel) {
@@ -444,7 +454,12 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
         const [score] = await config.judge.score([{ prompt: req.prompt, model: req.lightModel!, image: new Uint8Array(0) }]);
         const accept = share <= 0 || score >= config.judge.thresholdFor(req.lightModel!, share);
         if (accept) serve(req, req.lightModel!, Routes.light);
-        else enqueue(req, "heavy", req.decision!.pair.heavy);
+        else if (req.deadlineAtMs - now >= floor.floorMs(req.decision!.pair.heavy)) enqueue(req, "heavy", req.decision!.pair.heavy);
+        else {
+          // The live router's escalation check: the heavy model cannot answer in the time left.
+          result.escalationsSkipped++;
+          serve(req, req.lightModel!, Routes.light);
+        }
         break;
       }
       case "batchDone": {
@@ -452,7 +467,7 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
         const batch = w.batch;
         w.busy = false;
         w.batch = [];
-        for (const item of batch) deliver(item);
+        for (const item of batch) deliver(item, w.batchMs);
         advance(w);
         break;
       }

@@ -99,6 +99,18 @@ describe("simulate, as the live system", () => {
     expect(run.wastedItems).toBe(1);
   });
 
+  it("a rejected light image is served when the heavy model's fastest generation does not fit the time left (the router's escalation check)", async () => {
+    // The first prompt is hard: straight to medium (13 s), which teaches the floor 13 s. The
+    // second, easy, is rejected at 500 ms + 15 ms of its 13.4 s: 12.885 s left, under 13 s.
+    const first = prompts[0];
+    const run = await simulate(config([20_000, 40_000], 2, scripted([
+      { atMs: -1_000, plan: plan({ "w-00": LIGHTNING, "w-01": MEDIUM }, { light: LIGHTNING, heavy: MEDIUM }, 0.5) },
+    ]), { sloMs: 13_400, scorer: { score: (p: string) => (p === first ? 1 : 0) }, threshold: { isHard: (score: number) => score > 0.5 } }));
+    expect(run.records.map((r) => [r.outcome, r.route, r.servedModel])).toEqual([["served", "heavy", MEDIUM], ["served", "light", LIGHTNING]]);
+    expect(run.escalationsSkipped).toBe(1);
+    expect(run.records[1].latencyMs).toBe(500 + 15);
+  });
+
   it("a running item moved by one plan is not copied again by the next", async () => {
     // The item runs on w-00 (medium) from 7 550; at 8 000 medium loses its worker and the item is
     // copied to lightning, whose worker is still loading; a second plan at 8 250 leaves it there.
