@@ -34,7 +34,7 @@ export const WorkerStates = {
 /** One of the worker states. */
 export type WorkerState = (typeof WorkerStates)[keyof typeof WorkerStates];
 
-const modelName = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]*$/, "model names are one subject token");
+const modelName = z.string().max(64).regex(/^[A-Za-z0-9][A-Za-z0-9_-]*$/, "model names are one subject token");
 const version = z.literal(PROTOCOL_VERSION);
 const bytes = z.custom<Uint8Array>((value) => value instanceof Uint8Array, "expected bytes");
 const nonNegMs = z.number().finite().nonnegative();

@@ -183,7 +183,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
       const judge = onnx
         ? await onnx.judge()
         : new ProfileJudge(profiles, { latencyMs: opts.zeroLatency ? 0 : profiles.pool.judge.latencyMs * timeScale, sleep: (ms) => sleep(ms) });
-      started.push({ kind: "discriminator", service: await startDiscriminator({ nc, subjects, judge, log: logFor("discriminator") }) });
+      started.push({ kind: "discriminator", service: await startDiscriminator({ nc, subjects, judge, models: profiles.models.map((m) => m.name), log: logFor("discriminator") }) });
     }
     if (kinds.has("worker")) {
       const nc = await connect("hadis-worker", "worker");

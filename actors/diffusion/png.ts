@@ -3,6 +3,7 @@
  * images, and decoding of non-interlaced 8-bit gray/RGB/RGBA/gray-alpha for the judge.
  */
 import { deflateSync, inflateSync } from "node:zlib";
+import { HadisError } from "../../contracts/errors.ts";
 
 /** The eight-byte PNG file signature. */
 export const PNG_SIGNATURE = Uint8Array.of(0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a);
@@ -72,9 +73,29 @@ function paeth(a: number, b: number, c: number): number {
   return pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
 }
 
-/** Decodes a non-interlaced 8-bit PNG (gray, RGB, gray+alpha, RGBA) to RGB; alpha is dropped. */
+/** Pixels a decoded image may have (4096²): a small file can declare, and inflate to, gigabytes. */
+export const MAX_PNG_PIXELS = 4096 * 4096;
+
+/** A PNG the decoder refuses: the caller's input, a typed `invalid_request` on field `image`. */
+function badPng(message: string): HadisError {
+  return new HadisError("invalid_request", `png: ${message}`, { field: "image" });
+}
+
+/**
+ * Decodes a non-interlaced 8-bit PNG (gray, RGB, gray+alpha, RGBA) to RGB; alpha is dropped.
+ * Anything else, or an image over `MAX_PNG_PIXELS`, is refused with `invalid_request`.
+ */
 export function decodePng(file: Uint8Array): RgbImage {
-  for (let i = 0; i < 8; i++) if (file[i] !== PNG_SIGNATURE[i]) throw new Error("png: bad signature");
+  try {
+    return decodePngChecked(file);
+  } catch (err) {
+    if (err instanceof HadisError) throw err;
+    throw badPng((err as Error).message); // e.g. zlib on corrupt or over-long data
+  }
+}
+
+function decodePngChecked(file: Uint8Array): RgbImage {
+  for (let i = 0; i < 8; i++) if (file[i] !== PNG_SIGNATURE[i]) throw badPng("bad signature");
   const view = new DataView(file.buffer, file.byteOffset, file.byteLength);
   let offset = 8;
   let width = 0;
@@ -91,7 +112,10 @@ export function decodePng(file: Uint8Array): RgbImage {
       const bitDepth = data[8];
       colorType = data[9];
       if (bitDepth !== 8 || data[12] !== 0 || ![0, 2, 4, 6].includes(colorType)) {
-        throw new Error(`png: unsupported format (bit depth ${bitDepth}, color type ${colorType}, interlace ${data[12]})`);
+        throw badPng(`unsupported format (bit depth ${bitDepth}, color type ${colorType}, interlace ${data[12]})`);
+      }
+      if (width === 0 || height === 0 || width * height > MAX_PNG_PIXELS) {
+        throw badPng(`${width}×${height} is not an image this judge takes (at most ${MAX_PNG_PIXELS} pixels)`);
       }
     } else if (type === "IDAT") {
       idat.push(data);
@@ -100,11 +124,12 @@ export function decodePng(file: Uint8Array): RgbImage {
     }
     offset += 12 + length;
   }
-  if (colorType < 0) throw new Error("png: missing IHDR");
+  if (colorType < 0) throw badPng("missing IHDR");
   const channels = { 0: 1, 2: 3, 4: 2, 6: 4 }[colorType as 0 | 2 | 4 | 6];
-  const raw = inflateSync(Buffer.concat(idat));
   const stride = width * channels;
-  if (raw.length < (stride + 1) * height) throw new Error("png: truncated image data");
+  // No more than the image needs is inflated (a bomb stops there).
+  const raw = inflateSync(Buffer.concat(idat), { maxOutputLength: (stride + 1) * height });
+  if (raw.length < (stride + 1) * height) throw badPng("truncated image data");
   const rows = new Uint8Array(stride * height);
   for (let y = 0; y < height; y++) {
     const filter = raw[y * (stride + 1)];
@@ -116,7 +141,7 @@ export function decodePng(file: Uint8Array): RgbImage {
       const c = x >= channels && y > 0 ? rows[dst - stride + x - channels] : 0;
       const v = raw[src + x];
       const predicted = filter === 0 ? 0 : filter === 1 ? a : filter === 2 ? b : filter === 3 ? (a + b) >> 1 : paeth(a, b, c);
-      if (filter > 4) throw new Error(`png: bad filter ${filter}`);
+      if (filter > 4) throw badPng(`bad filter ${filter}`);
       rows[dst + x] = (v + predicted) & 0xff;
     }
   }

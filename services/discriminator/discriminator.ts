@@ -20,6 +20,8 @@ export interface DiscriminatorOptions {
   nc: NatsConnection;
   subjects: Subjects;
   judge: JudgeBackend;
+  /** The pool's model names: a judge request for any other is refused (`unknown_model`). */
+  models: readonly string[];
   log: Logger;
   version?: string;
 }
@@ -27,14 +29,17 @@ export interface DiscriminatorOptions {
 /** Starts a discriminator instance. */
 export async function startDiscriminator(opts: DiscriminatorOptions): Promise<RunningService> {
   const { nc, subjects, judge, log } = opts;
+  const models = new Set(opts.models);
   const { view: plans } = await PlanView.open(nc, subjects, log);
   const inFlight = new Set<Promise<unknown>>();
   const telemetry = new ServiceTelemetry(ServiceNames.discriminator, nc);
 
   async function handle(data: Uint8Array): Promise<JudgeReply> {
     const request = decode(JudgeRequestSchema, data, "judge request");
-    const plan = plans.current;
-    const share = plan?.discThreshold ?? 0;
+    // Refused before any work: an unknown name would also open a score window of its own.
+    if (!models.has(request.model)) {
+      throw new HadisError("unknown_model", `no model "${request.model.slice(0, 64)}" in the pool (${[...models].join(", ")})`, { field: "model" });
+    }
     const startedMs = performance.now();
     let score: number;
     try {
@@ -43,12 +48,17 @@ export async function startDiscriminator(opts: DiscriminatorOptions): Promise<Ru
       if (err instanceof HadisError) throw err;
       throw new HadisError("judge_failed", (err as Error).message, {}, { cause: err });
     }
+    // The plan in force when the verdict is given (scoring takes a while); a discriminator that
+    // has just started waits a little for its first plan rather than accept everything.
+    const plan = plans.current ?? (await plans.waitForPlan(1_000));
+    const share = plan?.discThreshold ?? 0;
     const threshold = judge.thresholdFor(request.model, share);
     return {
       v: PROTOCOL_VERSION,
       score,
       threshold,
-      accept: share <= 0 || score >= threshold,
+      // A share of 1 escalates every light image, the best-scoring included.
+      accept: share <= 0 || (share < 1 && score >= threshold),
       planEpoch: plan?.epoch ?? 0,
       judgeMs: performance.now() - startedMs,
     };

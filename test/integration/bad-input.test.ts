@@ -83,3 +83,25 @@ describe("bad input on hadis.generate", () => {
     expect(generate.data.replied).toBeGreaterThanOrEqual(cases.length);
   });
 });
+
+describe("bad input on hadis.judge", () => {
+  const judgeRequest = (over: Record<string, unknown>) => pack({ v: 1, requestId: "r1", prompt: "a cat", model: "sd35-large-turbo", image: new Uint8Array([137, 80, 78, 71]), planEpoch: 1, ...over });
+  const ask = async (payload: Uint8Array) => {
+    const msg = await t.nc.request("hadis.judge", payload, { timeout: 5_000 });
+    return { status: msg.headers?.get("Nats-Service-Error-Code"), body: packr.unpack(msg.data) };
+  };
+
+  it("a model not in the pool → unknown_model (404) on field model, a model name past 64 characters → invalid_request", async () => {
+    const unknown = await ask(judgeRequest({ model: "sd99-imaginary" }));
+    expect(unknown.status).toBe("404");
+    expect(unknown.body.error).toMatchObject({ code: "unknown_model", details: { field: "model" } });
+    const long = await ask(judgeRequest({ model: "m".repeat(10_000) }));
+    expect(long.body.error.code).toBe("invalid_request");
+  });
+
+  it("a known model is judged", async () => {
+    const ok = await ask(judgeRequest({}));
+    expect(ok.status).toBeUndefined();
+    expect(typeof ok.body.score).toBe("number");
+  });
+});

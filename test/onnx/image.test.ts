@@ -1,4 +1,4 @@
-import { inflateSync } from "node:zlib";
+import { deflateSync, inflateSync } from "node:zlib";
 import { describe, expect, it } from "vitest";
 import { CLIP_MEAN, CLIP_STD, clipPixelValues, resizeBicubic, vaeOutputToRgb } from "../../actors/diffusion/image.ts";
 import { crc32, decodePng, encodePng, PNG_SIGNATURE } from "../../actors/diffusion/png.ts";
@@ -34,6 +34,53 @@ describe("PNG", () => {
 
   it("rejects a bad signature", () => {
     expect(() => decodePng(new Uint8Array(16))).toThrow(/signature/);
+  });
+});
+
+/** A PNG from raw chunks (the decoder does not check CRCs). */
+function pngOf(width: number, height: number, colorType: number, idat: Uint8Array): Uint8Array {
+  const chunk = (type: string, data: Uint8Array) => {
+    const out = new Uint8Array(12 + data.length);
+    const view = new DataView(out.buffer);
+    view.setUint32(0, data.length);
+    out.set(new TextEncoder().encode(type), 4);
+    out.set(data, 8);
+    return out;
+  };
+  const ihdr = new Uint8Array(13);
+  new DataView(ihdr.buffer).setUint32(0, width);
+  new DataView(ihdr.buffer).setUint32(4, height);
+  ihdr.set([8, colorType, 0, 0, 0], 8);
+  const parts = [PNG_SIGNATURE, chunk("IHDR", ihdr), chunk("IDAT", idat), chunk("IEND", new Uint8Array())];
+  return Uint8Array.from(parts.flatMap((p) => [...p]));
+}
+
+describe("PNG input the judge refuses", () => {
+  const refused = (file: Uint8Array) => {
+    try {
+      decodePng(file);
+    } catch (err) {
+      return err as { code?: string; details?: { field?: string }; message: string };
+    }
+    throw new Error("decoded");
+  };
+
+  it("a declared size over the pixel cap, before inflating anything", () => {
+    const e = refused(pngOf(16_384, 16_384, 6, deflateSync(new Uint8Array(1_000))));
+    expect([e.code, e.details?.field]).toEqual(["invalid_request", "image"]);
+    expect(e.message).toMatch(/16384×16384/);
+  });
+
+  it("data that inflates past what the declared image needs (a zlib bomb) stops there", () => {
+    // 100×100 gray needs 10,100 bytes; this inflates to 50 MB.
+    const e = refused(pngOf(100, 100, 0, deflateSync(new Uint8Array(50_000_000))));
+    expect(e.code).toBe("invalid_request");
+  });
+
+  it("a bad signature, a corrupt stream and truncated data, each as invalid_request", () => {
+    expect(refused(new Uint8Array(20)).code).toBe("invalid_request");
+    expect(refused(pngOf(4, 4, 2, Uint8Array.of(1, 2, 3, 4))).code).toBe("invalid_request");
+    expect(refused(pngOf(64, 64, 2, deflateSync(new Uint8Array(10)))).code).toBe("invalid_request");
   });
 });
 
