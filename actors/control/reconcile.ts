@@ -237,5 +237,8 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   // Damping holds the new configuration, but the workers changed: the configuration in force, on
   // the workers alive now (a dead worker's share re-homed, a joiner given work), not the held one.
   const kept = planOf({ ...configurationOf(current!, obs.workers), reason: `${verdict.reason}; configuration of epoch ${current!.epoch} on the workers alive now` });
-  return adopt(kept, verdict);
+  // Unless that leaves a model of the pair without a worker (its last one died): then the
+  // policy's configuration for the workers alive now, which gives every model it uses one.
+  const unserved = [kept.pair.light, kept.pair.heavy].some((m) => (kept.models[m]?.workers ?? 0) === 0);
+  return unserved ? adopt(candidate, verdict) : adopt(kept, verdict);
 }

@@ -101,7 +101,10 @@ export class WorkerAgent {
   private state: WorkerState = WorkerStates.idle;
   private model: string | null = null;
   private desiredModel: string | null = null;
+  /** Batch size of the model being served (what heartbeats report); the plan's applies from the next pull. */
   private batchSize = 1;
+  /** Batch size the plan gives the model it wants this worker on. */
+  private planBatchSize = 1;
   private planEpoch = 0;
   private inFlight = 0;
   private servedTotal = 0;
@@ -122,7 +125,7 @@ export class WorkerAgent {
     if (plan.epoch < this.planEpoch) return false;
     this.planEpoch = plan.epoch;
     const model = plan.assignment[this.id] ?? null;
-    this.batchSize = model ? Math.max(1, plan.models[model]?.batchSize ?? 1) : 1;
+    this.planBatchSize = model ? Math.max(1, plan.models[model]?.batchSize ?? 1) : 1;
     if (model !== this.desiredModel) {
       this.desiredModel = model;
       this.pullAbort?.abort();
@@ -181,6 +184,7 @@ export class WorkerAgent {
         this.state = WorkerStates.serving;
         const abort = new AbortController();
         this.pullAbort = abort;
+        this.batchSize = this.planBatchSize; // the model is the plan's here (a swap came first otherwise)
         const deliveries = await this.ports.source.pull(this.model, this.batchSize, this.options.pollMs, abort.signal);
         this.pullAbort = null;
         if (deliveries.length > 0) await this.execute(this.model, deliveries);
@@ -258,7 +262,11 @@ export class WorkerAgent {
     let failure: HadisError | undefined;
     try {
       ticker = setIntervalPort(this.ports, this.options.workingEveryMs, () => batch.forEach((b) => b.delivery.working()));
-      observed = this.ports.observer?.started(this.id, model, batch, startedMs);
+      try {
+        observed = this.ports.observer?.started(this.id, model, batch, startedMs);
+      } catch (err) {
+        this.ports.log("worker.observer_failed", { workerId: this.id, error: (err as Error).message }); // tracing never fails a batch
+      }
       const made = await this.ports.backend.generate(model, batch.map((b) => ({ prompt: b.item.prompt, seed: b.item.seed })));
       if (made.length !== batch.length) throw new HadisError("generation_failed", `the backend made ${made.length} images for a batch of ${batch.length}`);
       images = made;
@@ -272,9 +280,13 @@ export class WorkerAgent {
       else this.fail(model, batch, failure!);
     } finally {
       this.inFlight = 0;
-      observed?.ended(this.ports.now(), failure?.message);
+      try {
+        observed?.ended(this.ports.now(), failure?.message);
+      } catch (err) {
+        this.ports.log("worker.observer_failed", { workerId: this.id, error: (err as Error).message });
+      }
     }
-    if (failure) {
+    if (failure && !this.stopping) {
       // A worker whose batches fail (a model that no longer runs) must not drain its queue into
       // errors: it says so and pauses, and the items it handed back go to others meanwhile.
       this.state = WorkerStates.failed;

@@ -74,9 +74,11 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
   let server: LocalServer | undefined;
   let dashboard: Awaited<ReturnType<typeof startLocalDashboard>> = null;
   let system: RunningSystem | undefined;
+  let stopping = false;
   // From the first moment: a signal while things still start stops what has started (the server
   // itself is killed on exit, whatever the path).
   untilSignal(async () => {
+    stopping = true;
     await system?.stop(10_000);
     await dashboard?.stop();
     await server?.stop();
@@ -87,6 +89,19 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
     process.stderr.write(`hadis start: ${(err as Error).message}\n`);
     process.exit(2);
   }
+  // The embedded server is part of this system: if it dies, say so and stop, rather than keep
+  // "serving" on the screen while every service reconnects to nothing.
+  server.process.once("exit", (code, signal) => {
+    if (stopping) return;
+    stopping = true;
+    process.stderr.write(`hadis start: the embedded nats-server exited (${signal ?? `code ${code}`}); stopping\n`);
+    setTimeout(() => process.exit(1), 10_000).unref();
+    void (async () => {
+      await system?.stop(2_000).catch(() => undefined);
+      await dashboard?.stop().catch(() => undefined);
+      process.exit(1);
+    })();
+  });
   // The dashboard first, so the first requests are already traced.
   dashboard = opts.dashboard === false ? null : await startLocalDashboard(server.url, opts.dashboardPort, opts.dashboardHost, log);
   try {

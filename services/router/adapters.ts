@@ -127,8 +127,6 @@ export function routerActors(deps: RouterActorDeps) {
     };
     let cancel: () => void = () => {};
     let entry = { seq: 0 } as PendingItem;
-    /** The queued item is this request's own publish (not a duplicate of another router's, which that router owns). */
-    let own = false;
     const result = new Promise<GenerateOutcome>((resolve, reject) => {
       const pending: PendingItem = { item, stage: input.stage, seq: 0, resolve, reject, ...(stage ? { span: stage } : {}) };
       if (stage) {
@@ -149,7 +147,7 @@ export function routerActors(deps: RouterActorDeps) {
       signal.addEventListener("abort", () => {
         cancel();
         // The request is over: its queued item (if still there) must not cost a GPU or read as load.
-        if (entry.seq && own) void deps.queue.remove(entry.seq).catch(() => false);
+        if (entry.seq && entry.own) void deps.queue.remove(entry.seq).catch(() => false);
         pending.reject(new HadisError("deadline_exceeded", "request ended"));
       }, { once: true });
     });
@@ -163,10 +161,10 @@ export function routerActors(deps: RouterActorDeps) {
         ? await enqueueKeyed(deps, model, data, msgId, resultKey(input.requestId, input.stage), headers)
         : await deps.queue.publish(model, data, msgId, headers);
       entry.seq = ack.seq;
-      own = !ack.duplicate;
+      entry.own = !ack.duplicate;
       if (signal.aborted) {
         // The request ended while the publish was in flight: its item must not cost a GPU.
-        if (own) void deps.queue.remove(ack.seq).catch(() => false);
+        if (entry.own) void deps.queue.remove(ack.seq).catch(() => false);
         return result;
       }
       deps.afterEnqueue?.(entry);

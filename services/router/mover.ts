@@ -43,7 +43,9 @@ export function createMover(deps: MoverDeps): (entry: PendingItem, to: string, p
     entry.span?.addEvent("moved", { "hadis.from": from, "hadis.to": to, "hadis.plan_epoch": plan.epoch });
     try {
       const headers = entry.span ? deps.telemetry.inject(entry.span.spanContext()) : undefined;
-      entry.seq = (await deps.queue.publish(to, encode(entry.item), `${entry.item.requestId}/${entry.stage}/${to}/${plan.epoch}`, headers)).seq;
+      const ack = await deps.queue.publish(to, encode(entry.item), `${entry.item.requestId}/${entry.stage}/${to}/${plan.epoch}`, headers);
+      entry.seq = ack.seq;
+      entry.own = !ack.duplicate; // the copy is this router's to remove when its request ends
       // The request may have ended while the publish was in flight: its item must not cost a GPU.
       if (deps.pending.get(entry.item.requestId) !== entry) {
         await deps.queue.remove(entry.seq).catch(() => false);

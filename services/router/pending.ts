@@ -18,6 +18,8 @@ export interface PendingItem {
   stage: "light" | "heavy";
   /** Stream sequence of the queued item (0 until the publish is acknowledged). */
   seq: number;
+  /** The queued item is this router's own publish (not a keyed duplicate of another router's, which that router removes). */
+  own?: boolean;
   resolve(result: GenerateOutcome): void;
   reject(err: unknown): void;
   /** The stage span, when the request is traced: a moved item carries its trace context. */

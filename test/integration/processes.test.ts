@@ -93,4 +93,18 @@ describe("services as separate processes", () => {
     expect(left).toBe("");
     rmSync(dataDir, { recursive: true, force: true });
   }, 90_000);
+
+  it("`hadis start` says so and exits 1 when its nats-server dies, leaving no process behind", async () => {
+    const port = await freePort();
+    const dataDir = mkdtempSync(join(tmpdir(), "hadis-start-dies-"));
+    const start = spawnHadis(["start", "--port", String(port), "--data-dir", dataDir, "--workers", "2", "--time-scale", "0.05", "--no-dashboard"], {}, { group: true });
+    await waitFor(() => start.output().includes("HADIS is serving"), 40_000, "start banner");
+    const server = spawnSync("pgrep", ["-f", `nats-server.*${dataDir}`], { encoding: "utf8" }).stdout.trim().split("\n").filter(Boolean);
+    expect(server).toHaveLength(1);
+    process.kill(Number(server[0]), "SIGKILL");
+    expect(await start.exited).toBe(1);
+    expect(start.output()).toMatch(/embedded nats-server exited \(SIGKILL\); stopping/);
+    expect(spawnSync("pgrep", ["-f", dataDir], { encoding: "utf8" }).stdout.trim()).toBe("");
+    rmSync(dataDir, { recursive: true, force: true });
+  }, 60_000);
 });

@@ -98,6 +98,24 @@ describe("controlTick", () => {
     expect(dead.plan!.epoch).toBe(first.epoch + 1);
   });
 
+  it("…but when the dead worker was its model's last, the policy's configuration is adopted (no model of the pair left unserved)", async () => {
+    const state = newControlState(1_000);
+    const decision = (light: string, heavy: string, fid: number, lightWorkers: number) => ({
+      pair: { light, heavy }, routerThreshold: 0.2, discThreshold: 0.2, heavyShare: 0.36, expectedFid: fid, reason: `${light}>${heavy}`, degraded: 0,
+      models: { [light]: { workers: lightWorkers, batchSize: 1 }, [heavy]: { workers: 3 - lightWorkers, batchSize: 1 } },
+    });
+    let next = decision("sd35-large-turbo", "sd35-medium", 22.0, 2);
+    const scripted: TickConfig = { ...config("hadis"), policy: async () => next };
+    const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 1, queueDepth: {}, workers: workers(3), current: null }, scripted)).plan!;
+    next = decision("sd35-large-turbo", "sd35-large", 21.99, 1);
+    expect((await controlTick(state, { nowMs: 1_000, arrivalsQps: 1, queueDepth: {}, workers: workers(3), current: first }, scripted)).plan).toBeNull();
+    const mediumWorker = Object.entries(first.assignment).find(([, m]) => m === "sd35-medium")![0];
+    const alive = workers(3).filter((w) => w.id !== mediumWorker);
+    const after = (await controlTick(state, { nowMs: 2_000, arrivalsQps: 1, queueDepth: {}, workers: alive, current: first }, scripted)).plan!;
+    expect(after.pair).toEqual({ light: "sd35-large-turbo", heavy: "sd35-large" });
+    for (const m of [after.pair.light, after.pair.heavy]) expect(after.models[m].workers).toBeGreaterThanOrEqual(1);
+  });
+
   it("a failing solver does not keep a plan that no longer covers the demand", async () => {
     const state = newControlState(1_000);
     const plan = (await controlTick(state, { nowMs: 0, arrivalsQps: 2, queueDepth: {}, workers: workers(16), current: null }, config("hadis"))).plan!;

@@ -109,6 +109,20 @@ describe("WorkerAgent", () => {
     expect(events.at(-1)).toBe("unload b");
   });
 
+  it("reports the batch size of the model it serves until the swap, not the next model's", async () => {
+    const { agent, queue, events } = setup(50);
+    queue.push("a", item("a", "r1"));
+    agent.applyPlan(plan(1, "a", 4));
+    agent.start();
+    await until(() => events.includes("gen a x1"));
+    agent.applyPlan({ ...plan(2, "b"), models: { a: { workers: 0, batchSize: 1 }, b: { workers: 1, batchSize: 8 } } });
+    expect(agent.status("fake")).toMatchObject({ model: "a", batchSize: 4 }); // still running a's batch
+    queue.push("b", item("b", "r2"));
+    await until(() => events.includes("gen b x1"));
+    expect(agent.status("fake")).toMatchObject({ model: "b", batchSize: 8 });
+    await agent.stop();
+  });
+
   it("drops expired and malformed items without running them, and counts why", async () => {
     const { agent, queue, events, results } = setup();
     queue.push("a", item("a", "old", Date.now() - 1));
