@@ -111,11 +111,20 @@ export class WorkQueue {
       num_replicas: options.replicas,
       max_msgs_per_subject: options.maxMsgsPerModel,
       duplicate_window: ms2ns(options.duplicateWindowMs),
+      // A full model queue refuses the new item (the router answers `overloaded`): without the
+      // per-subject flag, `discard: new` applies to stream-wide limits only, and the server drops
+      // the model's oldest queued item to make room, a request lost without a word.
       discard: "new" as const,
+      discard_new_per_subject: true,
     };
     let existing: StorageType | undefined;
     try {
-      existing = (await jsm.streams.info(name)).config.storage;
+      const info = await jsm.streams.info(name);
+      existing = info.config.storage;
+      // A stream made by an earlier version: the flag is set in place (an update keeps the items).
+      if (!info.config.discard_new_per_subject && existing === config.storage) {
+        await jsm.streams.update(name, { ...info.config, discard: "new" as never, discard_new_per_subject: true }).catch(() => undefined);
+      }
     } catch {
       try {
         await jsm.streams.add(config as never);

@@ -87,6 +87,27 @@ describe("abandoned pulls", () => {
   }, 20_000);
 });
 
+describe("a full model queue", () => {
+  it("refuses the new item and keeps the queued ones (the server dropped the oldest before)", async () => {
+    const own = buildSubjects("hfull");
+    const queue = await WorkQueue.open(nc, own, { ...DEFAULT_WORK_QUEUE, storage: "memory", maxMsgsPerModel: 2 });
+    for (const id of ["a", "b"]) await queue.publish("m", new TextEncoder().encode(id), `full-${id}`);
+    await expect(queue.publish("m", new TextEncoder().encode("c"), "full-c")).rejects.toThrow(/maximum messages per subject/);
+    await queue.publish("other", new TextEncoder().encode("d"), "full-d"); // another model's queue is its own
+    const got = await queue.pull("m", 10, 500, new AbortController().signal);
+    expect(got.map((d) => new TextDecoder().decode(d.data))).toEqual(["a", "b"]);
+    got.forEach((d) => d.ack());
+  });
+
+  it("a stream made without the per-subject refusal gets it when opened", async () => {
+    const own = buildSubjects("hold");
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: own.names.workStream, subjects: [own.workAll], retention: "workqueue" as never, storage: "memory" as never, max_msgs_per_subject: 2, discard: "new" as never });
+    await WorkQueue.open(nc, own, { ...DEFAULT_WORK_QUEUE, storage: "memory", maxMsgsPerModel: 2 });
+    expect((await jsm.streams.info(own.names.workStream)).config.discard_new_per_subject).toBe(true);
+  });
+});
+
 describe("opening the work stream", () => {
   it("refuses storage other than the existing stream's, instead of ignoring the option", async () => {
     const own = await startNatsServer();
