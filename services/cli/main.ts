@@ -2,15 +2,15 @@
 import { Command, Option } from "commander";
 import { DEFAULT_NATS_URL } from "../lib/nats.ts";
 import { generateCommand } from "./generate.ts";
-import { count, port, positive } from "./options.ts";
+import { atLeastOne, count, port, positive } from "./options.ts";
 import { serveCommand, startCommand } from "./serve.ts";
 
 const program = new Command("hadis").description("HADIS: query-aware text-to-image diffusion serving over NATS").showHelpAfterError();
 
 const runOptions = (cmd: Command) =>
   cmd
-    .option("--workers <n>", "profile-driven workers (GPUs) to run", count, 16)
-    .option("--routers <n>", "router instances", count, 1)
+    .option("--workers <n>", "profile-driven workers (GPUs) to run", atLeastOne, 16)
+    .option("--routers <n>", "router instances", atLeastOne, 1)
     .option("--time-scale <x>", "multiplies every profiled latency (0.1 = the paper's 10x compression)", positive)
     .option("--policy <name>", "planning policy of the resource manager (hadis, static, router-only, disc-only, fixed-pair, diffserve, proteus, infaas-acc, clipper-light, clipper-heavy)", "hadis")
     .addOption(new Option("--scorer <kind>", "router difficulty score").choices(["analyzer", "reference"]).default("analyzer"))
@@ -122,7 +122,7 @@ const e1Options = (cmd: Command) =>
     .option("--prompts <file>", "prompts, one a line (line i = prompt index i)", "profiles/reference/prompts/imagenet1k_captions_5k.txt")
     .option("--policy <name|all>", "planning policy, or all nine", "all")
     .option("--slo-ms <ms>", "latency objective per request, ms (already time-scaled)", positive, 6000)
-    .option("--workers <n>", "workers (GPUs)", count, 16)
+    .option("--workers <n>", "workers (GPUs)", atLeastOne, 16)
     .option("--time-scale <x>", "multiplies every profiled latency", positive, 0.1)
     .option("--seed <n>", "seed (request ids)", count, 1)
     .option("--json <file>", "write the report as JSON")

@@ -152,23 +152,30 @@ async function startLocalDashboard(url: string, port: number | undefined, host: 
 export async function serveCommand(kind: string, opts: RunOptions & { nats: string; metricsPort?: number; metricsHost?: string; replicas?: number }): Promise<void> {
   if (kind !== "all" && !SERVICE_KINDS.includes(kind as ServiceKind)) throw new Error(`unknown service "${kind}"; one of ${SERVICE_KINDS.join(", ")}, all`);
   const staticConfig = staticConfigOf(opts, "serve");
-  const system = await startSystem({
-    ...backendOptions(opts),
-    natsUrl: natsUrls(opts.nats),
-    credentials: credentialsFromEnv(),
-    replicas: opts.replicas,
-    services: kind === "all" ? SERVICE_KINDS : [kind as ServiceKind],
-    staticConfig,
-    workers: opts.workers,
-    routers: opts.routers,
-    timeScale: opts.timeScale,
-    policy: opts.policy,
-    zeroLatency: opts.zeroLatency,
-    workerIdPrefix: opts.idPrefix,
-    profilesDir: opts.profiles,
-    workQueue: { storage: opts.storage },
-  });
+  // The metrics port first: a taken one fails before any service has joined (and pulled work).
   const metrics = opts.metricsPort !== undefined ? await startMetricsServer(opts.metricsPort, opts.metricsHost) : null;
+  let system: RunningSystem;
+  try {
+    system = await startSystem({
+      ...backendOptions(opts),
+      natsUrl: natsUrls(opts.nats),
+      credentials: credentialsFromEnv(),
+      replicas: opts.replicas,
+      services: kind === "all" ? SERVICE_KINDS : [kind as ServiceKind],
+      staticConfig,
+      workers: opts.workers,
+      routers: opts.routers,
+      timeScale: opts.timeScale,
+      policy: opts.policy,
+      zeroLatency: opts.zeroLatency,
+      workerIdPrefix: opts.idPrefix,
+      profilesDir: opts.profiles,
+      workQueue: { storage: opts.storage },
+    });
+  } catch (err) {
+    await metrics?.stop();
+    throw err;
+  }
   process.stderr.write(`hadis ${kind} connected to ${opts.nats}${metrics ? `; metrics on ${metrics.url}` : ""}\n`);
   untilSignal(async () => {
     await system.stop(10_000);
