@@ -1,25 +1,16 @@
 /** The client's wait for a serving system, against a real nats-server and a stand-in router. */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, replyError, type NatsConnection } from "../../services/lib/nats.ts";
+import { describe, expect, it } from "vitest";
+import { replyError } from "../../services/lib/nats.ts";
+import { useNatsServer } from "../helpers/nats.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import { HadisError, type ErrorCode } from "../../contracts/errors.ts";
 
-let server: LocalServer;
-let nc: NatsConnection;
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connectNats(server.url, "test-client-wait");
-});
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
-});
+const t = useNatsServer("test-client-wait");
 
 /** A stand-in router that answers every request with `code`. */
 async function refusing(code: ErrorCode) {
-  const sub = nc.subscribe("hadis.generate", { callback: (_e, m) => void replyError(m, new HadisError(code, `stand-in says ${code}`), "msgpack") });
-  await nc.flush();
+  const sub = t.nc.subscribe("hadis.generate", { callback: (_e, m) => void replyError(m, new HadisError(code, `stand-in says ${code}`), "msgpack") });
+  await t.nc.flush();
   return sub;
 }
 
@@ -27,7 +18,7 @@ describe("HadisClient.waitUntilServing", () => {
   it("stops at once on an answer waiting cannot change, with its code", async () => {
     const sub = await refusing("invalid_request");
     const started = performance.now();
-    const err = await new HadisClient(nc).waitUntilServing(5_000, 1_000).catch((e: unknown) => e);
+    const err = await new HadisClient(t.nc).waitUntilServing(5_000, 1_000).catch((e: unknown) => e);
     sub.unsubscribe();
     expect(err).toBeInstanceOf(HadisError);
     expect((err as HadisError).code).toBe("invalid_request");
@@ -37,7 +28,7 @@ describe("HadisClient.waitUntilServing", () => {
   it("retries a retryable answer until its time is up, then throws it with its code", async () => {
     const sub = await refusing("overloaded");
     const started = performance.now();
-    const err = await new HadisClient(nc).waitUntilServing(800, 500).catch((e: unknown) => e);
+    const err = await new HadisClient(t.nc).waitUntilServing(800, 500).catch((e: unknown) => e);
     sub.unsubscribe();
     expect((err as HadisError).code).toBe("overloaded");
     expect((err as Error).message).toMatch(/not serving after 800 ms/);

@@ -1,9 +1,8 @@
 /** Per-request state the router keeps must go when its request does: the idempotency cache and the plan waiters. */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { IdempotencyCache } from "../../services/router/idempotency.ts";
 import { PlanView } from "../../services/lib/plan-view.ts";
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
+import { useNatsServer } from "../helpers/nats.ts";
 import { subjects } from "../../contracts/subjects.ts";
 import { createLogger } from "../../services/lib/log.ts";
 
@@ -38,19 +37,10 @@ describe("IdempotencyCache", () => {
 });
 
 describe("PlanView.waitForPlan", () => {
-  let server: LocalServer;
-  let nc: NatsConnection;
-  beforeAll(async () => {
-    server = await startNatsServer();
-    nc = await connectNats(server.url, "test-plan-view");
-  });
-  afterAll(async () => {
-    await nc?.close();
-    await server?.stop();
-  });
+  const t = useNatsServer("test-plan-view");
 
   it("a wait that times out leaves nothing behind while no plan comes", async () => {
-    const { view } = await PlanView.open(nc, subjects(), createLogger("test", "error"));
+    const { view } = await PlanView.open(t.nc, subjects(), createLogger("test", "error"));
     const waits = await Promise.all(Array.from({ length: 200 }, () => view.waitForPlan(5)));
     expect(waits.every((p) => p === null)).toBe(true);
     expect((view as unknown as { waiters: unknown[] }).waiters).toHaveLength(0);

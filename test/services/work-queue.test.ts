@@ -1,28 +1,19 @@
 /** The JetStream work queue against a real nats-server: pulls that nobody answers, items by sequence. */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, DEFAULT_WORK_QUEUE, deliveryCountOf, WorkQueue, type NatsConnection } from "../../services/lib/nats.ts";
+import { DEFAULT_WORK_QUEUE, deliveryCountOf, WorkQueue } from "../../services/lib/nats.ts";
+import { useNatsServer } from "../helpers/nats.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 
-let server: LocalServer;
-let nc: NatsConnection;
+const t = useNatsServer("test-work-queue");
 const subjects = buildSubjects();
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connectNats(server.url, "test-work-queue");
-});
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
-});
 
 describe("WorkQueue", () => {
   it("a pull nobody answers (its consumer deleted) fails, and the next pull makes the consumer again", async () => {
-    const queue = await WorkQueue.open(nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "memory" });
+    const queue = await WorkQueue.open(t.nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "memory" });
     const signal = new AbortController().signal;
     await queue.ensureConsumer("m1");
-    const jsm = await jetstreamManager(nc);
+    const jsm = await jetstreamManager(t.nc);
     await jsm.consumers.delete(subjects.names.workStream, subjects.names.workConsumer("m1"));
     // Before: an empty answer after the wait, forever (the consumer was never made again).
     await expect(queue.pull("m1", 4, 500, signal)).rejects.toThrow(/no answer|503|no responders|deleted/i);
@@ -33,7 +24,7 @@ describe("WorkQueue", () => {
   });
 
   it("gives an item it still holds by sequence: queued or in work yes, acknowledged or removed no", async () => {
-    const queue = await WorkQueue.open(nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "memory" });
+    const queue = await WorkQueue.open(t.nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "memory" });
     const signal = new AbortController().signal;
     const a = await queue.publish("m2", new Uint8Array([1]), "has-a");
     const b = await queue.publish("m2", new Uint8Array([2]), "has-b");
@@ -41,7 +32,7 @@ describe("WorkQueue", () => {
     const [first] = await queue.pull("m2", 1, 500, signal);
     expect(await queue.itemAt(a.seq)).toEqual(new Uint8Array([1])); // delivered, not yet acknowledged
     first.ack();
-    await nc.flush();
+    await t.nc.flush();
     await new Promise((r) => setTimeout(r, 50));
     expect(await queue.itemAt(a.seq)).toBeNull();
     expect(await queue.remove(b.seq)).toBe(true);
@@ -51,7 +42,7 @@ describe("WorkQueue", () => {
 
 describe("deliveries", () => {
   it("carry the delivery count from the ack subject: 1, then 2 after a nak", async () => {
-    const queue = await WorkQueue.open(nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "memory" });
+    const queue = await WorkQueue.open(t.nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "memory" });
     const signal = new AbortController().signal;
     await queue.publish("m4", new TextEncoder().encode("retry me"), "retry-1");
     const [first] = await queue.pull("m4", 1, 1_000, signal);
@@ -72,12 +63,12 @@ describe("deliveries", () => {
 
 describe("abandoned pulls", () => {
   it("do not use up an item's deliveries: after six pulls abandoned by a re-plan, a live pull gets it", async () => {
-    const queue = await WorkQueue.open(nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "memory" });
+    const queue = await WorkQueue.open(t.nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "memory" });
     await queue.ensureConsumer("m3");
     // Six workers leave model m3 (a re-plan): each aborts its pull, which the server still holds.
     const aborts = Array.from({ length: 6 }, () => new AbortController());
     const abandoned = aborts.map((a) => queue.pull("m3", 1, 5_000, a.signal));
-    await nc.flush();
+    await t.nc.flush();
     aborts.forEach((a) => a.abort());
     await Promise.all(abandoned);
     await queue.publish("m3", new TextEncoder().encode("late item"), "late-1");
@@ -90,7 +81,7 @@ describe("abandoned pulls", () => {
 describe("a full model queue", () => {
   it("refuses the new item and keeps the queued ones (the server dropped the oldest before)", async () => {
     const own = buildSubjects("hfull");
-    const queue = await WorkQueue.open(nc, own, { ...DEFAULT_WORK_QUEUE, storage: "memory", maxMsgsPerModel: 2 });
+    const queue = await WorkQueue.open(t.nc, own, { ...DEFAULT_WORK_QUEUE, storage: "memory", maxMsgsPerModel: 2 });
     for (const id of ["a", "b"]) await queue.publish("m", new TextEncoder().encode(id), `full-${id}`);
     await expect(queue.publish("m", new TextEncoder().encode("c"), "full-c")).rejects.toThrow(/maximum messages per subject/);
     await queue.publish("other", new TextEncoder().encode("d"), "full-d"); // another model's queue is its own
@@ -101,24 +92,19 @@ describe("a full model queue", () => {
 
   it("a stream made without the per-subject refusal gets it when opened", async () => {
     const own = buildSubjects("hold");
-    const jsm = await jetstreamManager(nc);
+    const jsm = await jetstreamManager(t.nc);
     await jsm.streams.add({ name: own.names.workStream, subjects: [own.workAll], retention: "workqueue" as never, storage: "memory" as never, max_msgs_per_subject: 2, discard: "new" as never });
-    await WorkQueue.open(nc, own, { ...DEFAULT_WORK_QUEUE, storage: "memory", maxMsgsPerModel: 2 });
+    await WorkQueue.open(t.nc, own, { ...DEFAULT_WORK_QUEUE, storage: "memory", maxMsgsPerModel: 2 });
     expect((await jsm.streams.info(own.names.workStream)).config.discard_new_per_subject).toBe(true);
   });
 });
 
 describe("opening the work stream", () => {
+  const own = useNatsServer("test-storage"); // a server of its own: its stream is made with file storage
+
   it("refuses storage other than the existing stream's, instead of ignoring the option", async () => {
-    const own = await startNatsServer();
-    const c = await connectNats(own.url, "test-storage");
-    try {
-      await WorkQueue.open(c, subjects, { ...DEFAULT_WORK_QUEUE, storage: "file" });
-      await expect(WorkQueue.open(c, subjects, { ...DEFAULT_WORK_QUEUE, storage: "memory" })).rejects.toThrow(/already exists with file storage, not the memory/);
-      await expect(WorkQueue.open(c, subjects, { ...DEFAULT_WORK_QUEUE, storage: "file" })).resolves.toBeDefined();
-    } finally {
-      await c.close();
-      await own.stop();
-    }
+    await WorkQueue.open(own.nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "file" });
+    await expect(WorkQueue.open(own.nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "memory" })).rejects.toThrow(/already exists with file storage, not the memory/);
+    await expect(WorkQueue.open(own.nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "file" })).resolves.toBeDefined();
   });
 });
