@@ -150,6 +150,12 @@ export class WorkerAgent {
     this.model = null;
   }
 
+  /** Waits `ms` before trying again, cut short by a new model to serve or a stop. */
+  private async pause(ms: number): Promise<void> {
+    await Promise.race([this.ports.sleep(ms), new Promise<void>((resolve) => (this.wake = resolve))]);
+    this.wake = null;
+  }
+
   /** The heartbeat describing this worker now. */
   status(backend: string): WorkerHeartbeat {
     return {
@@ -191,7 +197,7 @@ export class WorkerAgent {
       } catch (err) {
         this.lastError = asHadisError(err).message;
         this.ports.log("worker.loop_error", { workerId: this.id, error: this.lastError });
-        await this.ports.sleep(this.options.loadRetryMs);
+        await this.pause(this.options.loadRetryMs);
       }
     }
   }
@@ -216,7 +222,7 @@ export class WorkerAgent {
       this.lastError = `load ${to}: ${asHadisError(err).message}`;
       this.ports.log("worker.load_failed", { workerId: this.id, model: to, error: this.lastError });
       // Keep reporting the failure; retry after a pause unless the plan moves us elsewhere.
-      await this.ports.sleep(this.options.loadRetryMs);
+      await this.pause(this.options.loadRetryMs);
       return;
     }
     this.model = to;
@@ -290,7 +296,7 @@ export class WorkerAgent {
       // A worker whose batches fail (a model that no longer runs) must not drain its queue into
       // errors: it says so and pauses, and the items it handed back go to others meanwhile.
       this.state = WorkerStates.failed;
-      await this.ports.sleep(this.options.loadRetryMs);
+      await this.pause(this.options.loadRetryMs);
     }
   }
 

@@ -48,9 +48,10 @@ export async function startDiscriminator(opts: DiscriminatorOptions): Promise<Ru
       if (err instanceof HadisError) throw err;
       throw new HadisError("judge_failed", (err as Error).message, {}, { cause: err });
     }
-    // The plan in force when the verdict is given (scoring takes a while); a discriminator that
-    // has just started waits a little for its first plan rather than accept everything.
-    const plan = plans.current ?? (await plans.waitForPlan(1_000));
+    // The plan in force when the verdict is given (scoring takes a while), at least the one the
+    // router decided under: a discriminator that has just started, or lags a re-plan, waits a
+    // little for it rather than judge by an older share (or accept everything with none).
+    const plan = await plans.waitForEpoch(request.planEpoch, 500);
     const share = plan?.discThreshold ?? 0;
     const threshold = judge.thresholdFor(request.model, share);
     return {

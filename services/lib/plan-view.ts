@@ -49,7 +49,25 @@ export class PlanView {
 
   /** Resolves with the plan once there is one, or null after `timeoutMs`. */
   async waitForPlan(timeoutMs: number): Promise<Plan | null> {
-    if (this.plan) return this.plan;
+    return this.waitForEpoch(0, timeoutMs);
+  }
+
+  /**
+   * Resolves with the plan once its epoch is at least `epoch` (one another service already
+   * follows), or with the plan held (maybe older, maybe none) after `timeoutMs`.
+   */
+  async waitForEpoch(epoch: number, timeoutMs: number): Promise<Plan | null> {
+    const end = Date.now() + timeoutMs;
+    for (;;) {
+      if (this.plan && this.plan.epoch >= epoch) return this.plan;
+      const left = end - Date.now();
+      if (left <= 0) return this.plan;
+      await this.next(left);
+    }
+  }
+
+  /** Resolves at the next newer plan, or after `timeoutMs`. */
+  private async next(timeoutMs: number): Promise<void> {
     await new Promise<void>((resolve) => {
       const waiter = () => {
         clearTimeout(t);
@@ -63,7 +81,6 @@ export class PlanView {
       }, timeoutMs);
       this.waiters.push(waiter);
     });
-    return this.plan;
   }
 
   /** Stops watching. */

@@ -3,6 +3,8 @@ import { describe, expect, it } from "vitest";
 import { IdempotencyCache } from "../../services/router/idempotency.ts";
 import { PlanView } from "../../services/lib/plan-view.ts";
 import { useNatsServer } from "../helpers/nats.ts";
+import { encode } from "../../contracts/envelope.ts";
+import { PROTOCOL_VERSION } from "../../contracts/messages.ts";
 import { subjects } from "../../contracts/subjects.ts";
 import { createLogger } from "../../services/lib/log.ts";
 
@@ -44,6 +46,23 @@ describe("PlanView.waitForPlan", () => {
     const waits = await Promise.all(Array.from({ length: 200 }, () => view.waitForPlan(5)));
     expect(waits.every((p) => p === null)).toBe(true);
     expect((view as unknown as { waiters: unknown[] }).waiters).toHaveLength(0);
+    view.close();
+  });
+
+  it("waits for an epoch another service already follows, and gives what it holds when it does not come", async () => {
+    const own = subjects("hview");
+    const { view, kv } = await PlanView.open(t.nc, own, createLogger("test", "error"));
+    const plan = (epoch: number) => encode({
+      v: PROTOCOL_VERSION, epoch, policy: "t", issuedAtMs: 0, sloMs: 1000, timeScale: 1, pair: { light: "a", heavy: "b" },
+      routerThreshold: 0, discThreshold: 0.1 * epoch, heavyShare: 0, models: { a: { workers: 1, batchSize: 1 } }, assignment: { w: "a" }, reason: "",
+    });
+    await kv.put(own.names.planKey, plan(1));
+    expect((await view.waitForEpoch(1, 2_000))?.epoch).toBe(1);
+    const started = Date.now();
+    setTimeout(() => void kv.put(own.names.planKey, plan(2)), 100);
+    expect((await view.waitForEpoch(2, 2_000))?.epoch).toBe(2); // came in time
+    expect(Date.now() - started).toBeLessThan(1_500);
+    expect((await view.waitForEpoch(5, 100))?.epoch).toBe(2); // never came: what it holds
     view.close();
   });
 });

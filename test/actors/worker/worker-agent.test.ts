@@ -46,7 +46,7 @@ function plan(epoch: number, model: string | null, batchSize = 4): Plan {
   };
 }
 
-function setup(genMs = 20) {
+function setup(genMs = 20, loadRetryMs = 10) {
   const events: string[] = [];
   const results: WorkResult[] = [];
   const backend: GenerationBackend = {
@@ -69,7 +69,7 @@ function setup(genMs = 20) {
     now: Date.now,
     sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
     log: () => undefined,
-  }, { pollMs: 5, workingEveryMs: 1_000, loadRetryMs: 10 });
+  }, { pollMs: 5, workingEveryMs: 1_000, loadRetryMs });
   return { agent, queue, events, results };
 }
 
@@ -215,6 +215,22 @@ describe("WorkerAgent", () => {
     expect(results.map((r) => [r.requestId, r.ok])).toEqual([["x", false], ["y", false]]);
     expect(queue.acked).toHaveLength(2);
     expect(agent.status("fake").servedTotal).toBe(0);
+    await agent.stop();
+  });
+
+  it("a new plan cuts short the pause after a failed load", async () => {
+    const { agent, events } = setup(20, 60_000);
+    const ports = (agent as unknown as { ports: { backend: GenerationBackend } }).ports;
+    const base = { ...ports.backend };
+    ports.backend = { ...base, load: async (m) => (m === "a" ? Promise.reject(new Error("no a")) : base.load(m)) };
+    agent.applyPlan(plan(1, "a"));
+    agent.start();
+    await until(() => agent.status("fake").state === "failed");
+    const told = Date.now();
+    agent.applyPlan(plan(2, "b"));
+    await until(() => agent.status("fake").model === "b"); // not after the 60 s pause
+    expect(Date.now() - told).toBeLessThan(1_000);
+    expect(events).toContain("load b");
     await agent.stop();
   });
 
