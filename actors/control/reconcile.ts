@@ -223,7 +223,7 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   if (current && sameConfiguration(current, candidate)) return outcome(null, null, [], "unchanged");
 
   const verdict = dampPlan({
-    current: obs.current,
+    current,
     candidate,
     lastSwapAtMs: state.lastSwapAtMs,
     nowMs: obs.nowMs,

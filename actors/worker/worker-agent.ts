@@ -268,11 +268,7 @@ export class WorkerAgent {
     let failure: HadisError | undefined;
     try {
       ticker = setIntervalPort(this.ports, this.options.workingEveryMs, () => batch.forEach((b) => b.delivery.working()));
-      try {
-        observed = this.ports.observer?.started(this.id, model, batch, startedMs);
-      } catch (err) {
-        this.ports.log("worker.observer_failed", { workerId: this.id, error: (err as Error).message }); // tracing never fails a batch
-      }
+      observed = this.observing(() => this.ports.observer?.started(this.id, model, batch, startedMs));
       const made = await this.ports.backend.generate(model, batch.map((b) => ({ prompt: b.item.prompt, seed: b.item.seed })));
       if (made.length !== batch.length) throw new HadisError("generation_failed", `the backend made ${made.length} images for a batch of ${batch.length}`);
       images = made;
@@ -286,17 +282,23 @@ export class WorkerAgent {
       else this.fail(model, batch, failure!);
     } finally {
       this.inFlight = 0;
-      try {
-        observed?.ended(this.ports.now(), failure?.message);
-      } catch (err) {
-        this.ports.log("worker.observer_failed", { workerId: this.id, error: (err as Error).message });
-      }
+      this.observing(() => observed?.ended(this.ports.now(), failure?.message));
     }
     if (failure && !this.stopping) {
       // A worker whose batches fail (a model that no longer runs) must not drain its queue into
       // errors: it says so and pauses, and the items it handed back go to others meanwhile.
       this.state = WorkerStates.failed;
       await this.pause(this.options.loadRetryMs);
+    }
+  }
+
+  /** Runs the observer's (tracing) code: its failure is logged, and never fails a batch. */
+  private observing<T>(run: () => T): T | undefined {
+    try {
+      return run();
+    } catch (err) {
+      this.ports.log("worker.observer_failed", { workerId: this.id, error: (err as Error).message });
+      return undefined;
     }
   }
 

@@ -159,23 +159,17 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     };
     if (!request.idempotencyKey) return run();
     const previous = idempotency.get(request.idempotencyKey);
-    if (previous) return { ...(await withinDeadline(previous, deadlineOf(request, plans.current?.sloMs ?? opts.defaultSloMs))), deduplicated: true };
+    if (previous) {
+      // The first attempt's reply, waited for no longer than this retry's own deadline.
+      const deadlineMs = deadlineOf(request, plans.current?.sloMs ?? opts.defaultSloMs);
+      if (!(await within(previous, deadlineMs))) {
+        throw new HadisError("deadline_exceeded", `the first request with this idempotency key was still running at this one's ${deadlineMs} ms deadline`);
+      }
+      return { ...(await previous), deduplicated: true };
+    }
     const reply = run();
     idempotency.set(request.idempotencyKey, reply);
     return reply;
-  }
-
-  /** The first attempt's reply, for a retry: waited for no longer than the retry's own deadline. */
-  async function withinDeadline(first: Promise<GenerateReply>, deadlineMs: number): Promise<GenerateReply> {
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new HadisError("deadline_exceeded", `the first request with this idempotency key was still running at this one's ${deadlineMs} ms deadline`)), deadlineMs);
-    });
-    try {
-      return await Promise.race([first, late]);
-    } finally {
-      clearTimeout(timer);
-    }
   }
 
   async function handle(msg: ServiceMsg): Promise<void> {
