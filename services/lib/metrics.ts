@@ -66,7 +66,7 @@ const spansLost = new Counter({
 });
 const queueDepth = new Gauge({
   name: "hadis_queue_depth",
-  help: "Work items waiting or unacknowledged in a model's work queue.",
+  help: "Work items waiting in a model's work queue (not yet delivered to a worker; what the planner reads).",
   labelNames: ["model"] as const,
   registers: [registry],
 });
@@ -195,7 +195,7 @@ export function recordDemand(qps: number): void {
   demand.set(qps);
 }
 
-/** Records every model's work-queue depth (pending + unacknowledged items); a model not in `depths` leaves the metric. */
+/** Records every model's work-queue depth (items not yet delivered); a model not in `depths` leaves the metric. */
 export function recordQueueDepths(depths: Record<string, number>): void {
   queueDepth.reset();
   for (const [model, n] of Object.entries(depths)) queueDepth.set({ model }, n);

@@ -13,8 +13,10 @@ export function tickObserver(nc: NatsConnection): (outcome: TickOutcome | null, 
       recordDemand(outcome.snapshot.demandQps);
       if (outcome.decision.solveMs !== undefined) recordSolve(outcome.decision.solveMs);
       recordQueueDepths(outcome.snapshot.queueDepth);
-      // Swaps are counted by the workers when they happen, not when ordered.
-      if (outcome.plan) recordPlan(outcome.plan);
+      // Swaps are counted by the workers when they happen, not when ordered. The plan in force,
+      // new or kept: a restarted manager that keeps the stored plan still reports it.
+      const plan = outcome.plan ?? outcome.snapshot.current;
+      if (plan) recordPlan(plan);
     }
     if (!telemetry.on) return;
     const span = telemetry.tracer.startSpan("tick", {
