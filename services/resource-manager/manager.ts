@@ -57,11 +57,29 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     await plans.waitForPlan(1_000);
   }
   const state = newControlState(opts.demandHalfLifeMs, plans.current, Date.now());
+  // Registered before any timer or subscription: a registration that fails leaves nothing running.
+  let service: Awaited<ReturnType<typeof startService>>;
+  try {
+    service = await startService(nc, {
+      name: ServiceNames.resourceManager,
+      version: opts.version ?? "0.1.0",
+      description: `HADIS resource manager (policy ${opts.tick.policyName})`,
+      metadata: { policy: opts.tick.policyName, protocol: String(PROTOCOL_VERSION) },
+    });
+  } catch (err) {
+    plans.close();
+    throw err;
+  }
+  service.addEndpoint("plan", {
+    subject: subjects.managerPlan,
+    handler: (_err, msg) => msg.respond(encode({ plan: plans.current ?? null, demandQps: state.demand.value })),
+  });
   // A restarted manager has heard from no worker yet: one it has not heard from is not dead until
-  // a heartbeat or two could have come (workers beat every second; silence means death only after
-  // silentAfterMs). Ticking before that dropped every worker not yet heard from the plan, and they
-  // unloaded, to load again a tick later. A first start (no plan) has nobody to drop.
-  const warmUntilMs = plans.current ? Date.now() + opts.silentAfterMs / 2 : 0;
+  // it has been silent for silentAfterMs, the rule every later tick applies (workers beat every
+  // second; one beat late by a GC pause must not count). Ticking before that dropped every worker
+  // not yet heard from the plan, and they unloaded, to load again a tick later. A first start (no
+  // plan) has nobody to drop.
+  const warmUntilMs = plans.current ? Date.now() + opts.silentAfterMs : 0;
   const arrivalRate = new ArrivalRate();
   const inventory = new WorkerInventory();
   const models = opts.tick.profiles.models.map((m) => m.name);
@@ -100,6 +118,8 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
    * and keep the planner away from that model, so they are purged.
    */
   const unservedSinceMs: Record<string, number> = {};
+  /** The last tick could not read some queue's depth (JetStream unavailable). */
+  let depthsUnread = false;
   async function purgeAbandoned(nowMs: number, queueDepth: Record<string, number>): Promise<void> {
     const plan = plans.current;
     for (const model of models) {
@@ -109,7 +129,10 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
       }
       unservedSinceMs[model] ??= nowMs;
       if (nowMs - unservedSinceMs[model] >= (opts.purgeAfterMs ?? 5_000) && (queueDepth[model] ?? 0) > 0) {
-        const purged = await opts.queue.purge(model).catch(() => 0);
+        const purged = await opts.queue.purge(model).catch((err: unknown) => {
+          log.warn("manager.purge_failed", { model, error: (err as Error).message });
+          return 0;
+        });
         if (purged > 0) log.info("manager.purged", { model, purged, reason: `no workers for ${nowMs - unservedSinceMs[model]} ms` });
       }
     }
@@ -119,7 +142,12 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     const nowMs = Date.now();
     const started = performance.now();
     const queueDepth: Record<string, number> = {};
-    await Promise.all(models.map(async (m) => (queueDepth[m] = await opts.queue.depth(m).then((d) => d.pending, () => 0))));
+    const unread: string[] = [];
+    await Promise.all(models.map(async (m) => (queueDepth[m] = await opts.queue.depth(m).then((d) => d.pending, () => (unread.push(m), 0)))));
+    // Read as empty meanwhile; said once when it starts and once when it ends, not every tick.
+    if (unread.length > 0 && !depthsUnread) log.warn("manager.queue_depth_unread", { models: unread, readAs: 0 });
+    if (unread.length === 0 && depthsUnread) log.info("manager.queue_depth_read_again", {});
+    depthsUnread = unread.length > 0;
     const { qps: arrivalsQps, routers } = arrivalRate.sample(nowMs, opts.silentAfterMs);
     const workers = inventory.live(nowMs, opts.silentAfterMs).map((w) => ({ id: w.id, model: w.model }));
     const swapsBefore = { ...state.lastSwapAtMs };
@@ -152,8 +180,17 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
       log.info("manager.held", { reason: outcome.held, demandQps: Number(outcome.snapshot.demandQps.toFixed(2)) });
     }
     await purgeAbandoned(nowMs, queueDepth);
-    opts.onTick?.(outcome, undefined, performance.now() - started);
+    observe(outcome, undefined, performance.now() - started);
     return outcome;
+  }
+
+  /** Hands a tick to `onTick`; what it throws is logged (a rejected tick would end the process). */
+  function observe(outcome: TickOutcome | null, error: Error | undefined, ms: number): void {
+    try {
+      opts.onTick?.(outcome, error, ms);
+    } catch (err) {
+      log.error("manager.observer_failed", { error: (err as Error).message });
+    }
   }
 
   function tick(): Promise<TickOutcome | null> {
@@ -164,7 +201,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     ticking = runTick()
       .catch((err) => {
         log.error("manager.tick_failed", { error: (err as Error).message });
-        opts.onTick?.(null, err as Error, performance.now() - started);
+        observe(null, err as Error, performance.now() - started);
         return null;
       })
       .finally(() => (ticking = null));
@@ -174,16 +211,6 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   const timer = setInterval(() => void tick(), opts.tickMs);
   // (A little past the warm-up: a timer may fire a few ms early by the wall clock.)
   const first = setTimeout(() => void tick(), Math.max(250, warmUntilMs - Date.now() + 50));
-  const service = await startService(nc, {
-    name: ServiceNames.resourceManager,
-    version: opts.version ?? "0.1.0",
-    description: `HADIS resource manager (policy ${opts.tick.policyName})`,
-    metadata: { policy: opts.tick.policyName, protocol: String(PROTOCOL_VERSION) },
-  });
-  service.addEndpoint("plan", {
-    subject: subjects.managerPlan,
-    handler: (_err, msg) => msg.respond(encode({ plan: plans.current ?? null, demandQps: state.demand.value })),
-  });
   log.info("manager.started", { policy: opts.tick.policyName, tickMs: opts.tickMs, epoch: plans.current?.epoch ?? 0 });
 
   return {

@@ -112,8 +112,8 @@ describe("faults", () => {
         return false;
       }
     }, 30_000, "manager back");
-    // Let it run a few ticks (0.5 s each at this time scale).
-    await new Promise((r) => setTimeout(r, 2_000));
+    // Past its warm-up (a worker is dead only after 3 s of silence), a few ticks (0.5 s each here).
+    await new Promise((r) => setTimeout(r, 5_000));
     watch.stop();
     const after = await planFromKv();
     expect(after.epoch).toBeGreaterThanOrEqual(before.epoch);

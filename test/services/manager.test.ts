@@ -1,0 +1,137 @@
+/**
+ * The resource manager service on a real nats-server (plan KV, heartbeats), with a work queue whose
+ * depth reads can be made to fail: what it says when JetStream cannot answer, that an observer
+ * that throws costs only a log line, and how long a restarted manager waits before its first tick.
+ */
+import { describe, expect, it } from "vitest";
+import { subjects as buildSubjects } from "../../contracts/subjects.ts";
+import { encode } from "../../contracts/envelope.ts";
+import { PROTOCOL_VERSION } from "../../contracts/messages.ts";
+import { loadProfiles } from "../../services/lib/profiles.ts";
+import type { Logger } from "../../services/lib/log.ts";
+import type { WorkQueue } from "../../services/lib/nats.ts";
+import { createPolicy } from "../../services/resource-manager/policies.ts";
+import { startResourceManager, type ResourceManagerOptions } from "../../services/resource-manager/manager.ts";
+import { useNatsServer } from "../helpers/nats.ts";
+
+const t = useNatsServer("manager-test");
+const profiles = loadProfiles();
+const WORKERS = ["gpu-0", "gpu-1"];
+
+/** A log that keeps its events. */
+function recordingLog(): Logger & { events: { level: string; event: string }[] } {
+  const events: { level: string; event: string }[] = [];
+  const at = (level: string) => (event: string) => void events.push({ level, event });
+  return { events, debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
+}
+
+/** A work queue whose depth reads fail while `failing.on`; nothing is ever queued. */
+function queue(failing: { on: boolean }): WorkQueue {
+  return {
+    depth: async () => {
+      if (failing.on) throw new Error("JetStream not available");
+      return { pending: 0, ackPending: 0 };
+    },
+    purge: async () => 0,
+  } as unknown as WorkQueue;
+}
+
+function options(prefix: string, log: Logger, failing: { on: boolean }, over: Partial<ResourceManagerOptions> = {}): ResourceManagerOptions {
+  return {
+    nc: t.nc,
+    subjects: buildSubjects(prefix),
+    queue: queue(failing),
+    tick: {
+      policyName: "static",
+      policy: createPolicy("static", profiles),
+      profiles,
+      solve: async () => {
+        throw new Error("the static policy solves nothing");
+      },
+      sloMs: 6_000,
+      timeScale: 0.1,
+      queueSafety: 1.5,
+      admissionHeadroom: 0.8,
+    },
+    // Ticks only when a test asks.
+    tickMs: 3_600_000,
+    demandHalfLifeMs: 1_000,
+    silentAfterMs: 3_000,
+    log,
+    ...over,
+  };
+}
+
+/** Heartbeats of idle workers, as the worker service sends them. */
+function beat(prefix: string): void {
+  const s = buildSubjects(prefix);
+  for (const workerId of WORKERS) {
+    t.nc.publish(s.workerHeartbeat(workerId), encode({
+      v: PROTOCOL_VERSION, workerId, backend: "profile", model: null, state: "idle", batchSize: 1, inFlight: 0, servedTotal: 0, swapsTotal: 0, planEpoch: 0, sentAtMs: Date.now(),
+    }));
+  }
+}
+
+describe("resource manager service", () => {
+  it("says once that queue depths cannot be read, and once that they can again", async () => {
+    const log = recordingLog();
+    const failing = { on: true };
+    const manager = await startResourceManager(options("mgr-depth", log, failing));
+    try {
+      beat("mgr-depth");
+      await t.nc.flush();
+      for (let i = 0; i < 3; i++) await manager.tick();
+      failing.on = false;
+      for (let i = 0; i < 2; i++) await manager.tick();
+      const said = log.events.filter((e) => e.event.startsWith("manager.queue_depth"));
+      expect(said).toEqual([{ level: "warn", event: "manager.queue_depth_unread" }, { level: "info", event: "manager.queue_depth_read_again" }]);
+      // The ticks still planned (the depths read as empty meanwhile).
+      expect(manager.plans.current?.epoch).toBeGreaterThanOrEqual(1);
+    } finally {
+      await manager.stop();
+    }
+  });
+
+  it("logs an observer that throws instead of failing the tick", async () => {
+    const log = recordingLog();
+    const manager = await startResourceManager(options("mgr-observer", log, { on: false }, {
+      onTick: () => {
+        throw new Error("observer bug");
+      },
+    }));
+    try {
+      beat("mgr-observer");
+      await t.nc.flush();
+      const outcome = await manager.tick();
+      expect(outcome).not.toBeNull();
+      expect(log.events).toContainEqual({ level: "error", event: "manager.observer_failed" });
+      expect(log.events.some((e) => e.event === "manager.tick_failed")).toBe(false);
+    } finally {
+      await manager.stop();
+    }
+  });
+
+  it("a restarted manager does not tick before a worker could have been silent for silentAfterMs", async () => {
+    const first = await startResourceManager(options("mgr-restart", recordingLog(), { on: false }, { silentAfterMs: 1_000 }));
+    beat("mgr-restart");
+    await t.nc.flush();
+    await first.tick();
+    expect(first.plans.current).not.toBeNull();
+    await first.stop();
+
+    const started = Date.now();
+    const restarted = await startResourceManager(options("mgr-restart", recordingLog(), { on: false }, { silentAfterMs: 1_000 }));
+    try {
+      expect(restarted.plans.current?.epoch).toBe(first.plans.current!.epoch);
+      // Half the silence (what it waited before): no tick yet.
+      await new Promise((r) => setTimeout(r, Math.max(0, started + 600 - Date.now())));
+      expect(await restarted.tick()).toBeNull();
+      await new Promise((r) => setTimeout(r, Math.max(0, started + 1_100 - Date.now())));
+      beat("mgr-restart");
+      await t.nc.flush();
+      expect(await restarted.tick()).not.toBeNull();
+    } finally {
+      await restarted.stop();
+    }
+  });
+});
