@@ -58,22 +58,24 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   }
   const state = newControlState(opts.demandHalfLifeMs, plans.current, Date.now());
   // Registered before any timer or subscription: a registration that fails leaves nothing running.
-  let service: Awaited<ReturnType<typeof startService>>;
+  let registered: Awaited<ReturnType<typeof startService>> | null = null;
   try {
-    service = await startService(nc, {
+    registered = await startService(nc, {
       name: ServiceNames.resourceManager,
       version: opts.version ?? "0.1.0",
       description: `HADIS resource manager (policy ${opts.tick.policyName})`,
       metadata: { policy: opts.tick.policyName, protocol: String(PROTOCOL_VERSION) },
     });
+    registered.addEndpoint("plan", {
+      subject: subjects.managerPlan,
+      handler: (_err, msg) => msg.respond(encode({ plan: plans.current ?? null, demandQps: state.demand.value })),
+    });
   } catch (err) {
+    await registered?.stop().catch(() => undefined);
     plans.close();
     throw err;
   }
-  service.addEndpoint("plan", {
-    subject: subjects.managerPlan,
-    handler: (_err, msg) => msg.respond(encode({ plan: plans.current ?? null, demandQps: state.demand.value })),
-  });
+  const service = registered;
   // A restarted manager has heard from no worker yet: one it has not heard from is not dead until
   // it has been silent for silentAfterMs, the rule every later tick applies (workers beat every
   // second; one beat late by a GC pause must not count). Ticking before that dropped every worker
@@ -120,6 +122,8 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   const unservedSinceMs: Record<string, number> = {};
   /** The last tick could not read some queue's depth (JetStream unavailable). */
   let depthsUnread = false;
+  /** Models whose last purge failed: said when it starts failing and when it works again. */
+  const purgeFailing = new Set<string>();
   async function purgeAbandoned(nowMs: number, queueDepth: Record<string, number>): Promise<void> {
     const plan = plans.current;
     for (const model of models) {
@@ -129,10 +133,17 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
       }
       unservedSinceMs[model] ??= nowMs;
       if (nowMs - unservedSinceMs[model] >= (opts.purgeAfterMs ?? 5_000) && (queueDepth[model] ?? 0) > 0) {
-        const purged = await opts.queue.purge(model).catch((err: unknown) => {
-          log.warn("manager.purge_failed", { model, error: (err as Error).message });
-          return 0;
-        });
+        const purged = await opts.queue.purge(model).then(
+          (n) => {
+            if (purgeFailing.delete(model)) log.info("manager.purge_works_again", { model });
+            return n;
+          },
+          (err: unknown) => {
+            if (!purgeFailing.has(model)) log.warn("manager.purge_failed", { model, error: (err as Error).message });
+            purgeFailing.add(model);
+            return 0;
+          },
+        );
         if (purged > 0) log.info("manager.purged", { model, purged, reason: `no workers for ${nowMs - unservedSinceMs[model]} ms` });
       }
     }

@@ -44,7 +44,7 @@ describe("services as separate processes", () => {
     const settled = await Promise.allSettled(Array.from({ length: 20 }, (_, i) => client.generate({ prompt: `a boat ${i}`, deadlineMs: 20_000 })));
     // A failure names its request, code and details, with the end of each process's log: enough
     // to tell a lost delivery from a lost result next time (it failed once in 18 full runs).
-    const failed = settled.flatMap((s, i) => (s.status === "rejected" ? [`request ${i}: ${String(s.reason)} ${JSON.stringify((s.reason as { details?: unknown })?.details ?? {})}`] : []));
+    const failed = settled.flatMap((s, i) => (s.status === "rejected" ? [`request ${i}: ${(s.reason as { code?: string })?.code ?? "no code"}: ${String(s.reason)} ${JSON.stringify((s.reason as { details?: unknown })?.details ?? {})}`] : []));
     const logs = () => Object.entries(procs).map(([name, p]) => `--- ${name}\n${p.output().slice(-3_000)}`).join("\n");
     expect(failed, failed.length ? `${failed.join("\n")}\n${logs()}` : "").toEqual([]);
     const replies = settled.map((s) => (s as PromiseFulfilledResult<Awaited<ReturnType<HadisClient["generate"]>>>).value);

@@ -25,18 +25,21 @@ function recordingLog(): Logger & { events: { level: string; event: string }[] }
   return { events, debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
 }
 
-/** A work queue whose depth reads fail while `failing.on`; nothing is ever queued. */
-function queue(failing: { on: boolean }): WorkQueue {
+/** A work queue whose depth reads (or, with `purge`, purges) fail while `failing.on`; `pending` items on every model. */
+function queue(failing: { on: boolean; purge?: boolean }, pending = 0): WorkQueue {
   return {
     depth: async () => {
-      if (failing.on) throw new Error("JetStream not available");
-      return { pending: 0, ackPending: 0 };
+      if (failing.on && !failing.purge) throw new Error("JetStream not available");
+      return { pending, ackPending: 0 };
     },
-    purge: async () => 0,
+    purge: async () => {
+      if (failing.on && failing.purge) throw new Error("JetStream not available");
+      return pending;
+    },
   } as unknown as WorkQueue;
 }
 
-function options(prefix: string, log: Logger, failing: { on: boolean }, over: Partial<ResourceManagerOptions> = {}): ResourceManagerOptions {
+function options(prefix: string, log: Logger, failing: { on: boolean; purge?: boolean }, over: Partial<ResourceManagerOptions> = {}): ResourceManagerOptions {
   return {
     nc: t.nc,
     subjects: buildSubjects(prefix),
@@ -92,6 +95,28 @@ describe("resource manager service", () => {
     }
   });
 
+  it("says once per model that purges fail, and once that they work again", async () => {
+    const log = recordingLog();
+    const failing = { on: true, purge: true };
+    // Items on every model; those the plan gives no workers are purged at once (purgeAfterMs 0).
+    const manager = await startResourceManager(options("mgr-purge", log, failing, { queue: queue(failing, 2), purgeAfterMs: 0 }));
+    try {
+      beat("mgr-purge");
+      await t.nc.flush();
+      for (let i = 0; i < 3; i++) await manager.tick();
+      failing.on = false;
+      for (let i = 0; i < 2; i++) await manager.tick();
+      const unserved = profiles.models.map((m) => m.name).filter((m) => !(manager.plans.current!.models[m]?.workers > 0));
+      expect(unserved.length).toBeGreaterThan(0);
+      const said = (event: string) => log.events.filter((e) => e.event === event).length;
+      expect(said("manager.purge_failed")).toBe(unserved.length);
+      expect(said("manager.purge_works_again")).toBe(unserved.length);
+      expect(said("manager.purged")).toBe(unserved.length * 2);
+    } finally {
+      await manager.stop();
+    }
+  });
+
   it("logs an observer that throws instead of failing the tick", async () => {
     const log = recordingLog();
     const manager = await startResourceManager(options("mgr-observer", log, { on: false }, {
@@ -119,14 +144,15 @@ describe("resource manager service", () => {
     expect(first.plans.current).not.toBeNull();
     await first.stop();
 
-    const started = Date.now();
     const restarted = await startResourceManager(options("mgr-restart", recordingLog(), { on: false }, { silentAfterMs: 1_000 }));
+    // Its warm-up started at the end of its start-up: this is no earlier.
+    const ready = Date.now();
     try {
       expect(restarted.plans.current?.epoch).toBe(first.plans.current!.epoch);
-      // Half the silence (what it waited before): no tick yet.
-      await new Promise((r) => setTimeout(r, Math.max(0, started + 600 - Date.now())));
+      // Past half the silence (what it waited before): no tick yet.
+      await new Promise((r) => setTimeout(r, 600));
       expect(await restarted.tick()).toBeNull();
-      await new Promise((r) => setTimeout(r, Math.max(0, started + 1_100 - Date.now())));
+      await new Promise((r) => setTimeout(r, Math.max(0, ready + 1_100 - Date.now())));
       beat("mgr-restart");
       await t.nc.flush();
       expect(await restarted.tick()).not.toBeNull();
