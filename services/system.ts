@@ -135,6 +135,12 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
   const started: { kind: ServiceKind; service: RunningService }[] = [];
   const closers: (() => Promise<void>)[] = [];
   const onnx = opts.backend === "onnx" ? prepareOnnx(opts.onnx ?? { modelsDir: ".hadis/models" }) : null;
+  // A pool model the map has no export for would be planned onto workers that can never load it:
+  // they would count as its capacity while its requests wait out their deadlines.
+  const unmapped = onnx && kinds.has("worker") ? profiles.models.map((m) => m.name).filter((m) => !onnx.models.includes(m)) : [];
+  if (unmapped.length > 0) {
+    throw new Error(`the ONNX model map has no export for ${unmapped.join(", ")}, which the profile pool has: map every pool model, or serve a profiles folder without ${unmapped.length === 1 ? "it" : "them"}`);
+  }
   const system: RunningSystem = {
     subjects,
     routers: [],

@@ -1,6 +1,9 @@
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { OnnxGenerationBackend } from "../../services/lib/onnx/generation-backend.ts";
+import { DEFAULT_MODEL_MAP } from "../../services/lib/onnx-setup.ts";
+import { startSystem } from "../../services/system.ts";
 import { useTinyModels } from "../helpers/tiny-models.ts";
 
 const tiny = useTinyModels("backend");
@@ -62,5 +65,17 @@ describe("OnnxGenerationBackend", () => {
     await b.load("turbo");
     expect(b.loadedModels).toEqual(["turbo"]);
     await b.close();
+  });
+});
+
+describe("the onnx backend's model map", () => {
+  it("must map every pool model: workers that could never load one are refused at start, before any connection", async () => {
+    const map = JSON.parse(readFileSync(DEFAULT_MODEL_MAP, "utf8"));
+    delete map.models["sd35-large"];
+    const modelMap = join(tiny.root, "map-without-large.json");
+    writeFileSync(modelMap, JSON.stringify(map));
+    // Nothing listens on port 1: the refusal comes before the first connection.
+    await expect(startSystem({ natsUrl: "nats://127.0.0.1:1", backend: "onnx", onnx: { modelMap, modelsDir: join(tiny.root, "models") } }))
+      .rejects.toThrow(/no export for sd35-large, which the profile pool has/);
   });
 });
