@@ -75,17 +75,22 @@ function beat(prefix: string): void {
   }
 }
 
+/** The workers beat, then the manager ticks three times while `failing.on` and twice after. */
+async function ticksThroughOutage(manager: { tick(): Promise<unknown> }, prefix: string, failing: { on: boolean }): Promise<void> {
+  beat(prefix);
+  await t.nc.flush();
+  for (let i = 0; i < 3; i++) await manager.tick();
+  failing.on = false;
+  for (let i = 0; i < 2; i++) await manager.tick();
+}
+
 describe("resource manager service", () => {
   it("says once that queue depths cannot be read, and once that they can again", async () => {
     const log = recordingLog();
     const failing = { on: true };
     const manager = await startResourceManager(options("mgr-depth", log, failing));
     try {
-      beat("mgr-depth");
-      await t.nc.flush();
-      for (let i = 0; i < 3; i++) await manager.tick();
-      failing.on = false;
-      for (let i = 0; i < 2; i++) await manager.tick();
+      await ticksThroughOutage(manager, "mgr-depth", failing);
       const said = log.events.filter((e) => e.event.startsWith("manager.queue_depth"));
       expect(said).toEqual([{ level: "warn", event: "manager.queue_depth_unread" }, { level: "info", event: "manager.queue_depth_read_again" }]);
       // The ticks still planned (the depths read as empty meanwhile).
@@ -101,11 +106,7 @@ describe("resource manager service", () => {
     // Items on every model; those the plan gives no workers are purged at once (purgeAfterMs 0).
     const manager = await startResourceManager(options("mgr-purge", log, failing, { queue: queue(failing, 2), purgeAfterMs: 0 }));
     try {
-      beat("mgr-purge");
-      await t.nc.flush();
-      for (let i = 0; i < 3; i++) await manager.tick();
-      failing.on = false;
-      for (let i = 0; i < 2; i++) await manager.tick();
+      await ticksThroughOutage(manager, "mgr-purge", failing);
       const unserved = profiles.models.map((m) => m.name).filter((m) => !(manager.plans.current!.models[m]?.workers > 0));
       expect(unserved.length).toBeGreaterThan(0);
       const said = (event: string) => log.events.filter((e) => e.event === event).length;
