@@ -137,7 +137,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
   const onnx = opts.backend === "onnx" ? prepareOnnx(opts.onnx ?? { modelsDir: ".hadis/models" }) : null;
   // A pool model the map has no export for would be planned onto workers that can never load it:
   // they would count as its capacity while its requests wait out their deadlines.
-  const unmapped = onnx && kinds.has("worker") ? profiles.models.map((m) => m.name).filter((m) => !onnx.models.includes(m)) : [];
+  const unmapped = onnx && kinds.has("worker") ? profiles.pool.models.filter((m) => !onnx.models.includes(m)) : [];
   if (unmapped.length > 0) {
     throw new Error(`the ONNX model map has no export for ${unmapped.join(", ")}, which the profile pool has: map every pool model, or serve a profiles folder without ${unmapped.length === 1 ? "it" : "them"}`);
   }
@@ -189,7 +189,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
       const judge = onnx
         ? await onnx.judge()
         : new ProfileJudge(profiles, { latencyMs: opts.zeroLatency ? 0 : profiles.pool.judge.latencyMs * timeScale, sleep: (ms) => sleep(ms) });
-      started.push({ kind: "discriminator", service: await startDiscriminator({ nc, subjects, judge, models: profiles.models.map((m) => m.name), log: logFor("discriminator") }) });
+      started.push({ kind: "discriminator", service: await startDiscriminator({ nc, subjects, judge, models: profiles.pool.models, log: logFor("discriminator") }) });
     }
     if (kinds.has("worker")) {
       const nc = await connect("hadis-worker", "worker");

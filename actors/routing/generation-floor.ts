@@ -4,8 +4,8 @@
  * left covers its heavy model's floor; before any generation of a model is seen, the floor is 0.
  */
 export class GenerationFloor {
-  private readonly recent = new Map<string, number[]>();
-  private readonly next = new Map<string, number>();
+  /** Per model: its last `window` execution times (a ring) and where the next one goes. */
+  private readonly recent = new Map<string, { times: number[]; next: number }>();
 
   constructor(private readonly window = 32) {}
 
@@ -13,15 +13,14 @@ export class GenerationFloor {
   observe(model: string, execMs: number): void {
     if (!Number.isFinite(execMs) || execMs < 0) return;
     let ring = this.recent.get(model);
-    if (!ring) this.recent.set(model, (ring = []));
-    const at = this.next.get(model) ?? 0;
-    ring[at] = execMs;
-    this.next.set(model, (at + 1) % this.window);
+    if (!ring) this.recent.set(model, (ring = { times: [], next: 0 }));
+    ring.times[ring.next] = execMs;
+    ring.next = (ring.next + 1) % this.window;
   }
 
   /** The least execution time among the model's last `window` generations, 0 when none was seen. */
   floorMs(model: string): number {
     const ring = this.recent.get(model);
-    return ring && ring.length > 0 ? Math.min(...ring) : 0;
+    return ring ? Math.min(...ring.times) : 0;
   }
 }

@@ -22,6 +22,7 @@ import type { DifficultyScorer, HardnessThreshold } from "../routing/difficulty.
 import { decideRoute } from "../routing/route-policy.ts";
 import { refusal } from "../routing/admission.ts";
 import { GenerationFloor } from "../routing/generation-floor.ts";
+import { acceptsLight } from "../judge/verdict.ts";
 import type { RouteDecision } from "../request/types.ts";
 import { EventQueue } from "./event-queue.ts";
 import type { PlanMark, RequestRecord } from "./scoring.ts";
@@ -452,8 +453,7 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
         // The discriminator judges against the threshold of the plan in force now.
         const share = (plan as Plan | null)?.discThreshold ?? 0;
         const [score] = await config.judge.score([{ prompt: req.prompt, model: req.lightModel!, image: new Uint8Array(0) }]);
-        const accept = share <= 0 || score >= config.judge.thresholdFor(req.lightModel!, share);
-        if (accept) serve(req, req.lightModel!, Routes.light);
+        if (acceptsLight(score, config.judge.thresholdFor(req.lightModel!, share), share)) serve(req, req.lightModel!, Routes.light);
         else if (req.deadlineAtMs - now >= floor.floorMs(req.decision!.pair.heavy)) enqueue(req, "heavy", req.decision!.pair.heavy);
         else {
           // The live router's escalation check: the heavy model cannot answer in the time left.

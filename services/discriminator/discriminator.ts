@@ -8,6 +8,7 @@ import { decode, encode } from "../../contracts/envelope.ts";
 import { JudgeRequestSchema, PROTOCOL_VERSION, type JudgeReply } from "../../contracts/messages.ts";
 import { QueueGroups, ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import type { JudgeBackend } from "../../actors/worker/backend.ts";
+import { acceptsLight } from "../../actors/judge/verdict.ts";
 import type { Logger } from "../lib/log.ts";
 import { replyError, startService, type MsgHdrs, type NatsConnection } from "../lib/nats.ts";
 import { recordVerdict } from "../lib/metrics.ts";
@@ -58,8 +59,7 @@ export async function startDiscriminator(opts: DiscriminatorOptions): Promise<Ru
       v: PROTOCOL_VERSION,
       score,
       threshold,
-      // A share of 1 escalates every light image, the best-scoring included.
-      accept: share <= 0 || (share < 1 && score >= threshold),
+      accept: acceptsLight(score, threshold, share),
       planEpoch: plan?.epoch ?? 0,
       judgeMs: performance.now() - startedMs,
     };

@@ -13,6 +13,7 @@ import { controlTick, newControlState, type TickConfig, type TickOutcome } from 
 import type { Logger } from "../lib/log.ts";
 import { startService, type NatsConnection, type WorkQueue } from "../lib/nats.ts";
 import { PlanView } from "../lib/plan-view.ts";
+import { OutageLog } from "./outages.ts";
 import type { RunningService } from "../lib/running.ts";
 
 /** Resource manager options. */
@@ -84,7 +85,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   const warmUntilMs = plans.current ? Date.now() + opts.silentAfterMs : 0;
   const arrivalRate = new ArrivalRate();
   const inventory = new WorkerInventory();
-  const models = opts.tick.profiles.models.map((m) => m.name);
+  const models = opts.tick.profiles.pool.models;
   let ticking: Promise<TickOutcome | null> | null = null;
   let soon: NodeJS.Timeout | null = null;
   /** Set by stop(): no tick starts after it (a heartbeat during the last one scheduled one). */
@@ -120,10 +121,8 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
    * and keep the planner away from that model, so they are purged.
    */
   const unservedSinceMs: Record<string, number> = {};
-  /** The last tick could not read some queue's depth (JetStream unavailable). */
-  let depthsUnread = false;
-  /** Models whose last purge failed: said when it starts failing and when it works again. */
-  const purgeFailing = new Set<string>();
+  const depthOutage = new OutageLog(log, "manager.queue_depth_unread", "manager.queue_depth_read_again");
+  const purgeOutage = new OutageLog(log, "manager.purge_failed", "manager.purge_works_again");
   async function purgeAbandoned(nowMs: number, queueDepth: Record<string, number>): Promise<void> {
     const plan = plans.current;
     for (const model of models) {
@@ -134,15 +133,8 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
       unservedSinceMs[model] ??= nowMs;
       if (nowMs - unservedSinceMs[model] >= (opts.purgeAfterMs ?? 5_000) && (queueDepth[model] ?? 0) > 0) {
         const purged = await opts.queue.purge(model).then(
-          (n) => {
-            if (purgeFailing.delete(model)) log.info("manager.purge_works_again", { model });
-            return n;
-          },
-          (err: unknown) => {
-            if (!purgeFailing.has(model)) log.warn("manager.purge_failed", { model, error: (err as Error).message });
-            purgeFailing.add(model);
-            return 0;
-          },
+          (n) => (purgeOutage.works(model, { model }), n),
+          (err: unknown) => (purgeOutage.failed(model, { model, error: (err as Error).message }), 0),
         );
         if (purged > 0) log.info("manager.purged", { model, purged, reason: `no workers for ${nowMs - unservedSinceMs[model]} ms` });
       }
@@ -155,10 +147,9 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     const queueDepth: Record<string, number> = {};
     const unread: string[] = [];
     await Promise.all(models.map(async (m) => (queueDepth[m] = await opts.queue.depth(m).then((d) => d.pending, () => (unread.push(m), 0)))));
-    // Read as empty meanwhile; said once when it starts and once when it ends, not every tick.
-    if (unread.length > 0 && !depthsUnread) log.warn("manager.queue_depth_unread", { models: unread, readAs: 0 });
-    if (unread.length === 0 && depthsUnread) log.info("manager.queue_depth_read_again", {});
-    depthsUnread = unread.length > 0;
+    // Read as empty meanwhile.
+    if (unread.length > 0) depthOutage.failed("depths", { models: unread, readAs: 0 });
+    else depthOutage.works("depths");
     const { qps: arrivalsQps, routers } = arrivalRate.sample(nowMs, opts.silentAfterMs);
     const workers = inventory.live(nowMs, opts.silentAfterMs).map((w) => ({ id: w.id, model: w.model }));
     const swapsBefore = { ...state.lastSwapAtMs };
