@@ -225,6 +225,11 @@ export const WorkerHeartbeatSchema = z.strictObject({
   planEpoch: z.number().int().nonnegative(),
   sentAtMs: nonNegMs,
   lastError: z.string().optional(),
+  /**
+   * While `state` is failed because a model would not load: that model. The resource manager
+   * benches the worker for a while and, when the model fails on several workers, plans without it.
+   */
+  failedModel: modelName.optional(),
 });
 /** A worker heartbeat. */
 export type WorkerHeartbeat = z.infer<typeof WorkerHeartbeatSchema>;

@@ -19,7 +19,7 @@ import { startRouter, type RunningRouter } from "./router/router.ts";
 import { startWorkers, type RunningWorkers } from "./worker/workers.ts";
 import { startDiscriminator } from "./discriminator/discriminator.ts";
 import { startResourceManager, type RunningResourceManager } from "./resource-manager/manager.ts";
-import { createPolicy } from "./resource-manager/policies.ts";
+import { createPolicy, hasFixedModels } from "./resource-manager/policies.ts";
 import { tickObserver } from "./resource-manager/observe.ts";
 import { createHighsSolver } from "./lib/highs-solver.ts";
 import { plannerWarmupLp } from "../actors/planner/milp.ts";
@@ -173,6 +173,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
           timeScale,
           queueSafety: 1.5,
           admissionHeadroom: 0.8,
+          fixedModels: hasFixedModels(policyName),
         },
         // The paper re-plans every few seconds of its (compressed) trace time.
         tickMs: opts.tickMs ?? Math.max(500, 20_000 * timeScale),

@@ -4,7 +4,7 @@
  * service and the simulator both run it; time and I/O are passed in.
  */
 import type { Plan } from "../../contracts/messages.ts";
-import type { ProfileSet } from "../profile/profile-set.ts";
+import { withoutModels, type ProfileSet } from "../profile/profile-set.ts";
 import { assignWorkers, swappedWorkers } from "../planner/assignment.ts";
 import { dampPlan, planShortfall, type DampingOptions, type DampingVerdict } from "../planner/damping.ts";
 import { decisionToPlan, workerCapacityQps, type PlanDecision } from "../planner/decision.ts";
@@ -57,6 +57,8 @@ export interface TickObservation {
   current: Plan | null;
   /** Routers heard from (they share the admission bound). */
   routers?: number;
+  /** Models that would not load on several workers: planned without while they are listed. */
+  unavailableModels?: readonly string[];
 }
 
 const round2 = (x: number) => Math.round(x * 100) / 100;
@@ -74,6 +76,11 @@ export interface TickConfig {
   /** Requests in flight allowed beyond capacity × SLO (default 0.8: a little under the Little bound, since batches rarely run full) before routers refuse. */
   admissionHeadroom?: number;
   damping?: DampingOptions;
+  /**
+   * The policy's models are fixed by its configuration (`static`, the baselines built on named
+   * models): it plans on the whole pool whatever failed to load; failures only bench workers.
+   */
+  fixedModels?: boolean;
 }
 
 /** What a tick decided and why. */
@@ -178,17 +185,22 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
     sloMs: config.sloMs,
     timeScale: config.timeScale,
   };
-  let decision = await config.policy(snapshot, config.profiles, config.solve);
+  const pool = config.fixedModels ? config.profiles : withoutModels(config.profiles, new Set(obs.unavailableModels ?? []));
+  const left = config.profiles.models.filter((m) => !pool.byName.has(m.name)).map((m) => m.name);
+  let decision = await config.policy(snapshot, pool, config.solve);
+  if (left.length > 0) decision = { ...decision, reason: `${decision.reason}; without ${left.join(", ")} (failed to load)` };
   const outcome = (plan: Plan | null, verdict: DampingVerdict | null, swapped: string[], held?: string): TickOutcome => ({ plan, snapshot, decision, verdict, swapped, held });
   const live = new Set(obs.workers.map((w) => w.id));
   const current = obs.current;
+  /** The plan in force gives workers to a model that would not load: it is replaced, whatever damping says. */
+  const strandsWork = current !== null && Object.entries(current.models).some(([m, a]) => a.workers > 0 && !pool.byName.has(m));
   /** Workers that died or joined since the plan in force: reflected at once, whatever else holds. */
   const inventoryChanged = current !== null && (Object.keys(current.assignment).some((id) => !live.has(id)) || obs.workers.some((w) => !(w.id in current.assignment)));
   if (current && (decision.solverStatus === "Error" || decision.solverStatus === "Timeout")) {
     // The configuration in force stays, on the workers alive now; unless it no longer covers the
     // demand: then the degraded decision the policy gave (every worker on the lightest model)
     // goes on to damping, which replaces a plan that falls short.
-    if (!planShortfall(current, demandQps, config.profiles, delays)) {
+    if (!planShortfall(current, demandQps, config.profiles, delays) && !strandsWork) {
       if (!inventoryChanged) return outcome(null, null, [], `solver ${decision.solverStatus}: keeping epoch ${current.epoch}`);
       decision = { ...configurationOf(current, obs.workers), reason: `solver ${decision.solverStatus}: configuration of epoch ${current.epoch} on the workers alive now`, solverStatus: decision.solverStatus };
     }
@@ -221,6 +233,7 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   };
   const candidate = planOf(decision);
   if (current && sameConfiguration(current, candidate)) return outcome(null, null, [], "unchanged");
+  if (strandsWork) return adopt(candidate, null);
 
   const verdict = dampPlan({
     current,

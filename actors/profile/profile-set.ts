@@ -96,6 +96,23 @@ export function buildProfileSet(parts: ProfileParts): ProfileSet {
 }
 
 /**
+ * The set with some pool models left out (models that would not load): what the planner may
+ * choose from. Their profiles and reference scores stay readable by name elsewhere; the set is
+ * returned unchanged when it would be left with no model.
+ */
+export function withoutModels(set: ProfileSet, out: ReadonlySet<string>): ProfileSet {
+  const models = set.models.filter((m) => !out.has(m.name));
+  if (models.length === set.models.length || models.length === 0) return set;
+  return {
+    ...set,
+    pool: { ...set.pool, models: models.map((m) => m.name) },
+    models,
+    byName: new Map(models.map((m) => [m.name, m])),
+    nameByReferenceId: new Map([...set.nameByReferenceId].filter(([, name]) => !out.has(name))),
+  };
+}
+
+/**
  * The reference prompt whose measurements stand for `prompt`: itself when it is one of the
  * reference prompts, else a deterministic draw seeded by the prompt text.
  */

@@ -110,6 +110,8 @@ export class WorkerAgent {
   private servedTotal = 0;
   private swapsTotal = 0;
   private lastError: string | undefined;
+  /** The model whose load failed last, until a load succeeds. */
+  private failedLoad: string | null = null;
   private stopping = false;
   private pullAbort: AbortController | null = null;
   private wake: (() => void) | null = null;
@@ -171,6 +173,7 @@ export class WorkerAgent {
       planEpoch: this.planEpoch,
       sentAtMs: this.ports.now(),
       ...(this.lastError ? { lastError: this.lastError } : {}),
+      ...(this.state === WorkerStates.failed && this.failedLoad ? { failedModel: this.failedLoad } : {}),
     };
   }
 
@@ -219,6 +222,7 @@ export class WorkerAgent {
     } catch (err) {
       if (this.stopping) return; // a stopping worker says draining to the end
       this.state = WorkerStates.failed;
+      this.failedLoad = to;
       this.lastError = `load ${to}: ${asHadisError(err).message}`;
       this.ports.log("worker.load_failed", { workerId: this.id, model: to, error: this.lastError });
       // Keep reporting the failure; retry after a pause unless the plan moves us elsewhere.
@@ -227,6 +231,7 @@ export class WorkerAgent {
     }
     this.model = to;
     this.lastError = undefined;
+    this.failedLoad = null;
     if (from) this.swapsTotal++;
     this.ports.log("worker.swapped", { workerId: this.id, from, to, ms: this.ports.now() - startedMs });
   }

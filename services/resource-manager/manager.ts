@@ -8,6 +8,7 @@ import { decode, encode } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION, RouterStatsSchema, WorkerHeartbeatSchema, type Plan } from "../../contracts/messages.ts";
 import { ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import { WorkerInventory } from "../../actors/control/inventory.ts";
+import { LoadFailures, type LoadFailureOptions } from "../../actors/control/load-failures.ts";
 import { ArrivalRate } from "../../actors/control/arrivals.ts";
 import { controlTick, newControlState, type TickConfig, type TickOutcome } from "../../actors/control/reconcile.ts";
 import type { Logger } from "../lib/log.ts";
@@ -28,6 +29,8 @@ export interface ResourceManagerOptions {
   demandHalfLifeMs: number;
   /** A worker silent this long is gone. */
   silentAfterMs: number;
+  /** When failed model loads bench a worker and take a model out of the pool (default 60 s, 2 workers). */
+  loadFailures?: LoadFailureOptions;
   /** Items on a model without workers for this long are purged (default 5 s). */
   purgeAfterMs?: number;
   log: Logger;
@@ -85,6 +88,9 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   const warmUntilMs = plans.current ? Date.now() + opts.silentAfterMs : 0;
   const arrivalRate = new ArrivalRate();
   const inventory = new WorkerInventory();
+  const failures = new LoadFailures(opts.loadFailures);
+  const benchLog = new OutageLog(log, "manager.worker_benched", "manager.worker_unbenched");
+  const unavailableLog = new OutageLog(log, "manager.model_unavailable", "manager.model_available_again");
   const models = opts.tick.profiles.pool.models;
   let ticking: Promise<TickOutcome | null> | null = null;
   let soon: NodeJS.Timeout | null = null;
@@ -95,10 +101,14 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     callback: (_e, m) => {
       try {
         const beat = decode(WorkerHeartbeatSchema, m.data, "heartbeat");
-        const known = plans.current?.assignment[beat.workerId] !== undefined;
-        inventory.observe(beat, Date.now());
-        // A new worker (or one leaving) should not wait a whole tick for its assignment.
-        if ((!known || beat.state === "draining") && !soon) soon = setTimeout(() => ((soon = null), void tick()), 200);
+        const nowMs = Date.now();
+        const failedBefore = failures.failedLately(beat.workerId, nowMs);
+        const known = plans.current?.assignment[beat.workerId] !== undefined || failedBefore;
+        const failedLoad = beat.state === "failed" && beat.failedModel !== undefined && !failedBefore;
+        inventory.observe(beat, nowMs);
+        failures.observe(beat, nowMs);
+        // A new worker (or one leaving, or one whose model would not load) should not wait a whole tick.
+        if ((!known || beat.state === "draining" || failedLoad) && !soon) soon = setTimeout(() => ((soon = null), void tick()), 200);
       } catch (err) {
         log.debug("manager.bad_heartbeat", { error: (err as Error).message });
       }
@@ -151,9 +161,14 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     if (unread.length > 0) depthOutage.failed("depths", { models: unread, readAs: 0 });
     else depthOutage.works("depths");
     const { qps: arrivalsQps, routers } = arrivalRate.sample(nowMs, opts.silentAfterMs);
-    const workers = inventory.live(nowMs, opts.silentAfterMs).map((w) => ({ id: w.id, model: w.model }));
+    const alive = inventory.live(nowMs, opts.silentAfterMs);
+    // Models that failed to load on several workers are left out, and workers whose load failed alone (they idle).
+    const out = failures.unavailable(nowMs, alive.map((w) => w.id));
+    benchLog.track(out.workers, (workerId) => (out.workers.has(workerId) ? { workerId, model: out.workers.get(workerId) } : { workerId }));
+    unavailableLog.track(out.models, (model) => ({ model }));
+    const workers = alive.filter((w) => !out.workers.has(w.id)).map((w) => ({ id: w.id, model: w.model }));
     const swapsBefore = { ...state.lastSwapAtMs };
-    const outcome = await controlTick(state, { nowMs, arrivalsQps, queueDepth, workers, current: plans.current, routers }, opts.tick);
+    const outcome = await controlTick(state, { nowMs, arrivalsQps, queueDepth, workers, current: plans.current, routers, unavailableModels: [...out.models] }, opts.tick);
     const plan = outcome.plan;
     if (plan) {
       try {

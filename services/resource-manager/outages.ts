@@ -12,6 +12,12 @@ export class OutageLog {
     this.down.add(key);
   }
 
+  /** Exactly `keys` are failing now: each that starts or ends is said once. */
+  track(keys: ReadonlySet<string> | ReadonlyMap<string, unknown>, fields: (key: string) => Record<string, unknown>): void {
+    for (const key of this.down) if (!keys.has(key)) this.works(key, fields(key));
+    for (const key of keys.keys()) this.failed(key, fields(key));
+  }
+
   /** `key` works now: said if it had been failing. */
   works(key: string, fields: Record<string, unknown> = {}): void {
     if (this.down.delete(key)) this.log.info(this.recoveredEvent, fields);

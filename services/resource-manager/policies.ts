@@ -36,6 +36,9 @@ export function createPolicy(name: string, profiles: ProfileSet, staticConfig?: 
   return policy;
 }
 
+/** Whether the policy called `name` plans on models its configuration names (`static` and the baselines built on named models). */
+export const hasFixedModels = (name: string): boolean => name === "static" || name in BASELINE_NEEDS;
+
 /** The models each baseline names. */
 const BASELINE_NEEDS: Record<string, string[]> = {
   "fixed-pair": [BASELINE_MODELS.fixedPair.light, BASELINE_MODELS.fixedPair.heavy],

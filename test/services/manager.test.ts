@@ -1,7 +1,8 @@
 /**
  * The resource manager service on a real nats-server (plan KV, heartbeats), with a work queue whose
  * depth reads can be made to fail: what it says when JetStream cannot answer, that an observer
- * that throws costs only a log line, and how long a restarted manager waits before its first tick.
+ * that throws costs only a log line, how long a restarted manager waits before its first tick, and
+ * that a worker whose model load failed alone sits out the plan for a while.
  */
 import { describe, expect, it } from "vitest";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
@@ -65,12 +66,13 @@ function options(prefix: string, log: Logger, failing: { on: boolean; purge?: bo
   };
 }
 
-/** Heartbeats of idle workers, as the worker service sends them. */
-function beat(prefix: string): void {
+/** Heartbeats of idle workers, as the worker service sends them (`over` changes some workers' fields). */
+function beat(prefix: string, over: Record<string, Record<string, unknown>> = {}): void {
   const s = buildSubjects(prefix);
   for (const workerId of WORKERS) {
     t.nc.publish(s.workerHeartbeat(workerId), encode({
       v: PROTOCOL_VERSION, workerId, backend: "profile", model: null, state: "idle", batchSize: 1, inFlight: 0, servedTotal: 0, swapsTotal: 0, planEpoch: 0, sentAtMs: Date.now(),
+      ...over[workerId],
     }));
   }
 }
@@ -132,6 +134,34 @@ describe("resource manager service", () => {
       expect(outcome).not.toBeNull();
       expect(log.events).toContainEqual({ level: "error", event: "manager.observer_failed" });
       expect(log.events.some((e) => e.event === "manager.tick_failed")).toBe(false);
+    } finally {
+      await manager.stop();
+    }
+  });
+
+  it("benches a worker whose model load failed alone: out of the plan until the window passes, then planned again", async () => {
+    const log = recordingLog();
+    const manager = await startResourceManager(options("mgr-bench", log, { on: false }, { loadFailures: { benchMs: 1_500 } }));
+    const workersOfPlan = () => Object.keys(manager.plans.current!.assignment).sort();
+    try {
+      beat("mgr-bench");
+      await t.nc.flush();
+      await manager.tick();
+      expect(workersOfPlan()).toEqual(WORKERS);
+      const model = manager.plans.current!.assignment["gpu-1"];
+      beat("mgr-bench", { "gpu-1": { state: "failed", failedModel: model, lastError: `load ${model}: out of memory` } });
+      await t.nc.flush();
+      await manager.tick();
+      // One worker's failure says nothing of the model: the worker is left out, the model stays.
+      expect(workersOfPlan()).toEqual(["gpu-0"]);
+      expect(manager.plans.current!.reason).not.toContain("failed to load");
+      expect(log.events).toContainEqual({ level: "warn", event: "manager.worker_benched" });
+      await new Promise((r) => setTimeout(r, 1_600));
+      beat("mgr-bench");
+      await t.nc.flush();
+      await manager.tick();
+      expect(workersOfPlan()).toEqual(WORKERS);
+      expect(log.events).toContainEqual({ level: "info", event: "manager.worker_unbenched" });
     } finally {
       await manager.stop();
     }

@@ -4,6 +4,7 @@ import { staticDecision, staticPolicy, heavyShareOf } from "../../../actors/cont
 import { WorkerInventory } from "../../../actors/control/inventory.ts";
 import { admissionLimit, refusal } from "../../../actors/routing/admission.ts";
 import { getPolicy } from "../../../actors/planner/policies.ts";
+import { createPolicy } from "../../../services/resource-manager/policies.ts";
 import { createInlineHighsSolver, type HighsSolver } from "../../../services/lib/highs-solver.ts";
 import { loadProfiles } from "../../../services/lib/profiles.ts";
 
@@ -53,6 +54,41 @@ describe("controlTick", () => {
     const lowPair = `${low.pair.light}>${low.pair.heavy}`;
     const highPair = `${current.pair.light}>${current.pair.heavy}`;
     expect(highPair === lowPair && current.routerThreshold === low.routerThreshold).toBe(false);
+  });
+
+  it("plans without a model that would not load, replacing a plan that uses it at once, and takes it back when listed no more", async () => {
+    const state = newControlState(1_000);
+    const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: null }, config("hadis"))).plan!;
+    const used = first.pair.heavy;
+    // One second later, the same workers: damping alone would hold any new configuration this soon after the swaps.
+    const out = await controlTick(state, { nowMs: 1_000, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: first, unavailableModels: [used] }, config("hadis"));
+    expect(out.plan).not.toBeNull();
+    expect([out.plan!.pair.light, out.plan!.pair.heavy]).not.toContain(used);
+    expect(out.plan!.models[used]?.workers ?? 0).toBe(0);
+    expect(Object.values(out.plan!.assignment)).not.toContain(used);
+    expect(Object.keys(out.plan!.assignment)).toHaveLength(16);
+    expect(out.plan!.reason).toContain(`without ${used} (failed to load)`);
+    const held = await controlTick(state, { nowMs: 2_000, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: out.plan, unavailableModels: [used] }, config("hadis"));
+    expect(held.plan).toBeNull();
+    // Listed no more (its window passed): the planner may choose it again.
+    let current = out.plan!;
+    for (let t = 60_000; t < 200_000; t += 5_000) {
+      const o = await controlTick(state, { nowMs: t, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current }, config("hadis"));
+      if (o.plan) current = o.plan;
+    }
+    expect([current.pair.light, current.pair.heavy]).toContain(used);
+  });
+
+  it("a policy whose models its configuration names keeps them when one fails to load: static keeps its split, fixed-pair still plans", async () => {
+    for (const name of ["static", "fixed-pair"]) {
+      const fixed: TickConfig = { ...config("hadis"), policyName: name, policy: createPolicy(name, profiles), fixedModels: true };
+      const state = newControlState(1_000);
+      const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 4, queueDepth: {}, workers: workers(8), current: null }, fixed)).plan!;
+      const used = first.pair.heavy;
+      const after = await controlTick(state, { nowMs: 1_000, arrivalsQps: 4, queueDepth: {}, workers: workers(8), current: first, unavailableModels: [used] }, fixed);
+      expect(after.plan, name).toBeNull();
+      expect(after.held, name).toBe("unchanged");
+    }
   });
 
   it("a failing solver keeps the configuration in force, yet a dead worker leaves the plan at once", async () => {

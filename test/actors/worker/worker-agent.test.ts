@@ -248,8 +248,12 @@ describe("WorkerAgent", () => {
     agent.start();
     await until(() => agent.status("fake").state === "failed");
     expect(agent.status("fake").lastError).toMatch(/unet\/model\.onnx/);
+    // The heartbeat names the model that would not load: the manager plans around it.
+    expect(agent.status("fake").failedModel).toBe("a");
     agent.applyPlan(plan(2, "b"));
     await until(() => agent.status("fake").model === "b");
+    expect(agent.status("fake").state).toBe("serving");
+    expect(agent.status("fake").failedModel).toBeUndefined();
     await agent.stop();
   });
 });

@@ -1,0 +1,80 @@
+import { describe, expect, it } from "vitest";
+import { LoadFailures } from "../../../actors/control/load-failures.ts";
+import { PROTOCOL_VERSION, type WorkerHeartbeat } from "../../../contracts/messages.ts";
+
+const beat = (workerId: string, state: WorkerHeartbeat["state"], failedModel?: string, model: string | null = null): WorkerHeartbeat => ({
+  v: PROTOCOL_VERSION, workerId, backend: "onnx", model, state, batchSize: 1, inFlight: 0, servedTotal: 0, swapsTotal: 0, planEpoch: 1, sentAtMs: 0,
+  ...(failedModel ? { failedModel, lastError: `load ${failedModel}: missing model file` } : {}),
+});
+const LIVE = Array.from({ length: 16 }, (_, i) => `w${i}`);
+
+describe("LoadFailures", () => {
+  it("benches a worker whose load failed alone until the window after its last report, then lets it back", () => {
+    const f = new LoadFailures({ benchMs: 10_000 });
+    f.observe(beat("w1", "failed", "a"), 1_000);
+    expect(f.unavailable(1_000, LIVE)).toEqual({ models: new Set(), workers: new Map([["w1", "a"]]) });
+    f.observe(beat("w1", "failed", "a"), 5_000); // still failing: the bench restarts
+    expect(f.unavailable(14_000, LIVE).workers).toEqual(new Map([["w1", "a"]]));
+    f.observe(beat("w1", "idle"), 14_500); // an idle worker says nothing new
+    expect(f.failedLately("w1", 14_999)).toBe(true);
+    expect(f.failedLately("w1", 15_000)).toBe(false);
+    expect(f.unavailable(15_000, LIVE).workers.size).toBe(0);
+  });
+
+  it("takes a model out once it failed on two workers, benching neither, until the window after its last failure", () => {
+    const f = new LoadFailures({ benchMs: 10_000 });
+    f.observe(beat("w1", "failed", "a"), 0);
+    f.observe(beat("w2", "failed", "a"), 2_000);
+    f.observe(beat("w3", "failed", "b"), 2_000);
+    // "a" is broken, not w1 and w2: they are free for other models; w3 alone failed on "b".
+    expect(f.unavailable(2_000, LIVE)).toEqual({ models: new Set(["a"]), workers: new Map([["w3", "b"]]) });
+    // w1 and w2 serve other models now; w1's report would have expired at 10 s: "a" stays out
+    // until 10 s after the last failure (w2's), and nobody is benched for it (w3 still is, for "b").
+    f.observe(beat("w1", "serving", undefined, "c"), 3_000);
+    f.observe(beat("w2", "serving", undefined, "c"), 3_000);
+    expect(f.unavailable(11_000, LIVE)).toEqual({ models: new Set(["a"]), workers: new Map([["w3", "b"]]) });
+    expect(f.unavailable(12_000, LIVE).models).toEqual(new Set());
+  });
+
+  it("a model that fails again after coming back stays out twice as long, until a worker loads it", () => {
+    const f = new LoadFailures({ benchMs: 1_000, maxBackoff: 4 });
+    const failTwice = (at: number) => {
+      f.observe(beat("w1", "failed", "a"), at);
+      f.observe(beat("w2", "failed", "a"), at);
+      return f.unavailable(at, LIVE).models.has("a");
+    };
+    expect(failTwice(0)).toBe(true);
+    expect(f.unavailable(999, LIVE).models.has("a")).toBe(true);
+    expect(f.unavailable(1_000, LIVE).models.has("a")).toBe(false);
+    expect(failTwice(1_000)).toBe(true);
+    expect(f.unavailable(2_999, LIVE).models.has("a")).toBe(true); // 2 x 1 s
+    expect(f.unavailable(3_000, LIVE).models.has("a")).toBe(false);
+    expect(failTwice(3_000)).toBe(true);
+    expect(f.unavailable(6_999, LIVE).models.has("a")).toBe(true); // 4 x 1 s
+    expect(f.unavailable(7_000, LIVE).models.has("a")).toBe(false);
+    expect(failTwice(7_000)).toBe(true);
+    expect(f.unavailable(11_000, LIVE).models.has("a")).toBe(false); // capped at 4 x
+    // A worker loads it: forgiven, the next failure costs one window again.
+    f.observe(beat("w5", "serving", undefined, "a"), 11_500);
+    expect(failTwice(12_000)).toBe(true);
+    expect(f.unavailable(13_000, LIVE).models.has("a")).toBe(false);
+  });
+
+  it("counts live workers only: with one live worker, its failure takes the model out, a dead worker's does not count", () => {
+    const f = new LoadFailures();
+    f.observe(beat("w1", "failed", "a"), 0);
+    f.observe(beat("gone", "failed", "a"), 0);
+    expect(f.unavailable(0, ["w1"])).toEqual({ models: new Set(["a"]), workers: new Map() });
+    const g = new LoadFailures();
+    g.observe(beat("w1", "failed", "a"), 0);
+    g.observe(beat("gone", "failed", "a"), 0);
+    expect(g.unavailable(0, ["w1", "w2"])).toEqual({ models: new Set(), workers: new Map([["w1", "a"]]) });
+  });
+
+  it("a failed batch (no failedModel) or another state benches nobody", () => {
+    const f = new LoadFailures();
+    f.observe(beat("w1", "failed"), 0);
+    f.observe({ ...beat("w2", "serving", undefined, "b"), failedModel: "a" }, 0);
+    expect(f.unavailable(0, LIVE).workers.size).toBe(0);
+  });
+});
