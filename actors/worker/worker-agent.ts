@@ -225,8 +225,9 @@ export class WorkerAgent {
       this.failedLoad = to;
       this.lastError = `load ${to}: ${asHadisError(err).message}`;
       this.ports.log("worker.load_failed", { workerId: this.id, model: to, error: this.lastError });
-      // Keep reporting the failure; retry after a pause unless the plan moves us elsewhere.
-      await this.pause(this.options.loadRetryMs);
+      // Keep reporting the failure; retry after a pause unless the plan moves us elsewhere (it
+      // may have during the load, when there was no pause to cut short).
+      if (this.desiredModel === to) await this.pause(this.options.loadRetryMs);
       return;
     }
     this.model = to;
@@ -289,7 +290,7 @@ export class WorkerAgent {
       this.inFlight = 0;
       this.observing(() => observed?.ended(this.ports.now(), failure?.message));
     }
-    if (failure && !this.stopping) {
+    if (failure && !this.stopping && this.desiredModel === model) {
       // A worker whose batches fail (a model that no longer runs) must not drain its queue into
       // errors: it says so and pauses, and the items it handed back go to others meanwhile.
       this.state = WorkerStates.failed;

@@ -234,6 +234,27 @@ describe("WorkerAgent", () => {
     await agent.stop();
   });
 
+  it("a plan that arrives while a load is failing is followed without the pause", async () => {
+    const { agent, events } = setup(20, 60_000);
+    const ports = (agent as unknown as { ports: { backend: GenerationBackend } }).ports;
+    const base = { ...ports.backend };
+    let loading: () => void = () => undefined;
+    ports.backend = {
+      ...base,
+      load: (m) => (m === "a" ? new Promise<void>((_, reject) => (loading = () => reject(new Error("no a")))) : base.load(m)),
+    };
+    agent.applyPlan(plan(1, "a"));
+    agent.start();
+    await until(() => agent.status("fake").state === "loading");
+    agent.applyPlan(plan(2, "b")); // while "a" is still loading
+    const told = Date.now();
+    loading();
+    await until(() => agent.status("fake").model === "b"); // not after the 60 s pause
+    expect(Date.now() - told).toBeLessThan(1_000);
+    expect(events).toContain("load b");
+    await agent.stop();
+  });
+
   it("a failing load leaves the worker up and reporting, and a later plan is followed", async () => {
     const { agent, events } = setup();
     const broken = { ...(agent as unknown as { ports: { backend: GenerationBackend } }).ports.backend };
