@@ -59,6 +59,8 @@ export interface TickObservation {
   routers?: number;
   /** Models that would not load on several workers: planned without while they are listed. */
   unavailableModels?: readonly string[];
+  /** Workers left out of `workers` because their own loads failed (reported, not planned). */
+  benchedWorkers?: readonly string[];
 }
 
 const round2 = (x: number) => Math.round(x * 100) / 100;
@@ -94,6 +96,8 @@ export interface TickOutcome {
   swapped: string[];
   /** Why nothing changed, when `plan` is null. */
   held?: string;
+  /** What failed loads kept out of this tick: models (out of the pool) and benched workers. */
+  excluded: { models: string[]; workers: string[] };
 }
 
 const POLICY_ROUTER_MODE: Record<string, Plan["routerMode"]> = { proteus: "random" };
@@ -189,7 +193,8 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   const left = config.profiles.models.filter((m) => !pool.byName.has(m.name)).map((m) => m.name);
   let decision = await config.policy(snapshot, pool, config.solve);
   if (left.length > 0) decision = { ...decision, reason: `${decision.reason}; without ${left.join(", ")} (failed to load)` };
-  const outcome = (plan: Plan | null, verdict: DampingVerdict | null, swapped: string[], held?: string): TickOutcome => ({ plan, snapshot, decision, verdict, swapped, held });
+  const excluded = { models: left, workers: [...(obs.benchedWorkers ?? [])] };
+  const outcome = (plan: Plan | null, verdict: DampingVerdict | null, swapped: string[], held?: string): TickOutcome => ({ plan, snapshot, decision, verdict, swapped, held, excluded });
   const live = new Set(obs.workers.map((w) => w.id));
   const current = obs.current;
   /** The plan in force gives workers to a model that would not load: it is replaced, whatever damping says. */

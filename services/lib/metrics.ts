@@ -115,6 +115,17 @@ const solveSeconds = new Histogram({
   buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
   registers: [registry],
 });
+const modelUnavailable = new Gauge({
+  name: "hadis_model_unavailable",
+  help: "1 while a pool model is out of the planner's pool because its loads failed on several workers, else 0.",
+  labelNames: ["model"] as const,
+  registers: [registry],
+});
+const workersBenched = new Gauge({
+  name: "hadis_workers_benched",
+  help: "Workers left out of the plan because a model load failed on them alone.",
+  registers: [registry],
+});
 const demand = new Gauge({ name: "hadis_demand_requests_per_second", help: "Demand estimate of the resource manager (EWMA of arrivals), requests per second.", registers: [registry] });
 
 /** Records one answered `hadis.generate` request. `sloMs` is the SLO in force. */
@@ -199,6 +210,12 @@ export function recordDemand(qps: number): void {
 export function recordQueueDepths(depths: Record<string, number>): void {
   queueDepth.reset();
   for (const [model, n] of Object.entries(depths)) queueDepth.set({ model }, n);
+}
+
+/** What failed loads keep out of planning: `models` of the pool (by name) out, and benched workers. */
+export function recordExcluded(pool: readonly string[], excluded: { models: readonly string[]; workers: readonly string[] }): void {
+  for (const model of pool) modelUnavailable.set({ model }, excluded.models.includes(model) ? 1 : 0);
+  workersBenched.set(excluded.workers.length);
 }
 
 /** The registry in Prometheus text format. */

@@ -168,7 +168,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     unavailableLog.track(out.models, (model) => ({ model }));
     const workers = alive.filter((w) => !out.workers.has(w.id)).map((w) => ({ id: w.id, model: w.model }));
     const swapsBefore = { ...state.lastSwapAtMs };
-    const outcome = await controlTick(state, { nowMs, arrivalsQps, queueDepth, workers, current: plans.current, routers, unavailableModels: [...out.models] }, opts.tick);
+    const outcome = await controlTick(state, { nowMs, arrivalsQps, queueDepth, workers, current: plans.current, routers, unavailableModels: [...out.models], benchedWorkers: [...out.workers.keys()] }, opts.tick);
     const plan = outcome.plan;
     if (plan) {
       try {

@@ -18,6 +18,7 @@ import { startSystem, type RunningSystem } from "../../services/system.ts";
 import type { Logger } from "../../services/lib/log.ts";
 import { decode } from "../../contracts/envelope.ts";
 import { WorkerHeartbeatSchema } from "../../contracts/messages.ts";
+import { metricsText } from "../../services/lib/metrics.ts";
 
 const BROKEN = "sd35-large";
 let server: LocalServer;
@@ -90,6 +91,12 @@ describe("a pool model that will not load", () => {
     expect(Object.keys(plan.assignment).sort()).toEqual(["gpu-00", "gpu-01", "gpu-02", "gpu-03"]);
     expect(failures).toBeGreaterThanOrEqual(2);
     expect(events.find((e) => e.event === "manager.model_unavailable")?.fields).toEqual({ model: BROKEN });
+    // Operators see it in the metrics (an alert on hadis_model_unavailable > 0).
+    await system.manager!.tick();
+    const metrics = await metricsText();
+    expect(metrics).toContain(`hadis_model_unavailable{model="${BROKEN}"} 1`);
+    expect(metrics).toContain(`hadis_model_unavailable{model="sd35-medium"} 0`);
+    expect(metrics).toMatch(/^hadis_workers_benched 0$/m);
 
     await until(() => system.workers!.agents.every((a) => a.status("x").state === "serving"));
     const replies = await Promise.all(Array.from({ length: 4 }, (_, i) => client.generate({ prompt: `a lighthouse at dusk ${i}`, seed: i, deadlineMs: 30_000 })));

@@ -151,9 +151,10 @@ describe("resource manager service", () => {
       const model = manager.plans.current!.assignment["gpu-1"];
       beat("mgr-bench", { "gpu-1": { state: "failed", failedModel: model, lastError: `load ${model}: out of memory` } });
       await t.nc.flush();
-      await manager.tick();
+      const benched = await manager.tick();
       // One worker's failure says nothing of the model: the worker is left out, the model stays.
       expect(workersOfPlan()).toEqual(["gpu-0"]);
+      expect(benched?.excluded).toEqual({ models: [], workers: ["gpu-1"] });
       expect(manager.plans.current!.reason).not.toContain("failed to load");
       expect(log.events).toContainEqual({ level: "warn", event: "manager.worker_benched" });
       await new Promise((r) => setTimeout(r, 1_600));
