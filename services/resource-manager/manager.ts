@@ -15,6 +15,7 @@ import type { Logger } from "../lib/log.ts";
 import { startService, type NatsConnection, type WorkQueue } from "../lib/nats.ts";
 import { PlanView } from "../lib/plan-view.ts";
 import { OutageLog } from "./outages.ts";
+import { writePlan, type PlanWrite } from "./plan-store.ts";
 import type { RunningService } from "../lib/running.ts";
 
 /** Resource manager options. */
@@ -168,16 +169,26 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     unavailableLog.track(out.models, (model) => ({ model }));
     const workers = alive.filter((w) => !out.workers.has(w.id)).map((w) => ({ id: w.id, model: w.model }));
     const swapsBefore = { ...state.lastSwapAtMs };
-    const outcome = await controlTick(state, { nowMs, arrivalsQps, queueDepth, workers, current: plans.current, routers, unavailableModels: [...out.models], benchedWorkers: [...out.workers.keys()] }, opts.tick);
+    let outcome = await controlTick(state, { nowMs, arrivalsQps, queueDepth, workers, current: plans.current, routers, unavailableModels: [...out.models], benchedWorkers: [...out.workers.keys()] }, opts.tick);
     const plan = outcome.plan;
     if (plan) {
+      let write: PlanWrite;
       try {
-        await kv.put(subjects.names.planKey, encode(plan));
+        write = await writePlan(kv, subjects.names.planKey, plan);
       } catch (err) {
         // Not published, so nobody swapped: the next tick may order the same swaps without a dwell.
         state.lastSwapAtMs = swapsBefore;
         throw err;
       }
+      if (!write.written) {
+        // Another manager wrote this epoch (or a later one) first: its plan is the one in force.
+        state.lastSwapAtMs = swapsBefore;
+        if (write.theirs.length > 0) plans.offer(write.theirs);
+        log.info("manager.plan_conflict", { epoch: plan.epoch, stored: write.epoch });
+        outcome = { ...outcome, plan: null, swapped: [], held: `another manager wrote epoch ${write.epoch}` };
+      }
+    }
+    if (plan && outcome.plan) {
       plans.offer(encode(plan));
       nc.publish(subjects.planBroadcast, encode({ v: PROTOCOL_VERSION, epoch: plan.epoch }));
       log.info("manager.plan", {
@@ -193,7 +204,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
         reason: plan.reason,
         damping: outcome.verdict?.reason,
       });
-    } else if (outcome.held && outcome.held !== "unchanged") {
+    } else if (!plan && outcome.held && outcome.held !== "unchanged") {
       log.info("manager.held", { reason: outcome.held, demandQps: Number(outcome.snapshot.demandQps.toFixed(2)) });
     }
     await purgeAbandoned(nowMs, queueDepth);

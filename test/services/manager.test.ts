@@ -6,11 +6,11 @@
  */
 import { describe, expect, it } from "vitest";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
-import { encode } from "../../contracts/envelope.ts";
-import { PROTOCOL_VERSION } from "../../contracts/messages.ts";
+import { decode, encode } from "../../contracts/envelope.ts";
+import { PlanSchema, PROTOCOL_VERSION } from "../../contracts/messages.ts";
 import { loadProfiles } from "../../services/lib/profiles.ts";
 import type { Logger } from "../../services/lib/log.ts";
-import type { WorkQueue } from "../../services/lib/nats.ts";
+import { openPlanBucket, type WorkQueue } from "../../services/lib/nats.ts";
 import { createPolicy } from "../../services/resource-manager/policies.ts";
 import { startResourceManager, type ResourceManagerOptions } from "../../services/resource-manager/manager.ts";
 import { useNatsServer } from "../helpers/nats.ts";
@@ -165,6 +165,33 @@ describe("resource manager service", () => {
       expect(log.events).toContainEqual({ level: "info", event: "manager.worker_unbenched" });
     } finally {
       await manager.stop();
+    }
+  });
+
+  it("two managers on one bucket never write the same epoch: the one that loses takes the other's plan", async () => {
+    const logs = [recordingLog(), recordingLog()];
+    const managers = await Promise.all(logs.map((log) => startResourceManager(options("mgr-two", log, { on: false }))));
+    try {
+      beat("mgr-two");
+      await t.nc.flush();
+      // Both plan epoch 1 from nothing, at once: one writes it.
+      const outcomes = await Promise.all(managers.map((m) => m.tick()));
+      expect(outcomes.filter((o) => o?.plan).length).toBe(1);
+      expect(outcomes.find((o) => !o?.plan)?.held).toBe("another manager wrote epoch 1");
+      expect(logs.flatMap((l) => l.events).filter((e) => e.event === "manager.plan_conflict")).toHaveLength(1);
+      // The loser holds the winner's plan, and a later tick of either changes nothing.
+      const [a, b] = managers.map((m) => m.plans.current!);
+      expect(b).toEqual(a);
+      beat("mgr-two");
+      await t.nc.flush();
+      expect((await Promise.all(managers.map((m) => m.tick()))).map((o) => o?.held)).toEqual(["unchanged", "unchanged"]);
+      // The bucket's history has each epoch once.
+      const kv = await openPlanBucket(t.nc, buildSubjects("mgr-two"));
+      const epochs: number[] = [];
+      for await (const e of await kv.history({ key: "current" })) if (e.operation === "PUT") epochs.push(decode(PlanSchema, e.value, "plan").epoch);
+      expect(epochs).toEqual([1]);
+    } finally {
+      await Promise.all(managers.map((m) => m.stop()));
     }
   });
 
