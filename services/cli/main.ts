@@ -4,6 +4,7 @@ import { DEFAULT_NATS_URL } from "../lib/nats.ts";
 import { generateCommand } from "./generate.ts";
 import { atLeastOne, count, port, positive } from "./options.ts";
 import { serveCommand, startCommand } from "./serve.ts";
+import { statusCommand } from "./status.ts";
 
 const program = new Command("hadis").description("HADIS: query-aware text-to-image diffusion serving over NATS").showHelpAfterError();
 
@@ -57,6 +58,14 @@ program
   .option("--out <file>", "write the PNG here")
   .option("--json", "print the reply as one JSON object (image as its byte length)")
   .action((prompt, opts) => generateCommand(prompt, opts));
+
+program
+  .command("status")
+  .description("print the plan in force and every worker's model and state, from a running system")
+  .option("--nats <urls>", "NATS server URL (comma-separated for a cluster); credentials from HADIS_OBSERVER_NATS_USER/PASS or HADIS_NATS_USER/PASS", DEFAULT_NATS_URL)
+  .option("--listen-ms <ms>", "how long to listen to worker heartbeats (they beat every second)", atLeastOne, 1_500)
+  .option("--json", "print one JSON object: manager, plan, demandQps, workers (their heartbeats)")
+  .action((opts) => statusCommand(opts));
 
 program
   .command("profile")

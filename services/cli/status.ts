@@ -1,0 +1,119 @@
+/**
+ * `hadis status`: what a running system is doing, from the operator's terminal: the plan in force
+ * (asked of the resource manager) and every worker as its heartbeat says (listened to for a
+ * moment), with the workers whose model is not yet the plan's and those that failed.
+ */
+import { parseRaw } from "../../contracts/envelope.ts";
+import { PlanSchema, WorkerHeartbeatSchema, type Plan, type WorkerHeartbeat } from "../../contracts/messages.ts";
+import { subjects as buildSubjects, type Subjects } from "../../contracts/subjects.ts";
+import { connectNats, type NatsConnection } from "../lib/nats.ts";
+import { natsUrls } from "./credentials.ts";
+
+/** Options of `hadis status`. */
+export interface StatusCommandOptions {
+  nats: string;
+  /** How long to listen to heartbeats, ms (workers beat every second). */
+  listenMs?: number;
+  json?: boolean;
+}
+
+/** A running system as `hadis status` sees it. */
+export interface SystemStatus {
+  /** Whether a resource manager answered. */
+  manager: boolean;
+  plan: Plan | null;
+  demandQps: number | null;
+  /** The newest heartbeat of each worker heard, by id. */
+  workers: WorkerHeartbeat[];
+}
+
+/** Asks the resource manager for its plan and listens to heartbeats for `listenMs`. */
+export async function readStatus(nc: NatsConnection, subjects: Subjects, listenMs: number): Promise<SystemStatus> {
+  const beats = new Map<string, WorkerHeartbeat>();
+  const sub = nc.subscribe(subjects.workerHeartbeatAll, {
+    callback: (_err, msg) => {
+      const beat = WorkerHeartbeatSchema.safeParse(safeParseRaw(msg.data));
+      if (beat.success) beats.set(beat.data.workerId, beat.data);
+    },
+  });
+  const [answer] = await Promise.all([
+    nc.request(subjects.managerPlan, new Uint8Array(), { timeout: Math.min(2_000, Math.max(250, listenMs)) }).then(
+      (msg) => safeParseRaw(msg.data) as { plan?: unknown; demandQps?: unknown } | undefined,
+      () => undefined,
+    ),
+    new Promise((r) => setTimeout(r, listenMs)),
+  ]);
+  sub.unsubscribe();
+  const plan = PlanSchema.nullable().safeParse(answer?.plan ?? null);
+  return {
+    manager: answer !== undefined,
+    plan: plan.success ? plan.data : null,
+    demandQps: typeof answer?.demandQps === "number" ? answer.demandQps : null,
+    workers: [...beats.values()].sort((a, b) => (a.workerId < b.workerId ? -1 : 1)),
+  };
+}
+
+function safeParseRaw(data: Uint8Array): unknown {
+  try {
+    return parseRaw(data);
+  } catch {
+    return undefined;
+  }
+}
+
+const n = (x: number, digits = 2) => Number(x.toFixed(digits)).toString();
+
+/** The status as lines of text. */
+export function formatStatus(s: SystemStatus): string {
+  const lines: string[] = [];
+  const p = s.plan;
+  if (!s.manager) lines.push("no resource manager answered on the plan endpoint: is one running?");
+  else if (!p) lines.push("the resource manager has made no plan yet (no workers heard from?)");
+  if (p) {
+    const pair = p.pair.light === p.pair.heavy ? p.pair.light : `${p.pair.light} → ${p.pair.heavy}`;
+    lines.push(
+      `plan epoch ${p.epoch} (${p.policy}): ${pair}, router share ${n(p.routerThreshold)}, discriminator threshold ${n(p.discThreshold)}, SLO ${n(p.sloMs / 1_000)} s` +
+        (s.demandQps !== null ? `; demand ${n(s.demandQps, 1)} qps` : "") +
+        (p.capacityQps !== undefined ? `, capacity ${n(p.capacityQps, 1)} qps` : ""),
+    );
+    for (const [model, a] of Object.entries(p.models)) lines.push(`  ${model}: ${a.workers} worker${a.workers === 1 ? "" : "s"}, batch ${a.batchSize}`);
+    lines.push(`  reason: ${p.reason}`);
+  }
+  const states = new Map<string, number>();
+  for (const w of s.workers) states.set(w.state, (states.get(w.state) ?? 0) + 1);
+  lines.push(`workers heard (${s.workers.length})${s.workers.length > 0 ? ": " + [...states].map(([st, k]) => `${k} ${st}`).join(", ") : ""}`);
+  const idWidth = Math.max(0, ...s.workers.map((w) => w.workerId.length));
+  for (const w of s.workers) {
+    const assigned = p?.assignment[w.workerId];
+    const notes = [
+      p && assigned === undefined ? "not in the plan (benched, or joined since)" : assigned !== undefined && assigned !== w.model ? `plan: ${assigned}` : "",
+      w.failedModel ? `failed to load ${w.failedModel}` : "",
+      w.lastError && !w.failedModel ? w.lastError : "",
+    ].filter(Boolean);
+    lines.push(`  ${w.workerId.padEnd(idWidth)}  ${(w.model ?? "-").padEnd(18)} ${w.state.padEnd(9)} batch ${String(w.batchSize).padEnd(3)} served ${String(w.servedTotal).padEnd(7)} epoch ${w.planEpoch}${notes.length ? "  " + notes.join("; ") : ""}`);
+  }
+  return lines.join("\n") + "\n";
+}
+
+/** Prints the status of the system behind `--nats`; exits non-zero when NATS cannot be reached. */
+export async function statusCommand(opts: StatusCommandOptions): Promise<void> {
+  const env = process.env;
+  const observer = env.HADIS_OBSERVER_NATS_USER !== undefined;
+  const user = observer ? env.HADIS_OBSERVER_NATS_USER : env.HADIS_NATS_USER;
+  const pass = observer ? env.HADIS_OBSERVER_NATS_PASS : env.HADIS_NATS_PASS;
+  const nc = await connectNats(natsUrls(opts.nats), "hadis-status", {
+    maxReconnectAttempts: 0,
+    timeout: 3_000,
+    ...(user && pass ? { user, pass } : {}),
+    // The observer role reads replies under its own inbox prefix (ops/nats/accounts.conf).
+    ...(observer ? { inboxPrefix: "_INBOX_observer" } : {}),
+  }).catch((err) => {
+    throw new Error(`cannot reach NATS at ${opts.nats} (${(err as Error).message}); is \`npm start\` running?`);
+  });
+  try {
+    const status = await readStatus(nc, buildSubjects(), opts.listenMs ?? 1_500);
+    process.stdout.write(opts.json ? JSON.stringify(status) + "\n" : formatStatus(status));
+  } finally {
+    await nc.close();
+  }
+}

@@ -1,0 +1,63 @@
+/**
+ * `hadis status` against a real nats-server: nothing running (it says so), then a running system
+ * (router, resource manager, judge, four profile workers): the plan in force and every worker.
+ */
+import { afterAll, describe, expect, it } from "vitest";
+import { subjects as buildSubjects } from "../../contracts/subjects.ts";
+import { formatStatus, readStatus } from "../../services/cli/status.ts";
+import { startSystem, type RunningSystem } from "../../services/system.ts";
+import { createLogger } from "../../services/lib/log.ts";
+import { useNatsServer } from "../helpers/nats.ts";
+
+const t = useNatsServer("status-test");
+let system: RunningSystem | undefined;
+
+afterAll(async () => {
+  await system?.stop(1_000);
+});
+
+describe("hadis status", () => {
+  it("marks a worker swapping to its planned model, one left out of the plan and one whose load failed", () => {
+    const beat = (workerId: string, model: string | null, state: string, extra = {}) => ({
+      v: 1, workerId, backend: "profile", model, state, batchSize: 1, inFlight: 0, servedTotal: 3, swapsTotal: 0, planEpoch: 7, sentAtMs: 0, ...extra,
+    }) as never;
+    const text = formatStatus({
+      manager: true,
+      demandQps: 2,
+      plan: {
+        v: 1, epoch: 7, policy: "hadis", issuedAtMs: 0, sloMs: 6_000, timeScale: 0.1, pair: { light: "a", heavy: "b" }, routerThreshold: 0.2, discThreshold: 0.1, heavyShare: 0.3,
+        models: { a: { workers: 1, batchSize: 2 }, b: { workers: 1, batchSize: 1 } }, assignment: { w1: "a", w2: "b" }, reason: "test",
+      },
+      workers: [beat("w1", "a", "serving"), beat("w2", null, "loading"), beat("w3", null, "failed", { failedModel: "c", lastError: "load c: missing model file" })],
+    });
+    expect(text).toContain("workers heard (3): 1 serving, 1 loading, 1 failed");
+    expect(text).toMatch(/w1 +a +serving +batch 1 +served 3 +epoch 7\n/);
+    expect(text).toMatch(/w2 .*loading .*plan: b\n/);
+    expect(text).toMatch(/w3 .*failed .*not in the plan \(benched, or joined since\); failed to load c\n/);
+  });
+
+  it("says when no resource manager answers and no worker beats", async () => {
+    const status = await readStatus(t.nc, buildSubjects(), 300);
+    expect(status).toEqual({ manager: false, plan: null, demandQps: null, workers: [] });
+    const text = formatStatus(status);
+    expect(text).toContain("no resource manager answered");
+    expect(text).toContain("workers heard (0)");
+  });
+
+  it("shows the plan in force and every worker of a running system", async () => {
+    system = await startSystem({ natsUrl: t.server.url, workers: 4, workerIdPrefix: "gpu", timeScale: 0.01, workQueue: { storage: "memory" }, log: createLogger("test", "error") });
+    const plans = system.manager!.plans;
+    for (let i = 0; i < 200 && !(plans.current && system.workers!.agents.every((a) => a.status("x").state === "serving")); i++) await new Promise((r) => setTimeout(r, 50));
+    const status = await readStatus(t.nc, buildSubjects(), 1_300);
+    expect(status.manager).toBe(true);
+    expect(status.plan?.epoch).toBe(plans.current!.epoch);
+    expect(status.demandQps).not.toBeNull();
+    expect(status.workers.map((w) => w.workerId)).toEqual(["gpu-00", "gpu-01", "gpu-02", "gpu-03"]);
+    for (const w of status.workers) expect(w.model).toBe(status.plan!.assignment[w.workerId]);
+    const text = formatStatus(status);
+    expect(text).toContain(`plan epoch ${status.plan!.epoch} (hadis)`);
+    expect(text).toContain("workers heard (4): 4 serving");
+    for (const [model, a] of Object.entries(status.plan!.models)) expect(text).toContain(`${model}: ${a.workers} worker`);
+    expect(text).not.toContain("plan: "); // every worker holds its planned model
+  }, 30_000);
+});
