@@ -5,7 +5,7 @@
  */
 import { parseRaw } from "../../contracts/envelope.ts";
 import { PlanSchema, WorkerHeartbeatSchema, type Plan, type WorkerHeartbeat } from "../../contracts/messages.ts";
-import { subjects as buildSubjects, type Subjects } from "../../contracts/subjects.ts";
+import { inboxPrefixOf, subjects as buildSubjects, type Subjects } from "../../contracts/subjects.ts";
 import { connectNats, type NatsConnection } from "../lib/nats.ts";
 import { natsUrls } from "./credentials.ts";
 
@@ -27,8 +27,11 @@ export interface SystemStatus {
   workers: WorkerHeartbeat[];
 }
 
-/** Asks the resource manager for its plan and listens to heartbeats for `listenMs`. */
-export async function readStatus(nc: NatsConnection, subjects: Subjects, listenMs: number): Promise<SystemStatus> {
+/** How long the resource manager has to answer for its plan (a tick's solve may hold it up), ms. */
+export const PLAN_ANSWER_MS = 3_000;
+
+/** Asks the resource manager for its plan (waiting up to `answerMs`) and listens to heartbeats for `listenMs`. */
+export async function readStatus(nc: NatsConnection, subjects: Subjects, listenMs: number, answerMs = PLAN_ANSWER_MS): Promise<SystemStatus> {
   const beats = new Map<string, WorkerHeartbeat>();
   const sub = nc.subscribe(subjects.workerHeartbeatAll, {
     callback: (_err, msg) => {
@@ -37,7 +40,7 @@ export async function readStatus(nc: NatsConnection, subjects: Subjects, listenM
     },
   });
   const [answer] = await Promise.all([
-    nc.request(subjects.managerPlan, new Uint8Array(), { timeout: Math.min(2_000, Math.max(250, listenMs)) }).then(
+    nc.request(subjects.managerPlan, new Uint8Array(), { timeout: answerMs }).then(
       (msg) => safeParseRaw(msg.data) as { plan?: unknown; demandQps?: unknown } | undefined,
       () => undefined,
     ),
@@ -67,7 +70,7 @@ const n = (x: number, digits = 2) => Number(x.toFixed(digits)).toString();
 export function formatStatus(s: SystemStatus): string {
   const lines: string[] = [];
   const p = s.plan;
-  if (!s.manager) lines.push("no resource manager answered on the plan endpoint: is one running?");
+  if (!s.manager) lines.push("no resource manager answered on the plan endpoint: is one running (and may this user ask it)?");
   else if (!p) lines.push("the resource manager has made no plan yet (no workers heard from?)");
   if (p) {
     const pair = p.pair.light === p.pair.heavy ? p.pair.light : `${p.pair.light} → ${p.pair.heavy}`;
@@ -95,24 +98,32 @@ export function formatStatus(s: SystemStatus): string {
   return lines.join("\n") + "\n";
 }
 
-/** Prints the status of the system behind `--nats`; exits non-zero when NATS cannot be reached. */
-export async function statusCommand(opts: StatusCommandOptions): Promise<void> {
-  const env = process.env;
-  const observer = env.HADIS_OBSERVER_NATS_USER !== undefined;
-  const user = observer ? env.HADIS_OBSERVER_NATS_USER : env.HADIS_NATS_USER;
-  const pass = observer ? env.HADIS_OBSERVER_NATS_PASS : env.HADIS_NATS_PASS;
-  const nc = await connectNats(natsUrls(opts.nats), "hadis-status", {
-    maxReconnectAttempts: 0,
-    timeout: 3_000,
-    ...(user && pass ? { user, pass } : {}),
+/** The user `hadis status` connects as: the observer role's (`HADIS_OBSERVER_NATS_*`), else `HADIS_NATS_*`, else none. */
+export function statusCredentials(env: NodeJS.ProcessEnv): { user: string; pass: string; inboxPrefix?: string } | undefined {
+  for (const [prefix, role] of [["HADIS_OBSERVER_NATS", "observer"], ["HADIS_NATS", undefined]] as const) {
+    const user = env[`${prefix}_USER`];
+    const pass = env[`${prefix}_PASS`];
+    if (user === undefined && pass === undefined) continue;
+    if (!user || !pass) throw new Error(`${prefix}_USER and ${prefix}_PASS go together: ${user ? `${prefix}_PASS` : `${prefix}_USER`} is not set`);
     // The observer role reads replies under its own inbox prefix (ops/nats/accounts.conf).
-    ...(observer ? { inboxPrefix: "_INBOX_observer" } : {}),
-  }).catch((err) => {
-    throw new Error(`cannot reach NATS at ${opts.nats} (${(err as Error).message}); is \`npm start\` running?`);
+    return { user, pass, ...(role ? { inboxPrefix: inboxPrefixOf(role) } : {}) };
+  }
+  return undefined;
+}
+
+/**
+ * Prints the status of the system behind `--nats`. Exits 1 when NATS cannot be reached, 2 when
+ * no resource manager answered (scripts and health checks can tell).
+ */
+export async function statusCommand(opts: StatusCommandOptions, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  const credentials = statusCredentials(env);
+  const nc = await connectNats(natsUrls(opts.nats), "hadis-status", { maxReconnectAttempts: 0, timeout: 3_000, ...credentials }).catch((err) => {
+    throw new Error(`cannot reach NATS at ${opts.nats} (${(err as Error).message}); is \`npm start\` running${credentials ? `, and are the credentials of ${credentials.user} right` : ""}?`);
   });
   try {
     const status = await readStatus(nc, buildSubjects(), opts.listenMs ?? 1_500);
     process.stdout.write(opts.json ? JSON.stringify(status) + "\n" : formatStatus(status));
+    if (!status.manager) process.exitCode = 2;
   } finally {
     await nc.close();
   }

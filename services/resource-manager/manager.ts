@@ -62,6 +62,16 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     await plans.waitForPlan(1_000);
   }
   const state = newControlState(opts.demandHalfLifeMs, plans.current, Date.now());
+  // Every later plan starts the dwell of the workers it moves, whoever wrote it (another manager
+  // on the bucket too, as a restart takes the stored plan's); for this manager's own plans that
+  // is when it adopted them, as the tick already noted.
+  let previous = plans.current;
+  plans.onPlan((plan) => {
+    if (previous && plan !== previous) {
+      for (const [id, model] of Object.entries(plan.assignment)) if (previous.assignment[id] !== model) state.lastSwapAtMs[id] = Math.max(state.lastSwapAtMs[id] ?? 0, plan.issuedAtMs);
+    }
+    previous = plan;
+  });
   // Registered before any timer or subscription: a registration that fails leaves nothing running.
   let registered: Awaited<ReturnType<typeof startService>> | null = null;
   try {
@@ -184,8 +194,10 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
         // Another manager wrote this epoch (or a later one) first: its plan is the one in force.
         state.lastSwapAtMs = swapsBefore;
         if (write.theirs.length > 0) plans.offer(write.theirs);
-        log.info("manager.plan_conflict", { epoch: plan.epoch, stored: write.epoch });
-        outcome = { ...outcome, plan: null, swapped: [], held: `another manager wrote epoch ${write.epoch}` };
+        const theirs = plans.current;
+        const what = write.epoch >= 0 ? `another manager wrote epoch ${write.epoch}` : "another write to the plan landed first";
+        log.warn("manager.plan_conflict", { epoch: plan.epoch, stored: write.epoch, reason: what });
+        outcome = { ...outcome, plan: null, swapped: [], held: what, snapshot: { ...outcome.snapshot, current: theirs } };
       }
     }
     if (plan && outcome.plan) {

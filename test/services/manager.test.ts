@@ -177,7 +177,9 @@ describe("resource manager service", () => {
       // Both plan epoch 1 from nothing, at once: one writes it.
       const outcomes = await Promise.all(managers.map((m) => m.tick()));
       expect(outcomes.filter((o) => o?.plan).length).toBe(1);
-      expect(outcomes.find((o) => !o?.plan)?.held).toBe("another manager wrote epoch 1");
+      const lost = outcomes.find((o) => !o?.plan)!;
+      expect(lost.held).toBe("another manager wrote epoch 1");
+      expect(lost.snapshot.current?.epoch).toBe(1); // its metrics report the plan in force
       expect(logs.flatMap((l) => l.events).filter((e) => e.event === "manager.plan_conflict")).toHaveLength(1);
       // The loser holds the winner's plan, and a later tick of either changes nothing.
       const [a, b] = managers.map((m) => m.plans.current!);

@@ -1,13 +1,15 @@
 /**
  * `hadis status` against a real nats-server: nothing running (it says so), then a running system
- * (router, resource manager, judge, four profile workers): the plan in force and every worker.
+ * (router, resource manager, judge, four profile workers): the plan in force and every worker;
+ * and the command itself, as the observer role of ops/nats/accounts.conf on a secured server.
  */
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
-import { formatStatus, readStatus } from "../../services/cli/status.ts";
+import { formatStatus, readStatus, statusCommand, statusCredentials } from "../../services/cli/status.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
 import { createLogger } from "../../services/lib/log.ts";
 import { useNatsServer } from "../helpers/nats.ts";
+import { roleEnv, startSecureServer } from "../helpers/secure.ts";
 
 const t = useNatsServer("status-test");
 let system: RunningSystem | undefined;
@@ -37,7 +39,7 @@ describe("hadis status", () => {
   });
 
   it("says when no resource manager answers and no worker beats", async () => {
-    const status = await readStatus(t.nc, buildSubjects(), 300);
+    const status = await readStatus(t.nc, buildSubjects(), 300, 300);
     expect(status).toEqual({ manager: false, plan: null, demandQps: null, workers: [] });
     const text = formatStatus(status);
     expect(text).toContain("no resource manager answered");
@@ -60,4 +62,47 @@ describe("hadis status", () => {
     for (const [model, a] of Object.entries(status.plan!.models)) expect(text).toContain(`${model}: ${a.workers} worker`);
     expect(text).not.toContain("plan: "); // every worker holds its planned model
   }, 30_000);
+});
+
+describe("hadis status as the observer role", () => {
+  it("reads the plan and the workers with the observer's user and inbox, prints JSON, and exits 2 without a manager", async () => {
+    const secure = await startSecureServer();
+    const running = await startSystem({
+      natsUrl: secure.server.url, credentials: (kind) => secure.serviceCredentials(kind), workers: 2, workerIdPrefix: "obs",
+      timeScale: 0.01, workQueue: { storage: "memory" }, log: createLogger("test", "error"),
+    });
+    let stopped = false;
+    const out: string[] = [];
+    const write = vi.spyOn(process.stdout, "write").mockImplementation((chunk) => (out.push(String(chunk)), true));
+    const env = { [roleEnv("observer").user]: secure.credentials.observer.user, [roleEnv("observer").pass]: secure.credentials.observer.pass };
+    try {
+      for (let i = 0; i < 200 && !running.manager!.plans.current; i++) await new Promise((r) => setTimeout(r, 50));
+      await statusCommand({ nats: secure.server.url, json: true, listenMs: 1_300 }, env);
+      const status = JSON.parse(out.join(""));
+      expect(status.manager).toBe(true);
+      expect(status.plan.epoch).toBeGreaterThanOrEqual(1);
+      expect(status.workers.map((w: { workerId: string }) => w.workerId)).toEqual(["obs-00", "obs-01"]);
+      expect(process.exitCode ?? 0).toBe(0);
+      // Without the manager: said, and exit code 2.
+      await running.stop(1_000);
+      stopped = true;
+      out.length = 0;
+      await statusCommand({ nats: secure.server.url, listenMs: 300 }, env);
+      expect(out.join("")).toContain("no resource manager answered");
+      expect(process.exitCode).toBe(2);
+      expect(secure.log()).not.toMatch(/Permissions Violation/);
+    } finally {
+      write.mockRestore();
+      process.exitCode = 0;
+      if (!stopped) await running.stop(1_000);
+      await secure.server.stop();
+    }
+  }, 40_000);
+
+  it("refuses half a set of credentials, naming the missing one", () => {
+    expect(() => statusCredentials({ HADIS_OBSERVER_NATS_USER: "o" })).toThrow(/HADIS_OBSERVER_NATS_PASS is not set/);
+    expect(statusCredentials({ HADIS_NATS_USER: "u", HADIS_NATS_PASS: "p" })).toEqual({ user: "u", pass: "p" });
+    expect(statusCredentials({ HADIS_OBSERVER_NATS_USER: "o", HADIS_OBSERVER_NATS_PASS: "p" })).toEqual({ user: "o", pass: "p", inboxPrefix: "_INBOX_observer" });
+    expect(statusCredentials({})).toBeUndefined();
+  });
 });
