@@ -128,6 +128,7 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
       `HADIS is serving hadis.generate on ${server.url}`,
       `  ${opts.workers} ${opts.backend === "onnx" ? "ONNX (real inference)" : "profile-driven"} workers, policy ${opts.policy}, time scale ${opts.timeScale ?? 1}`,
       `  try:  npx hadis generate "a red bicycle" --nats ${server.url}`,
+      `        npx hadis status --nats ${server.url}`,
       dashboard ? `  dashboard: ${dashboard.url}   metrics: ${dashboard.url}metrics` : `  dashboard: off`,
       `  stop: Ctrl-C`,
       "",
