@@ -1,21 +1,22 @@
 /**
  * Failed model loads, from heartbeats: what the resource manager plans around. A model that
- * failed to load on `modelAfterWorkers` live workers (or on every live worker, when fewer) is out
- * of the pool until `benchMs` after the last report of its failure; each time it fails again
- * after coming back, twice as long (up to `maxBackoff` times), until a worker loads it. The
- * model is broken, not the workers: they are planned at once for other models. A worker whose
- * failure the others do not share (a GPU short of memory for what fits on the rest) is benched
- * instead: left out of the plan, so it idles, until `benchMs` after its last failure.
+ * failed to load on `modelAfterWorkers` live workers (or on every live worker, when fewer) while
+ * no live worker serves it is out of the pool until `benchMs` after the last report of its
+ * failure; each time it goes out again before a worker has loaded it, twice as long (up to
+ * `maxBackoff` times). The model is broken, not the workers: they are planned at once for other
+ * models. A worker whose failure is its own (a GPU short of memory for a model the others run) is
+ * benched instead: left out of the plan, so it idles, until `benchMs` after its last failure, and
+ * twice as long each time it fails again before it has served anything.
  */
 import type { WorkerHeartbeat } from "../../contracts/messages.ts";
 
 /** When failures bench a worker and take a model out of the pool. */
 export interface LoadFailureOptions {
-  /** How long a benched worker and (the first time) a failed model stay out after their last failure, ms (default 60 s). */
+  /** How long a worker is benched, and a model out of the pool, after its last failure the first time, ms (default 60 s). */
   benchMs?: number;
   /** Live workers a model must have failed on to leave the pool (default 2). */
   modelAfterWorkers?: number;
-  /** Longest time out of the pool, as a multiple of `benchMs` (default 16). */
+  /** Longest bench or time out of the pool, as a multiple of `benchMs` (default 16). */
   maxBackoff?: number;
 }
 
@@ -27,10 +28,20 @@ export interface Unavailable {
   models: Set<string>;
 }
 
+/** A worker's last failed load: the model, when it was reported, and how long it counts. */
+interface Failure {
+  model: string;
+  atMs: number;
+  forMs: number;
+}
+
 /** Heartbeats in; benched workers and unavailable models out. */
 export class LoadFailures {
-  /** Worker → its last failed load. */
-  private readonly last = new Map<string, { model: string; atMs: number }>();
+  private readonly last = new Map<string, Failure>();
+  /** Benches of each worker since it last served a model. */
+  private readonly benches = new Map<string, number>();
+  /** The model each worker serves, by its last heartbeat. */
+  private readonly serving = new Map<string, string>();
   /** Models out of the pool: until when, and how many times in a row they went out. */
   private readonly out = new Map<string, { untilMs: number; strikes: number }>();
   /** Strikes of models back in the pool that no worker has loaded since. */
@@ -46,35 +57,53 @@ export class LoadFailures {
   }
 
   /**
-   * Records a heartbeat received at `nowMs`. A failed load (re)starts the worker's window, and
-   * extends its model's time out when the model is out; a worker serving a model has loaded it
-   * (its earlier failure is over, and that model's strikes are forgiven).
+   * Records a heartbeat received at `nowMs`. A failed load (re)starts the worker's window (a
+   * longer one when its last window had passed), and extends its model's time out when the model
+   * is out; a worker serving a model has loaded it (its failures and that model's strikes are
+   * forgiven); a draining worker is leaving (one that comes back with its id starts afresh).
    */
   observe(beat: WorkerHeartbeat, nowMs: number): void {
-    if (beat.state === "failed" && beat.failedModel) {
-      this.last.set(beat.workerId, { model: beat.failedModel, atMs: nowMs });
-      const out = this.out.get(beat.failedModel);
-      if (out) out.untilMs = Math.max(out.untilMs, nowMs + this.backoffMs(out.strikes));
-    } else if (beat.state === "serving" && beat.model) {
-      this.last.delete(beat.workerId);
-      this.strikes.delete(beat.model);
+    const id = beat.workerId;
+    if (beat.state === "draining") {
+      this.last.delete(id);
+      this.benches.delete(id);
+      this.serving.delete(id);
+      return;
     }
+    if (beat.state === "serving" && beat.model) {
+      this.serving.set(id, beat.model);
+      this.last.delete(id);
+      this.benches.delete(id);
+      this.strikes.delete(beat.model);
+      return;
+    }
+    this.serving.delete(id);
+    if (beat.state !== "failed" || !beat.failedModel) return;
+    const before = this.last.get(id);
+    const benches = before && nowMs - before.atMs < before.forMs ? (this.benches.get(id) ?? 1) : (this.benches.get(id) ?? 0) + 1;
+    this.benches.set(id, benches);
+    this.last.set(id, { model: beat.failedModel, atMs: nowMs, forMs: this.backoffMs(benches) });
+    const out = this.out.get(beat.failedModel);
+    if (out) out.untilMs = Math.max(out.untilMs, nowMs + this.backoffMs(out.strikes));
   }
 
-  /** Whether `workerId` reported a failed load within the window (benched, or failing on a model that is out). */
-  failedLately(workerId: string, nowMs: number): boolean {
+  /** The model `workerId` failed to load within its window, if any (benched, or failing on a model that is out). */
+  failedLately(workerId: string, nowMs: number): string | undefined {
     const f = this.last.get(workerId);
-    return f !== undefined && nowMs - f.atMs < this.benchMs;
+    return f && nowMs - f.atMs < f.forMs ? f.model : undefined;
   }
 
   /** Unavailable models and benched workers at `nowMs`, among the workers alive now (benched ones included). */
   unavailable(nowMs: number, live: readonly string[]): Unavailable {
-    for (const [id, f] of this.last) if (nowMs - f.atMs >= this.benchMs) this.last.delete(id);
+    for (const [id, f] of this.last) if (nowMs - f.atMs >= f.forMs) this.last.delete(id);
     for (const [model, o] of this.out) {
       if (o.untilMs > nowMs) continue;
+      // Back in the pool: the failures that took it out are spent (it is tried afresh).
       this.out.delete(model);
       this.strikes.set(model, o.strikes);
+      for (const [id, f] of this.last) if (f.model === model) this.last.delete(id);
     }
+    const served = new Set(live.map((id) => this.serving.get(id)).filter((m): m is string => m !== undefined));
     const failedOn = new Map<string, { workers: number; lastMs: number }>();
     for (const id of live) {
       const f = this.last.get(id);
@@ -84,7 +113,8 @@ export class LoadFailures {
     }
     const needed = Math.max(1, Math.min(this.modelAfterWorkers, live.length));
     for (const [model, n] of failedOn) {
-      if (n.workers < needed || this.out.has(model)) continue;
+      // A model some live worker serves runs: the workers that cannot load it are the trouble.
+      if (n.workers < needed || served.has(model) || this.out.has(model)) continue;
       const strikes = (this.strikes.get(model) ?? 0) + 1;
       this.out.set(model, { untilMs: n.lastMs + this.backoffMs(strikes), strikes });
     }
@@ -96,7 +126,7 @@ export class LoadFailures {
     return { workers, models: new Set(this.out.keys()) };
   }
 
-  private backoffMs(strikes: number): number {
-    return this.benchMs * Math.min(this.maxBackoff, 2 ** Math.max(0, strikes - 1));
+  private backoffMs(times: number): number {
+    return this.benchMs * Math.min(this.maxBackoff, 2 ** Math.max(0, times - 1));
   }
 }

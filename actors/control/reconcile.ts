@@ -192,7 +192,8 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   const pool = config.fixedModels ? config.profiles : withoutModels(config.profiles, new Set(obs.unavailableModels ?? []));
   const left = config.profiles.models.filter((m) => !pool.byName.has(m.name)).map((m) => m.name);
   let decision = await config.policy(snapshot, pool, config.solve);
-  if (left.length > 0) decision = { ...decision, reason: `${decision.reason}; without ${left.join(", ")} (failed to load)` };
+  const without = left.length > 0 ? `; without ${left.join(", ")} (failed to load)` : "";
+  decision = { ...decision, reason: `${decision.reason}${without}` };
   const excluded = { models: left, workers: [...(obs.benchedWorkers ?? [])] };
   const outcome = (plan: Plan | null, verdict: DampingVerdict | null, swapped: string[], held?: string): TickOutcome => ({ plan, snapshot, decision, verdict, swapped, held, excluded });
   const live = new Set(obs.workers.map((w) => w.id));
@@ -207,7 +208,7 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
     // goes on to damping, which replaces a plan that falls short.
     if (!planShortfall(current, demandQps, config.profiles, delays) && !strandsWork) {
       if (!inventoryChanged) return outcome(null, null, [], `solver ${decision.solverStatus}: keeping epoch ${current.epoch}`);
-      decision = { ...configurationOf(current, obs.workers), reason: `solver ${decision.solverStatus}: configuration of epoch ${current.epoch} on the workers alive now`, solverStatus: decision.solverStatus };
+      decision = { ...configurationOf(current, obs.workers), reason: `solver ${decision.solverStatus}: configuration of epoch ${current.epoch} on the workers alive now${without}`, solverStatus: decision.solverStatus };
     }
   }
 
@@ -254,7 +255,7 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   if (!inventoryChanged) return outcome(null, verdict, [], verdict.reason);
   // Damping holds the new configuration, but the workers changed: the configuration in force, on
   // the workers alive now (a dead worker's share re-homed, a joiner given work), not the held one.
-  const kept = planOf({ ...configurationOf(current!, obs.workers), reason: `${verdict.reason}; configuration of epoch ${current!.epoch} on the workers alive now` });
+  const kept = planOf({ ...configurationOf(current!, obs.workers), reason: `${verdict.reason}; configuration of epoch ${current!.epoch} on the workers alive now${without}` });
   // Unless that leaves a model of the pair without a worker (its last one died): then the
   // policy's configuration for the workers alive now, which gives every model it uses one.
   const unserved = [kept.pair.light, kept.pair.heavy].some((m) => (kept.models[m]?.workers ?? 0) === 0);

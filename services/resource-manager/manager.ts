@@ -114,8 +114,8 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
         const beat = decode(WorkerHeartbeatSchema, m.data, "heartbeat");
         const nowMs = Date.now();
         const failedBefore = failures.failedLately(beat.workerId, nowMs);
-        const known = plans.current?.assignment[beat.workerId] !== undefined || failedBefore;
-        const failedLoad = beat.state === "failed" && beat.failedModel !== undefined && !failedBefore;
+        const known = plans.current?.assignment[beat.workerId] !== undefined || failedBefore !== undefined;
+        const failedLoad = beat.state === "failed" && beat.failedModel !== undefined && beat.failedModel !== failedBefore;
         inventory.observe(beat, nowMs);
         failures.observe(beat, nowMs);
         // A new worker (or one leaving, or one whose model would not load) should not wait a whole tick.
@@ -176,7 +176,8 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     // Models that failed to load on several workers are left out, and workers whose load failed alone (they idle).
     const out = failures.unavailable(nowMs, alive.map((w) => w.id));
     benchLog.track(out.workers, (workerId) => (out.workers.has(workerId) ? { workerId, model: out.workers.get(workerId) } : { workerId }));
-    unavailableLog.track(out.models, (model) => ({ model }));
+    // (A policy with fixed models plans on them whatever failed: none is out of its pool.)
+    unavailableLog.track(opts.tick.fixedModels ? new Set() : out.models, (model) => ({ model }));
     const workers = alive.filter((w) => !out.workers.has(w.id)).map((w) => ({ id: w.id, model: w.model }));
     const swapsBefore = { ...state.lastSwapAtMs };
     let outcome = await controlTick(state, { nowMs, arrivalsQps, queueDepth, workers, current: plans.current, routers, unavailableModels: [...out.models], benchedWorkers: [...out.workers.keys()] }, opts.tick);

@@ -1,9 +1,10 @@
 /** The tiny ONNX models the ONNX tests run on, generated once per test file into a folder removed after it. */
-import { mkdtempSync, rmSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll } from "vitest";
 import { makeTinyModels, type TinyModelDirs } from "../../tools/make-tiny-models.ts";
+import { DEFAULT_MODEL_MAP } from "../../services/lib/onnx-setup.ts";
 
 /** A test file's tiny models: `root` is its temporary folder (for copies), `dirs` the exports; both set before its tests run. */
 export interface TinyModels {
@@ -20,4 +21,23 @@ export function useTinyModels(name: string): TinyModels {
   });
   afterAll(() => rmSync(tiny.root, { recursive: true, force: true }));
   return tiny;
+}
+
+/** One model of a model map: its export folder (under the models folder) and generation settings. */
+type MapEntry = { dir: string; steps: number; guidanceScale: number };
+
+/**
+ * Makes the tiny models in `modelsDir`, a copy of the `from` export missing its UNet in
+ * `modelsDir/broken`, and `modelsDir/map.json`: the default model map with `edit` applied (which
+ * points some model at "broken"). Returns the map's path.
+ */
+export function mapWithBrokenExport(modelsDir: string, from: keyof TinyModelDirs, edit: (models: Record<string, MapEntry>) => void): string {
+  const dirs = makeTinyModels(modelsDir);
+  cpSync(dirs[from], join(modelsDir, "broken"), { recursive: true });
+  rmSync(join(modelsDir, "broken", "unet", "model.onnx"));
+  const map = JSON.parse(readFileSync(DEFAULT_MODEL_MAP, "utf8")) as { models: Record<string, MapEntry> };
+  edit(map.models);
+  const path = join(modelsDir, "map.json");
+  writeFileSync(path, JSON.stringify(map));
+  return path;
 }

@@ -6,11 +6,10 @@
  * models, and requests are answered by them.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { makeTinyModels } from "../../tools/make-tiny-models.ts";
-import { DEFAULT_MODEL_MAP } from "../../services/lib/onnx-setup.ts";
+import { mapWithBrokenExport } from "../helpers/tiny-models.ts";
 import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
 import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
 import { HadisClient } from "../../services/lib/client.ts";
@@ -43,12 +42,7 @@ async function until(check: () => boolean, ms = 30_000) {
 }
 
 beforeAll(async () => {
-  const dirs = makeTinyModels(modelsDir);
-  cpSync(dirs.sdxl, join(modelsDir, "broken"), { recursive: true });
-  rmSync(join(modelsDir, "broken", "unet", "model.onnx"));
-  const map = JSON.parse(readFileSync(DEFAULT_MODEL_MAP, "utf8"));
-  map.models[BROKEN] = { ...map.models[BROKEN], dir: "broken" };
-  writeFileSync(join(modelsDir, "map.json"), JSON.stringify(map));
+  const modelMap = mapWithBrokenExport(modelsDir, "sdxl", (models) => (models[BROKEN] = { ...models[BROKEN], dir: "broken" }));
   server = await startNatsServer();
   nc = await connectNats(server.url, "test");
   nc.subscribe("hadis.heartbeat.worker.*", {
@@ -63,7 +57,7 @@ beforeAll(async () => {
     workers: 4,
     workerIdPrefix: "gpu",
     backend: "onnx",
-    onnx: { modelsDir, modelMap: join(modelsDir, "map.json") },
+    onnx: { modelsDir, modelMap },
     tickMs: 1_000,
     workQueue: { storage: "memory" },
     log,

@@ -4,9 +4,8 @@
  * manager: it writes plans to the KV bucket as the manager would.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { makeTinyModels } from "../../tools/make-tiny-models.ts";
-import { DEFAULT_MODEL_MAP } from "../../services/lib/onnx-setup.ts";
+import { mkdtempSync, rmSync } from "node:fs";
+import { mapWithBrokenExport } from "../helpers/tiny-models.ts";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { inflateSync } from "node:zlib";
@@ -56,12 +55,7 @@ function pngSize(bytes: Uint8Array) {
 
 beforeAll(async () => {
   // A model map with one broken export (its UNet is missing) besides the tiny stand-ins.
-  const dirs = makeTinyModels(modelsDir);
-  cpSync(dirs.turbo, join(modelsDir, "broken"), { recursive: true });
-  rmSync(join(modelsDir, "broken", "unet", "model.onnx"));
-  const map = JSON.parse(readFileSync(DEFAULT_MODEL_MAP, "utf8"));
-  map.models.broken = { dir: "broken", steps: 1, guidanceScale: 0 };
-  writeFileSync(join(modelsDir, "map.json"), JSON.stringify(map));
+  const modelMap = mapWithBrokenExport(modelsDir, "turbo", (models) => (models.broken = { dir: "broken", steps: 1, guidanceScale: 0 }));
   server = await startNatsServer();
   system = await startSystem({
     natsUrl: server.url,
@@ -69,7 +63,7 @@ beforeAll(async () => {
     workers: 2,
     workerIdPrefix: "onnx",
     backend: "onnx",
-    onnx: { modelsDir, modelMap: join(modelsDir, "map.json") },
+    onnx: { modelsDir, modelMap },
     workQueue: { storage: "memory" },
     log: createLogger("test", "error"),
   });

@@ -6,7 +6,7 @@ const beat = (workerId: string, state: WorkerHeartbeat["state"], failedModel?: s
   v: PROTOCOL_VERSION, workerId, backend: "onnx", model, state, batchSize: 1, inFlight: 0, servedTotal: 0, swapsTotal: 0, planEpoch: 1, sentAtMs: 0,
   ...(failedModel ? { failedModel, lastError: `load ${failedModel}: missing model file` } : {}),
 });
-const LIVE = Array.from({ length: 16 }, (_, i) => `w${i}`);
+const LIVE = [...Array.from({ length: 16 }, (_, i) => `w${i}`), "big", "small1", "small2"];
 
 describe("LoadFailures", () => {
   it("benches a worker whose load failed alone until the window after its last report, then lets it back", () => {
@@ -16,8 +16,8 @@ describe("LoadFailures", () => {
     f.observe(beat("w1", "failed", "a"), 5_000); // still failing: the bench restarts
     expect(f.unavailable(14_000, LIVE).workers).toEqual(new Map([["w1", "a"]]));
     f.observe(beat("w1", "idle"), 14_500); // an idle worker says nothing new
-    expect(f.failedLately("w1", 14_999)).toBe(true);
-    expect(f.failedLately("w1", 15_000)).toBe(false);
+    expect(f.failedLately("w1", 14_999)).toBe("a");
+    expect(f.failedLately("w1", 15_000)).toBeUndefined();
     expect(f.unavailable(15_000, LIVE).workers.size).toBe(0);
   });
 
@@ -56,8 +56,45 @@ describe("LoadFailures", () => {
     expect(f.unavailable(11_000, LIVE).models.has("a")).toBe(false); // capped at 4 x
     // A worker loads it: forgiven, the next failure costs one window again.
     f.observe(beat("w5", "serving", undefined, "a"), 11_500);
+    f.observe(beat("w5", "idle"), 11_800);
     expect(failTwice(12_000)).toBe(true);
     expect(f.unavailable(13_000, LIVE).models.has("a")).toBe(false);
+  });
+
+  it("a model a live worker serves stays in the pool: the workers that cannot load it are benched, twice as long each time", () => {
+    const f = new LoadFailures({ benchMs: 1_000 });
+    f.observe(beat("big", "serving", undefined, "x"), 0);
+    f.observe(beat("small1", "failed", "x"), 0);
+    f.observe(beat("small2", "failed", "x"), 0);
+    expect(f.unavailable(0, LIVE)).toEqual({ models: new Set(), workers: new Map([["small1", "x"], ["small2", "x"]]) });
+    f.observe(beat("small1", "failed", "x"), 500); // the same bench: no longer
+    expect(f.unavailable(1_499, LIVE).workers.has("small1")).toBe(true);
+    expect(f.unavailable(1_500, LIVE).workers.has("small1")).toBe(false);
+    // Back, given x again, and failing: benched for 2 s this time; then 4 s.
+    f.observe(beat("small1", "failed", "x"), 2_000);
+    expect(f.unavailable(3_999, LIVE).workers.has("small1")).toBe(true);
+    expect(f.unavailable(4_000, LIVE).workers.has("small1")).toBe(false);
+    f.observe(beat("small1", "failed", "x"), 4_500);
+    expect(f.unavailable(8_499, LIVE).workers.has("small1")).toBe(true);
+    expect(f.unavailable(8_500, LIVE).workers.has("small1")).toBe(false);
+    // Once it serves something, a failure benches it for one window again.
+    f.observe(beat("small1", "serving", undefined, "y"), 9_000);
+    f.observe(beat("small1", "failed", "x"), 9_500);
+    expect(f.unavailable(10_500, LIVE).workers.has("small1")).toBe(false);
+    // With "big" gone (dead: not live), the failures say the model is broken.
+    f.observe(beat("small1", "failed", "x"), 11_000);
+    f.observe(beat("small2", "failed", "x"), 11_000);
+    expect(f.unavailable(11_000, LIVE.filter((id) => id !== "big")).models).toEqual(new Set(["x"]));
+  });
+
+  it("a worker that drains forgets its failures: back with the same id, it is planned at once", () => {
+    const f = new LoadFailures();
+    f.observe(beat("w1", "failed", "a"), 0);
+    expect(f.failedLately("w1", 10)).toBe("a");
+    f.observe(beat("w1", "draining"), 20);
+    f.observe(beat("w1", "idle"), 30);
+    expect(f.failedLately("w1", 40)).toBeUndefined();
+    expect(f.unavailable(40, LIVE).workers.size).toBe(0);
   });
 
   it("counts live workers only: with one live worker, its failure takes the model out, a dead worker's does not count", () => {
