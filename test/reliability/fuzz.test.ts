@@ -163,10 +163,15 @@ describe("fuzzing every subject with malformed payloads", () => {
     for (const c of fuzzPayloads(planTemplate, planCount, { seed: 61, hugeBytes: 32 * 1024 })) await kv.put("current", c.data);
     total += planCount;
     await new Promise((r) => setTimeout(r, 500));
-    expect(t.system.routers[0].plans.current!.epoch).toBe(plan.epoch);
-    expect(t.system.manager!.plans.current!.epoch).toBe(plan.epoch);
-    expect(t.system.workers!.agents.every((a) => a.status("x").planEpoch === plan.epoch)).toBe(true);
-    await kv.put("current", encode(plan as Plan));
+    // No fuzzed plan was taken (they carry epochs from plan.epoch + 1,000). The manager may have
+    // re-planned meanwhile (a worker's heartbeat late under this load, then back): every service
+    // holds its plan.
+    const kept = t.system.manager!.plans.current!;
+    expect(kept.epoch).toBeLessThan(plan.epoch + 1_000);
+    expect(t.system.routers[0].plans.current!.epoch).toBe(kept.epoch);
+    expect(t.system.workers!.agents.every((a) => a.status("x").planEpoch === kept.epoch)).toBe(true);
+    figures.planEpochs = { before: plan.epoch, after: kept.epoch };
+    await kv.put("current", encode(kept));
 
     // Good requests throughout were served; every service still answers.
     const good = await stopGood();
