@@ -103,6 +103,10 @@ export class LoadFailures {
       this.strikes.set(model, o.strikes);
       for (const [id, f] of this.last) if (f.model === model) this.last.delete(id);
     }
+    // Workers gone (ids of a restarted process are new) leave nothing behind but their failures, which expire.
+    const alive = new Set(live);
+    for (const id of this.serving.keys()) if (!alive.has(id)) this.serving.delete(id);
+    for (const id of this.benches.keys()) if (!alive.has(id)) this.benches.delete(id);
     const served = new Set(live.map((id) => this.serving.get(id)).filter((m): m is string => m !== undefined));
     const failedOn = new Map<string, { workers: number; lastMs: number }>();
     for (const id of live) {

@@ -97,6 +97,18 @@ describe("LoadFailures", () => {
     expect(f.unavailable(40, LIVE).workers.size).toBe(0);
   });
 
+  it("forgets what it knew of workers no longer alive", () => {
+    const f = new LoadFailures({ benchMs: 1_000 });
+    f.observe(beat("w1", "serving", undefined, "x"), 0);
+    f.observe(beat("w2", "failed", "y"), 0);
+    f.unavailable(0, ["w3"]); // w1 and w2 gone
+    const state = f as unknown as { serving: Map<string, string>; benches: Map<string, number> };
+    expect([state.serving.size, state.benches.size]).toEqual([0, 0]);
+    // w1's serving no longer keeps "x" in the pool once w1 is gone.
+    f.observe(beat("w3", "failed", "x"), 10);
+    expect(f.unavailable(10, ["w3"]).models).toEqual(new Set(["x"]));
+  });
+
   it("counts live workers only: with one live worker, its failure takes the model out, a dead worker's does not count", () => {
     const f = new LoadFailures();
     f.observe(beat("w1", "failed", "a"), 0);
