@@ -211,6 +211,14 @@ export const PlanSchema = z.strictObject({
 /** A plan snapshot. */
 export type Plan = z.infer<typeof PlanSchema>;
 
+/** The resource manager's answer on its plan endpoint (`hadis.manager.plan`): the plan in force (none yet: null) and its demand estimate. */
+export const ManagerPlanReplySchema = z.strictObject({
+  plan: PlanSchema.nullable(),
+  demandQps: z.number().nonnegative(),
+});
+/** A plan endpoint answer. */
+export type ManagerPlanReply = z.infer<typeof ManagerPlanReplySchema>;
+
 /** A worker's heartbeat. */
 export const WorkerHeartbeatSchema = z.strictObject({
   v: version,

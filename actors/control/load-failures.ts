@@ -61,30 +61,33 @@ export class LoadFailures {
    * longer one when its last window had passed), and extends its model's time out when the model
    * is out; a worker serving a model has loaded it (its failures and that model's strikes are
    * forgiven); a draining worker is leaving (one that comes back with its id starts afresh).
+   * Returns true for news: a failed load of a model the worker had not failed within its window.
    */
-  observe(beat: WorkerHeartbeat, nowMs: number): void {
+  observe(beat: WorkerHeartbeat, nowMs: number): boolean {
     const id = beat.workerId;
     if (beat.state === "draining") {
       this.last.delete(id);
       this.benches.delete(id);
       this.serving.delete(id);
-      return;
+      return false;
     }
     if (beat.state === "serving" && beat.model) {
       this.serving.set(id, beat.model);
       this.last.delete(id);
       this.benches.delete(id);
       this.strikes.delete(beat.model);
-      return;
+      return false;
     }
     this.serving.delete(id);
-    if (beat.state !== "failed" || !beat.failedModel) return;
+    if (beat.state !== "failed" || !beat.failedModel) return false;
     const before = this.last.get(id);
-    const benches = before && nowMs - before.atMs < before.forMs ? (this.benches.get(id) ?? 1) : (this.benches.get(id) ?? 0) + 1;
+    const within = before !== undefined && nowMs - before.atMs < before.forMs;
+    const benches = within ? (this.benches.get(id) ?? 1) : (this.benches.get(id) ?? 0) + 1;
     this.benches.set(id, benches);
     this.last.set(id, { model: beat.failedModel, atMs: nowMs, forMs: this.backoffMs(benches) });
     const out = this.out.get(beat.failedModel);
     if (out) out.untilMs = Math.max(out.untilMs, nowMs + this.backoffMs(out.strikes));
+    return !within || before.model !== beat.failedModel;
   }
 
   /** The model `workerId` failed to load within its window, if any (benched, or failing on a model that is out). */

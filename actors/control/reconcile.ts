@@ -33,6 +33,16 @@ export function newControlState(halfLifeMs: number, resume?: Plan | null, nowMs 
   return state;
 }
 
+/**
+ * Notes a plan that followed `before` in force (another manager's included): each worker it moves
+ * starts its dwell when it was issued, unless a later swap is already noted.
+ */
+export function noteSwaps(state: ControlState, before: Plan, plan: Plan): void {
+  for (const [id, model] of Object.entries(plan.assignment)) {
+    if (before.assignment[id] !== model) state.lastSwapAtMs[id] = Math.max(state.lastSwapAtMs[id] ?? 0, plan.issuedAtMs);
+  }
+}
+
 /** Largest demand (qps) a plan carries: the tightest model's capacity over the share it receives. */
 export function planCapacityQps(plan: Plan, profiles: ProfileSet): number {
   const capacity = modelCapacityQps(plan, profiles);
@@ -193,7 +203,7 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   const left = config.profiles.models.filter((m) => !pool.byName.has(m.name)).map((m) => m.name);
   let decision = await config.policy(snapshot, pool, config.solve);
   const without = left.length > 0 ? `; without ${left.join(", ")} (failed to load)` : "";
-  decision = { ...decision, reason: `${decision.reason}${without}` };
+  if (without) decision = { ...decision, reason: `${decision.reason}${without}` };
   const excluded = { models: left, workers: [...(obs.benchedWorkers ?? [])] };
   const outcome = (plan: Plan | null, verdict: DampingVerdict | null, swapped: string[], held?: string): TickOutcome => ({ plan, snapshot, decision, verdict, swapped, held, excluded });
   const live = new Set(obs.workers.map((w) => w.id));

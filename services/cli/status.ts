@@ -3,8 +3,9 @@
  * (asked of the resource manager) and every worker as its heartbeat says (listened to for a
  * moment), with the workers whose model is not yet the plan's and those that failed.
  */
-import { parseRaw } from "../../contracts/envelope.ts";
-import { PlanSchema, WorkerHeartbeatSchema, type Plan, type WorkerHeartbeat } from "../../contracts/messages.ts";
+import type { z } from "zod";
+import { decode } from "../../contracts/envelope.ts";
+import { ManagerPlanReplySchema, WorkerHeartbeatSchema, type Plan, type WorkerHeartbeat } from "../../contracts/messages.ts";
 import { inboxPrefixOf, subjects as buildSubjects, type Subjects } from "../../contracts/subjects.ts";
 import { connectNats, type NatsConnection } from "../lib/nats.ts";
 import { natsUrls } from "./credentials.ts";
@@ -35,32 +36,29 @@ export async function readStatus(nc: NatsConnection, subjects: Subjects, listenM
   const beats = new Map<string, WorkerHeartbeat>();
   const sub = nc.subscribe(subjects.workerHeartbeatAll, {
     callback: (_err, msg) => {
-      const beat = WorkerHeartbeatSchema.safeParse(safeParseRaw(msg.data));
-      if (beat.success) beats.set(beat.data.workerId, beat.data);
+      const beat = decodeOrNull(WorkerHeartbeatSchema, msg.data);
+      if (beat) beats.set(beat.workerId, beat);
     },
   });
   const [answer] = await Promise.all([
-    nc.request(subjects.managerPlan, new Uint8Array(), { timeout: answerMs }).then(
-      (msg) => safeParseRaw(msg.data) as { plan?: unknown; demandQps?: unknown } | undefined,
-      () => undefined,
-    ),
+    nc.request(subjects.managerPlan, new Uint8Array(), { timeout: answerMs }).then((msg) => decodeOrNull(ManagerPlanReplySchema, msg.data), () => null),
     new Promise((r) => setTimeout(r, listenMs)),
   ]);
   sub.unsubscribe();
-  const plan = PlanSchema.nullable().safeParse(answer?.plan ?? null);
   return {
-    manager: answer !== undefined,
-    plan: plan.success ? plan.data : null,
-    demandQps: typeof answer?.demandQps === "number" ? answer.demandQps : null,
+    manager: answer !== null,
+    plan: answer?.plan ?? null,
+    demandQps: answer?.demandQps ?? null,
     workers: [...beats.values()].sort((a, b) => (a.workerId < b.workerId ? -1 : 1)),
   };
 }
 
-function safeParseRaw(data: Uint8Array): unknown {
+/** The message `data` holds, or null when it is not one (a status read skips what it cannot read). */
+function decodeOrNull<S extends z.ZodType>(schema: S, data: Uint8Array): z.infer<S> | null {
   try {
-    return parseRaw(data);
+    return decode(schema, data, "message");
   } catch {
-    return undefined;
+    return null;
   }
 }
 

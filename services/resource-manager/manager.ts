@@ -5,12 +5,12 @@
  * logged, never fatal; a restarted manager continues from the plan and epoch in KV.
  */
 import { decode, encode } from "../../contracts/envelope.ts";
-import { PROTOCOL_VERSION, RouterStatsSchema, WorkerHeartbeatSchema, type Plan } from "../../contracts/messages.ts";
+import { PROTOCOL_VERSION, RouterStatsSchema, WorkerHeartbeatSchema, type ManagerPlanReply, type Plan } from "../../contracts/messages.ts";
 import { ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import { WorkerInventory } from "../../actors/control/inventory.ts";
 import { LoadFailures, type LoadFailureOptions } from "../../actors/control/load-failures.ts";
 import { ArrivalRate } from "../../actors/control/arrivals.ts";
-import { controlTick, newControlState, type TickConfig, type TickOutcome } from "../../actors/control/reconcile.ts";
+import { controlTick, newControlState, noteSwaps, type TickConfig, type TickOutcome } from "../../actors/control/reconcile.ts";
 import type { Logger } from "../lib/log.ts";
 import { startService, type NatsConnection, type WorkQueue } from "../lib/nats.ts";
 import { PlanView } from "../lib/plan-view.ts";
@@ -63,13 +63,10 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   }
   const state = newControlState(opts.demandHalfLifeMs, plans.current, Date.now());
   // Every later plan starts the dwell of the workers it moves, whoever wrote it (another manager
-  // on the bucket too, as a restart takes the stored plan's); for this manager's own plans that
-  // is when it adopted them, as the tick already noted.
+  // on the bucket too); this manager's own plans were noted by the tick that adopted them.
   let previous = plans.current;
   plans.onPlan((plan) => {
-    if (previous && plan !== previous) {
-      for (const [id, model] of Object.entries(plan.assignment)) if (previous.assignment[id] !== model) state.lastSwapAtMs[id] = Math.max(state.lastSwapAtMs[id] ?? 0, plan.issuedAtMs);
-    }
+    if (previous && plan !== previous) noteSwaps(state, previous, plan);
     previous = plan;
   });
   // Registered before any timer or subscription: a registration that fails leaves nothing running.
@@ -83,7 +80,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     });
     registered.addEndpoint("plan", {
       subject: subjects.managerPlan,
-      handler: (_err, msg) => msg.respond(encode({ plan: plans.current ?? null, demandQps: state.demand.value })),
+      handler: (_err, msg) => msg.respond(encode({ plan: plans.current ?? null, demandQps: state.demand.value } satisfies ManagerPlanReply)),
     });
   } catch (err) {
     await registered?.stop().catch(() => undefined);
@@ -113,11 +110,10 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
       try {
         const beat = decode(WorkerHeartbeatSchema, m.data, "heartbeat");
         const nowMs = Date.now();
-        const failedBefore = failures.failedLately(beat.workerId, nowMs);
-        const known = plans.current?.assignment[beat.workerId] !== undefined || failedBefore !== undefined;
-        const failedLoad = beat.state === "failed" && beat.failedModel !== undefined && beat.failedModel !== failedBefore;
         inventory.observe(beat, nowMs);
-        failures.observe(beat, nowMs);
+        const failedLoad = failures.observe(beat, nowMs);
+        // (A worker left out of the plan for its failures is known too.)
+        const known = plans.current?.assignment[beat.workerId] !== undefined || failures.failedLately(beat.workerId, nowMs) !== undefined;
         // A new worker (or one leaving, or one whose model would not load) should not wait a whole tick.
         if ((!known || beat.state === "draining" || failedLoad) && !soon) soon = setTimeout(() => ((soon = null), void tick()), 200);
       } catch (err) {

@@ -14,7 +14,7 @@ export function tickObserver(nc: NatsConnection): (outcome: TickOutcome | null, 
       if (outcome.decision.solveMs !== undefined) recordSolve(outcome.decision.solveMs);
       recordQueueDepths(outcome.snapshot.queueDepth);
       // (The manager reads every pool model's queue: its keys are the pool.)
-      if (outcome.excluded) recordExcluded(Object.keys(outcome.snapshot.queueDepth), outcome.excluded);
+      recordExcluded(Object.keys(outcome.snapshot.queueDepth), outcome.excluded);
       // Swaps are counted by the workers when they happen, not when ordered. The plan in force,
       // new or kept: a restarted manager that keeps the stored plan still reports it.
       const plan = outcome.plan ?? outcome.snapshot.current;
@@ -33,8 +33,8 @@ export function tickObserver(nc: NatsConnection): (outcome: TickOutcome | null, 
         "hadis.pair": outcome ? `${outcome.decision.pair.light}→${outcome.decision.pair.heavy}` : "",
         "hadis.swaps_ordered": outcome?.swapped.length ?? 0,
         "hadis.held": outcome?.held ?? "",
-        "hadis.models_unavailable": outcome?.excluded?.models ?? [],
-        "hadis.workers_benched": outcome?.excluded?.workers.length ?? 0,
+        "hadis.models_unavailable": outcome?.excluded.models ?? [],
+        "hadis.workers_benched": outcome?.excluded.workers.length ?? 0,
       },
     });
     // A failed tick (the snapshot or the solve threw) is an error span, as a failed request is.

@@ -35,6 +35,7 @@ const unchanged = {
   swapped: [],
   snapshot: { demandQps: 2.5, queueDepth: { "sd35-medium": 0, "sd35-large": 0 }, workers: [], current: kept },
   decision: { solveMs: 3, pair: kept.pair },
+  excluded: { models: [], workers: [] },
 } as unknown as TickOutcome;
 
 /** The value of a series in the metrics text (the first whose labels contain `labels`). */

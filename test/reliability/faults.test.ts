@@ -8,7 +8,7 @@ import { startNatsServer, type LocalServer } from "../../services/lib/nats-serve
 import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import { decode } from "../../contracts/envelope.ts";
-import { PlanSchema, type Plan } from "../../contracts/messages.ts";
+import { ManagerPlanReplySchema, PlanSchema, type Plan } from "../../contracts/messages.ts";
 import { parseRaw } from "../../contracts/envelope.ts";
 import { spawnHadis, waitFor, type Spawned } from "../helpers/processes.ts";
 
@@ -28,7 +28,7 @@ function spawn(args: string[]): Spawned {
 
 async function currentPlan(): Promise<Plan> {
   const msg = await nc.request("hadis.manager.plan", new Uint8Array(), { timeout: 2_000 });
-  return PlanSchema.parse((parseRaw(msg.data) as { plan: unknown }).plan);
+  return PlanSchema.parse(decode(ManagerPlanReplySchema, msg.data, "plan reply").plan);
 }
 
 async function planFromKv(): Promise<Plan> {
