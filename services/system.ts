@@ -68,7 +68,7 @@ export interface SystemOptions {
   /** `profile` (default) emulates GPUs from profiles; `onnx` runs real ONNX pipelines. */
   backend?: "profile" | "onnx";
   /** For the onnx backend: the model map file and the folder of model exports. */
-  onnx?: { modelMap?: string; modelsDir: string; maxResident?: number };
+  onnx?: { modelMap?: string; modelsDir: string; maxResident?: number; warmUp?: boolean };
   policy?: string;
   staticConfig?: StaticConfig;
   /** The router's difficulty score: the prompt analyzer (default) or the reference features of known prompts. */

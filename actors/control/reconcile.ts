@@ -67,9 +67,9 @@ export interface TickObservation {
   current: Plan | null;
   /** Routers heard from (they share the admission bound). */
   routers?: number;
-  /** Models that would not load on several workers: planned without while they are listed. */
+  /** Models that failed (to load, or batch after batch) on several workers: planned without while they are listed. */
   unavailableModels?: readonly string[];
-  /** Workers left out of `workers` because their own loads failed (reported, not planned). */
+  /** Workers left out of `workers` because a model failed on them alone (reported, not planned). */
   benchedWorkers?: readonly string[];
 }
 
@@ -90,7 +90,7 @@ export interface TickConfig {
   damping?: DampingOptions;
   /**
    * The policy's models are fixed by its configuration (`static`, the baselines built on named
-   * models): it plans on the whole pool whatever failed to load; failures only bench workers.
+   * models): it plans on the whole pool whatever failed; failures only bench workers.
    */
   fixedModels?: boolean;
 }
@@ -202,13 +202,13 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   const pool = config.fixedModels ? config.profiles : withoutModels(config.profiles, new Set(obs.unavailableModels ?? []));
   const left = config.profiles.models.filter((m) => !pool.byName.has(m.name)).map((m) => m.name);
   let decision = await config.policy(snapshot, pool, config.solve);
-  const without = left.length > 0 ? `; without ${left.join(", ")} (failed to load)` : "";
+  const without = left.length > 0 ? `; without ${left.join(", ")} (failing on workers)` : "";
   if (without) decision = { ...decision, reason: `${decision.reason}${without}` };
   const excluded = { models: left, workers: [...(obs.benchedWorkers ?? [])] };
   const outcome = (plan: Plan | null, verdict: DampingVerdict | null, swapped: string[], held?: string): TickOutcome => ({ plan, snapshot, decision, verdict, swapped, held, excluded });
   const live = new Set(obs.workers.map((w) => w.id));
   const current = obs.current;
-  /** The plan in force gives workers to a model that would not load: it is replaced, whatever damping says. */
+  /** The plan in force gives workers to a model that is failing: it is replaced, whatever damping says. */
   const strandsWork = current !== null && Object.entries(current.models).some(([m, a]) => a.workers > 0 && !pool.byName.has(m));
   /** Workers that died or joined since the plan in force: reflected at once, whatever else holds. */
   const inventoryChanged = current !== null && (Object.keys(current.assignment).some((id) => !live.has(id)) || obs.workers.some((w) => !(w.id in current.assignment)));

@@ -33,6 +33,8 @@ interface Context extends RequestInput {
   light?: GenerateOutcome;
   judge?: JudgeOutcome;
   judgeError?: string;
+  /** The heavy generation failed: the light image is served instead (made first, or after the failure for a hard prompt). */
+  heavyError?: string;
   /** The judge rejected the light image, and the time left could not fit the heavy model. */
   escalationSkipped?: boolean;
   heavy?: GenerateOutcome;
@@ -68,7 +70,8 @@ export const RequestMachine = setup({
     deadline: ({ context }) => Math.max(0, context.deadlineAtMs - context.now()),
   },
   guards: {
-    skipJudge: ({ context }) => context.decision!.skipJudge,
+    // Nothing to judge for: the plan escalates nothing, or the heavy model already failed this request.
+    skipJudge: ({ context }) => context.decision!.skipJudge || context.heavyError !== undefined,
     heavyFits: ({ context }) => context.deadlineAtMs - context.now() >= (context.heavyFloorMs?.(context.decision!.pair.heavy) ?? 0),
   },
   actions: {
@@ -210,7 +213,29 @@ export const RequestMachine = setup({
             },
           }),
         },
-        onError: { target: "failed", actions: assign({ error: ({ event }) => event.error }) },
+        onError: [
+          {
+            // An escalated request has a light image: a failed heavy generation must not cost the
+            // caller that image (as a judge that cannot answer does not).
+            guard: ({ context }) => context.light !== undefined,
+            target: "accepted",
+            actions: assign({
+              heavyError: ({ event }) => (event.error instanceof Error ? event.error.message : String(event.error)),
+              timings: ({ context }) => ({ ...context.timings, heavyMs: context.now() - context.stageStartMs }),
+            }),
+          },
+          {
+            // A hard prompt sent straight to the heavy model: the light model makes its image (no
+            // judging: there is nothing left to escalate to), when the heavy model failed it.
+            guard: ({ event }) => event.error instanceof HadisError && event.error.code === "generation_failed",
+            target: "light",
+            actions: assign({
+              heavyError: ({ event }) => (event.error as Error).message,
+              timings: ({ context }) => ({ ...context.timings, heavyMs: context.now() - context.stageStartMs }),
+            }),
+          },
+          { target: "failed", actions: assign({ error: ({ event }) => event.error }) },
+        ],
       },
     },
     accepted: { entry: "finishTotal", type: "final" },
@@ -259,6 +284,7 @@ function outcomeOf(ctx: Context): RequestOutcome {
     judge: ctx.judge,
     judgeError: ctx.judgeError,
     ...(ctx.escalationSkipped ? { escalationSkipped: true } : {}),
+    ...(ctx.heavyError !== undefined ? { heavyError: ctx.heavyError } : {}),
     timings: ctx.timings,
   };
 }

@@ -69,6 +69,8 @@ export type RequestOutcome =
       judgeError?: string;
       /** The judge rejected the light image, and the time left could not fit the heavy model. */
       escalationSkipped?: boolean;
+      /** The heavy generation failed (its error): the light image is served, made before it (escalated) or after (a hard prompt). */
+      heavyError?: string;
       timings: StageTimings;
     }
   | { ok: false; error: unknown; state: "failed" | "expired"; timings: StageTimings; decision?: RouteDecision };

@@ -42,6 +42,13 @@ export interface Delivery {
  */
 export const BATCH_TRIES = 2;
 
+/**
+ * Failed batches in a row, with no success between, after which a worker reports its model as
+ * failing (as a model that would not load). More than one poisonous item can fail alone: it is
+ * tried `BATCH_TRIES` times, so fewer in a row could bench a worker for one bad prompt.
+ */
+export const FAILED_BATCHES_TO_REPORT = BATCH_TRIES + 1;
+
 /** Where work comes from. */
 export interface WorkSource {
   /** Up to `max` deliveries of `model`'s queue; waits at most `waitMs` for the first; [] when none. */
@@ -87,6 +94,8 @@ export interface WorkerOptions {
   workingEveryMs: number;
   /** Wait before retrying a failed model load, ms. */
   loadRetryMs: number;
+  /** Failed batches in a row after which the model is reported as failing (default `FAILED_BATCHES_TO_REPORT`). */
+  failedBatchesToReport?: number;
 }
 
 /** Counters of what the worker dropped, by reason. */
@@ -112,6 +121,8 @@ export class WorkerAgent {
   private lastError: string | undefined;
   /** The model whose load failed last, until a load succeeds. */
   private failedLoad: string | null = null;
+  /** Batches of the loaded model that failed since it loaded or last ran a batch. */
+  private failedInARow = 0;
   private stopping = false;
   private pullAbort: AbortController | null = null;
   private wake: (() => void) | null = null;
@@ -160,6 +171,7 @@ export class WorkerAgent {
 
   /** The heartbeat describing this worker now. */
   status(backend: string): WorkerHeartbeat {
+    const failedModel = this.failing();
     return {
       v: PROTOCOL_VERSION,
       workerId: this.id,
@@ -173,8 +185,18 @@ export class WorkerAgent {
       planEpoch: this.planEpoch,
       sentAtMs: this.ports.now(),
       ...(this.lastError ? { lastError: this.lastError } : {}),
-      ...(this.state === WorkerStates.failed && this.failedLoad ? { failedModel: this.failedLoad } : {}),
+      ...(failedModel ? { failedModel } : {}),
     };
+  }
+
+  /**
+   * The model this worker cannot use: the one whose load failed, while it says failed, or the
+   * loaded one once its last `failedBatchesToReport` batches all failed (until one runs).
+   */
+  private failing(): string | null {
+    if (this.state === WorkerStates.failed && this.failedLoad) return this.failedLoad;
+    const after = this.options.failedBatchesToReport ?? FAILED_BATCHES_TO_REPORT;
+    return this.model && this.state !== WorkerStates.draining && this.failedInARow >= after ? this.model : null;
   }
 
   private async run(): Promise<void> {
@@ -190,7 +212,8 @@ export class WorkerAgent {
           this.wake = null;
           continue;
         }
-        this.state = WorkerStates.serving;
+        // One whose batches keep failing says so until one runs; it still tries (the fault may pass).
+        this.state = this.failing() ? WorkerStates.failed : WorkerStates.serving;
         const abort = new AbortController();
         this.pullAbort = abort;
         this.batchSize = this.planBatchSize; // the model is the plan's here (a swap came first otherwise)
@@ -233,6 +256,7 @@ export class WorkerAgent {
     this.model = to;
     this.lastError = undefined;
     this.failedLoad = null;
+    this.failedInARow = 0;
     if (from) this.swapsTotal++;
     this.ports.log("worker.swapped", { workerId: this.id, from, to, ms: this.ports.now() - startedMs });
   }
@@ -330,6 +354,7 @@ export class WorkerAgent {
       });
       this.servedTotal += batch.length;
     this.lastError = undefined;
+    this.failedInARow = 0;
   }
 
   /** A failed batch: items on their first delivery go back to the queue, the others get `generation_failed`. */
@@ -346,7 +371,8 @@ export class WorkerAgent {
       delivery.ack();
     }
     this.failedBatches++;
-    this.ports.log("worker.batch_failed", { workerId: this.id, model, size: batch.length, retried, error: e.message });
+    this.failedInARow++;
+    this.ports.log("worker.batch_failed", { workerId: this.id, model, size: batch.length, retried, inARow: this.failedInARow, error: e.message });
   }
 }
 

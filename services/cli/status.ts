@@ -88,7 +88,7 @@ export function formatStatus(s: SystemStatus): string {
     const assigned = p?.assignment[w.workerId];
     const notes = [
       p && assigned === undefined ? "not in the plan (benched, or joined since)" : assigned !== undefined && assigned !== w.model ? `plan: ${assigned}` : "",
-      w.failedModel ? `failed to load ${w.failedModel}` : "",
+      w.failedModel ? (w.model === w.failedModel ? `batches of ${w.failedModel} failing` : `failed to load ${w.failedModel}`) : "",
       w.lastError && !w.failedModel ? w.lastError : "",
     ].filter(Boolean);
     lines.push(`  ${w.workerId.padEnd(idWidth)}  ${(w.model ?? "-").padEnd(18)} ${w.state.padEnd(9)} batch ${String(w.batchSize).padEnd(3)} served ${String(w.servedTotal).padEnd(7)} epoch ${w.planEpoch}${notes.length ? "  " + notes.join("; ") : ""}`);

@@ -58,6 +58,12 @@ const escalationsSkipped = new Counter({
   help: "Light images the discriminator rejected but the router served: the time left could not fit the heavy model.",
   registers: [registry],
 });
+const lightFallbacks = new Counter({
+  name: "hadis_light_fallbacks_total",
+  help: "Requests served a light image because their heavy generation failed, by what sent them to the heavy model: judge (a rejected light image) or router (a hard prompt).",
+  labelNames: ["sent_by"] as const,
+  registers: [registry],
+});
 const spansLost = new Counter({
   name: "hadis_trace_spans_lost_total",
   help: "Sampled spans the OTLP export lost: its queue was full, the span could not be encoded, or the export failed.",
@@ -164,6 +170,11 @@ export function recordVerdict(accept: boolean): void {
 /** Records a rejected light image served because the heavy model could not answer in time. */
 export function recordEscalationSkipped(): void {
   escalationsSkipped.inc();
+}
+
+/** Records a request served a light image because its heavy generation failed. */
+export function recordLightFallback(sentBy: "judge" | "router"): void {
+  lightFallbacks.inc({ sent_by: sentBy });
 }
 
 /** Records completed swaps. */

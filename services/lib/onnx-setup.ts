@@ -28,6 +28,12 @@ export interface OnnxSetupOptions {
   /** Models resident per worker at once. */
   maxResident?: number;
   intraOpNumThreads?: number;
+  /**
+   * Run one single-step image after each load (default true): the first batch is warm, and an
+   * export that loads but cannot make an image fails its load. Off, swaps are faster and such an
+   * export fails its batches instead (the resource manager plans around either).
+   */
+  warmUp?: boolean;
 }
 
 /** Reads the map, generating the tiny models if they are what is missing. */
@@ -46,7 +52,7 @@ export function prepareOnnx(opts: OnnxSetupOptions) {
   return {
     models: Object.keys(models),
     // Each in a worker thread of its own: a session run blocks the thread that calls it.
-    generationBackend: () => new ThreadedGenerationBackend({ models, maxResident: opts.maxResident ?? 1, intraOpNumThreads: opts.intraOpNumThreads ?? 1 }),
+    generationBackend: () => new ThreadedGenerationBackend({ models, maxResident: opts.maxResident ?? 1, intraOpNumThreads: opts.intraOpNumThreads ?? 1, warmUp: opts.warmUp ?? true }),
     judge: () => ThreadedClipJudge.load({ dir: at(map.judge.dir), scoring: map.judge.scoring ?? "head", intraOpNumThreads: opts.intraOpNumThreads ?? 1 }),
   };
 }

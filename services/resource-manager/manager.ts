@@ -8,7 +8,7 @@ import { decode, encode } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION, RouterStatsSchema, WorkerHeartbeatSchema, type ManagerPlanReply, type Plan } from "../../contracts/messages.ts";
 import { ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import { WorkerInventory } from "../../actors/control/inventory.ts";
-import { LoadFailures, type LoadFailureOptions } from "../../actors/control/load-failures.ts";
+import { ModelFailures, type ModelFailureOptions } from "../../actors/control/model-failures.ts";
 import { ArrivalRate } from "../../actors/control/arrivals.ts";
 import { controlTick, newControlState, noteSwaps, type TickConfig, type TickOutcome } from "../../actors/control/reconcile.ts";
 import type { Logger } from "../lib/log.ts";
@@ -30,8 +30,8 @@ export interface ResourceManagerOptions {
   demandHalfLifeMs: number;
   /** A worker silent this long is gone. */
   silentAfterMs: number;
-  /** When failed model loads bench a worker and take a model out of the pool (default 60 s, 2 workers). */
-  loadFailures?: LoadFailureOptions;
+  /** When models failing on workers (loads, or batches in a row) bench a worker and take a model out of the pool (default 60 s, 2 workers). */
+  modelFailures?: ModelFailureOptions;
   /** Items on a model without workers for this long are purged (default 5 s). */
   purgeAfterMs?: number;
   log: Logger;
@@ -96,7 +96,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   const warmUntilMs = plans.current ? Date.now() + opts.silentAfterMs : 0;
   const arrivalRate = new ArrivalRate();
   const inventory = new WorkerInventory();
-  const failures = new LoadFailures(opts.loadFailures);
+  const failures = new ModelFailures(opts.modelFailures);
   const benchLog = new OutageLog(log, "manager.worker_benched", "manager.worker_unbenched");
   const unavailableLog = new OutageLog(log, "manager.model_unavailable", "manager.model_available_again");
   const models = opts.tick.profiles.pool.models;
@@ -111,11 +111,11 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
         const beat = decode(WorkerHeartbeatSchema, m.data, "heartbeat");
         const nowMs = Date.now();
         inventory.observe(beat, nowMs);
-        const failedLoad = failures.observe(beat, nowMs);
+        const failing = failures.observe(beat, nowMs);
         // (A worker left out of the plan for its failures is known too.)
         const known = plans.current?.assignment[beat.workerId] !== undefined || failures.failedLately(beat.workerId, nowMs) !== undefined;
-        // A new worker (or one leaving, or one whose model would not load) should not wait a whole tick.
-        if ((!known || beat.state === "draining" || failedLoad) && !soon) soon = setTimeout(() => ((soon = null), void tick()), 200);
+        // A new worker (or one leaving, or one whose model fails) should not wait a whole tick.
+        if ((!known || beat.state === "draining" || failing) && !soon) soon = setTimeout(() => ((soon = null), void tick()), 200);
       } catch (err) {
         log.debug("manager.bad_heartbeat", { error: (err as Error).message });
       }
@@ -169,7 +169,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     else depthOutage.works("depths");
     const { qps: arrivalsQps, routers } = arrivalRate.sample(nowMs, opts.silentAfterMs);
     const alive = inventory.live(nowMs, opts.silentAfterMs);
-    // Models that failed to load on several workers are left out, and workers whose load failed alone (they idle).
+    // Models that failed on several workers are left out, and workers that failed alone (they idle).
     const out = failures.unavailable(nowMs, alive.map((w) => w.id));
     benchLog.track(out.workers, (workerId) => (out.workers.has(workerId) ? { workerId, model: out.workers.get(workerId) } : { workerId }));
     // (A policy with fixed models plans on them whatever failed: none is out of its pool.)

@@ -19,7 +19,7 @@ import { IdempotencyCache } from "./idempotency.ts";
 import { keyedRequestId, keyedSeed } from "../../actors/request/idempotent.ts";
 import { routerActors } from "./adapters.ts";
 import { GenerationFloor } from "../../actors/routing/generation-floor.ts";
-import { recordEscalationSkipped } from "../lib/metrics.ts";
+import { recordEscalationSkipped, recordLightFallback } from "../lib/metrics.ts";
 import { refusal } from "../../actors/routing/admission.ts";
 import { moveTarget, PendingWork, type PendingItem } from "./pending.ts";
 import { RequestTraces, type RequestSpan } from "./tracing.ts";
@@ -151,6 +151,11 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       try {
         const ended = await Promise.race([outcome, abandoned]);
         if (ended.ok && ended.escalationSkipped) recordEscalationSkipped();
+        if (ended.ok && ended.heavyError !== undefined) {
+          const sentBy = ended.judge ? "judge" : "router";
+          recordLightFallback(sentBy);
+          log.warn("router.light_fallback", { requestId, sentBy, heavy: ended.decision.pair.heavy, error: ended.heavyError, servedBy: ended.image.model });
+        }
         return buildReply(ended, requestId, seed);
       } finally {
         running.delete(abandon);

@@ -11,7 +11,8 @@ interface Scenario {
   accept?: boolean;
   skipJudge?: boolean;
   latencyMs?: Record<string, number>;
-  failModel?: string;
+  /** Models whose generations fail. */
+  failModel?: string | string[];
   deadlineMs?: number;
   /** The least time a heavy generation takes, as the router has seen them. */
   heavyFloorMs?: number;
@@ -32,7 +33,7 @@ async function run(s: Scenario) {
         calls.push(`generate:${input.model}`);
         const ms = s.latencyMs?.[input.model] ?? 100;
         await sleep(ms);
-        if (input.model === s.failModel) throw new HadisError("generation_failed", "gpu fell over");
+        if ([s.failModel ?? []].flat().includes(input.model)) throw new HadisError("generation_failed", `${input.model} fell over`);
         return { image: new Uint8Array([1]), width: 8, height: 8, model: input.model, workerId: "w1", batchSize: 1, queueWaitMs: 0, execMs: ms / 2 };
       }),
       judge: fromPromise<JudgeOutcome, JudgeCall>(async ({ input }) => {
@@ -116,11 +117,43 @@ describe("RequestMachine", () => {
     expect(outcome.timings.totalMs).toBe(300);
   });
 
-  it("fails with the worker's error when generation fails", async () => {
-    const { outcome } = await run({ hard: false, accept: false, failModel: "heavy-m" });
-    expect(outcome.ok).toBe(false);
-    if (outcome.ok) return;
-    expect(outcome.state).toBe("failed");
-    expect((outcome.error as HadisError).code).toBe("generation_failed");
+  it("fails with the worker's error when generation fails and there is no image to serve", async () => {
+    for (const s of [{ hard: true, failModel: ["heavy-m", "light-m"] }, { hard: false, failModel: "light-m" }]) {
+      const { outcome } = await run(s);
+      expect(outcome.ok).toBe(false);
+      if (outcome.ok) return;
+      expect(outcome.state).toBe("failed");
+      expect((outcome.error as HadisError).code).toBe("generation_failed");
+    }
+  });
+
+  it("serves the light image it has when the escalated heavy generation fails, saying why", async () => {
+    const { outcome, calls } = await run({ hard: false, accept: false, failModel: "heavy-m", latencyMs: { "heavy-m": 300 } });
+    expect(calls).toEqual(["route", "generate:light-m", "judge:light-m", "generate:heavy-m"]);
+    expect(outcome.ok).toBe(true);
+    if (!outcome.ok) return;
+    expect(outcome.route).toBe("light");
+    expect(outcome.image.model).toBe("light-m");
+    expect(outcome.models).toEqual({ light: "light-m" });
+    expect(outcome.judge?.accept).toBe(false);
+    expect(outcome.heavyError).toBe("heavy-m fell over");
+    expect(outcome.escalationSkipped).toBeUndefined();
+    expect(outcome.timings.heavyMs).toBe(300);
+  });
+
+  it("makes a hard prompt's image with the light model when the heavy one fails it, without judging it", async () => {
+    const { outcome, calls } = await run({ hard: true, failModel: "heavy-m", latencyMs: { "heavy-m": 300, "light-m": 100 } });
+    expect(calls).toEqual(["route", "generate:heavy-m", "generate:light-m"]);
+    expect(outcome.ok).toBe(true);
+    if (!outcome.ok) return;
+    expect(outcome.route).toBe("light");
+    expect(outcome.image.model).toBe("light-m");
+    expect(outcome.judge).toBeUndefined();
+    expect(outcome.heavyError).toBe("heavy-m fell over");
+    expect([outcome.timings.heavyMs, outcome.timings.totalMs]).toEqual([300, 400]);
+    // Only a failed generation: a deadline is a deadline.
+    const late = await run({ hard: true, deadlineMs: 200, latencyMs: { "heavy-m": 300 } });
+    expect(late.calls).toEqual(["route", "generate:heavy-m"]);
+    expect(late.outcome.ok || late.outcome.state).toBe("expired");
   });
 });

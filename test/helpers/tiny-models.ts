@@ -3,7 +3,7 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll } from "vitest";
-import { makeTinyModels, type TinyModelDirs } from "../../tools/make-tiny-models.ts";
+import { identityModel, makeTinyModels, type TinyModelDirs } from "../../tools/make-tiny-models.ts";
 import { DEFAULT_MODEL_MAP } from "../../services/lib/onnx-setup.ts";
 
 /** A test file's tiny models: `root` is its temporary folder (for copies), `dirs` the exports; both set before its tests run. */
@@ -26,15 +26,20 @@ export function useTinyModels(name: string): TinyModels {
 /** One model of a model map: its export folder (under the models folder) and generation settings. */
 type MapEntry = { dir: string; steps: number; guidanceScale: number };
 
+/** How `mapWithBrokenExport` breaks its copy: no UNet (the load fails), or a VAE decoder whose image has 4 channels (it loads; every batch fails). */
+export type Breakage = "no-unet" | "vae-4-channels";
+
 /**
- * Makes the tiny models in `modelsDir`, a copy of the `from` export missing its UNet in
+ * Makes the tiny models in `modelsDir`, a copy of the `from` export broken as `breakage` says in
  * `modelsDir/broken`, and `modelsDir/map.json`: the default model map with `edit` applied (which
  * points some model at "broken"). Returns the map's path.
  */
-export function mapWithBrokenExport(modelsDir: string, from: keyof TinyModelDirs, edit: (models: Record<string, MapEntry>) => void): string {
+export function mapWithBrokenExport(modelsDir: string, from: keyof TinyModelDirs, edit: (models: Record<string, MapEntry>) => void, breakage: Breakage = "no-unet"): string {
   const dirs = makeTinyModels(modelsDir);
-  cpSync(dirs[from], join(modelsDir, "broken"), { recursive: true });
-  rmSync(join(modelsDir, "broken", "unet", "model.onnx"));
+  const broken = join(modelsDir, "broken");
+  cpSync(dirs[from], broken, { recursive: true });
+  if (breakage === "no-unet") rmSync(join(broken, "unet", "model.onnx"));
+  else writeFileSync(join(broken, "vae_decoder", "model.onnx"), identityModel("latent_sample", ["batch", 4, "height", "width"], "sample"));
   const map = JSON.parse(readFileSync(DEFAULT_MODEL_MAP, "utf8")) as { models: Record<string, MapEntry> };
   edit(map.models);
   const path = join(modelsDir, "map.json");

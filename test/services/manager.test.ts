@@ -141,7 +141,7 @@ describe("resource manager service", () => {
 
   it("benches a worker whose model load failed alone: out of the plan until the window passes, then planned again", async () => {
     const log = recordingLog();
-    const manager = await startResourceManager(options("mgr-bench", log, { on: false }, { loadFailures: { benchMs: 1_500 } }));
+    const manager = await startResourceManager(options("mgr-bench", log, { on: false }, { modelFailures: { benchMs: 1_500 } }));
     const workersOfPlan = () => Object.keys(manager.plans.current!.assignment).sort();
     try {
       beat("mgr-bench");
@@ -155,7 +155,7 @@ describe("resource manager service", () => {
       // One worker's failure says nothing of the model: the worker is left out, the model stays.
       expect(workersOfPlan()).toEqual(["gpu-0"]);
       expect(benched?.excluded).toEqual({ models: [], workers: ["gpu-1"] });
-      expect(manager.plans.current!.reason).not.toContain("failed to load");
+      expect(manager.plans.current!.reason).not.toContain("failing on workers");
       expect(log.events).toContainEqual({ level: "warn", event: "manager.worker_benched" });
       await new Promise((r) => setTimeout(r, 1_600));
       beat("mgr-bench");

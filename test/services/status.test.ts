@@ -19,7 +19,7 @@ afterAll(async () => {
 });
 
 describe("hadis status", () => {
-  it("marks a worker swapping to its planned model, one left out of the plan and one whose load failed", () => {
+  it("marks a worker swapping to its planned model, one left out of the plan, one whose load failed and one whose batches fail", () => {
     const beat = (workerId: string, model: string | null, state: string, extra = {}) => ({
       v: 1, workerId, backend: "profile", model, state, batchSize: 1, inFlight: 0, servedTotal: 3, swapsTotal: 0, planEpoch: 7, sentAtMs: 0, ...extra,
     }) as never;
@@ -30,9 +30,15 @@ describe("hadis status", () => {
         v: 1, epoch: 7, policy: "hadis", issuedAtMs: 0, sloMs: 6_000, timeScale: 0.1, pair: { light: "a", heavy: "b" }, routerThreshold: 0.2, discThreshold: 0.1, heavyShare: 0.3,
         models: { a: { workers: 1, batchSize: 2 }, b: { workers: 1, batchSize: 1 } }, assignment: { w1: "a", w2: "b" }, reason: "test",
       },
-      workers: [beat("w1", "a", "serving"), beat("w2", null, "loading"), beat("w3", null, "failed", { failedModel: "c", lastError: "load c: missing model file" })],
+      workers: [
+        beat("w1", "a", "serving"),
+        beat("w2", null, "loading"),
+        beat("w3", null, "failed", { failedModel: "c", lastError: "load c: missing model file" }),
+        beat("w4", "a", "failed", { failedModel: "a", lastError: "output \"sample\" has 4 channels, expected 3" }),
+      ],
     });
-    expect(text).toContain("workers heard (3): 1 serving, 1 loading, 1 failed");
+    expect(text).toContain("workers heard (4): 1 serving, 1 loading, 2 failed");
+    expect(text).toMatch(/w4 .*failed .*batches of a failing\n/);
     expect(text).toMatch(/w1 +a +serving +batch 1 +served 3 +epoch 7\n/);
     expect(text).toMatch(/w2 .*loading .*plan: b\n/);
     expect(text).toMatch(/w3 .*failed .*not in the plan \(benched, or joined since\); failed to load c\n/);

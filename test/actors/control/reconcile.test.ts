@@ -67,7 +67,7 @@ describe("controlTick", () => {
     expect(out.plan!.models[used]?.workers ?? 0).toBe(0);
     expect(Object.values(out.plan!.assignment)).not.toContain(used);
     expect(Object.keys(out.plan!.assignment)).toHaveLength(16);
-    expect(out.plan!.reason).toContain(`without ${used} (failed to load)`);
+    expect(out.plan!.reason).toContain(`without ${used} (failing on workers)`);
     const held = await controlTick(state, { nowMs: 2_000, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: out.plan, unavailableModels: [used] }, config("hadis"));
     expect(held.plan).toBeNull();
     // Listed no more (its window passed): the planner may choose it again.

@@ -198,6 +198,56 @@ describe("WorkerAgent", () => {
     await agent.stop();
   });
 
+  it("reports its loaded model as failing after three failed batches in a row, not after one bad item's two, until a batch runs", async () => {
+    const { agent, queue, results } = setup(1);
+    const ports = (agent as unknown as { ports: { backend: GenerationBackend } }).ports;
+    const base = { ...ports.backend };
+    let broken = true;
+    ports.backend = {
+      ...base,
+      generate: async (m, batch) => {
+        if (broken) throw new Error("output \"sample\" has 4 channels, expected 3");
+        return base.generate(m, batch);
+      },
+    };
+    const failed = () => agent.failedBatches;
+    agent.applyPlan(plan(1, "a", 1));
+    agent.start();
+    await until(() => agent.status("fake").state === "serving");
+    // One item failing twice (its two tries) says nothing about the model.
+    queue.push("a", item("a", "p1"));
+    await until(() => failed() === 2);
+    expect(agent.status("fake").failedModel).toBeUndefined();
+    await until(() => agent.status("fake").state === "serving");
+    expect(agent.status("fake").failedModel).toBeUndefined();
+    // A third failure in a row: the loaded model is failing, and the worker says so between pulls too.
+    queue.push("a", item("a", "p2"));
+    await until(() => failed() === 3);
+    expect(agent.status("fake")).toMatchObject({ state: "failed", model: "a", failedModel: "a" });
+    await until(() => failed() === 4); // p2's second try
+    await new Promise((r) => setTimeout(r, 40)); // past the pause: pulling again, still saying so
+    expect(agent.status("fake")).toMatchObject({ state: "failed", failedModel: "a" });
+    expect(results.map((r) => [r.requestId, r.ok])).toEqual([["p1", false], ["p2", false]]);
+    // The fault passes: the next batch runs, and the worker serves again.
+    broken = false;
+    queue.push("a", item("a", "p3"));
+    await until(() => results.length === 3);
+    expect(results[2]).toMatchObject({ requestId: "p3", ok: true });
+    await until(() => agent.status("fake").state === "serving");
+    expect(agent.status("fake").failedModel).toBeUndefined();
+    // A new load starts the count afresh.
+    broken = true;
+    queue.push("a", item("a", "p5"));
+    await until(() => failed() === 6);
+    agent.applyPlan(plan(2, "b", 1));
+    await until(() => agent.status("fake").model === "b");
+    agent.applyPlan(plan(3, "a", 1));
+    queue.push("a", item("a", "p4"));
+    await until(() => failed() === 7);
+    expect(agent.status("fake").failedModel).toBeUndefined();
+    await agent.stop();
+  });
+
   it("a backend that returns fewer images than asked fails the batch once, answering no item twice", async () => {
     const { agent, queue, results } = setup(1);
     const ports = (agent as unknown as { ports: { backend: GenerationBackend } }).ports;

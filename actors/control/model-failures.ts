@@ -1,17 +1,20 @@
 /**
- * Failed model loads, from heartbeats: what the resource manager plans around. A model that
- * failed to load on `modelAfterWorkers` live workers (or on every live worker, when fewer) while
- * no live worker serves it is out of the pool until `benchMs` after the last report of its
- * failure; each time it goes out again before a worker has loaded it, twice as long (up to
- * `maxBackoff` times). The model is broken, not the workers: they are planned at once for other
- * models. A worker whose failure is its own (a GPU short of memory for a model the others run) is
- * benched instead: left out of the plan, so it idles, until `benchMs` after its last failure, and
- * twice as long each time it fails again before it has served anything.
+ * Models that fail on workers, from heartbeats: what the resource manager plans around. A worker
+ * reports a model it could not load, or the loaded model whose batches failed several times in a
+ * row (`failedModel`). A model that failed on `modelAfterWorkers` live workers (or on every live
+ * worker, when fewer) while no live worker serves it is out of the pool until `benchMs` after the
+ * last report of its failure; each time it goes out again before a worker has served anything
+ * with it, twice as long (up to `maxBackoff` times). The model is broken, not the workers: they
+ * are planned at once for other models. A worker whose failure is its own (a GPU short of memory
+ * for a model the others run) is benched instead: left out of the plan, so it idles, until
+ * `benchMs` after its last failure, and twice as long each time it fails again before it has
+ * served anything. Serving means images made: a model that loads and then fails every batch has
+ * not been shown to work by loading.
  */
 import type { WorkerHeartbeat } from "../../contracts/messages.ts";
 
 /** When failures bench a worker and take a model out of the pool. */
-export interface LoadFailureOptions {
+export interface ModelFailureOptions {
   /** How long a worker is benched, and a model out of the pool, after its last failure the first time, ms (default 60 s). */
   benchMs?: number;
   /** Live workers a model must have failed on to leave the pool (default 2). */
@@ -20,15 +23,15 @@ export interface LoadFailureOptions {
   maxBackoff?: number;
 }
 
-/** What failed loads take out of planning now. */
+/** What failures take out of planning now. */
 export interface Unavailable {
-  /** Workers benched (not planned for), with the model each failed to load. */
+  /** Workers benched (not planned for), with the model each failed on. */
   workers: Map<string, string>;
   /** Models out of the pool. */
   models: Set<string>;
 }
 
-/** A worker's last failed load: the model, when it was reported, and how long it counts. */
+/** A worker's last failure: the model, when it was reported, and how long it counts. */
 interface Failure {
   model: string;
   atMs: number;
@@ -36,12 +39,12 @@ interface Failure {
 }
 
 /** Heartbeats in; benched workers and unavailable models out. */
-export class LoadFailures {
+export class ModelFailures {
   private readonly last = new Map<string, Failure>();
   /** Benches of each worker since it last served a model. */
   private readonly benches = new Map<string, number>();
-  /** The model each worker serves, by its last heartbeat. */
-  private readonly serving = new Map<string, string>();
+  /** The model each worker serves, by its last heartbeat, and its count of served items when it began to. */
+  private readonly serving = new Map<string, { model: string; servedBefore: number }>();
   /** Models out of the pool: until when, and how many times in a row they went out. */
   private readonly out = new Map<string, { untilMs: number; strikes: number }>();
   /** Strikes of models back in the pool that no worker has loaded since. */
@@ -50,18 +53,19 @@ export class LoadFailures {
   private readonly modelAfterWorkers: number;
   private readonly maxBackoff: number;
 
-  constructor(options: LoadFailureOptions = {}) {
+  constructor(options: ModelFailureOptions = {}) {
     this.benchMs = options.benchMs ?? 60_000;
     this.modelAfterWorkers = Math.max(1, options.modelAfterWorkers ?? 2);
     this.maxBackoff = Math.max(1, options.maxBackoff ?? 16);
   }
 
   /**
-   * Records a heartbeat received at `nowMs`. A failed load (re)starts the worker's window (a
-   * longer one when its last window had passed), and extends its model's time out when the model
-   * is out; a worker serving a model has loaded it (its failures and that model's strikes are
-   * forgiven); a draining worker is leaving (one that comes back with its id starts afresh).
-   * Returns true for news: a failed load of a model the worker had not failed within its window.
+   * Records a heartbeat received at `nowMs`. A failure (re)starts the worker's window (a longer
+   * one when its last window had passed), and extends its model's time out when the model is out;
+   * a worker serving a model is not failing now, and once it has served items with it, its benches
+   * and that model's strikes are forgiven; a draining worker is leaving (one that comes back with
+   * its id starts afresh). Returns true for news: a failure of a model the worker had not failed
+   * within its window.
    */
   observe(beat: WorkerHeartbeat, nowMs: number): boolean {
     const id = beat.workerId;
@@ -72,10 +76,16 @@ export class LoadFailures {
       return false;
     }
     if (beat.state === "serving" && beat.model) {
-      this.serving.set(id, beat.model);
+      const since = this.serving.get(id);
+      const servedBefore = since?.model === beat.model ? since.servedBefore : beat.servedTotal;
+      this.serving.set(id, { model: beat.model, servedBefore });
       this.last.delete(id);
-      this.benches.delete(id);
-      this.strikes.delete(beat.model);
+      if (beat.servedTotal > servedBefore) {
+        this.benches.delete(id);
+        this.strikes.delete(beat.model);
+        const out = this.out.get(beat.model);
+        if (out) out.strikes = 0; // (out by a stale report: back with none)
+      }
       return false;
     }
     this.serving.delete(id);
@@ -90,7 +100,7 @@ export class LoadFailures {
     return !within || before.model !== beat.failedModel;
   }
 
-  /** The model `workerId` failed to load within its window, if any (benched, or failing on a model that is out). */
+  /** The model `workerId` failed on within its window, if any (benched, or failing on a model that is out). */
   failedLately(workerId: string, nowMs: number): string | undefined {
     const f = this.last.get(workerId);
     return f && nowMs - f.atMs < f.forMs ? f.model : undefined;
@@ -110,7 +120,7 @@ export class LoadFailures {
     const alive = new Set(live);
     for (const id of this.serving.keys()) if (!alive.has(id)) this.serving.delete(id);
     for (const id of this.benches.keys()) if (!alive.has(id)) this.benches.delete(id);
-    const served = new Set(live.map((id) => this.serving.get(id)).filter((m): m is string => m !== undefined));
+    const served = new Set(live.map((id) => this.serving.get(id)?.model).filter((m): m is string => m !== undefined));
     const failedOn = new Map<string, { workers: number; lastMs: number }>();
     for (const id of live) {
       const f = this.last.get(id);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { LoadFailures } from "../../../actors/control/load-failures.ts";
+import { ModelFailures } from "../../../actors/control/model-failures.ts";
 import { PROTOCOL_VERSION, type WorkerHeartbeat } from "../../../contracts/messages.ts";
 
 const beat = (workerId: string, state: WorkerHeartbeat["state"], failedModel?: string, model: string | null = null): WorkerHeartbeat => ({
@@ -8,9 +8,9 @@ const beat = (workerId: string, state: WorkerHeartbeat["state"], failedModel?: s
 });
 const LIVE = [...Array.from({ length: 16 }, (_, i) => `w${i}`), "big", "small1", "small2"];
 
-describe("LoadFailures", () => {
+describe("ModelFailures", () => {
   it("benches a worker whose load failed alone until the window after its last report, then lets it back", () => {
-    const f = new LoadFailures({ benchMs: 10_000 });
+    const f = new ModelFailures({ benchMs: 10_000 });
     f.observe(beat("w1", "failed", "a"), 1_000);
     expect(f.unavailable(1_000, LIVE)).toEqual({ models: new Set(), workers: new Map([["w1", "a"]]) });
     f.observe(beat("w1", "failed", "a"), 5_000); // still failing: the bench restarts
@@ -22,7 +22,7 @@ describe("LoadFailures", () => {
   });
 
   it("takes a model out once it failed on two workers, benching neither, until the window after its last failure", () => {
-    const f = new LoadFailures({ benchMs: 10_000 });
+    const f = new ModelFailures({ benchMs: 10_000 });
     f.observe(beat("w1", "failed", "a"), 0);
     f.observe(beat("w2", "failed", "a"), 2_000);
     f.observe(beat("w3", "failed", "b"), 2_000);
@@ -36,8 +36,8 @@ describe("LoadFailures", () => {
     expect(f.unavailable(12_000, LIVE).models).toEqual(new Set());
   });
 
-  it("a model that fails again after coming back stays out twice as long, until a worker loads it", () => {
-    const f = new LoadFailures({ benchMs: 1_000, maxBackoff: 4 });
+  it("a model that fails again after coming back stays out twice as long, until a worker serves with it", () => {
+    const f = new ModelFailures({ benchMs: 1_000, maxBackoff: 4 });
     const failTwice = (at: number) => {
       f.observe(beat("w1", "failed", "a"), at);
       f.observe(beat("w2", "failed", "a"), at);
@@ -54,15 +54,39 @@ describe("LoadFailures", () => {
     expect(f.unavailable(7_000, LIVE).models.has("a")).toBe(false);
     expect(failTwice(7_000)).toBe(true);
     expect(f.unavailable(11_000, LIVE).models.has("a")).toBe(false); // capped at 4 x
-    // A worker loads it: forgiven, the next failure costs one window again.
-    f.observe(beat("w5", "serving", undefined, "a"), 11_500);
-    f.observe(beat("w5", "idle"), 11_800);
-    expect(failTwice(12_000)).toBe(true);
-    expect(f.unavailable(13_000, LIVE).models.has("a")).toBe(false);
+    // A worker that loads it and serves nothing has not shown it works: still 4 x.
+    f.observe(beat("w5", "serving", undefined, "a"), 11_200);
+    f.observe(beat("w5", "serving", undefined, "a"), 11_300);
+    f.observe(beat("w5", "idle"), 11_350);
+    expect(failTwice(11_400)).toBe(true);
+    expect(f.unavailable(15_399, LIVE).models.has("a")).toBe(true);
+    // One that makes images with it: forgiven, the next failure costs one window again.
+    f.observe(beat("w5", "serving", undefined, "a"), 15_500);
+    f.observe({ ...beat("w5", "serving", undefined, "a"), servedTotal: 4 }, 15_600);
+    f.observe(beat("w5", "idle"), 15_800);
+    expect(failTwice(16_000)).toBe(true);
+    expect(f.unavailable(17_000, LIVE).models.has("a")).toBe(false);
+  });
+
+  it("a model whose batches fail on the workers that load it goes out as one that will not load", () => {
+    const f = new ModelFailures({ benchMs: 1_000 });
+    // Loaded, and serving: not failing yet.
+    f.observe(beat("w1", "serving", undefined, "a"), 0);
+    f.observe(beat("w2", "serving", undefined, "a"), 0);
+    expect(f.unavailable(0, LIVE)).toEqual({ models: new Set(), workers: new Map() });
+    // Its batches fail on w1 (failed, the model still loaded): benched while w2 serves it.
+    expect(f.observe(beat("w1", "failed", "a", "a"), 500)).toBe(true);
+    expect(f.unavailable(500, LIVE)).toEqual({ models: new Set(), workers: new Map([["w1", "a"]]) });
+    // And on w2: the model is broken, not the workers.
+    expect(f.observe(beat("w2", "failed", "a", "a"), 600)).toBe(true);
+    expect(f.observe(beat("w2", "failed", "a", "a"), 700)).toBe(false); // the same failure again
+    expect(f.unavailable(700, LIVE)).toEqual({ models: new Set(["a"]), workers: new Map() });
+    expect(f.unavailable(1_699, LIVE).models.has("a")).toBe(true);
+    expect(f.unavailable(1_700, LIVE).models.has("a")).toBe(false);
   });
 
   it("a model a live worker serves stays in the pool: the workers that cannot load it are benched, twice as long each time", () => {
-    const f = new LoadFailures({ benchMs: 1_000 });
+    const f = new ModelFailures({ benchMs: 1_000 });
     f.observe(beat("big", "serving", undefined, "x"), 0);
     f.observe(beat("small1", "failed", "x"), 0);
     f.observe(beat("small2", "failed", "x"), 0);
@@ -79,6 +103,7 @@ describe("LoadFailures", () => {
     expect(f.unavailable(8_500, LIVE).workers.has("small1")).toBe(false);
     // Once it serves something, a failure benches it for one window again.
     f.observe(beat("small1", "serving", undefined, "y"), 9_000);
+    f.observe({ ...beat("small1", "serving", undefined, "y"), servedTotal: 2 }, 9_200);
     f.observe(beat("small1", "failed", "x"), 9_500);
     expect(f.unavailable(10_500, LIVE).workers.has("small1")).toBe(false);
     // With "big" gone (dead: not live), the failures say the model is broken.
@@ -88,7 +113,7 @@ describe("LoadFailures", () => {
   });
 
   it("a worker that drains forgets its failures: back with the same id, it is planned at once", () => {
-    const f = new LoadFailures();
+    const f = new ModelFailures();
     f.observe(beat("w1", "failed", "a"), 0);
     expect(f.failedLately("w1", 10)).toBe("a");
     f.observe(beat("w1", "draining"), 20);
@@ -98,7 +123,7 @@ describe("LoadFailures", () => {
   });
 
   it("forgets what it knew of workers no longer alive", () => {
-    const f = new LoadFailures({ benchMs: 1_000 });
+    const f = new ModelFailures({ benchMs: 1_000 });
     f.observe(beat("w1", "serving", undefined, "x"), 0);
     f.observe(beat("w2", "failed", "y"), 0);
     f.unavailable(0, ["w3"]); // w1 and w2 gone
@@ -110,19 +135,19 @@ describe("LoadFailures", () => {
   });
 
   it("counts live workers only: with one live worker, its failure takes the model out, a dead worker's does not count", () => {
-    const f = new LoadFailures();
+    const f = new ModelFailures();
     f.observe(beat("w1", "failed", "a"), 0);
     f.observe(beat("gone", "failed", "a"), 0);
     expect(f.unavailable(0, ["w1"])).toEqual({ models: new Set(["a"]), workers: new Map() });
-    const g = new LoadFailures();
+    const g = new ModelFailures();
     g.observe(beat("w1", "failed", "a"), 0);
     g.observe(beat("gone", "failed", "a"), 0);
     expect(g.unavailable(0, ["w1", "w2"])).toEqual({ models: new Set(), workers: new Map([["w1", "a"]]) });
   });
 
   it("a failed batch (no failedModel) or another state benches nobody", () => {
-    const f = new LoadFailures();
-    f.observe(beat("w1", "failed"), 0);
+    const f = new ModelFailures();
+    f.observe(beat("w1", "failed", undefined, "a"), 0);
     f.observe({ ...beat("w2", "serving", undefined, "b"), failedModel: "a" }, 0);
     expect(f.unavailable(0, LIVE).workers.size).toBe(0);
   });
