@@ -2,7 +2,8 @@
  * Models that fail on workers, from heartbeats: what the resource manager plans around. A worker
  * reports a model it could not load, or the loaded model whose batches failed several times in a
  * row (`failedModel`). A model that failed on `modelAfterWorkers` live workers (or on every live
- * worker, when fewer) while no live worker serves it is out of the pool until `benchMs` after the
+ * worker, when fewer) while no live worker serves it (has it loaded; makes images with it, once
+ * its batches have failed somewhere) is out of the pool until `benchMs` after the
  * last report of its failure; each time it goes out again before a worker has served anything
  * with it, twice as long (up to `maxBackoff` times). The model is broken, not the workers: they
  * are planned at once for other models. A worker whose failure is its own (a GPU short of memory
@@ -34,6 +35,8 @@ export interface Unavailable {
 /** A worker's last failure: the model, when it was reported, and how long it counts. */
 interface Failure {
   model: string;
+  /** It failed to run (its batches), not to load: the worker had it loaded. */
+  ran: boolean;
   atMs: number;
   forMs: number;
 }
@@ -43,8 +46,11 @@ export class ModelFailures {
   private readonly last = new Map<string, Failure>();
   /** Benches of each worker since it last served a model. */
   private readonly benches = new Map<string, number>();
-  /** The model each worker serves, by its last heartbeat, and its count of served items when it began to. */
-  private readonly serving = new Map<string, { model: string; servedBefore: number }>();
+  /**
+   * The model each worker serves, by its last heartbeat: its count of served items when it began
+   * to (or when it last reported anything else), and whether it has made images with it since.
+   */
+  private readonly serving = new Map<string, { model: string; servedBefore: number; made: boolean }>();
   /** Models out of the pool: until when, and how many times in a row they went out. */
   private readonly out = new Map<string, { untilMs: number; strikes: number }>();
   /** Strikes of models back in the pool that no worker has loaded since. */
@@ -78,9 +84,10 @@ export class ModelFailures {
     if (beat.state === "serving" && beat.model) {
       const since = this.serving.get(id);
       const servedBefore = since?.model === beat.model ? since.servedBefore : beat.servedTotal;
-      this.serving.set(id, { model: beat.model, servedBefore });
+      const made = beat.servedTotal > servedBefore;
+      this.serving.set(id, { model: beat.model, servedBefore, made });
       this.last.delete(id);
-      if (beat.servedTotal > servedBefore) {
+      if (made) {
         this.benches.delete(id);
         this.strikes.delete(beat.model);
         const out = this.out.get(beat.model);
@@ -94,7 +101,7 @@ export class ModelFailures {
     const within = before !== undefined && nowMs - before.atMs < before.forMs;
     const benches = within ? (this.benches.get(id) ?? 1) : (this.benches.get(id) ?? 0) + 1;
     this.benches.set(id, benches);
-    this.last.set(id, { model: beat.failedModel, atMs: nowMs, forMs: this.backoffMs(benches) });
+    this.last.set(id, { model: beat.failedModel, atMs: nowMs, forMs: this.backoffMs(benches), ran: beat.model === beat.failedModel });
     const out = this.out.get(beat.failedModel);
     if (out) out.untilMs = Math.max(out.untilMs, nowMs + this.backoffMs(out.strikes));
     return !within || before.model !== beat.failedModel;
@@ -120,17 +127,22 @@ export class ModelFailures {
     const alive = new Set(live);
     for (const id of this.serving.keys()) if (!alive.has(id)) this.serving.delete(id);
     for (const id of this.benches.keys()) if (!alive.has(id)) this.benches.delete(id);
-    const served = new Set(live.map((id) => this.serving.get(id)?.model).filter((m): m is string => m !== undefined));
-    const failedOn = new Map<string, { workers: number; lastMs: number }>();
+    const failedOn = new Map<string, { workers: number; lastMs: number; ran: boolean }>();
     for (const id of live) {
       const f = this.last.get(id);
       if (!f) continue;
-      const n = failedOn.get(f.model) ?? { workers: 0, lastMs: 0 };
-      failedOn.set(f.model, { workers: n.workers + 1, lastMs: Math.max(n.lastMs, f.atMs) });
+      const n = failedOn.get(f.model) ?? { workers: 0, lastMs: 0, ran: false };
+      failedOn.set(f.model, { workers: n.workers + 1, lastMs: Math.max(n.lastMs, f.atMs), ran: n.ran || f.ran });
+    }
+    // A worker that loaded a model serves it; one whose batches failed, only once it makes images.
+    const served = new Set<string>();
+    for (const id of live) {
+      const s = this.serving.get(id);
+      if (s && (s.made || !failedOn.get(s.model)?.ran)) served.add(s.model);
     }
     const needed = Math.max(1, Math.min(this.modelAfterWorkers, live.length));
     for (const [model, n] of failedOn) {
-      // A model some live worker serves runs: the workers that cannot load it are the trouble.
+      // A model some live worker serves runs: the workers that cannot use it are the trouble.
       if (n.workers < needed || served.has(model) || this.out.has(model)) continue;
       const strikes = (this.strikes.get(model) ?? 0) + 1;
       this.out.set(model, { untilMs: n.lastMs + this.backoffMs(strikes), strikes });

@@ -215,24 +215,19 @@ export const RequestMachine = setup({
         },
         onError: [
           {
-            // An escalated request has a light image: a failed heavy generation must not cost the
-            // caller that image (as a judge that cannot answer does not).
+            // An escalated request has a light image: a heavy generation that fails, whatever the
+            // error, must not cost the caller that image (as a judge that cannot answer does not).
+            // (Timings stay those of the images made: the total counts the attempt.)
             guard: ({ context }) => context.light !== undefined,
             target: "accepted",
-            actions: assign({
-              heavyError: ({ event }) => (event.error instanceof Error ? event.error.message : String(event.error)),
-              timings: ({ context }) => ({ ...context.timings, heavyMs: context.now() - context.stageStartMs }),
-            }),
+            actions: assign({ heavyError: ({ event }) => (event.error instanceof Error ? event.error.message : String(event.error)) }),
           },
           {
             // A hard prompt sent straight to the heavy model: the light model makes its image (no
             // judging: there is nothing left to escalate to), when the heavy model failed it.
             guard: ({ event }) => event.error instanceof HadisError && event.error.code === "generation_failed",
             target: "light",
-            actions: assign({
-              heavyError: ({ event }) => (event.error as Error).message,
-              timings: ({ context }) => ({ ...context.timings, heavyMs: context.now() - context.stageStartMs }),
-            }),
+            actions: assign({ heavyError: ({ event }) => (event.error as Error).message }),
           },
           { target: "failed", actions: assign({ error: ({ event }) => event.error }) },
         ],

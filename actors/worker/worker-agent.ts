@@ -43,9 +43,10 @@ export interface Delivery {
 export const BATCH_TRIES = 2;
 
 /**
- * Failed batches in a row, with no success between, after which a worker reports its model as
- * failing (as a model that would not load). More than one poisonous item can fail alone: it is
- * tried `BATCH_TRIES` times, so fewer in a row could bench a worker for one bad prompt.
+ * Failed batches in a row, with no success between and two prompts at least among them, after
+ * which a worker reports its model as failing (as a model that would not load). One bad prompt
+ * cannot set it off alone: it fails `BATCH_TRIES` batches, and a caller retrying it brings the
+ * same prompt again.
  */
 export const FAILED_BATCHES_TO_REPORT = BATCH_TRIES + 1;
 
@@ -121,8 +122,9 @@ export class WorkerAgent {
   private lastError: string | undefined;
   /** The model whose load failed last, until a load succeeds. */
   private failedLoad: string | null = null;
-  /** Batches of the loaded model that failed since it loaded or last ran a batch. */
+  /** Batches of the loaded model that failed since it loaded or last ran a batch, and their prompts (a few). */
   private failedInARow = 0;
+  private failedPrompts = new Set<string>();
   private stopping = false;
   private pullAbort: AbortController | null = null;
   private wake: (() => void) | null = null;
@@ -171,7 +173,7 @@ export class WorkerAgent {
 
   /** The heartbeat describing this worker now. */
   status(backend: string): WorkerHeartbeat {
-    const failedModel = this.failing();
+    const failedModel = this.state === WorkerStates.failed ? this.failing() : null;
     return {
       v: PROTOCOL_VERSION,
       workerId: this.id,
@@ -190,13 +192,19 @@ export class WorkerAgent {
   }
 
   /**
-   * The model this worker cannot use: the one whose load failed, while it says failed, or the
-   * loaded one once its last `failedBatchesToReport` batches all failed (until one runs).
+   * The model this worker cannot use: the one whose load failed last, or the loaded one once its
+   * last `failedBatchesToReport` batches all failed, on two prompts at least (until one runs).
    */
   private failing(): string | null {
-    if (this.state === WorkerStates.failed && this.failedLoad) return this.failedLoad;
+    if (this.failedLoad) return this.failedLoad;
     const after = this.options.failedBatchesToReport ?? FAILED_BATCHES_TO_REPORT;
-    return this.model && this.state !== WorkerStates.draining && this.failedInARow >= after ? this.model : null;
+    return this.model && this.failedInARow >= after && this.failedPrompts.size >= 2 ? this.model : null;
+  }
+
+  /** A model loaded, or a batch that ran: failures in a row start again. */
+  private resetFailedRun(): void {
+    this.failedInARow = 0;
+    this.failedPrompts.clear();
   }
 
   private async run(): Promise<void> {
@@ -232,6 +240,7 @@ export class WorkerAgent {
     const from = this.model;
     if (from) {
       this.state = WorkerStates.unloading;
+      this.resetFailedRun();
       await this.ports.backend.unload(from);
       this.model = null;
     }
@@ -256,7 +265,7 @@ export class WorkerAgent {
     this.model = to;
     this.lastError = undefined;
     this.failedLoad = null;
-    this.failedInARow = 0;
+    this.resetFailedRun();
     if (from) this.swapsTotal++;
     this.ports.log("worker.swapped", { workerId: this.id, from, to, ms: this.ports.now() - startedMs });
   }
@@ -354,7 +363,7 @@ export class WorkerAgent {
       });
       this.servedTotal += batch.length;
     this.lastError = undefined;
-    this.failedInARow = 0;
+    this.resetFailedRun();
   }
 
   /** A failed batch: items on their first delivery go back to the queue, the others get `generation_failed`. */
@@ -372,6 +381,7 @@ export class WorkerAgent {
     }
     this.failedBatches++;
     this.failedInARow++;
+    for (const { item } of batch) if (this.failedPrompts.size < 2) this.failedPrompts.add(item.prompt);
     this.ports.log("worker.batch_failed", { workerId: this.id, model, size: batch.length, retried, inARow: this.failedInARow, error: e.message });
   }
 }

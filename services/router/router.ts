@@ -154,7 +154,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
         if (ended.ok && ended.heavyError !== undefined) {
           const sentBy = ended.judge ? "judge" : "router";
           recordLightFallback(sentBy);
-          log.warn("router.light_fallback", { requestId, sentBy, heavy: ended.decision.pair.heavy, error: ended.heavyError, servedBy: ended.image.model });
+          log.warn("router.light_fallback", { requestId, sentBy, plannedHeavy: ended.decision.pair.heavy, error: ended.heavyError, servedBy: ended.image.model });
         }
         return buildReply(ended, requestId, seed);
       } finally {

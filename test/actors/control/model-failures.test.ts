@@ -60,7 +60,8 @@ describe("ModelFailures", () => {
     f.observe(beat("w5", "idle"), 11_350);
     expect(failTwice(11_400)).toBe(true);
     expect(f.unavailable(15_399, LIVE).models.has("a")).toBe(true);
-    // One that makes images with it: forgiven, the next failure costs one window again.
+    // Back; one that makes images with it: forgiven, the next failure costs one window again.
+    expect(f.unavailable(15_450, LIVE).models.has("a")).toBe(false);
     f.observe(beat("w5", "serving", undefined, "a"), 15_500);
     f.observe({ ...beat("w5", "serving", undefined, "a"), servedTotal: 4 }, 15_600);
     f.observe(beat("w5", "idle"), 15_800);
@@ -70,19 +71,45 @@ describe("ModelFailures", () => {
 
   it("a model whose batches fail on the workers that load it goes out as one that will not load", () => {
     const f = new ModelFailures({ benchMs: 1_000 });
-    // Loaded, and serving: not failing yet.
+    // Loaded, and serving: not failing yet. w2 makes images with it.
     f.observe(beat("w1", "serving", undefined, "a"), 0);
     f.observe(beat("w2", "serving", undefined, "a"), 0);
-    expect(f.unavailable(0, LIVE)).toEqual({ models: new Set(), workers: new Map() });
-    // Its batches fail on w1 (failed, the model still loaded): benched while w2 serves it.
+    f.observe({ ...beat("w2", "serving", undefined, "a"), servedTotal: 2 }, 100);
+    expect(f.unavailable(100, LIVE)).toEqual({ models: new Set(), workers: new Map() });
+    // Its batches fail on w1 (failed, the model still loaded): benched while w2 makes images with it.
     expect(f.observe(beat("w1", "failed", "a", "a"), 500)).toBe(true);
     expect(f.unavailable(500, LIVE)).toEqual({ models: new Set(), workers: new Map([["w1", "a"]]) });
-    // And on w2: the model is broken, not the workers.
+    // And on w2, whose failure also ends its serving: the model is broken, not the workers. w3
+    // has it loaded and has made nothing with it: that does not show it runs.
+    f.observe(beat("w3", "serving", undefined, "a"), 550);
     expect(f.observe(beat("w2", "failed", "a", "a"), 600)).toBe(true);
     expect(f.observe(beat("w2", "failed", "a", "a"), 700)).toBe(false); // the same failure again
     expect(f.unavailable(700, LIVE)).toEqual({ models: new Set(["a"]), workers: new Map() });
     expect(f.unavailable(1_699, LIVE).models.has("a")).toBe(true);
     expect(f.unavailable(1_700, LIVE).models.has("a")).toBe(false);
+    // Out again, and w3 makes images with it while it is out (a plan not yet replaced): it runs,
+    // so it comes back with no strikes, and its next time out is one window.
+    f.observe(beat("w1", "failed", "a", "a"), 1_800);
+    f.observe(beat("w2", "failed", "a", "a"), 1_800);
+    expect(f.unavailable(1_800, LIVE).models.has("a")).toBe(true);
+    f.observe({ ...beat("w3", "serving", undefined, "a"), servedTotal: 1 }, 1_900);
+    f.observe(beat("w3", "idle"), 2_000);
+    expect(f.unavailable(3_800, LIVE).models.has("a")).toBe(false); // 2 x 1 s, as it went out
+    f.observe(beat("w1", "failed", "a", "a"), 3_900);
+    f.observe(beat("w2", "failed", "a", "a"), 3_900);
+    expect(f.unavailable(3_900, LIVE).models.has("a")).toBe(true);
+    expect(f.unavailable(4_900, LIVE).models.has("a")).toBe(false);
+  });
+
+  it("a worker that has loaded a model keeps it in the pool when only loads failed", () => {
+    const f = new ModelFailures({ benchMs: 1_000 });
+    f.observe(beat("big", "serving", undefined, "x"), 0);
+    f.observe(beat("small1", "failed", "x"), 0);
+    f.observe(beat("small2", "failed", "x"), 0);
+    expect(f.unavailable(0, LIVE).models.size).toBe(0);
+    // The same with a failure to run: "big" has to make an image first.
+    f.observe(beat("small2", "failed", "x", "x"), 10);
+    expect(f.unavailable(10, LIVE).models).toEqual(new Set(["x"]));
   });
 
   it("a model a live worker serves stays in the pool: the workers that cannot load it are benched, twice as long each time", () => {

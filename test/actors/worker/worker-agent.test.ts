@@ -34,8 +34,8 @@ class FakeQueue implements WorkSource {
   }
 }
 
-function item(model: string, id: string, deadlineAtMs = Date.now() + 60_000) {
-  return encode({ v: PROTOCOL_VERSION, requestId: id, stage: "light", prompt: "a cat", seed: 1, model, replyTo: "r", enqueuedAtMs: Date.now(), deadlineAtMs, planEpoch: 1 });
+function item(model: string, id: string, deadlineAtMs = Date.now() + 60_000, prompt = "a cat") {
+  return encode({ v: PROTOCOL_VERSION, requestId: id, stage: "light", prompt, seed: 1, model, replyTo: "r", enqueuedAtMs: Date.now(), deadlineAtMs, planEpoch: 1 });
 }
 
 function plan(epoch: number, model: string | null, batchSize = 4): Plan {
@@ -198,7 +198,7 @@ describe("WorkerAgent", () => {
     await agent.stop();
   });
 
-  it("reports its loaded model as failing after three failed batches in a row, not after one bad item's two, until a batch runs", async () => {
+  it("reports its loaded model as failing after three failed batches in a row on two prompts, not for one bad prompt, until a batch runs", async () => {
     const { agent, queue, results } = setup(1);
     const ports = (agent as unknown as { ports: { backend: GenerationBackend } }).ports;
     const base = { ...ports.backend };
@@ -214,38 +214,48 @@ describe("WorkerAgent", () => {
     agent.applyPlan(plan(1, "a", 1));
     agent.start();
     await until(() => agent.status("fake").state === "serving");
-    // One item failing twice (its two tries) says nothing about the model.
-    queue.push("a", item("a", "p1"));
+    // One item failing twice (its two tries) says nothing about the model; nor does a caller
+    // retrying that prompt (a new request, the same prompt).
+    queue.push("a", item("a", "p1", undefined, "a bad prompt"));
     await until(() => failed() === 2);
+    expect(agent.status("fake").failedModel).toBeUndefined();
+    queue.push("a", item("a", "p1-retry", undefined, "a bad prompt"));
+    await until(() => failed() === 4);
     expect(agent.status("fake").failedModel).toBeUndefined();
     await until(() => agent.status("fake").state === "serving");
     expect(agent.status("fake").failedModel).toBeUndefined();
-    // A third failure in a row: the loaded model is failing, and the worker says so between pulls too.
-    queue.push("a", item("a", "p2"));
-    await until(() => failed() === 3);
+    // Another prompt fails too: the loaded model is failing, and the worker says so between pulls too.
+    queue.push("a", item("a", "p2", undefined, "a lighthouse"));
+    await until(() => failed() === 5);
     expect(agent.status("fake")).toMatchObject({ state: "failed", model: "a", failedModel: "a" });
-    await until(() => failed() === 4); // p2's second try
+    await until(() => failed() === 6); // p2's second try
     await new Promise((r) => setTimeout(r, 40)); // past the pause: pulling again, still saying so
     expect(agent.status("fake")).toMatchObject({ state: "failed", failedModel: "a" });
-    expect(results.map((r) => [r.requestId, r.ok])).toEqual([["p1", false], ["p2", false]]);
+    expect(results.map((r) => [r.requestId, r.ok])).toEqual([["p1", false], ["p1-retry", false], ["p2", false]]);
     // The fault passes: the next batch runs, and the worker serves again.
     broken = false;
     queue.push("a", item("a", "p3"));
-    await until(() => results.length === 3);
-    expect(results[2]).toMatchObject({ requestId: "p3", ok: true });
+    await until(() => results.length === 4);
+    expect(results[3]).toMatchObject({ requestId: "p3", ok: true });
     await until(() => agent.status("fake").state === "serving");
     expect(agent.status("fake").failedModel).toBeUndefined();
     // A new load starts the count afresh.
     broken = true;
-    queue.push("a", item("a", "p5"));
-    await until(() => failed() === 6);
+    queue.push("a", item("a", "p5", undefined, "a fox"));
+    await until(() => failed() === 8);
     agent.applyPlan(plan(2, "b", 1));
     await until(() => agent.status("fake").model === "b");
     agent.applyPlan(plan(3, "a", 1));
-    queue.push("a", item("a", "p4"));
-    await until(() => failed() === 7);
+    queue.push("a", item("a", "p4", undefined, "a barn"));
+    await until(() => failed() === 9);
     expect(agent.status("fake").failedModel).toBeUndefined();
-    await agent.stop();
+    // Failing, then stopped: a draining worker names no failed model.
+    queue.push("a", item("a", "p6", undefined, "an owl"));
+    await until(() => agent.status("fake").failedModel === "a");
+    const stopped = agent.stop();
+    expect(agent.status("fake")).toMatchObject({ state: "draining" });
+    expect(agent.status("fake").failedModel).toBeUndefined();
+    await stopped;
   });
 
   it("a backend that returns fewer images than asked fails the batch once, answering no item twice", async () => {
