@@ -38,6 +38,7 @@ function routerScoring(kind: "analyzer" | "reference", profiles: ProfileSet, fil
 /** The policy `npm start` runs unless told otherwise. */
 export const DEFAULT_POLICY = "hadis";
 import { prepareOnnx } from "./lib/onnx-setup.ts";
+import { ConnectionWatch, healthOf, type Health, type HealthCheck } from "./lib/health.ts";
 
 /** The four service kinds. */
 export const SERVICE_KINDS = ["router", "worker", "discriminator", "resource-manager"] as const;
@@ -99,6 +100,8 @@ export interface RunningSystem {
   manager?: RunningResourceManager;
   /** Stops in order: intake first (routers), then the manager, workers, judge; closes connections. */
   stop(graceMs?: number): Promise<void>;
+  /** Readiness: NATS connections up, every router holding a plan, not stopping (what `/readyz` answers). */
+  health(): Health;
 }
 
 /** Starts the selected services against a NATS server. */
@@ -110,6 +113,8 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
   const sloMs = profiles.pool.sloMs * timeScale;
   const queueOptions = { ...DEFAULT_WORK_QUEUE, ...(opts.replicas ? { replicas: opts.replicas } : {}), ...opts.workQueue };
   const connections: NatsConnection[] = [];
+  const watches: ConnectionWatch[] = [];
+  let stopping = false;
   let planBucketReady = !opts.replicas || opts.replicas <= 1;
   let resultsBucketReady = planBucketReady;
   const connect = async (name: string, kind: ServiceKind) => {
@@ -118,6 +123,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
     // every service keeps the default inboxes.
     const nc = await connectNats(opts.natsUrl, name, credentials ? { user: credentials.user, pass: credentials.pass, ...(credentials.ownRole ? { inboxPrefix: inboxPrefixOf(kind) } : {}) } : {});
     connections.push(nc);
+    watches.push(new ConnectionWatch(nc, name));
     // Every PlanView opens the bucket with one replica: create it replicated first (it keeps its config).
     if (!planBucketReady) {
       await openPlanBucket(nc, subjects, opts.replicas);
@@ -145,12 +151,27 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
     subjects,
     routers: [],
     async stop(graceMs = 10_000) {
+      stopping = true;
       const order: ServiceKind[] = ["router", "resource-manager", "worker", "discriminator"];
       for (const kind of order) {
         await Promise.all(started.filter((s) => s.kind === kind).map((s) => s.service.stop(graceMs)));
       }
       await Promise.all(connections.map((nc) => nc.drain().catch(() => nc.close())));
       await Promise.all(closers.map((close) => close().catch(() => undefined)));
+    },
+    health() {
+      const down = watches.map((w) => w.problem()).filter((problem) => problem !== null);
+      const checks: Record<string, HealthCheck> = {
+        nats: down.length === 0 ? { ok: true, detail: `${watches.length} connections up` } : { ok: false, detail: down.join("; ") },
+        stopping: { ok: !stopping, detail: stopping ? "stopping" : "no" },
+      };
+      if (system.routers.length > 0) {
+        const epochs = system.routers.map((r) => r.plans.current?.epoch);
+        checks.plan = epochs.every((e) => e !== undefined)
+          ? { ok: true, detail: `epoch ${Math.min(...(epochs as number[]))}` }
+          : { ok: false, detail: "no plan yet: a router without one answers no_capacity" };
+      }
+      return healthOf(checks);
     },
   };
 

@@ -4,6 +4,7 @@ import { startNatsServer, type LocalServer } from "../lib/nats-server.ts";
 import { createLogger, type Logger } from "../lib/log.ts";
 import { connectNats } from "../lib/nats.ts";
 import { startMetricsServer } from "../lib/metrics.ts";
+import { STARTING, type Health } from "../lib/health.ts";
 import { DEFAULT_DASHBOARD_PORT, startDashboard } from "../dashboard/dashboard.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { credentialsFromEnv, natsUrls } from "./credentials.ts";
@@ -103,7 +104,7 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
     })();
   });
   // The dashboard first, so the first requests are already traced.
-  dashboard = opts.dashboard === false ? null : await startLocalDashboard(server.url, opts.dashboardPort, opts.dashboardHost, log);
+  dashboard = opts.dashboard === false ? null : await startLocalDashboard(server.url, opts.dashboardPort, opts.dashboardHost, log, () => system?.health() ?? STARTING);
   try {
     system = await startSystem({
       natsUrl: server.url,
@@ -137,10 +138,10 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
 }
 
 /** Starts the dashboard on its own connection; a taken port is a warning, not a failure. */
-async function startLocalDashboard(url: string, port: number | undefined, host: string | undefined, log: Logger): Promise<{ url: string; stop(): Promise<void> } | null> {
+async function startLocalDashboard(url: string, port: number | undefined, host: string | undefined, log: Logger, health: () => Health): Promise<{ url: string; stop(): Promise<void> } | null> {
   const nc = await connectNats(url, "hadis-dashboard");
   try {
-    const dash = await startDashboard({ nc, subjects: buildSubjects(), port: port ?? DEFAULT_DASHBOARD_PORT, host, log });
+    const dash = await startDashboard({ nc, subjects: buildSubjects(), port: port ?? DEFAULT_DASHBOARD_PORT, host, log, health });
     return { url: dash.url, stop: async () => (await dash.stop(), await nc.drain().catch(() => undefined)) };
   } catch (err) {
     process.stderr.write(`hadis start: dashboard not started (${(err as Error).message}); use --dashboard-port to pick another port\n`);
@@ -153,9 +154,9 @@ async function startLocalDashboard(url: string, port: number | undefined, host: 
 export async function serveCommand(kind: string, opts: RunOptions & { nats: string; metricsPort?: number; metricsHost?: string; replicas?: number }): Promise<void> {
   if (kind !== "all" && !SERVICE_KINDS.includes(kind as ServiceKind)) throw new Error(`unknown service "${kind}"; one of ${SERVICE_KINDS.join(", ")}, all`);
   const staticConfig = staticConfigOf(opts, "serve");
+  let system: RunningSystem | undefined;
   // The metrics port first: a taken one fails before any service has joined (and pulled work).
-  const metrics = opts.metricsPort !== undefined ? await startMetricsServer(opts.metricsPort, opts.metricsHost) : null;
-  let system: RunningSystem;
+  const metrics = opts.metricsPort !== undefined ? await startMetricsServer(opts.metricsPort, opts.metricsHost, () => system?.health() ?? STARTING) : null;
   try {
     system = await startSystem({
       ...backendOptions(opts),
@@ -177,9 +178,10 @@ export async function serveCommand(kind: string, opts: RunOptions & { nats: stri
     await metrics?.stop();
     throw err;
   }
-  process.stderr.write(`hadis ${kind} connected to ${opts.nats}${metrics ? `; metrics on ${metrics.url}` : ""}\n`);
+  const running = system;
+  process.stderr.write(`hadis ${kind} connected to ${opts.nats}${metrics ? `; metrics on ${metrics.url} (probes: /healthz, /readyz)` : ""}\n`);
   untilSignal(async () => {
-    await system.stop(10_000);
+    await running.stop(10_000);
     await metrics?.stop();
   });
 }

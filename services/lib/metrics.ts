@@ -4,6 +4,7 @@
  * `recordDemand` and `recordQueueDepths`. `startMetricsServer(port)` serves `/metrics`.
  */
 import { createServer, type Server } from "node:http";
+import { serveProbe, STARTING, type Health } from "./health.ts";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { GenerateReply, Plan, WorkerHeartbeat } from "../../contracts/messages.ts";
 import { sloOutcome } from "../../actors/request/reply.ts";
@@ -246,11 +247,15 @@ export interface MetricsServer {
 /** The URL of `path` on a server listening on `host:port` (an IPv6 address in brackets). */
 export const listenUrl = (host: string, port: number, path: string) => `http://${host.includes(":") ? `[${host}]` : host}:${port}${path}`;
 
-/** Serves `/metrics` on 127.0.0.1 (or `host`) at `port` (0 picks a free port). */
-export async function startMetricsServer(port: number, host = "127.0.0.1"): Promise<MetricsServer> {
+/**
+ * Serves `/metrics` on 127.0.0.1 (or `host`) at `port` (0 picks a free port), and the probes
+ * `/healthz` and `/readyz` (what `health` says; "starting" until there is one).
+ */
+export async function startMetricsServer(port: number, host = "127.0.0.1", health: () => Health = () => STARTING): Promise<MetricsServer> {
   const server: Server = createServer((req, res) => {
+    if (serveProbe(req, res, health)) return;
     if (req.url?.split("?")[0] !== "/metrics") {
-      res.writeHead(404).end("not found; try /metrics\n");
+      res.writeHead(404).end("not found; try /metrics, /healthz or /readyz\n");
       return;
     }
     metricsText().then(
