@@ -243,8 +243,10 @@ export class WorkQueue {
         // An abandoned pull (the worker leaves the model) stops listening at once: the server
         // drops a pull nobody listens to, while one still listened to took an item every time
         // one came, only for it to be handed back, and five such deliveries used up an item
-        // for good. Otherwise keep listening briefly: anything still in flight is handed back.
-        if (signal.aborted) sub.unsubscribe();
+        // for good. It drains: an item the server sent before it heard (one in five to ten
+        // pulls abandoned as an item arrives, in the test) is handed back at once, not lost
+        // until its ack wait. Otherwise keep listening briefly: anything in flight is handed back.
+        if (signal.aborted) void sub.drain().catch(() => undefined);
         else setTimeout(() => sub.unsubscribe(), 2_000).unref();
       };
       const sub = this.nc.subscribe(inbox, {
