@@ -150,6 +150,11 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       running.add(abandon);
       try {
         const ended = await Promise.race([outcome, abandoned]);
+        if (!ended.ok && ended.state === "expired") {
+          // A missed SLO explained in one line: which stages ended (their times), under which plan.
+          const d = ended.decision;
+          log.warn("router.expired", { requestId, deadlineMs, hard: d?.hard, pair: d ? `${d.pair.light}→${d.pair.heavy}` : null, planEpoch: d?.planEpoch, timings: ended.timings });
+        }
         if (ended.ok && ended.escalationSkipped) recordEscalationSkipped();
         if (ended.ok && ended.heavyError !== undefined) {
           const sentBy = ended.judge ? "judge" : "router";
