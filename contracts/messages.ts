@@ -235,7 +235,7 @@ export const WorkerHeartbeatSchema = z.strictObject({
   lastError: z.string().optional(),
   /**
    * While `state` is failed because a model would not load, or because the loaded model's last
-   * batches all failed (three in a row on two prompts at least, until one runs): that model. The
+   * batches failed in every item (three in a row on two prompts at least, until one runs): that model. The
    * resource manager benches the worker for a while and, when the model fails on several
    * workers, plans without it.
    */

@@ -7,7 +7,7 @@
 import { assign, fromPromise, setup } from "xstate";
 import { HadisError } from "../../contracts/errors.ts";
 import { Routes, type StageTimings } from "../../contracts/messages.ts";
-import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RequestOutcome, RouteDecision } from "./types.ts";
+import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RequestOutcome, RouteDecision, Stage } from "./types.ts";
 
 /** Input of one request machine. */
 export interface RequestInput {
@@ -42,6 +42,8 @@ interface Context extends RequestInput {
   /** Set when the request ends without an image. */
   ended?: "failed" | "expired";
   stageStartMs: number;
+  /** The stage running now (the last one entered). */
+  stage?: Stage;
   timings: StageTimings;
 }
 
@@ -75,7 +77,7 @@ export const RequestMachine = setup({
     heavyFits: ({ context }) => context.deadlineAtMs - context.now() >= (context.heavyFloorMs?.(context.decision!.pair.heavy) ?? 0),
   },
   actions: {
-    markStage: assign({ stageStartMs: ({ context }) => context.now() }),
+    markStage: assign(({ context }, params: { stage: Stage }) => ({ stageStartMs: context.now(), stage: params.stage })),
     finishTotal: assign({
       timings: ({ context }) => ({ ...context.timings, totalMs: Math.max(0, context.now() - context.receivedAtMs) }),
     }),
@@ -87,7 +89,7 @@ export const RequestMachine = setup({
   after: { deadline: ".expired" },
   states: {
     routing: {
-      entry: "markStage",
+      entry: { type: "markStage", params: { stage: "route" } },
       invoke: {
         src: "route",
         input: ({ context }) => ({ prompt: context.prompt, requestId: context.requestId }),
@@ -112,7 +114,7 @@ export const RequestMachine = setup({
       },
     },
     light: {
-      entry: "markStage",
+      entry: { type: "markStage", params: { stage: "light" } },
       invoke: {
         src: "generate",
         input: ({ context }) => ({
@@ -141,7 +143,7 @@ export const RequestMachine = setup({
       always: [{ guard: "skipJudge", target: "accepted" }, { target: "judging" }],
     },
     judging: {
-      entry: "markStage",
+      entry: { type: "markStage", params: { stage: "judge" } },
       invoke: {
         src: "judge",
         input: ({ context }) => ({
@@ -191,7 +193,7 @@ export const RequestMachine = setup({
       },
     },
     heavy: {
-      entry: "markStage",
+      entry: { type: "markStage", params: { stage: "heavy" } },
       invoke: {
         src: "generate",
         input: ({ context }) => ({
@@ -255,7 +257,15 @@ export const RequestMachine = setup({
 
 function outcomeOf(ctx: Context): RequestOutcome {
   if (ctx.ended) {
-    return { ok: false, error: ctx.error, state: ctx.ended, timings: ctx.timings, decision: ctx.decision };
+    return {
+      ok: false,
+      error: ctx.error,
+      state: ctx.ended,
+      timings: ctx.timings,
+      decision: ctx.decision,
+      ...(ctx.stage ? { stage: ctx.stage } : {}),
+      ...(ctx.heavyError !== undefined ? { heavyError: ctx.heavyError } : {}),
+    };
   }
   const decision = ctx.decision!;
   if (ctx.heavy) {

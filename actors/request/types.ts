@@ -73,4 +73,17 @@ export type RequestOutcome =
       heavyError?: string;
       timings: StageTimings;
     }
-  | { ok: false; error: unknown; state: "failed" | "expired"; timings: StageTimings; decision?: RouteDecision };
+  | {
+      ok: false;
+      error: unknown;
+      state: "failed" | "expired";
+      timings: StageTimings;
+      decision?: RouteDecision;
+      /** The stage it was in when it ended. */
+      stage?: Stage;
+      /** The heavy generation had failed before (a hard prompt then sent to the light model). */
+      heavyError?: string;
+    };
+
+/** A stage of a request's lifecycle. */
+export type Stage = "route" | "light" | "judge" | "heavy";

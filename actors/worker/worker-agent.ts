@@ -5,6 +5,7 @@
  * Pure logic: the queue, the result publisher, the backend and the clock are ports.
  */
 import { asHadisError, HadisError, toWireError } from "../../contracts/errors.ts";
+import { runSplitting, type SplitOutcome } from "./bisect.ts";
 import { decode } from "../../contracts/envelope.ts";
 import {
   PROTOCOL_VERSION,
@@ -43,12 +44,16 @@ export interface Delivery {
 export const BATCH_TRIES = 2;
 
 /**
- * Failed batches in a row, with no success between and two prompts at least among them, after
- * which a worker reports its model as failing (as a model that would not load). One bad prompt
- * cannot set it off alone: it fails `BATCH_TRIES` batches, and a caller retrying it brings the
- * same prompt again.
+ * Batches in a row whose every item failed (a failing batch runs in halves first: see
+ * `runSplitting`), with no success between and two prompts at least among them, after which a
+ * worker reports its model as failing (as a model that would not load). One bad prompt cannot
+ * set it off alone: batched with others it fails alone; by itself it fails `BATCH_TRIES` times,
+ * and a caller retrying it brings the same prompt again.
  */
 export const FAILED_BATCHES_TO_REPORT = BATCH_TRIES + 1;
+
+/** Batches run whole at a lowered batch cap before the cap doubles again. */
+export const CAP_RUNS_TO_GROW = 16;
 
 /** Where work comes from. */
 export interface WorkSource {
@@ -83,8 +88,8 @@ export interface BatchObserver {
 
 /** One observed batch. */
 export interface BatchObservation {
-  /** The batch ended (its results are published); `error` when it failed. */
-  ended(endedMs: number, error?: string): void;
+  /** The batch ended (its results are published); `error` when it failed: all its items, or those in `failed` (indexes), when given. */
+  ended(endedMs: number, error?: string, failed?: ReadonlySet<number>): void;
 }
 
 /** Tunables of the worker loop. */
@@ -115,6 +120,13 @@ export class WorkerAgent {
   private batchSize = 1;
   /** Batch size the plan gives the model it wants this worker on. */
   private planBatchSize = 1;
+  /**
+   * The largest batch this worker takes of its loaded model, below the plan's when batches failed
+   * (one too big for the GPU's memory fails where a smaller one runs): see `learn`. A load starts
+   * it afresh; `capRuns` counts the batches run whole at it since.
+   */
+  private batchCap = Number.POSITIVE_INFINITY;
+  private capRuns = 0;
   private planEpoch = 0;
   private inFlight = 0;
   private servedTotal = 0;
@@ -207,6 +219,40 @@ export class WorkerAgent {
     this.failedPrompts.clear();
   }
 
+  /**
+   * What a batch's run says. Every item failed (its halves too): the model is failing here, and
+   * the next batch is at most a quarter of it (its halves failed). It ran only in parts: at most
+   * half next time. It ran whole at the cap `CAP_RUNS_TO_GROW` times: twice the cap (up to the
+   * plan's), so a passing fault does not cost the batch size for good.
+   */
+  private learn(batch: readonly { item: WorkItem }[], run: SplitOutcome<GeneratedImage>, served: number): void {
+    if (served === 0) {
+      this.failedInARow++;
+      for (const { item } of batch) if (this.failedPrompts.size < 2) this.failedPrompts.add(item.prompt);
+      if (batch.length > 1) this.capAt(Math.floor(batch.length / 4));
+      return;
+    }
+    this.resetFailedRun();
+    if (!run.whole) this.capAt(Math.ceil(batch.length / 2));
+    else if (batch.length >= this.batchCap && ++this.capRuns >= CAP_RUNS_TO_GROW) this.capAt(this.batchCap * 2);
+  }
+
+  private capAt(size: number): void {
+    this.batchCap = Math.max(1, size);
+    this.capRuns = 0;
+  }
+
+  /** One run of the backend on `part`: its images, or why it failed. */
+  private async generate(model: string, part: readonly { item: WorkItem }[]): Promise<{ ok: true; results: GeneratedImage[] } | { ok: false; error: Error }> {
+    try {
+      const made = await this.ports.backend.generate(model, part.map((b) => ({ prompt: b.item.prompt, seed: b.item.seed })));
+      if (made.length !== part.length) throw new HadisError("generation_failed", `the backend made ${made.length} images for a batch of ${part.length}`);
+      return { ok: true, results: made };
+    } catch (err) {
+      return { ok: false, error: asHadisError(err) };
+    }
+  }
+
   private async run(): Promise<void> {
     while (!this.stopping) {
       try {
@@ -224,7 +270,8 @@ export class WorkerAgent {
         this.state = this.failing() ? WorkerStates.failed : WorkerStates.serving;
         const abort = new AbortController();
         this.pullAbort = abort;
-        this.batchSize = this.planBatchSize; // the model is the plan's here (a swap came first otherwise)
+        // The model is the plan's here (a swap came first otherwise).
+        this.batchSize = Math.min(this.planBatchSize, this.batchCap);
         const deliveries = await this.ports.source.pull(this.model, this.batchSize, this.options.pollMs, abort.signal);
         this.pullAbort = null;
         if (deliveries.length > 0) await this.execute(this.model, deliveries);
@@ -266,6 +313,7 @@ export class WorkerAgent {
     this.lastError = undefined;
     this.failedLoad = null;
     this.resetFailedRun();
+    this.capAt(Number.POSITIVE_INFINITY);
     if (from) this.swapsTotal++;
     this.ports.log("worker.swapped", { workerId: this.id, from, to, ms: this.ports.now() - startedMs });
   }
@@ -303,27 +351,27 @@ export class WorkerAgent {
     const startedMs = this.ports.now();
     let ticker: { stop(): void } | undefined;
     let observed: ReturnType<NonNullable<WorkerPorts["observer"]>["started"]> | undefined;
-    let images: GeneratedImage[] | null = null;
-    let failure: HadisError | undefined;
+    let run: SplitOutcome<GeneratedImage> = { outcomes: [], runs: 0, whole: false };
     try {
       ticker = setIntervalPort(this.ports, this.options.workingEveryMs, () => batch.forEach((b) => b.delivery.working()));
       observed = this.observing(() => this.ports.observer?.started(this.id, model, batch, startedMs));
-      const made = await this.ports.backend.generate(model, batch.map((b) => ({ prompt: b.item.prompt, seed: b.item.seed })));
-      if (made.length !== batch.length) throw new HadisError("generation_failed", `the backend made ${made.length} images for a batch of ${batch.length}`);
-      images = made;
-    } catch (err) {
-      failure = asHadisError(err);
+      run = await runSplitting(batch, (part) => this.generate(model, part));
     } finally {
       ticker?.stop(); // first: nothing below may leave the items' deadlines extended forever
     }
+    const served = batch.filter((_, i) => run.outcomes[i].ok);
+    const failedIdx = new Set(batch.map((_, i) => i).filter((i) => !run.outcomes[i].ok));
+    const failure = failedIdx.size > 0 ? asHadisError((run.outcomes[[...failedIdx][0]] as { error: Error }).error) : undefined;
     try {
-      if (images) this.answer(model, batch, images, startedMs);
-      else this.fail(model, batch, failure!);
+      if (served.length > 0) this.answer(model, served, run.outcomes.filter((o) => o.ok).map((o) => (o as { result: GeneratedImage }).result), startedMs);
+      if (failure) this.fail(model, batch.filter((_, i) => failedIdx.has(i)), failure, run.runs);
+      this.learn(batch, run, served.length);
     } finally {
       this.inFlight = 0;
-      this.observing(() => observed?.ended(this.ports.now(), failure?.message));
+      this.observing(() => observed?.ended(this.ports.now(), failure?.message, failure && served.length > 0 ? failedIdx : undefined));
     }
-    if (failure && !this.stopping && this.desiredModel === model) {
+    const allFailed = served.length === 0;
+    if (allFailed && !this.stopping && this.desiredModel === model) {
       // A worker whose batches fail (a model that no longer runs) must not drain its queue into
       // errors: it says so and pauses, and the items it handed back go to others meanwhile.
       this.state = WorkerStates.failed;
@@ -363,11 +411,10 @@ export class WorkerAgent {
       });
       this.servedTotal += batch.length;
     this.lastError = undefined;
-    this.resetFailedRun();
   }
 
-  /** A failed batch: items on their first delivery go back to the queue, the others get `generation_failed`. */
-  private fail(model: string, batch: { item: WorkItem; delivery: Delivery }[], e: HadisError): void {
+  /** Failed items (after `runs` runs of the batch): those on their first delivery go back to the queue, the others get `generation_failed`. */
+  private fail(model: string, batch: { item: WorkItem; delivery: Delivery }[], e: HadisError, runs: number): void {
     this.lastError = e.message;
     let retried = 0;
     for (const { item, delivery } of batch) {
@@ -380,9 +427,7 @@ export class WorkerAgent {
       delivery.ack();
     }
     this.failedBatches++;
-    this.failedInARow++;
-    for (const { item } of batch) if (this.failedPrompts.size < 2) this.failedPrompts.add(item.prompt);
-    this.ports.log("worker.batch_failed", { workerId: this.id, model, size: batch.length, retried, inARow: this.failedInARow, error: e.message });
+    this.ports.log("worker.batch_failed", { workerId: this.id, model, failed: batch.length, retried, runs, error: e.message });
   }
 }
 

@@ -221,7 +221,8 @@ export class WorkQueue {
 
   /**
    * Pulls up to `max` items of a model: waits at most `waitMs` for the first, then takes what is
-   * there (JetStream's no_wait + expires). An aborted pull stops listening at once (the server then drops it).
+   * there (JetStream's no_wait + expires). An aborted pull stops listening at once (the server
+   * then drops it), handing back what was already on its way.
    */
   async pull(model: string, max: number, waitMs: number, signal: AbortSignal): Promise<Delivery[]> {
     const durable = await this.ensureConsumer(model);

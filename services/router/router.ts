@@ -151,9 +151,18 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       try {
         const ended = await Promise.race([outcome, abandoned]);
         if (!ended.ok && ended.state === "expired") {
-          // A missed SLO explained in one line: which stages ended (their times), under which plan.
+          // A missed SLO explained in one line: the stage it was in, the stages that ended (their times), the plan.
           const d = ended.decision;
-          log.warn("router.expired", { requestId, deadlineMs, hard: d?.hard, pair: d ? `${d.pair.light}→${d.pair.heavy}` : null, planEpoch: d?.planEpoch, timings: ended.timings });
+          log.warn("router.expired", {
+            requestId,
+            deadlineMs,
+            stage: ended.stage,
+            hard: d?.hard,
+            pair: d ? `${d.pair.light}→${d.pair.heavy}` : null,
+            planEpoch: d?.planEpoch,
+            timings: ended.timings,
+            ...(ended.heavyError !== undefined ? { heavyError: ended.heavyError } : {}),
+          });
         }
         if (ended.ok && ended.escalationSkipped) recordEscalationSkipped();
         if (ended.ok && ended.heavyError !== undefined) {

@@ -33,6 +33,7 @@ export function workerObserver(telemetry: ServiceTelemetry): BatchObserver {
       });
       const batchLinks: Link[] = [{ context: batchSpan.spanContext() }];
       const spans: Span[] = [batchSpan];
+      const itemOf = new Map<Span, number>();
       batch.forEach((entry, i) => {
         const parent = parents[i];
         if (!parent) return;
@@ -40,12 +41,16 @@ export function workerObserver(telemetry: ServiceTelemetry): BatchObserver {
         const attributes = () => ({ "hadis.model": model, "hadis.worker_id": workerId, "hadis.batch_size": batch.length, "hadis.request_id": entry.item.requestId });
         const queued = telemetry.start(`queue ${model}`, { kind: SpanKind.CONSUMER, startTime: Math.min(entry.item.enqueuedAtMs, startedMs), attributes: attributes() }, parent);
         queued.end(startedMs);
-        spans.push(telemetry.start(`execute ${model}`, { kind: SpanKind.CONSUMER, startTime: startedMs, links: batchLinks, attributes: attributes() }, parent));
+        const execute = telemetry.start(`execute ${model}`, { kind: SpanKind.CONSUMER, startTime: startedMs, links: batchLinks, attributes: attributes() }, parent);
+        itemOf.set(execute, i);
+        spans.push(execute);
       });
       return {
-        ended(endedMs, error) {
+        ended(endedMs, error, failed) {
           for (const span of spans) {
-            if (error) span.setStatus({ code: SpanStatusCode.ERROR, message: error });
+            // The batch span fails with any item; an item's span with its own failure.
+            const item = itemOf.get(span);
+            if (error && (!failed || item === undefined || failed.has(item))) span.setStatus({ code: SpanStatusCode.ERROR, message: error });
             span.end(endedMs);
           }
         },

@@ -116,6 +116,10 @@ describe("RequestMachine", () => {
     expect(outcome.state).toBe("expired");
     expect((outcome.error as HadisError).code).toBe("deadline_exceeded");
     expect(outcome.timings.totalMs).toBe(300);
+    expect(outcome.stage).toBe("heavy");
+    // A hard prompt whose heavy generation failed, then out of time in the light stage: both said.
+    const late = await run({ hard: true, deadlineMs: 300, failModel: "heavy-m", latencyMs: { "heavy-m": 100, "light-m": 1000 } });
+    expect(late.outcome.ok || [late.outcome.state, late.outcome.stage, late.outcome.heavyError]).toEqual(["expired", "light", "heavy-m fell over"]);
   });
 
   it("fails with the worker's error when generation fails and there is no image to serve", async () => {

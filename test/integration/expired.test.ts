@@ -27,6 +27,7 @@ describe("an expired request", () => {
     const expired = events.find((e) => e.event === "router.expired");
     expect(expired?.fields).toMatchObject({
       deadlineMs: 300,
+      stage: "heavy",
       hard: true,
       pair: `${DEFAULT_STATIC.light}→${DEFAULT_STATIC.heavy}`,
       planEpoch: t.system.manager!.plans.current!.epoch,
@@ -34,7 +35,7 @@ describe("an expired request", () => {
     });
     const timings = expired!.fields.timings as { routeMs: number; totalMs: number };
     expect(timings.routeMs).toBeGreaterThanOrEqual(0);
-    expect(timings.totalMs).toBeGreaterThanOrEqual(300);
+    expect(timings.totalMs).toBeGreaterThanOrEqual(299); // (timers may fire a millisecond early by Date.now())
     expect(timings.totalMs).toBeLessThan(1_000);
   }, 20_000);
 });

@@ -167,7 +167,7 @@ describe("WorkerAgent", () => {
     const { agent, queue, results } = setup(1);
     const ports = (agent as unknown as { ports: { backend: GenerationBackend } }).ports;
     const base = { ...ports.backend };
-    let failures = 1;
+    let failures = 3; // the batch, then each of its halves: not one item's fault
     ports.backend = {
       ...base,
       generate: async (m, batch) => {
@@ -256,6 +256,59 @@ describe("WorkerAgent", () => {
     expect(agent.status("fake")).toMatchObject({ state: "draining" });
     expect(agent.status("fake").failedModel).toBeUndefined();
     await stopped;
+  });
+
+  it("a bad item batched with good ones fails alone: the others are served, and the model is not reported", async () => {
+    const { agent, queue, results } = setup(1);
+    const ports = (agent as unknown as { ports: { backend: GenerationBackend } }).ports;
+    const base = { ...ports.backend };
+    const sizes: number[] = [];
+    ports.backend = {
+      ...base,
+      generate: async (m, batch) => {
+        sizes.push(batch.length);
+        if (batch.some((b) => b.prompt === "poison")) throw new Error("NaN in the latents");
+        return base.generate(m, batch);
+      },
+    };
+    ["a cat", "a dog", "poison", "a fox"].forEach((prompt, i) => queue.push("a", item("a", `i${i}`, undefined, prompt)));
+    agent.applyPlan(plan(1, "a", 4));
+    agent.start();
+    await until(() => results.length === 4);
+    expect(results.slice(0, 3).map((r) => [r.requestId, r.ok])).toEqual([["i0", true], ["i1", true], ["i3", true]]);
+    // 4 fails; 2 (with the bad one) fails, 2 runs; 1 (bad) fails, 1 runs.
+    expect(sizes.slice(0, 5)).toEqual([4, 2, 2, 1, 1]);
+    // Handed back on its first delivery, it fails again alone, and is answered generation_failed.
+    expect(results[3]).toMatchObject({ requestId: "i2", ok: false, error: { code: "generation_failed" } });
+    expect(sizes.slice(5)).toEqual([1]);
+    expect(agent.status("fake").failedModel).toBeUndefined();
+    await agent.stop();
+  });
+
+  it("a batch too big for the backend runs smaller: the items are served, and the worker takes that size until it has run many", async () => {
+    const { agent, queue, results } = setup(1);
+    const ports = (agent as unknown as { ports: { backend: GenerationBackend } }).ports;
+    const base = { ...ports.backend };
+    const sizes: number[] = [];
+    ports.backend = {
+      ...base,
+      generate: async (m, batch) => {
+        sizes.push(batch.length);
+        if (batch.length > 3) throw new Error("CUDA out of memory");
+        return base.generate(m, batch);
+      },
+    };
+    for (let i = 0; i < 8; i++) queue.push("a", item("a", `j${i}`, undefined, `prompt ${i}`));
+    agent.applyPlan(plan(1, "a", 8));
+    agent.start();
+    await until(() => results.length === 8);
+    expect(results.every((r) => r.ok)).toBe(true);
+    // 8 fails, its halves of 4 fail too (handed back); then 2 at a time (a quarter), and it says so.
+    expect(sizes.slice(0, 3)).toEqual([8, 4, 4]);
+    expect(sizes.slice(3).every((n) => n === 2)).toBe(true);
+    expect(agent.status("fake").batchSize).toBe(2);
+    expect(agent.status("fake").failedModel).toBeUndefined();
+    await agent.stop();
   });
 
   it("a backend that returns fewer images than asked fails the batch once, answering no item twice", async () => {
