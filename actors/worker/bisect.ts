@@ -1,35 +1,62 @@
 /**
- * Running a batch that fails in halves: a batch too big for the GPU's memory runs as two smaller
- * ones, and one bad item fails alone instead of failing every item with it. A batch fails whole
- * when both its halves fail too (the model, not an item, is at fault): no further splitting.
+ * Running a batch that fails in halves, and the failing halves in halves, down to single items:
+ * a batch too big for the GPU's memory runs as smaller ones, and a bad item fails alone instead
+ * of failing every item with it. Each part that runs is handed on at once (its images wait for
+ * no other part); a stop or a new plan ends the splitting, leaving the rest not run.
  */
 
 /** One run of some items: their results in order, or why it failed. */
 export type Attempt<I, R> = (items: readonly I[]) => Promise<{ ok: true; results: R[] } | { ok: false; error: Error }>;
 
-/** Each item's outcome, in the batch's order; `runs` counts the attempts made. */
-export interface SplitOutcome<R> {
-  outcomes: ({ ok: true; result: R } | { ok: false; error: Error })[];
-  runs: number;
-  /** The whole batch ran at once (no failure). */
-  whole: boolean;
+/** What `runSplitting` calls along the way. */
+export interface SplitPorts<I, R> {
+  /** A part ran: its items and their results, in order. */
+  served(items: readonly I[], results: R[]): void;
+  /** True to split no further (the worker stops, or leaves the model). */
+  stopped(): boolean;
 }
 
-/** Runs `items` at once; if that fails, in halves, then the failing halves' halves, and so on (see above). */
-export async function runSplitting<I, R>(items: readonly I[], attempt: Attempt<I, R>): Promise<SplitOutcome<R>> {
-  let runs = 1;
-  const first = await attempt(items);
-  if (first.ok) return { outcomes: first.results.map((result) => ({ ok: true, result })), runs, whole: true };
-  const failed = (n: number, error: Error) => Array.from({ length: n }, () => ({ ok: false as const, error }));
-  const split = async (part: readonly I[], error: Error): Promise<SplitOutcome<R>["outcomes"]> => {
-    if (part.length === 1) return failed(1, error);
+/** How a batch ran. */
+export interface SplitOutcome<I> {
+  /** Items that failed alone (or, stopped, whose part failed), each with its error. */
+  failed: { item: I; error: Error }[];
+  /** Items never run (stopped before their part was). */
+  notRun: I[];
+  /** Items served. */
+  served: number;
+  /** Runs made. */
+  runs: number;
+  /** The whole batch ran at once. */
+  whole: boolean;
+  /** The largest part that ran (0: none did). */
+  largestRun: number;
+}
+
+/** Runs `items` at once; if that fails, in halves, and so on (see above). */
+export async function runSplitting<I, R>(items: readonly I[], attempt: Attempt<I, R>, ports: SplitPorts<I, R>): Promise<SplitOutcome<I>> {
+  const out: SplitOutcome<I> = { failed: [], notRun: [], served: 0, runs: 0, whole: false, largestRun: 0 };
+  const run = async (part: readonly I[]): Promise<void> => {
+    if (out.runs > 0 && ports.stopped()) {
+      out.notRun.push(...part);
+      return;
+    }
+    out.runs++;
+    const r = await attempt(part);
+    if (r.ok) {
+      out.served += part.length;
+      out.largestRun = Math.max(out.largestRun, part.length);
+      ports.served(part, r.results);
+      return;
+    }
+    if (part.length === 1 || ports.stopped()) {
+      for (const item of part) out.failed.push({ item, error: r.error });
+      return;
+    }
     const half = Math.ceil(part.length / 2);
-    const [a, b] = [part.slice(0, half), part.slice(half)];
-    runs += 2;
-    const [ra, rb] = [await attempt(a), await attempt(b)];
-    if (!ra.ok && !rb.ok) return failed(part.length, rb.error);
-    const side = async (p: readonly I[], r: typeof ra) => (r.ok ? r.results.map((result) => ({ ok: true as const, result })) : split(p, r.error));
-    return [...(await side(a, ra)), ...(await side(b, rb))];
+    await run(part.slice(0, half));
+    await run(part.slice(half));
   };
-  return { outcomes: await split(items, first.error), runs, whole: false };
+  await run(items);
+  out.whole = out.runs === 1 && out.served === items.length;
+  return out;
 }

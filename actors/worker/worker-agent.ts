@@ -6,6 +6,7 @@
  */
 import { asHadisError, HadisError, toWireError } from "../../contracts/errors.ts";
 import { runSplitting, type SplitOutcome } from "./bisect.ts";
+import { BatchRecord } from "./batch-record.ts";
 import { decode } from "../../contracts/envelope.ts";
 import {
   PROTOCOL_VERSION,
@@ -44,16 +45,14 @@ export interface Delivery {
 export const BATCH_TRIES = 2;
 
 /**
- * Batches in a row whose every item failed (a failing batch runs in halves first: see
- * `runSplitting`), with no success between and two prompts at least among them, after which a
- * worker reports its model as failing (as a model that would not load). One bad prompt cannot
- * set it off alone: batched with others it fails alone; by itself it fails `BATCH_TRIES` times,
- * and a caller retrying it brings the same prompt again.
+ * Batches in a row whose every item failed, each alone too (a failing batch runs in halves down
+ * to single items: see `runSplitting`), with no success between and two prompts at least among
+ * them, after which a worker reports its model as failing (as a model that would not load). One
+ * bad prompt cannot set it off alone: batched with others it fails alone; by itself it fails
+ * `BATCH_TRIES` times, and a caller retrying it brings the same prompt again.
  */
 export const FAILED_BATCHES_TO_REPORT = BATCH_TRIES + 1;
 
-/** Batches run whole at a lowered batch cap before the cap doubles again. */
-export const CAP_RUNS_TO_GROW = 16;
 
 /** Where work comes from. */
 export interface WorkSource {
@@ -120,13 +119,8 @@ export class WorkerAgent {
   private batchSize = 1;
   /** Batch size the plan gives the model it wants this worker on. */
   private planBatchSize = 1;
-  /**
-   * The largest batch this worker takes of its loaded model, below the plan's when batches failed
-   * (one too big for the GPU's memory fails where a smaller one runs): see `learn`. A load starts
-   * it afresh; `capRuns` counts the batches run whole at it since.
-   */
-  private batchCap = Number.POSITIVE_INFINITY;
-  private capRuns = 0;
+  /** What batches of the loaded model have shown: a failing model, a batch size that does not fit. */
+  private readonly record = new BatchRecord();
   private planEpoch = 0;
   private inFlight = 0;
   private servedTotal = 0;
@@ -134,15 +128,12 @@ export class WorkerAgent {
   private lastError: string | undefined;
   /** The model whose load failed last, until a load succeeds. */
   private failedLoad: string | null = null;
-  /** Batches of the loaded model that failed since it loaded or last ran a batch, and their prompts (a few). */
-  private failedInARow = 0;
-  private failedPrompts = new Set<string>();
   private stopping = false;
   private pullAbort: AbortController | null = null;
   private wake: (() => void) | null = null;
   private loop: Promise<void> | null = null;
   readonly dropped: DropCounts = { malformed: 0, expired: 0, wrongModel: 0 };
-  /** Batches whose generation failed (their items handed back or answered with `generation_failed`). */
+  /** Batches some items of which failed, alone (their items handed back or answered with `generation_failed`). */
   failedBatches = 0;
 
   constructor(readonly id: string, private readonly ports: WorkerPorts, private readonly options: WorkerOptions) {}
@@ -210,40 +201,11 @@ export class WorkerAgent {
   private failing(): string | null {
     if (this.failedLoad) return this.failedLoad;
     const after = this.options.failedBatchesToReport ?? FAILED_BATCHES_TO_REPORT;
-    return this.model && this.failedInARow >= after && this.failedPrompts.size >= 2 ? this.model : null;
-  }
-
-  /** A model loaded, or a batch that ran: failures in a row start again. */
-  private resetFailedRun(): void {
-    this.failedInARow = 0;
-    this.failedPrompts.clear();
-  }
-
-  /**
-   * What a batch's run says. Every item failed (its halves too): the model is failing here, and
-   * the next batch is at most a quarter of it (its halves failed). It ran only in parts: at most
-   * half next time. It ran whole at the cap `CAP_RUNS_TO_GROW` times: twice the cap (up to the
-   * plan's), so a passing fault does not cost the batch size for good.
-   */
-  private learn(batch: readonly { item: WorkItem }[], run: SplitOutcome<GeneratedImage>, served: number): void {
-    if (served === 0) {
-      this.failedInARow++;
-      for (const { item } of batch) if (this.failedPrompts.size < 2) this.failedPrompts.add(item.prompt);
-      if (batch.length > 1) this.capAt(Math.floor(batch.length / 4));
-      return;
-    }
-    this.resetFailedRun();
-    if (!run.whole) this.capAt(Math.ceil(batch.length / 2));
-    else if (batch.length >= this.batchCap && ++this.capRuns >= CAP_RUNS_TO_GROW) this.capAt(this.batchCap * 2);
-  }
-
-  private capAt(size: number): void {
-    this.batchCap = Math.max(1, size);
-    this.capRuns = 0;
+    return this.model && this.record.failing(after) ? this.model : null;
   }
 
   /** One run of the backend on `part`: its images, or why it failed. */
-  private async generate(model: string, part: readonly { item: WorkItem }[]): Promise<{ ok: true; results: GeneratedImage[] } | { ok: false; error: Error }> {
+  private async generate(model: string, part: readonly BatchEntry[]): Promise<{ ok: true; results: GeneratedImage[] } | { ok: false; error: Error }> {
     try {
       const made = await this.ports.backend.generate(model, part.map((b) => ({ prompt: b.item.prompt, seed: b.item.seed })));
       if (made.length !== part.length) throw new HadisError("generation_failed", `the backend made ${made.length} images for a batch of ${part.length}`);
@@ -271,7 +233,7 @@ export class WorkerAgent {
         const abort = new AbortController();
         this.pullAbort = abort;
         // The model is the plan's here (a swap came first otherwise).
-        this.batchSize = Math.min(this.planBatchSize, this.batchCap);
+        this.batchSize = this.record.size(this.planBatchSize);
         const deliveries = await this.ports.source.pull(this.model, this.batchSize, this.options.pollMs, abort.signal);
         this.pullAbort = null;
         if (deliveries.length > 0) await this.execute(this.model, deliveries);
@@ -287,7 +249,7 @@ export class WorkerAgent {
     const from = this.model;
     if (from) {
       this.state = WorkerStates.unloading;
-      this.resetFailedRun();
+      this.record.reset();
       await this.ports.backend.unload(from);
       this.model = null;
     }
@@ -312,8 +274,7 @@ export class WorkerAgent {
     this.model = to;
     this.lastError = undefined;
     this.failedLoad = null;
-    this.resetFailedRun();
-    this.capAt(Number.POSITIVE_INFINITY);
+    this.record.reset();
     if (from) this.swapsTotal++;
     this.ports.log("worker.swapped", { workerId: this.id, from, to, ms: this.ports.now() - startedMs });
   }
@@ -351,27 +312,31 @@ export class WorkerAgent {
     const startedMs = this.ports.now();
     let ticker: { stop(): void } | undefined;
     let observed: ReturnType<NonNullable<WorkerPorts["observer"]>["started"]> | undefined;
-    let run: SplitOutcome<GeneratedImage> = { outcomes: [], runs: 0, whole: false };
+    let run: SplitOutcome<BatchEntry> | undefined;
     try {
       ticker = setIntervalPort(this.ports, this.options.workingEveryMs, () => batch.forEach((b) => b.delivery.working()));
       observed = this.observing(() => this.ports.observer?.started(this.id, model, batch, startedMs));
-      run = await runSplitting(batch, (part) => this.generate(model, part));
+      let partStartedMs = startedMs;
+      run = await runSplitting(batch, (part) => ((partStartedMs = this.ports.now()), this.generate(model, part)), {
+        // Each part's images go out as soon as it ran, timed as its own batch.
+        served: (part, images) => this.answer(model, part, images, partStartedMs),
+        stopped: () => this.stopping || this.desiredModel !== model,
+      });
     } finally {
       ticker?.stop(); // first: nothing below may leave the items' deadlines extended forever
     }
-    const served = batch.filter((_, i) => run.outcomes[i].ok);
-    const failedIdx = new Set(batch.map((_, i) => i).filter((i) => !run.outcomes[i].ok));
-    const failure = failedIdx.size > 0 ? asHadisError((run.outcomes[[...failedIdx][0]] as { error: Error }).error) : undefined;
+    const failure = run.failed.length > 0 ? asHadisError(run.failed[0].error) : undefined;
     try {
-      if (served.length > 0) this.answer(model, served, run.outcomes.filter((o) => o.ok).map((o) => (o as { result: GeneratedImage }).result), startedMs);
-      if (failure) this.fail(model, batch.filter((_, i) => failedIdx.has(i)), failure, run.runs);
-      this.learn(batch, run, served.length);
+      // Not run (the worker stopped or left the model mid-way): back to the queue, as a pull abandoned.
+      for (const { delivery } of run.notRun) delivery.nak();
+      this.record.learn(batch.map((b) => b.item.prompt), run, this.planBatchSize);
+      if (failure) this.fail(model, run.failed.map((f) => f.item), failure, run.runs);
     } finally {
       this.inFlight = 0;
-      this.observing(() => observed?.ended(this.ports.now(), failure?.message, failure && served.length > 0 ? failedIdx : undefined));
+      const failedIdx = new Set(run.failed.map((f) => batch.indexOf(f.item)));
+      this.observing(() => observed?.ended(this.ports.now(), failure?.message, failure && run.served > 0 ? failedIdx : undefined));
     }
-    const allFailed = served.length === 0;
-    if (allFailed && !this.stopping && this.desiredModel === model) {
+    if (run.served === 0 && failure && !this.stopping && this.desiredModel === model) {
       // A worker whose batches fail (a model that no longer runs) must not drain its queue into
       // errors: it says so and pauses, and the items it handed back go to others meanwhile.
       this.state = WorkerStates.failed;
@@ -390,7 +355,7 @@ export class WorkerAgent {
   }
 
   /** Publishes a batch's images and acknowledges its items. */
-  private answer(model: string, batch: { item: WorkItem; delivery: Delivery }[], images: GeneratedImage[], startedMs: number): void {
+  private answer(model: string, batch: readonly BatchEntry[], images: GeneratedImage[], startedMs: number): void {
     const execMs = this.ports.now() - startedMs;
     batch.forEach(({ item, delivery }, i) => {
         this.ports.publishResult(item.replyTo, {
@@ -414,7 +379,7 @@ export class WorkerAgent {
   }
 
   /** Failed items (after `runs` runs of the batch): those on their first delivery go back to the queue, the others get `generation_failed`. */
-  private fail(model: string, batch: { item: WorkItem; delivery: Delivery }[], e: HadisError, runs: number): void {
+  private fail(model: string, batch: readonly BatchEntry[], e: HadisError, runs: number): void {
     this.lastError = e.message;
     let retried = 0;
     for (const { item, delivery } of batch) {
@@ -427,7 +392,7 @@ export class WorkerAgent {
       delivery.ack();
     }
     this.failedBatches++;
-    this.ports.log("worker.batch_failed", { workerId: this.id, model, failed: batch.length, retried, runs, error: e.message });
+    this.ports.log("worker.batch_failed", { workerId: this.id, model, failed: batch.length, retried, runs, inARow: this.record.inARow, error: e.message });
   }
 }
 

@@ -46,7 +46,7 @@ function plan(epoch: number, model: string | null, batchSize = 4): Plan {
   };
 }
 
-function setup(genMs = 20, loadRetryMs = 10) {
+function setup(genMs = 20, loadRetryMs = 10, failedBatchesToReport?: number) {
   const events: string[] = [];
   const results: WorkResult[] = [];
   const backend: GenerationBackend = {
@@ -69,7 +69,7 @@ function setup(genMs = 20, loadRetryMs = 10) {
     now: Date.now,
     sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
     log: () => undefined,
-  }, { pollMs: 5, workingEveryMs: 1_000, loadRetryMs });
+  }, { pollMs: 5, workingEveryMs: 1_000, loadRetryMs, ...(failedBatchesToReport ? { failedBatchesToReport } : {}) });
   return { agent, queue, events, results };
 }
 
@@ -259,7 +259,8 @@ describe("WorkerAgent", () => {
   });
 
   it("a bad item batched with good ones fails alone: the others are served, and the model is not reported", async () => {
-    const { agent, queue, results } = setup(1);
+    // (Reported after one batch failed in every item, on two prompts: its batch-mates' prompts must not count.)
+    const { agent, queue, results } = setup(1, 10, 1);
     const ports = (agent as unknown as { ports: { backend: GenerationBackend } }).ports;
     const base = { ...ports.backend };
     const sizes: number[] = [];
@@ -285,8 +286,8 @@ describe("WorkerAgent", () => {
     await agent.stop();
   });
 
-  it("a batch too big for the backend runs smaller: the items are served, and the worker takes that size until it has run many", async () => {
-    const { agent, queue, results } = setup(1);
+  it("a batch too big for the backend runs in parts that fit; the worker then takes that size, and tries twice it after 16 batches", async () => {
+    const { agent, queue, results } = setup(1, 10, 1);
     const ports = (agent as unknown as { ports: { backend: GenerationBackend } }).ports;
     const base = { ...ports.backend };
     const sizes: number[] = [];
@@ -302,12 +303,42 @@ describe("WorkerAgent", () => {
     agent.applyPlan(plan(1, "a", 8));
     agent.start();
     await until(() => results.length === 8);
-    expect(results.every((r) => r.ok)).toBe(true);
-    // 8 fails, its halves of 4 fail too (handed back); then 2 at a time (a quarter), and it says so.
-    expect(sizes.slice(0, 3)).toEqual([8, 4, 4]);
-    expect(sizes.slice(3).every((n) => n === 2)).toBe(true);
-    expect(agent.status("fake").batchSize).toBe(2);
+    // 8 fails, each 4 fails, each 2 runs: every item served on its first try, each part's result as its own batch.
+    expect(sizes).toEqual([8, 4, 2, 2, 4, 2, 2]);
+    expect(results.every((r) => r.ok && r.batchSize === 2)).toBe(true);
+    expect(agent.failedBatches).toBe(0);
     expect(agent.status("fake").failedModel).toBeUndefined();
+    // Then 2 at a time (it says so), until 16 batches of 2 ran: then 4 is tried again.
+    for (let i = 8; i < 8 + 32 + 4; i++) queue.push("a", item("a", `j${i}`, undefined, `prompt ${i}`));
+    await until(() => results.length === 8 + 32 + 4);
+    expect(sizes.slice(7, 7 + 16)).toEqual(Array(16).fill(2));
+    expect(sizes.slice(7 + 16, 7 + 19)).toEqual([4, 2, 2]);
+    await until(() => agent.status("fake").batchSize === 2);
+    expect(results.every((r) => r.ok)).toBe(true);
+    await agent.stop();
+  });
+
+  it("a batch cut short by a new plan mid-split hands back what it did not run", async () => {
+    const { agent, queue, results } = setup(1);
+    const ports = (agent as unknown as { ports: { backend: GenerationBackend } }).ports;
+    const base = { ...ports.backend };
+    const sizes: number[] = [];
+    ports.backend = {
+      ...base,
+      generate: async (m, batch) => {
+        sizes.push(batch.length);
+        if (m === "a" && sizes.length === 1) agent.applyPlan(plan(2, "b", 4)); // the plan moves the worker during the first run
+        if (m === "a") throw new Error("CUDA out of memory");
+        return base.generate(m, batch);
+      },
+    };
+    for (let i = 0; i < 4; i++) queue.push("a", item("a", `k${i}`, undefined, `prompt ${i}`));
+    agent.applyPlan(plan(1, "a", 4));
+    agent.start();
+    await until(() => agent.status("fake").model === "b");
+    expect(sizes).toEqual([4]); // no splitting for a model being left
+    expect(results).toEqual([]);
+    expect(queue.queues.get("a")?.length).toBe(4); // all four handed back (their first delivery)
     await agent.stop();
   });
 
