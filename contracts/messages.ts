@@ -240,6 +240,8 @@ export const WorkerHeartbeatSchema = z.strictObject({
    * workers, plans without it.
    */
   failedModel: modelName.optional(),
+  /** The largest batch the worker takes of its model, while below the plan's: a bigger batch ran only in parts (out of memory, say). */
+  batchCap: z.number().int().positive().optional(),
 });
 /** A worker heartbeat. */
 export type WorkerHeartbeat = z.infer<typeof WorkerHeartbeatSchema>;

@@ -191,6 +191,7 @@ export class WorkerAgent {
       sentAtMs: this.ports.now(),
       ...(this.lastError ? { lastError: this.lastError } : {}),
       ...(failedModel ? { failedModel } : {}),
+      ...(this.model && this.record.size(this.planBatchSize) < this.planBatchSize ? { batchCap: this.record.size(this.planBatchSize) } : {}),
     };
   }
 

@@ -90,6 +90,8 @@ export function formatStatus(s: SystemStatus): string {
       p && assigned === undefined ? "not in the plan (benched, or joined since)" : assigned !== undefined && assigned !== w.model ? `plan: ${assigned}` : "",
       w.failedModel ? (w.model === w.failedModel ? `batches of ${w.failedModel} failing` : `failed to load ${w.failedModel}`) : "",
       w.lastError && !w.failedModel ? w.lastError : "",
+      // A worker whose batches ran only in parts takes smaller ones (out of memory, most likely).
+      w.batchCap !== undefined ? `batches capped at ${w.batchCap} (a bigger one ran only in parts)` : "",
     ].filter(Boolean);
     lines.push(`  ${w.workerId.padEnd(idWidth)}  ${(w.model ?? "-").padEnd(18)} ${w.state.padEnd(9)} batch ${String(w.batchSize).padEnd(3)} served ${String(w.servedTotal).padEnd(7)} epoch ${w.planEpoch}${notes.length ? "  " + notes.join("; ") : ""}`);
   }

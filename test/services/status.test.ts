@@ -19,7 +19,7 @@ afterAll(async () => {
 });
 
 describe("hadis status", () => {
-  it("marks a worker swapping to its planned model, one left out of the plan, one whose load failed and one whose batches fail", () => {
+  it("marks a worker swapping to its planned model, one left out of the plan, one whose load failed, one whose batches fail and one that takes smaller batches", () => {
     const beat = (workerId: string, model: string | null, state: string, extra = {}) => ({
       v: 1, workerId, backend: "profile", model, state, batchSize: 1, inFlight: 0, servedTotal: 3, swapsTotal: 0, planEpoch: 7, sentAtMs: 0, ...extra,
     }) as never;
@@ -35,9 +35,11 @@ describe("hadis status", () => {
         beat("w2", null, "loading"),
         beat("w3", null, "failed", { failedModel: "c", lastError: "load c: missing model file" }),
         beat("w4", "a", "failed", { failedModel: "a", lastError: "output \"sample\" has 4 channels, expected 3" }),
+        beat("w5", "a", "serving", { batchCap: 1 }),
       ],
     });
-    expect(text).toContain("workers heard (4): 1 serving, 1 loading, 2 failed");
+    expect(text).toContain("workers heard (5): 2 serving, 1 loading, 2 failed");
+    expect(text).toMatch(/w5 .*serving .*batch 1 .*batches capped at 1 \(a bigger one ran only in parts\)\n/);
     expect(text).toMatch(/w4 .*failed .*batches of a failing\n/);
     expect(text).toMatch(/w1 +a +serving +batch 1 +served 3 +epoch 7\n/);
     expect(text).toMatch(/w2 .*loading .*plan: b\n/);

@@ -314,6 +314,7 @@ describe("WorkerAgent", () => {
     expect(sizes.slice(7, 7 + 16)).toEqual(Array(16).fill(2));
     expect(sizes.slice(7 + 16, 7 + 19)).toEqual([4, 2, 2]);
     await until(() => agent.status("fake").batchSize === 2);
+    expect(agent.status("fake").batchCap).toBe(2); // the heartbeat says why it is below the plan's 8
     expect(results.every((r) => r.ok)).toBe(true);
     await agent.stop();
   });
