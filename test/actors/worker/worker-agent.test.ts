@@ -73,6 +73,23 @@ function setup(genMs = 20, loadRetryMs = 10, failedBatchesToReport?: number) {
   return { agent, queue, events, results };
 }
 
+/** Makes the agent's backend fail a batch with the message `fails` gives for it (null: it runs); returns the sizes of the batches it is given. */
+function failWhen(agent: WorkerAgent, fails: (model: string, batch: readonly { prompt: string }[]) => string | null): number[] {
+  const ports = (agent as unknown as { ports: { backend: GenerationBackend } }).ports;
+  const base = { ...ports.backend };
+  const sizes: number[] = [];
+  ports.backend = {
+    ...base,
+    generate: async (m, batch) => {
+      sizes.push(batch.length);
+      const why = fails(m, batch);
+      if (why) throw new Error(why);
+      return base.generate(m, batch);
+    },
+  };
+  return sizes;
+}
+
 const until = async (check: () => boolean) => {
   for (let i = 0; i < 400 && !check(); i++) await new Promise((r) => setTimeout(r, 5));
   expect(check()).toBe(true);
@@ -261,17 +278,7 @@ describe("WorkerAgent", () => {
   it("a bad item batched with good ones fails alone: the others are served, and the model is not reported", async () => {
     // (Reported after one batch failed in every item, on two prompts: its batch-mates' prompts must not count.)
     const { agent, queue, results } = setup(1, 10, 1);
-    const ports = (agent as unknown as { ports: { backend: GenerationBackend } }).ports;
-    const base = { ...ports.backend };
-    const sizes: number[] = [];
-    ports.backend = {
-      ...base,
-      generate: async (m, batch) => {
-        sizes.push(batch.length);
-        if (batch.some((b) => b.prompt === "poison")) throw new Error("NaN in the latents");
-        return base.generate(m, batch);
-      },
-    };
+    const sizes = failWhen(agent, (_m, batch) => (batch.some((b) => b.prompt === "poison") ? "NaN in the latents" : null));
     ["a cat", "a dog", "poison", "a fox"].forEach((prompt, i) => queue.push("a", item("a", `i${i}`, undefined, prompt)));
     agent.applyPlan(plan(1, "a", 4));
     agent.start();
@@ -288,17 +295,7 @@ describe("WorkerAgent", () => {
 
   it("a batch too big for the backend runs in parts that fit; the worker then takes that size, and tries twice it after 16 batches", async () => {
     const { agent, queue, results } = setup(1, 10, 1);
-    const ports = (agent as unknown as { ports: { backend: GenerationBackend } }).ports;
-    const base = { ...ports.backend };
-    const sizes: number[] = [];
-    ports.backend = {
-      ...base,
-      generate: async (m, batch) => {
-        sizes.push(batch.length);
-        if (batch.length > 3) throw new Error("CUDA out of memory");
-        return base.generate(m, batch);
-      },
-    };
+    const sizes = failWhen(agent, (_m, batch) => (batch.length > 3 ? "CUDA out of memory" : null));
     for (let i = 0; i < 8; i++) queue.push("a", item("a", `j${i}`, undefined, `prompt ${i}`));
     agent.applyPlan(plan(1, "a", 8));
     agent.start();
@@ -321,18 +318,11 @@ describe("WorkerAgent", () => {
 
   it("a batch cut short by a new plan mid-split hands back what it did not run", async () => {
     const { agent, queue, results } = setup(1);
-    const ports = (agent as unknown as { ports: { backend: GenerationBackend } }).ports;
-    const base = { ...ports.backend };
-    const sizes: number[] = [];
-    ports.backend = {
-      ...base,
-      generate: async (m, batch) => {
-        sizes.push(batch.length);
-        if (m === "a" && sizes.length === 1) agent.applyPlan(plan(2, "b", 4)); // the plan moves the worker during the first run
-        if (m === "a") throw new Error("CUDA out of memory");
-        return base.generate(m, batch);
-      },
-    };
+    let runs = 0;
+    const sizes = failWhen(agent, (m) => {
+      if (m === "a" && ++runs === 1) agent.applyPlan(plan(2, "b", 4)); // the plan moves the worker during the first run
+      return m === "a" ? "CUDA out of memory" : null;
+    });
     for (let i = 0; i < 4; i++) queue.push("a", item("a", `k${i}`, undefined, `prompt ${i}`));
     agent.applyPlan(plan(1, "a", 4));
     agent.start();
