@@ -21,6 +21,8 @@ export const ModelProfileSchema = z.object({
   loadMs: z.number().nonnegative(),
   unloadMs: z.number().nonnegative(),
   source: z.string().optional(),
+  /** The largest batch to plan (workers found bigger ones run only in parts, e.g. out of memory); all of `BATCH_SIZES` when absent. */
+  maxBatch: z.number().int().positive().optional(),
 });
 /** A model profile. */
 export type ModelProfile = z.infer<typeof ModelProfileSchema>;

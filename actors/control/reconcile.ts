@@ -4,7 +4,7 @@
  * service and the simulator both run it; time and I/O are passed in.
  */
 import type { Plan } from "../../contracts/messages.ts";
-import { withoutModels, type ProfileSet } from "../profile/profile-set.ts";
+import { withBatchCaps, withoutModels, type ProfileSet } from "../profile/profile-set.ts";
 import { assignWorkers, swappedWorkers } from "../planner/assignment.ts";
 import { dampPlan, planShortfall, type DampingOptions, type DampingVerdict } from "../planner/damping.ts";
 import { decisionToPlan, workerCapacityQps, type PlanDecision } from "../planner/decision.ts";
@@ -71,6 +71,8 @@ export interface TickObservation {
   unavailableModels?: readonly string[];
   /** Workers left out of `workers` because a model failed on them alone (reported, not planned). */
   benchedWorkers?: readonly string[];
+  /** The largest batch of some models, as their workers found (bigger ones ran only in parts): planned at most. */
+  batchCaps?: ReadonlyMap<string, number>;
 }
 
 const round2 = (x: number) => Math.round(x * 100) / 100;
@@ -199,11 +201,14 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
     sloMs: config.sloMs,
     timeScale: config.timeScale,
   };
-  const pool = config.fixedModels ? config.profiles : withoutModels(config.profiles, new Set(obs.unavailableModels ?? []));
+  const caps = obs.batchCaps ?? new Map<string, number>();
+  const pool = withBatchCaps(config.fixedModels ? config.profiles : withoutModels(config.profiles, new Set(obs.unavailableModels ?? [])), caps);
   const left = config.profiles.models.filter((m) => !pool.byName.has(m.name)).map((m) => m.name);
   let decision = await config.policy(snapshot, pool, config.solve);
   const without = left.length > 0 ? `; without ${left.join(", ")} (failing on workers)` : "";
-  if (without) decision = { ...decision, reason: `${decision.reason}${without}` };
+  const capped = [...caps].filter(([m]) => pool.byName.has(m)).map(([m, n]) => `${m} ≤ ${n}`);
+  const suffix = without + (capped.length > 0 ? `; batches ${capped.join(", ")} (workers' caps)` : "");
+  if (suffix) decision = { ...decision, reason: `${decision.reason}${suffix}` };
   const excluded = { models: left, workers: [...(obs.benchedWorkers ?? [])] };
   const outcome = (plan: Plan | null, verdict: DampingVerdict | null, swapped: string[], held?: string): TickOutcome => ({ plan, snapshot, decision, verdict, swapped, held, excluded });
   const live = new Set(obs.workers.map((w) => w.id));

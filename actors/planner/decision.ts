@@ -2,10 +2,10 @@
  * The planner's output (`PlanDecision`), the table rows it chooses from resolved to model
  * names, the spread of leftover workers, and the defined degraded plan.
  */
-import { BATCH_SIZES, type ModelProfile } from "../../contracts/profile.ts";
+import type { ModelProfile } from "../../contracts/profile.ts";
 import { PROTOCOL_VERSION, type Plan } from "../../contracts/messages.ts";
 import type { ParetoRow } from "../profile/reference.ts";
-import { batchLatencyMs, type ProfileSet } from "../profile/profile-set.ts";
+import { batchLatencyMs, batchSizesOf, type ProfileSet } from "../profile/profile-set.ts";
 import type { PlannerSnapshot } from "./snapshot.ts";
 
 /** Workers and batch size the decision gives one model. */
@@ -122,8 +122,9 @@ export function spreadLeftover(needs: Record<string, ModelNeed>, workers: Planne
 
 /** Batch size of highest throughput whose latency (plus queue delay) fits the SLO; the fastest overall if none fits. */
 export function maxThroughputBatch(model: ModelProfile, sloMs: number, queueMs: number, timeScale: number): number {
-  const fits = BATCH_SIZES.filter((b) => batchLatencyMs(model, b, timeScale) + queueMs <= sloMs);
-  const pool = fits.length > 0 ? fits : [...BATCH_SIZES];
+  const sizes = batchSizesOf(model);
+  const fits = sizes.filter((b) => batchLatencyMs(model, b, timeScale) + queueMs <= sloMs);
+  const pool = fits.length > 0 ? fits : sizes;
   let best: number = pool[0];
   for (const b of pool) if (workerCapacityQps(model, b, timeScale) > workerCapacityQps(model, best, timeScale) * (1 + 1e-9)) best = b;
   return best;

@@ -9,9 +9,8 @@
  * per-worker capacities: no product of binaries needs linearising and the LP relaxation stays
  * tight. Batch latencies that alone break the SLO get no variable at all.
  */
-import { BATCH_SIZES } from "../../contracts/profile.ts";
 import type { ParetoRow } from "../profile/reference.ts";
-import { batchLatencyMs, type ProfileSet } from "../profile/profile-set.ts";
+import { batchLatencyMs, batchSizesOf, type ProfileSet } from "../profile/profile-set.ts";
 import {
   degradedDecision,
   resolveRows,
@@ -105,7 +104,7 @@ export function buildMilp(
     const hit = allowed.get(m);
     if (hit) return hit;
     const p = profiles.byName.get(m)!;
-    const terms = BATCH_SIZES.map((b) => ({
+    const terms = batchSizesOf(p).map((b) => ({
       b,
       latencyMs: batchLatencyMs(p, b, snapshot.timeScale),
       capacityQps: workerCapacityQps(p, b, snapshot.timeScale),

@@ -4,8 +4,7 @@
  * Choices are documented in `actors/planner/README.md`.
  */
 import type { ParetoRow } from "../profile/reference.ts";
-import { batchLatencyMs, type ProfileSet } from "../profile/profile-set.ts";
-import { BATCH_SIZES } from "../../contracts/profile.ts";
+import { batchLatencyMs, batchSizesOf, type ProfileSet } from "../profile/profile-set.ts";
 import { workerCapacityQps, maxThroughputBatch, type PlanDecision } from "./decision.ts";
 import { planWithMilp } from "./milp.ts";
 import type { PlannerSnapshot } from "./snapshot.ts";
@@ -71,7 +70,7 @@ export function singleModelDecision(snapshot: PlannerSnapshot, profiles: Profile
   const p = profiles.byName.get(model)!;
   const workers = snapshot.workers.length;
   const queueMs = snapshot.queueDelayMs[model] ?? 0;
-  const fitting = BATCH_SIZES.filter(
+  const fitting = batchSizesOf(p).filter(
     (b) => batchLatencyMs(p, b, snapshot.timeScale) + queueMs <= snapshot.sloMs && workers * workerCapacityQps(p, b, snapshot.timeScale) >= snapshot.demandQps,
   );
   const covered = fitting.length > 0 && workers > 0;

@@ -2,7 +2,7 @@
  * The loaded profile set: the model pool with its measured costs and the reference data
  * (per-prompt features and discriminator scores, lookup tables). Built from parsed files.
  */
-import type { ModelProfile, PoolProfile } from "../../contracts/profile.ts";
+import { BATCH_SIZES, type ModelProfile, type PoolProfile } from "../../contracts/profile.ts";
 import type { GridRow, ParetoRow } from "./reference.ts";
 import { fnv1a, sortedCopy } from "./stats.ts";
 
@@ -110,6 +110,19 @@ export function withoutModels(set: ProfileSet, out: ReadonlySet<string>): Profil
     byName: new Map(models.map((m) => [m.name, m])),
     nameByReferenceId: new Map([...set.nameByReferenceId].filter(([, name]) => !out.has(name))),
   };
+}
+
+/** The batch sizes the planner may give `model`: `BATCH_SIZES` up to its `maxBatch` (1 at least). */
+export function batchSizesOf(model: ModelProfile): number[] {
+  const sizes = BATCH_SIZES.filter((b) => b <= (model.maxBatch ?? Number.POSITIVE_INFINITY));
+  return sizes.length > 0 ? sizes : [1];
+}
+
+/** The set with the largest batch of some models lowered to what their workers found runs (`caps`); unchanged without caps. */
+export function withBatchCaps(set: ProfileSet, caps: ReadonlyMap<string, number>): ProfileSet {
+  if (![...caps.keys()].some((m) => set.byName.has(m))) return set;
+  const models = set.models.map((m) => (caps.has(m.name) ? { ...m, maxBatch: Math.min(caps.get(m.name)!, m.maxBatch ?? Number.POSITIVE_INFINITY) } : m));
+  return { ...set, models, byName: new Map(models.map((m) => [m.name, m])) };
 }
 
 /**

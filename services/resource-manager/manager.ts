@@ -9,6 +9,7 @@ import { PROTOCOL_VERSION, RouterStatsSchema, WorkerHeartbeatSchema, type Manage
 import { ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import { WorkerInventory } from "../../actors/control/inventory.ts";
 import { ModelFailures, type ModelFailureOptions } from "../../actors/control/model-failures.ts";
+import { BatchCaps } from "../../actors/control/batch-caps.ts";
 import { ArrivalRate } from "../../actors/control/arrivals.ts";
 import { controlTick, newControlState, noteSwaps, type TickConfig, type TickOutcome } from "../../actors/control/reconcile.ts";
 import type { Logger } from "../lib/log.ts";
@@ -97,6 +98,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   const arrivalRate = new ArrivalRate();
   const inventory = new WorkerInventory();
   const failures = new ModelFailures(opts.modelFailures);
+  const batchCaps = new BatchCaps();
   const benchLog = new OutageLog(log, "manager.worker_benched", "manager.worker_unbenched");
   const unavailableLog = new OutageLog(log, "manager.model_unavailable", "manager.model_available_again");
   const models = opts.tick.profiles.pool.models;
@@ -112,10 +114,11 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
         const nowMs = Date.now();
         inventory.observe(beat, nowMs);
         const failing = failures.observe(beat, nowMs);
+        const capped = batchCaps.observe(beat, nowMs);
         // (A worker left out of the plan for its failures is known too.)
         const known = plans.current?.assignment[beat.workerId] !== undefined || failures.failedLately(beat.workerId, nowMs) !== undefined;
-        // A new worker (or one leaving, or one whose model fails) should not wait a whole tick.
-        if ((!known || beat.state === "draining" || failing) && !soon) soon = setTimeout(() => ((soon = null), void tick()), 200);
+        // A new worker (or one leaving, one whose model fails, a lower batch cap) should not wait a whole tick.
+        if ((!known || beat.state === "draining" || failing || capped) && !soon) soon = setTimeout(() => ((soon = null), void tick()), 200);
       } catch (err) {
         log.debug("manager.bad_heartbeat", { error: (err as Error).message });
       }
@@ -176,7 +179,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     unavailableLog.track(opts.tick.fixedModels ? new Set() : out.models, (model) => ({ model }));
     const workers = alive.filter((w) => !out.workers.has(w.id)).map((w) => ({ id: w.id, model: w.model }));
     const swapsBefore = { ...state.lastSwapAtMs };
-    let outcome = await controlTick(state, { nowMs, arrivalsQps, queueDepth, workers, current: plans.current, routers, unavailableModels: [...out.models], benchedWorkers: [...out.workers.keys()] }, opts.tick);
+    let outcome = await controlTick(state, { nowMs, arrivalsQps, queueDepth, workers, current: plans.current, routers, unavailableModels: [...out.models], benchedWorkers: [...out.workers.keys()], batchCaps: batchCaps.current(nowMs) }, opts.tick);
     const plan = outcome.plan;
     if (plan) {
       let write: PlanWrite;

@@ -168,6 +168,25 @@ describe("resource manager service", () => {
     }
   });
 
+  it("plans no batch of a model above the cap its workers report", async () => {
+    const manager = await startResourceManager(options("mgr-cap", recordingLog(), { on: false }));
+    try {
+      beat("mgr-cap");
+      await t.nc.flush();
+      await manager.tick();
+      const model = manager.plans.current!.assignment["gpu-0"];
+      beat("mgr-cap", { "gpu-0": { model, state: "serving", batchSize: 1, batchCap: 1 } });
+      await t.nc.flush();
+      const before = manager.plans.current!.models[model].batchSize;
+      const outcome = await manager.tick();
+      expect(before).toBeGreaterThan(1); // the static configuration's batch
+      expect(outcome?.decision.reason).toContain(`batches ${model} ≤ 1 (workers' caps)`);
+      expect(manager.plans.current!.models[model].batchSize).toBe(1);
+    } finally {
+      await manager.stop();
+    }
+  });
+
   it("two managers on one bucket never write the same epoch: the one that loses takes the other's plan", async () => {
     const logs = [recordingLog(), recordingLog()];
     const managers = await Promise.all(logs.map((log) => startResourceManager(options("mgr-two", log, { on: false }))));

@@ -79,6 +79,21 @@ describe("controlTick", () => {
     expect([current.pair.light, current.pair.heavy]).toContain(used);
   });
 
+  it("plans no batch above what a model's workers found runs", async () => {
+    // Demand far past capacity: the degraded plan, all workers on the lightest model, batched.
+    const state = newControlState(1_000);
+    let current = (await controlTick(state, { nowMs: 0, arrivalsQps: 300, queueDepth: {}, workers: workers(16), current: null }, config("hadis"))).plan!;
+    for (let t = 1_000; t <= 20_000; t += 1_000) {
+      const o = await controlTick(state, { nowMs: t, arrivalsQps: 300, queueDepth: {}, workers: workers(16), current }, config("hadis"));
+      if (o.plan) current = o.plan;
+    }
+    const [model] = Object.entries(current.models).find(([, a]) => a.workers > 0 && a.batchSize > 1)!;
+    const out = await controlTick(state, { nowMs: 20_500, arrivalsQps: 300, queueDepth: {}, workers: workers(16), current, batchCaps: new Map([[model, 1]]) }, config("hadis"));
+    expect(out.plan).not.toBeNull(); // (a new batch size moves no worker: damping lets it through)
+    expect(out.plan!.models[model]?.batchSize ?? 1).toBe(1);
+    expect(out.plan!.reason).toContain(`batches ${model} ≤ 1 (workers' caps)`);
+  });
+
   it("a policy whose models its configuration names keeps them when one fails to load: static keeps its split, fixed-pair still plans", async () => {
     for (const name of ["static", "fixed-pair"]) {
       const fixed: TickConfig = { ...config("hadis"), policyName: name, policy: createPolicy(name, profiles), fixedModels: true };
