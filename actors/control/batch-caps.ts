@@ -3,6 +3,8 @@
  * in parts on them, out of memory most likely): what the planner plans at most. The smallest cap
  * reported holds until `holdMs` after its model's last report: a worker that reloads the model
  * forgets its cap, the planner does not at once (it would plan the batch that failed again).
+ * Workers report a cap only while the plan's batch is above it, so once the plan is within it the
+ * cap lapses `holdMs` later and the bigger batch is tried again: a probe every `holdMs`.
  */
 import type { WorkerHeartbeat } from "../../contracts/messages.ts";
 

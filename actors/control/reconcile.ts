@@ -206,7 +206,7 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   const left = config.profiles.models.filter((m) => !pool.byName.has(m.name)).map((m) => m.name);
   let decision = await config.policy(snapshot, pool, config.solve);
   const without = left.length > 0 ? `; without ${left.join(", ")} (failing on workers)` : "";
-  const capped = [...caps].filter(([m]) => pool.byName.has(m)).map(([m, n]) => `${m} ≤ ${n}`);
+  const capped = [...caps].filter(([m]) => (decision.models[m]?.workers ?? 0) > 0).map(([m, n]) => `${m} ≤ ${n}`);
   const suffix = without + (capped.length > 0 ? `; batches ${capped.join(", ")} (workers' caps)` : "");
   if (suffix) decision = { ...decision, reason: `${decision.reason}${suffix}` };
   const excluded = { models: left, workers: [...(obs.benchedWorkers ?? [])] };
@@ -215,6 +215,12 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   const current = obs.current;
   /** The plan in force gives workers to a model that is failing: it is replaced, whatever damping says. */
   const strandsWork = current !== null && Object.entries(current.models).some(([m, a]) => a.workers > 0 && !pool.byName.has(m));
+  /** The plan in force runs a batch above its workers' cap: kept (if damping keeps it), but within the caps. */
+  const overCap = current !== null && Object.entries(current.models).some(([m, a]) => a.workers > 0 && a.batchSize > (caps.get(m) ?? Number.POSITIVE_INFINITY));
+  const withinCaps = (d: PlanDecision): PlanDecision => ({
+    ...d,
+    models: Object.fromEntries(Object.entries(d.models).map(([m, a]) => [m, { ...a, batchSize: Math.min(a.batchSize, caps.get(m) ?? a.batchSize) }])),
+  });
   /** Workers that died or joined since the plan in force: reflected at once, whatever else holds. */
   const inventoryChanged = current !== null && (Object.keys(current.assignment).some((id) => !live.has(id)) || obs.workers.some((w) => !(w.id in current.assignment)));
   if (current && (decision.solverStatus === "Error" || decision.solverStatus === "Timeout")) {
@@ -222,8 +228,8 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
     // demand: then the degraded decision the policy gave (every worker on the lightest model)
     // goes on to damping, which replaces a plan that falls short.
     if (!planShortfall(current, demandQps, config.profiles, delays) && !strandsWork) {
-      if (!inventoryChanged) return outcome(null, null, [], `solver ${decision.solverStatus}: keeping epoch ${current.epoch}`);
-      decision = { ...configurationOf(current, obs.workers), reason: `solver ${decision.solverStatus}: configuration of epoch ${current.epoch} on the workers alive now${without}`, solverStatus: decision.solverStatus };
+      if (!inventoryChanged && !overCap) return outcome(null, null, [], `solver ${decision.solverStatus}: keeping epoch ${current.epoch}`);
+      decision = { ...withinCaps(configurationOf(current, obs.workers)), reason: `solver ${decision.solverStatus}: configuration of epoch ${current.epoch} on the workers alive now${suffix}`, solverStatus: decision.solverStatus };
     }
   }
 
@@ -267,10 +273,11 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
     options: config.damping,
   });
   if (verdict.adopt) return adopt(candidate, verdict);
-  if (!inventoryChanged) return outcome(null, verdict, [], verdict.reason);
-  // Damping holds the new configuration, but the workers changed: the configuration in force, on
-  // the workers alive now (a dead worker's share re-homed, a joiner given work), not the held one.
-  const kept = planOf({ ...configurationOf(current!, obs.workers), reason: `${verdict.reason}; configuration of epoch ${current!.epoch} on the workers alive now${without}` });
+  if (!inventoryChanged && !overCap) return outcome(null, verdict, [], verdict.reason);
+  // Damping holds the new configuration, but the workers changed (or its batches are above the
+  // caps): the configuration in force, on the workers alive now (a dead worker's share re-homed,
+  // a joiner given work) and within the caps, not the held one.
+  const kept = planOf({ ...withinCaps(configurationOf(current!, obs.workers)), reason: `${verdict.reason}; configuration of epoch ${current!.epoch} on the workers alive now${suffix}` });
   // Unless that leaves a model of the pair without a worker (its last one died): then the
   // policy's configuration for the workers alive now, which gives every model it uses one.
   const unserved = [kept.pair.light, kept.pair.heavy].some((m) => (kept.models[m]?.workers ?? 0) === 0);

@@ -90,8 +90,16 @@ describe("controlTick", () => {
     const [model] = Object.entries(current.models).find(([, a]) => a.workers > 0 && a.batchSize > 1)!;
     const out = await controlTick(state, { nowMs: 20_500, arrivalsQps: 300, queueDepth: {}, workers: workers(16), current, batchCaps: new Map([[model, 1]]) }, config("hadis"));
     expect(out.plan).not.toBeNull(); // (a new batch size moves no worker: damping lets it through)
-    expect(out.plan!.models[model]?.batchSize ?? 1).toBe(1);
+    expect(out.plan!.models[model].workers).toBeGreaterThan(0);
+    expect(out.plan!.models[model].batchSize).toBe(1);
     expect(out.plan!.reason).toContain(`batches ${model} ≤ 1 (workers' caps)`);
+    // A plan that is kept (here: the solver fails) is kept within the caps too, on the same workers.
+    const broken: TickConfig = { ...config("hadis"), solve: async () => ({ status: "Error", objective: null, columns: {}, solveMs: 1, error: "worker thread gone" }) };
+    const kept = await controlTick(state, { nowMs: 21_000, arrivalsQps: 300, queueDepth: {}, workers: workers(16), current, batchCaps: new Map([[model, 1]]) }, broken);
+    expect(kept.plan).not.toBeNull();
+    expect(kept.plan!.models[model].batchSize).toBe(1);
+    expect(kept.plan!.assignment).toEqual(current.assignment);
+    expect(kept.plan!.reason).toMatch(/^solver Error: configuration of epoch \d+ .*batches .* ≤ 1 \(workers' caps\)/);
   });
 
   it("a policy whose models its configuration names keeps them when one fails to load: static keeps its split, fixed-pair still plans", async () => {
