@@ -166,9 +166,9 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
         stopping: { ok: !stopping, detail: stopping ? "stopping" : "no" },
       };
       if (system.routers.length > 0) {
-        const epochs = system.routers.map((r) => r.plans.current?.epoch);
-        checks.plan = epochs.every((e) => e !== undefined)
-          ? { ok: true, detail: `epoch ${Math.min(...(epochs as number[]))}` }
+        const epochs = system.routers.flatMap((r) => (r.plans.current ? [r.plans.current.epoch] : []));
+        checks.plan = epochs.length === system.routers.length
+          ? { ok: true, detail: `epoch ${Math.min(...epochs)}` }
           : { ok: false, detail: "no plan yet: a router without one answers no_capacity" };
       }
       return healthOf(checks);

@@ -204,7 +204,12 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   const caps = obs.batchCaps ?? new Map<string, number>();
   const pool = withBatchCaps(config.fixedModels ? config.profiles : withoutModels(config.profiles, new Set(obs.unavailableModels ?? [])), caps);
   const left = config.profiles.models.filter((m) => !pool.byName.has(m.name)).map((m) => m.name);
-  let decision = await config.policy(snapshot, pool, config.solve);
+  /** A decision with no batch above its model's cap (policies that choose batches already keep to them; a configuration does not). */
+  const withinCaps = (d: PlanDecision): PlanDecision => ({
+    ...d,
+    models: Object.fromEntries(Object.entries(d.models).map(([m, a]) => [m, { ...a, batchSize: Math.min(a.batchSize, caps.get(m) ?? a.batchSize) }])),
+  });
+  let decision = withinCaps(await config.policy(snapshot, pool, config.solve));
   const without = left.length > 0 ? `; without ${left.join(", ")} (failing on workers)` : "";
   const capped = [...caps].filter(([m]) => (decision.models[m]?.workers ?? 0) > 0).map(([m, n]) => `${m} ≤ ${n}`);
   const suffix = without + (capped.length > 0 ? `; batches ${capped.join(", ")} (workers' caps)` : "");
@@ -217,10 +222,6 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   const strandsWork = current !== null && Object.entries(current.models).some(([m, a]) => a.workers > 0 && !pool.byName.has(m));
   /** The plan in force runs a batch above its workers' cap: kept (if damping keeps it), but within the caps. */
   const overCap = current !== null && Object.entries(current.models).some(([m, a]) => a.workers > 0 && a.batchSize > (caps.get(m) ?? Number.POSITIVE_INFINITY));
-  const withinCaps = (d: PlanDecision): PlanDecision => ({
-    ...d,
-    models: Object.fromEntries(Object.entries(d.models).map(([m, a]) => [m, { ...a, batchSize: Math.min(a.batchSize, caps.get(m) ?? a.batchSize) }])),
-  });
   /** Workers that died or joined since the plan in force: reflected at once, whatever else holds. */
   const inventoryChanged = current !== null && (Object.keys(current.assignment).some((id) => !live.has(id)) || obs.workers.some((w) => !(w.id in current.assignment)));
   if (current && (decision.solverStatus === "Error" || decision.solverStatus === "Timeout")) {

@@ -51,11 +51,8 @@ export function staticDecision(config: StaticConfig, latencyMs: (model: string) 
   };
 }
 
-/** The static configuration as a planner policy: its batch sizes, but none above a model's `maxBatch` (what its workers found runs). */
+/** The static configuration as a planner policy (its batches are held to the workers' caps where every decision is: `controlTick`). */
 export function staticPolicy(config: StaticConfig): PlannerPolicy {
-  return async (snapshot, profiles) => {
-    const decision = staticDecision(config, (m) => profiles.byName.get(m)?.latencyMsByBatch["1"] ?? 1, snapshot.workers.length);
-    for (const [m, a] of Object.entries(decision.models)) a.batchSize = Math.min(a.batchSize, profiles.byName.get(m)?.maxBatch ?? a.batchSize);
-    return decision;
-  };
+  return async (snapshot, profiles) =>
+    staticDecision(config, (m) => profiles.byName.get(m)?.latencyMsByBatch["1"] ?? 1, snapshot.workers.length);
 }

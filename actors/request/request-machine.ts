@@ -5,7 +5,7 @@
  * judging are invoked actors the service provides; the deadline runs on the actor's clock.
  */
 import { assign, fromPromise, setup } from "xstate";
-import { HadisError } from "../../contracts/errors.ts";
+import { asHadisError, HadisError } from "../../contracts/errors.ts";
 import { Routes, type StageTimings } from "../../contracts/messages.ts";
 import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RequestOutcome, RouteDecision, Stage } from "./types.ts";
 
@@ -186,7 +186,7 @@ export const RequestMachine = setup({
         onError: {
           target: "accepted",
           actions: assign({
-            judgeError: ({ event }) => (event.error instanceof Error ? event.error.message : String(event.error)),
+            judgeError: ({ event }) => asHadisError(event.error).message,
             timings: ({ context }) => ({ ...context.timings, judgeMs: context.now() - context.stageStartMs }),
           }),
         },
@@ -222,14 +222,14 @@ export const RequestMachine = setup({
             // (Timings stay those of the images made: the total counts the attempt.)
             guard: ({ context }) => context.light !== undefined,
             target: "accepted",
-            actions: assign({ heavyError: ({ event }) => (event.error instanceof Error ? event.error.message : String(event.error)) }),
+            actions: assign({ heavyError: ({ event }) => asHadisError(event.error).message }),
           },
           {
             // A hard prompt sent straight to the heavy model: the light model makes its image (no
             // judging: there is nothing left to escalate to), when the heavy model failed it.
             guard: ({ event }) => event.error instanceof HadisError && event.error.code === "generation_failed",
             target: "light",
-            actions: assign({ heavyError: ({ event }) => (event.error as Error).message }),
+            actions: assign({ heavyError: ({ event }) => asHadisError(event.error).message }),
           },
           { target: "failed", actions: assign({ error: ({ event }) => event.error }) },
         ],

@@ -49,7 +49,6 @@ export class BatchRecord {
    */
   learn(prompts: readonly string[], run: SplitOutcome<unknown>, planned: number): void {
     if (run.served === 0) {
-      if (run.failed.length === 0) return; // stopped before anything ran
       this.failedInARow++;
       for (const p of prompts) if (this.failedPrompts.size < 2) this.failedPrompts.add(p);
       return;

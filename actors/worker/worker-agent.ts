@@ -53,7 +53,6 @@ export const BATCH_TRIES = 2;
  */
 export const FAILED_BATCHES_TO_REPORT = BATCH_TRIES + 1;
 
-
 /** Where work comes from. */
 export interface WorkSource {
   /** Up to `max` deliveries of `model`'s queue; waits at most `waitMs` for the first; [] when none. */
@@ -177,6 +176,7 @@ export class WorkerAgent {
   /** The heartbeat describing this worker now. */
   status(backend: string): WorkerHeartbeat {
     const failedModel = this.state === WorkerStates.failed ? this.failing() : null;
+    const batchCap = this.record.size(this.planBatchSize);
     return {
       v: PROTOCOL_VERSION,
       workerId: this.id,
@@ -191,7 +191,7 @@ export class WorkerAgent {
       sentAtMs: this.ports.now(),
       ...(this.lastError ? { lastError: this.lastError } : {}),
       ...(failedModel ? { failedModel } : {}),
-      ...(this.model && this.record.size(this.planBatchSize) < this.planBatchSize ? { batchCap: this.record.size(this.planBatchSize) } : {}),
+      ...(this.model && batchCap < this.planBatchSize ? { batchCap } : {}),
     };
   }
 
@@ -334,8 +334,9 @@ export class WorkerAgent {
       if (failure) this.fail(model, run.failed.map((f) => f.item), failure, run.runs);
     } finally {
       this.inFlight = 0;
-      const failedIdx = new Set(run.failed.map((f) => batch.indexOf(f.item)));
-      this.observing(() => observed?.ended(this.ports.now(), failure?.message, failure && run.served > 0 ? failedIdx : undefined));
+      // Which items failed matters only when others were served.
+      const failedIdx = failure && run.served > 0 ? new Set(run.failed.map((f) => batch.indexOf(f.item))) : undefined;
+      this.observing(() => observed?.ended(this.ports.now(), failure?.message, failedIdx));
     }
     if (run.served === 0 && failure && !this.stopping && this.desiredModel === model) {
       // A worker whose batches fail (a model that no longer runs) must not drain its queue into

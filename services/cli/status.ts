@@ -29,7 +29,7 @@ export interface SystemStatus {
 }
 
 /** How long the resource manager has to answer for its plan (a tick's solve may hold it up), ms. */
-export const PLAN_ANSWER_MS = 3_000;
+const PLAN_ANSWER_MS = 3_000;
 
 /** Asks the resource manager for its plan (waiting up to `answerMs`) and listens to heartbeats for `listenMs`. */
 export async function readStatus(nc: NatsConnection, subjects: Subjects, listenMs: number, answerMs = PLAN_ANSWER_MS): Promise<SystemStatus> {

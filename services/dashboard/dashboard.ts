@@ -13,7 +13,7 @@ import type { Subjects } from "../../contracts/subjects.ts";
 import type { Logger } from "../lib/log.ts";
 import type { NatsConnection, Subscription } from "../lib/nats.ts";
 import { PlanView } from "../lib/plan-view.ts";
-import { serveProbe, STARTING, type Health } from "../lib/health.ts";
+import { serveProbe, type Health } from "../lib/health.ts";
 import { listenUrl, METRICS_CONTENT_TYPE, metricsText, recordPlan } from "../lib/metrics.ts";
 import { configureTelemetry, spanSinkSubject, tracingEnabled } from "../lib/telemetry.ts";
 import { DashboardState } from "./state.ts";
@@ -139,7 +139,7 @@ export async function startDashboard(opts: DashboardOptions): Promise<RunningDas
       sendJson(res, spans.length ? { traceId: trace[1], spans } : { error: "unknown trace" }, spans.length ? 200 : 404);
       return;
     }
-    if (serveProbe(req, res, opts.health ?? (() => STARTING))) return;
+    if (serveProbe(req, res, opts.health)) return;
     res.writeHead(404, { "Content-Type": "text/plain" }).end("not found\n");
   };
   const server = createServer((req, res) => {

@@ -58,7 +58,7 @@ export class ConnectionWatch {
  * a JSON body with each check either way) on a request, if its path is one of them; false
  * otherwise (the caller serves it).
  */
-export function serveProbe(req: IncomingMessage, res: ServerResponse, health: () => Health): boolean {
+export function serveProbe(req: IncomingMessage, res: ServerResponse, health: () => Health = () => STARTING): boolean {
   const path = req.url?.split("?")[0];
   if (path === "/healthz") {
     res.writeHead(200, { "Content-Type": "text/plain" }).end("ok\n");

@@ -4,7 +4,7 @@
  * `recordDemand` and `recordQueueDepths`. `startMetricsServer(port)` serves `/metrics`.
  */
 import { createServer, type Server } from "node:http";
-import { serveProbe, STARTING, type Health } from "./health.ts";
+import { serveProbe, type Health } from "./health.ts";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { GenerateReply, Plan, WorkerHeartbeat } from "../../contracts/messages.ts";
 import { sloOutcome } from "../../actors/request/reply.ts";
@@ -251,7 +251,7 @@ export const listenUrl = (host: string, port: number, path: string) => `http://$
  * Serves `/metrics` on 127.0.0.1 (or `host`) at `port` (0 picks a free port), and the probes
  * `/healthz` and `/readyz` (what `health` says; "starting" until there is one).
  */
-export async function startMetricsServer(port: number, host = "127.0.0.1", health: () => Health = () => STARTING): Promise<MetricsServer> {
+export async function startMetricsServer(port: number, host = "127.0.0.1", health?: () => Health): Promise<MetricsServer> {
   const server: Server = createServer((req, res) => {
     if (serveProbe(req, res, health)) return;
     if (req.url?.split("?")[0] !== "/metrics") {

@@ -64,7 +64,8 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   }
   const state = newControlState(opts.demandHalfLifeMs, plans.current, Date.now());
   // Every later plan starts the dwell of the workers it moves, whoever wrote it (another manager
-  // on the bucket too); this manager's own plans were noted by the tick that adopted them.
+  // on the bucket too). For this manager's own plans the tick that adopted them noted it already:
+  // noting again changes nothing (a dwell starts at the later of the two times, the same here).
   let previous = plans.current;
   plans.onPlan((plan) => {
     if (previous && plan !== previous) noteSwaps(state, previous, plan);

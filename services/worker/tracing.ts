@@ -32,8 +32,8 @@ export function workerObserver(telemetry: ServiceTelemetry): BatchObserver {
         attributes: { "hadis.model": model, "hadis.worker_id": workerId, "hadis.batch_size": batch.length },
       });
       const batchLinks: Link[] = [{ context: batchSpan.spanContext() }];
-      const spans: Span[] = [batchSpan];
-      const itemOf = new Map<Span, number>();
+      /** Each item's execute span (its queue span has ended), with the item's index in the batch. */
+      const items: [Span, number][] = [];
       batch.forEach((entry, i) => {
         const parent = parents[i];
         if (!parent) return;
@@ -42,17 +42,17 @@ export function workerObserver(telemetry: ServiceTelemetry): BatchObserver {
         const queued = telemetry.start(`queue ${model}`, { kind: SpanKind.CONSUMER, startTime: Math.min(entry.item.enqueuedAtMs, startedMs), attributes: attributes() }, parent);
         queued.end(startedMs);
         const execute = telemetry.start(`execute ${model}`, { kind: SpanKind.CONSUMER, startTime: startedMs, links: batchLinks, attributes: attributes() }, parent);
-        itemOf.set(execute, i);
-        spans.push(execute);
+        items.push([execute, i]);
       });
       return {
         ended(endedMs, error, failed) {
-          for (const span of spans) {
-            // The batch span fails with any item; an item's span with its own failure.
-            const item = itemOf.get(span);
-            if (error && (!failed || item === undefined || failed.has(item))) span.setStatus({ code: SpanStatusCode.ERROR, message: error });
+          // The batch span fails with any item; an item's span with its own failure.
+          const end = (span: Span, failedHere: boolean) => {
+            if (error && failedHere) span.setStatus({ code: SpanStatusCode.ERROR, message: error });
             span.end(endedMs);
-          }
+          };
+          end(batchSpan, true);
+          for (const [span, i] of items) end(span, !failed || failed.has(i));
         },
       };
     },
