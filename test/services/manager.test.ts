@@ -168,20 +168,31 @@ describe("resource manager service", () => {
     }
   });
 
-  it("plans no batch of a model above the cap its workers report", async () => {
+  it("plans no batch of a model above the cap its workers report, without waiting for the next tick", async () => {
     const manager = await startResourceManager(options("mgr-cap", recordingLog(), { on: false }));
     try {
       beat("mgr-cap");
       await t.nc.flush();
       await manager.tick();
       const model = manager.plans.current!.assignment["gpu-0"];
+      const before = manager.plans.current!;
+      expect(before.models[model].batchSize).toBeGreaterThan(1); // the static configuration's batch
+      // The tick the first (unknown) workers' beats scheduled has run and changed nothing.
+      await new Promise((r) => setTimeout(r, 400));
+      expect(manager.plans.current!.epoch).toBe(before.epoch);
       beat("mgr-cap", { "gpu-0": { model, state: "serving", batchSize: 1, batchCap: 1 } });
-      await t.nc.flush();
-      const before = manager.plans.current!.models[model].batchSize;
-      const outcome = await manager.tick();
-      expect(before).toBeGreaterThan(1); // the static configuration's batch
-      expect(outcome?.decision.reason).toContain(`batches ${model} ≤ 1 (workers' caps)`);
-      expect(manager.plans.current!.models[model].batchSize).toBe(1);
+      // No tick is due for an hour: the cap brings one within a fraction of a second.
+      const deadline = Date.now() + 3_000;
+      while (manager.plans.current!.epoch === before.epoch && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      const after = manager.plans.current!;
+      expect(after.epoch).toBe(before.epoch + 1);
+      expect(after.reason).toContain(`batches ${model} ≤ 1 (workers' caps)`);
+      expect(after.models[model].batchSize).toBe(1);
+      expect(after.assignment).toEqual(before.assignment);
+      // The same cap again lowers nothing: no tick, no new plan.
+      beat("mgr-cap", { "gpu-0": { model, state: "serving", batchSize: 1, batchCap: 1 } });
+      await new Promise((r) => setTimeout(r, 400));
+      expect(manager.plans.current!.epoch).toBe(after.epoch);
     } finally {
       await manager.stop();
     }

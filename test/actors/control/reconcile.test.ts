@@ -175,6 +175,37 @@ describe("controlTick", () => {
     for (const m of [after.pair.light, after.pair.heavy]) expect(after.models[m].workers).toBeGreaterThanOrEqual(1);
   });
 
+  it("a plan damping keeps in force is re-issued within a batch cap reported meanwhile, on the same workers", async () => {
+    const state = newControlState(1_000);
+    const decision = (light: string, heavy: string, fid: number) => ({
+      pair: { light, heavy }, routerThreshold: 0.2, discThreshold: 0.2, heavyShare: 0.36, expectedFid: fid, reason: `${light}>${heavy}`, degraded: 0,
+      models: { [light]: { workers: 4, batchSize: 4 }, [heavy]: { workers: 4, batchSize: 2 } },
+    });
+    let next = decision("sd35-large-turbo", "sd35-medium", 22.0);
+    const scripted: TickConfig = { ...config("hadis"), policy: async () => next };
+    const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 1, queueDepth: {}, workers: workers(8), current: null }, scripted)).plan!;
+    expect(first.models["sd35-large-turbo"].batchSize).toBe(4);
+    // A slightly better configuration that moves workers which only just loaded: held by dwell...
+    next = decision("sd35-large-turbo", "sd35-large", 21.99);
+    const quiet = await controlTick(state, { nowMs: 1_000, arrivalsQps: 1, queueDepth: {}, workers: workers(8), current: first }, scripted);
+    expect(quiet.plan).toBeNull();
+    // ...and still held when the light model's workers find batches above 2 fail: the plan in
+    // force goes out again at batch 2, nobody moved, the held configuration not adopted.
+    const out = await controlTick(state, { nowMs: 2_000, arrivalsQps: 1, queueDepth: {}, workers: workers(8), current: first, batchCaps: new Map([["sd35-large-turbo", 2]]) }, scripted);
+    expect(out.verdict?.adopt).toBe(false);
+    expect(out.plan).not.toBeNull();
+    expect(out.plan!.epoch).toBe(first.epoch + 1);
+    expect(out.plan!.pair).toEqual(first.pair);
+    expect(out.plan!.assignment).toEqual(first.assignment);
+    expect(out.plan!.models["sd35-large-turbo"].batchSize).toBe(2);
+    expect(out.plan!.models["sd35-medium"].batchSize).toBe(2);
+    expect(out.swapped).toEqual([]);
+    expect(out.plan!.reason).toContain("batches sd35-large-turbo ≤ 2 (workers' caps)");
+    // Within the caps now: the next tick holds again.
+    const after = await controlTick(state, { nowMs: 3_000, arrivalsQps: 1, queueDepth: {}, workers: workers(8), current: out.plan, batchCaps: new Map([["sd35-large-turbo", 2]]) }, scripted);
+    expect(after.plan).toBeNull();
+  });
+
   it("a failing solver does not keep a plan that no longer covers the demand", async () => {
     const state = newControlState(1_000);
     const plan = (await controlTick(state, { nowMs: 0, arrivalsQps: 2, queueDepth: {}, workers: workers(16), current: null }, config("hadis"))).plan!;
