@@ -41,7 +41,19 @@ export interface ErrorDetails {
   [key: string]: unknown;
 }
 
-/** The one error class of HADIS: what went wrong (`code`), whether retrying can help, and why. */
+/** Longest error message (and string detail) kept, in characters: messages quote what callers sent. */
+export const MAX_ERROR_TEXT = 1_024;
+
+/** `s` cut to `MAX_ERROR_TEXT` characters, saying how much was cut. */
+function bounded(s: string): string {
+  return s.length <= MAX_ERROR_TEXT ? s : `${s.slice(0, MAX_ERROR_TEXT)}… (${s.length - MAX_ERROR_TEXT} more characters)`;
+}
+
+/**
+ * The one error class of HADIS: what went wrong (`code`), whether retrying can help, and why. Its
+ * message and string details are cut to `MAX_ERROR_TEXT` characters: an error that quotes a
+ * 4 MB field (a protocol version, an unknown key) must still fit in its reply.
+ */
 export class HadisError extends Error {
   override readonly name = "HadisError";
   readonly code: ErrorCode;
@@ -49,10 +61,11 @@ export class HadisError extends Error {
   readonly details: ErrorDetails;
 
   constructor(code: ErrorCode, message: string, details: ErrorDetails = {}, options?: { cause?: unknown }) {
-    super(message, options);
+    super(bounded(message), options);
     this.code = code;
     this.retryable = RETRYABLE.has(code);
-    this.details = details;
+    this.details = { ...details };
+    for (const key in this.details) if (typeof this.details[key] === "string") this.details[key] = bounded(this.details[key]);
   }
 
   /** HTTP-like status number of this error's code. */
@@ -100,5 +113,9 @@ export function isWireError(value: unknown): value is WireError {
 /** Reads a typed error body back into a HadisError. */
 export function fromWireError(body: WireError): HadisError {
   const code = (body.error.code in ErrorCodes ? body.error.code : "internal") as ErrorCode;
-  return new HadisError(code, body.error.message, body.error.details ?? {});
+  // Details from another process: facts (strings, numbers, flags), not structures of any size.
+  const details: ErrorDetails = {};
+  const given = typeof body.error.details === "object" && body.error.details !== null ? body.error.details : {};
+  for (const [key, value] of Object.entries(given)) if (["string", "number", "boolean"].includes(typeof value)) details[key] = value;
+  return new HadisError(code, String(body.error.message), details);
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { decode, encode, encodeJson, parseRaw, validate } from "../../contracts/envelope.ts";
-import { fromWireError, HadisError, isWireError, toWireError } from "../../contracts/errors.ts";
+import { fromWireError, HadisError, isWireError, MAX_ERROR_TEXT, toWireError } from "../../contracts/errors.ts";
 import { GenerateRequestSchema, PlanSchema, PROTOCOL_VERSION, WorkItemSchema } from "../../contracts/messages.ts";
 
 describe("envelope", () => {
@@ -56,5 +56,34 @@ describe("errors", () => {
     expect(toWireError(new Error("boom"), 1).error.code).toBe("internal");
     expect(fromWireError({ v: 1, error: { code: "nope" as never, status: 500, message: "m", retryable: false } }).code).toBe("internal");
     expect(isWireError({ error: "x" })).toBe(false);
+  });
+
+  it("cuts messages and string details that quote megabytes, and reads only plain facts from another process's details", () => {
+    const huge = "x".repeat(4_000_000);
+    const e = (() => {
+      try {
+        return validate(GenerateRequestSchema, { v: huge, prompt: "a cat" }, "generate request");
+      } catch (err) {
+        return err as HadisError;
+      }
+    })() as HadisError;
+    expect(e.code).toBe("unsupported_version");
+    expect(e.message.length).toBeLessThan(MAX_ERROR_TEXT + 50);
+    expect(e.message).toMatch(/… \(\d+ more characters\)$/);
+    const keyed = (() => {
+      try {
+        return validate(GenerateRequestSchema, { prompt: "a cat", [huge]: 1 }, "generate request");
+      } catch (err) {
+        return err as HadisError;
+      }
+    })() as HadisError;
+    expect(keyed.code).toBe("invalid_request");
+    expect(keyed.message.length).toBeLessThan(MAX_ERROR_TEXT + 50);
+    const given = { field: huge };
+    expect(new HadisError("invalid_request", "m", given).details.field!.length).toBeLessThan(MAX_ERROR_TEXT + 50);
+    expect(given.field).toBe(huge); // the caller's object is left as it was
+    const back = fromWireError({ v: 1, error: { code: "generation_failed", status: 500, message: huge, retryable: true, details: { field: "prompt", retryAfterMs: 5, blob: { deep: [huge] } } } });
+    expect(back.message.length).toBeLessThan(MAX_ERROR_TEXT + 50);
+    expect(back.details).toEqual({ field: "prompt", retryAfterMs: 5 });
   });
 });

@@ -72,6 +72,23 @@ describe("bad input on hadis.generate", () => {
     });
   }
 
+  it("a field of megabytes quoted in the error (a protocol version, an unknown key) still gets its typed reply, cut short", async () => {
+    // 4.5 MB of 8 MB max_payload: an error quoting it in full, header and body, would not fit.
+    const huge = "x".repeat(4_500_000);
+    for (const [payload, code] of [[pack({ v: huge, prompt: "a cat" }), "unsupported_version"], [pack({ prompt: "a cat", [huge]: 1 }), "invalid_request"]] as const) {
+      const msg = await t.nc.request("hadis.generate", payload, { timeout: 5_000 });
+      expect(msg.headers?.get("Nats-Service-Error-Code")).toBe("400");
+      const body = packr.unpack(msg.data);
+      expect(body.error.code).toBe(code);
+      expect(body.error.message.length).toBeLessThan(1_100);
+      expect(msg.data.length).toBeLessThan(2_000);
+    }
+    const judged = await t.nc.request("hadis.judge", pack({ v: huge, requestId: "r1", prompt: "a cat", model: "sd35-large-turbo", image: new Uint8Array([137, 80, 78, 71]), planEpoch: 1 }), { timeout: 5_000 });
+    expect(packr.unpack(judged.data).error.code).toBe("unsupported_version");
+    const good = await t.client.generate({ prompt: "a red bicycle", deadlineMs: 20_000 });
+    expect(good.image.byteLength).toBeGreaterThan(0);
+  });
+
   it("counts the errors in $SRV.STATS and keeps serving", async () => {
     const msg = await t.nc.request("$SRV.STATS.hadis-router", new Uint8Array(), { timeout: 2_000 });
     const stats = JSON.parse(new TextDecoder().decode(msg.data));
