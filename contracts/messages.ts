@@ -38,6 +38,10 @@ const modelName = z.string().max(64).regex(/^[A-Za-z0-9][A-Za-z0-9_-]*$/, "model
 const version = z.literal(PROTOCOL_VERSION);
 const bytes = z.custom<Uint8Array>((value) => value instanceof Uint8Array, "expected bytes");
 const nonNegMs = z.number().finite().nonnegative();
+/** A request id as routers make them (22 characters, or a keyed request's 34). */
+const requestId = z.string().min(1).max(128);
+/** A worker's or router's id: one subject token (its heartbeats and stats are published under it). */
+const serviceId = z.string().max(128).regex(/^[A-Za-z0-9][A-Za-z0-9_-]*$/, "worker and router ids are one subject token");
 
 /** `hadis.generate` request (from any client). */
 export const GenerateRequestSchema = z.strictObject({
@@ -88,22 +92,32 @@ export type GenerateReply = z.infer<typeof GenerateReplySchema>;
 /** Stage of the cascade a generation belongs to. */
 const stage = z.enum(["light", "heavy"]);
 
+// A subject: one with a space or a wildcard cannot be published to (the worker's reply would
+// throw), nor one past the server's control line (it would close the worker's connection).
+const replySubject = z.string().max(256).regex(/^[^\s*>]+$/, "a subject without spaces or wildcards");
+
 /** A work item on `hadis.work.<model>`. */
 export const WorkItemSchema = z.strictObject({
   v: version,
-  requestId: z.string().min(1),
+  requestId,
   stage,
   prompt: z.string().min(1).max(MAX_PROMPT_CHARS),
   seed: z.number().int(),
   model: modelName,
-  // A subject: one with a space or a wildcard cannot be published to (the worker's reply would throw).
-  replyTo: z.string().regex(/^[^\s*>]+$/, "a subject without spaces or wildcards"),
+  replyTo: replySubject,
   enqueuedAtMs: nonNegMs,
   deadlineAtMs: nonNegMs,
   planEpoch: z.number().int().nonnegative(),
 });
 /** A work item. */
 export type WorkItem = z.infer<typeof WorkItemSchema>;
+/**
+ * Where a work item's result goes, read from an item that does not validate as a whole (a
+ * router of another version, a field out of range): enough to tell its router it was refused.
+ */
+export const WorkItemAddressSchema = z.object({ requestId, stage, model: modelName, replyTo: replySubject });
+/** A work item's address. */
+export type WorkItemAddress = z.infer<typeof WorkItemAddressSchema>;
 
 const wireErrorBody = z.object({
   code: z.string(),
@@ -118,10 +132,10 @@ export const WorkResultSchema = z.discriminatedUnion("ok", [
   z.strictObject({
     v: version,
     ok: z.literal(true),
-    requestId: z.string(),
+    requestId,
     stage,
     model: modelName,
-    workerId: z.string(),
+    workerId: serviceId,
     image: bytes,
     width: z.number().int().positive(),
     height: z.number().int().positive(),
@@ -132,10 +146,10 @@ export const WorkResultSchema = z.discriminatedUnion("ok", [
   z.strictObject({
     v: version,
     ok: z.literal(false),
-    requestId: z.string(),
+    requestId,
     stage,
     model: modelName,
-    workerId: z.string(),
+    workerId: serviceId,
     error: wireErrorBody,
   }),
 ]);
@@ -145,7 +159,7 @@ export type WorkResult = z.infer<typeof WorkResultSchema>;
 /** `hadis.judge` request. */
 export const JudgeRequestSchema = z.strictObject({
   v: version,
-  requestId: z.string(),
+  requestId,
   prompt: z.string().min(1).max(MAX_PROMPT_CHARS),
   model: modelName,
   image: bytes,
@@ -222,8 +236,8 @@ export type ManagerPlanReply = z.infer<typeof ManagerPlanReplySchema>;
 /** A worker's heartbeat. */
 export const WorkerHeartbeatSchema = z.strictObject({
   v: version,
-  workerId: z.string(),
-  backend: z.string(),
+  workerId: serviceId,
+  backend: z.string().max(64),
   model: modelName.nullable(),
   state: z.enum(Object.values(WorkerStates) as [WorkerState, ...WorkerState[]]),
   batchSize: z.number().int().nonnegative(),
@@ -232,7 +246,7 @@ export const WorkerHeartbeatSchema = z.strictObject({
   swapsTotal: z.number().int().nonnegative(),
   planEpoch: z.number().int().nonnegative(),
   sentAtMs: nonNegMs,
-  lastError: z.string().optional(),
+  lastError: z.string().max(2_048).optional(),
   /**
    * While `state` is failed because a model would not load, or because the loaded model's last
    * batches failed in every item (three in a row on two prompts at least, until one runs): that model. The
@@ -249,9 +263,11 @@ export type WorkerHeartbeat = z.infer<typeof WorkerHeartbeatSchema>;
 /** A router's periodic load report. */
 export const RouterStatsSchema = z.strictObject({
   v: version,
-  routerId: z.string(),
-  arrivals: z.number().int().nonnegative(),
-  intervalMs: z.number().positive(),
+  routerId: serviceId,
+  /** Requests that arrived in the interval (at most a billion: a larger count is a broken sender). */
+  arrivals: z.number().int().nonnegative().max(1e9),
+  /** The interval, ms: from 1 ms to an hour (the manager divides by it). */
+  intervalMs: z.number().min(1).max(3_600_000),
   inFlight: z.number().int().nonnegative(),
   /** Requests answered with an image in the interval. */
   served: z.number().int().nonnegative().optional(),

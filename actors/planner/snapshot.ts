@@ -56,6 +56,8 @@ export class Ewma {
 
   /** Folds in a sample observed at `atMs` and returns the new average. */
   update(sample: number, atMs: number): number {
+    // A sample that is not a finite number would stay in the average for good.
+    if (!Number.isFinite(sample) || !Number.isFinite(atMs)) return this.value;
     if (this.current === undefined || this.lastMs === undefined) {
       this.current = sample;
       this.lastMs = atMs;

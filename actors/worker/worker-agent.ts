@@ -7,14 +7,16 @@
 import { asHadisError, HadisError, toWireError } from "../../contracts/errors.ts";
 import { runSplitting, type SplitOutcome } from "./bisect.ts";
 import { BatchRecord } from "./batch-record.ts";
-import { decode } from "../../contracts/envelope.ts";
+import { decode, parseRaw, validate } from "../../contracts/envelope.ts";
 import {
   PROTOCOL_VERSION,
+  WorkItemAddressSchema,
   WorkItemSchema,
   WorkerStates,
   type Plan,
   type WorkerHeartbeat,
   type WorkItem,
+  type WorkItemAddress,
   type WorkResult,
   type WorkerState,
 } from "../../contracts/messages.ts";
@@ -289,8 +291,13 @@ export class WorkerAgent {
         item = decode(WorkItemSchema, delivery.data, "work item");
       } catch (err) {
         this.dropped.malformed++;
-        this.ports.log("worker.drop", { workerId: this.id, reason: "malformed", error: asHadisError(err).message });
+        const error = asHadisError(err);
+        this.ports.log("worker.drop", { workerId: this.id, reason: "malformed", error: error.message });
         delivery.term();
+        // Its router learns why now, when the item says where to, rather than at the deadline: an
+        // internal error to its caller (a router of another version, most likely; not the caller's fault).
+        const to = addressOf(delivery.data);
+        if (to) this.ports.publishResult(to.replyTo, errorResult(to, this.id, new HadisError("internal", `work item refused by worker ${this.id}: ${error.message}`)));
         continue;
       }
       if (item.model !== model) {
@@ -398,7 +405,16 @@ export class WorkerAgent {
   }
 }
 
-function errorResult(item: WorkItem, workerId: string, err: HadisError): WorkResult {
+/** Where the result of an item that did not validate goes, when that much of it reads. */
+function addressOf(data: Uint8Array): WorkItemAddress | null {
+  try {
+    return validate(WorkItemAddressSchema, parseRaw(data), "work item");
+  } catch {
+    return null;
+  }
+}
+
+function errorResult(item: Pick<WorkItem, "requestId" | "stage" | "model">, workerId: string, err: HadisError): WorkResult {
   return { v: PROTOCOL_VERSION, ok: false, requestId: item.requestId, stage: item.stage, model: item.model, workerId, error: toWireError(err, PROTOCOL_VERSION).error };
 }
 

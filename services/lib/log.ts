@@ -25,3 +25,22 @@ export function createLogger(service: string, level: Level = (process.env.HADIS_
     error: (e, f) => emit("error", e, f),
   };
 }
+
+/**
+ * A log line for an event that can come in floods (bad messages from a broken peer): the first
+ * at once, then at most one per `everyMs`, each saying how many it left out since the last.
+ */
+export function throttled(log: Logger, level: Exclude<Level, "silent">, event: string, everyMs = 60_000, now: () => number = Date.now): (fields: Record<string, unknown>) => void {
+  let lastMs = Number.NEGATIVE_INFINITY;
+  let left = 0;
+  return (fields) => {
+    const t = now();
+    if (t - lastMs < everyMs) {
+      left++;
+      return;
+    }
+    log[level](event, left > 0 ? { ...fields, leftOut: left } : fields);
+    lastMs = t;
+    left = 0;
+  };
+}

@@ -71,6 +71,12 @@ const spansLost = new Counter({
   labelNames: ["reason"] as const,
   registers: [registry],
 });
+const rejected = new Counter({
+  name: "hadis_messages_rejected_total",
+  help: "Control messages the resource manager refused (they do not decode, fail their schema, or name another sender than their subject), by kind: heartbeat or router_stats.",
+  labelNames: ["kind"] as const,
+  registers: [registry],
+});
 const queueDepth = new Gauge({
   name: "hadis_queue_depth",
   help: "Work items waiting in a model's work queue (not yet delivered to a worker; what the planner reads).",
@@ -159,6 +165,10 @@ export function recordSpansLost(reason: SpanLoss, n: number): void {
 }
 
 /** Records a batch a worker ran. */
+export function recordRejected(kind: "heartbeat" | "router_stats"): void {
+  rejected.inc({ kind });
+}
+
 export function recordBatch(model: string, size: number): void {
   batchSize.observe({ model }, size);
 }

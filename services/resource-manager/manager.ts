@@ -5,6 +5,7 @@
  * logged, never fatal; a restarted manager continues from the plan and epoch in KV.
  */
 import { decode, encode } from "../../contracts/envelope.ts";
+import { asHadisError, HadisError } from "../../contracts/errors.ts";
 import { PROTOCOL_VERSION, RouterStatsSchema, WorkerHeartbeatSchema, type ManagerPlanReply, type Plan } from "../../contracts/messages.ts";
 import { ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import { WorkerInventory } from "../../actors/control/inventory.ts";
@@ -12,7 +13,8 @@ import { ModelFailures, type ModelFailureOptions } from "../../actors/control/mo
 import { BatchCaps } from "../../actors/control/batch-caps.ts";
 import { ArrivalRate } from "../../actors/control/arrivals.ts";
 import { controlTick, newControlState, noteSwaps, type TickConfig, type TickOutcome } from "../../actors/control/reconcile.ts";
-import type { Logger } from "../lib/log.ts";
+import { throttled, type Logger } from "../lib/log.ts";
+import { recordRejected } from "../lib/metrics.ts";
 import { startService, type NatsConnection, type WorkQueue } from "../lib/nats.ts";
 import { PlanView } from "../lib/plan-view.ts";
 import { OutageLog } from "./outages.ts";
@@ -108,10 +110,32 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   /** Set by stop(): no tick starts after it (a heartbeat during the last one scheduled one). */
   let stopped = false;
 
+  /**
+   * A heartbeat or router report, or null when it does not decode, fails its schema or names
+   * another sender than its subject does (it would add a worker or router nobody runs): counted,
+   * and logged at most once a minute.
+   */
+  const received = <T extends { workerId: string } | { routerId: string }>(kind: "heartbeat" | "router_stats", read: (data: Uint8Array) => T, warn: (fields: Record<string, unknown>) => void) => (m: { subject: string; data: Uint8Array }): T | null => {
+    try {
+      const message = read(m.data);
+      const sender = "workerId" in message ? message.workerId : message.routerId;
+      const subjectSender = m.subject.slice(m.subject.lastIndexOf(".") + 1);
+      if (sender !== subjectSender) throw new HadisError("invalid_request", `${kind}: sent as "${sender}" on the subject of "${subjectSender}"`);
+      return message;
+    } catch (err) {
+      recordRejected(kind);
+      warn({ subject: m.subject, error: asHadisError(err).message });
+      return null;
+    }
+  };
+  const heartbeatOf = received("heartbeat", (data) => decode(WorkerHeartbeatSchema, data, "heartbeat"), throttled(log, "warn", "manager.bad_heartbeat"));
+  const reportOf = received("router_stats", (data) => decode(RouterStatsSchema, data, "router stats"), throttled(log, "warn", "manager.bad_stats"));
+
   const beats = nc.subscribe(subjects.workerHeartbeatAll, {
     callback: (_e, m) => {
+      const beat = heartbeatOf(m);
+      if (!beat) return;
       try {
-        const beat = decode(WorkerHeartbeatSchema, m.data, "heartbeat");
         const nowMs = Date.now();
         inventory.observe(beat, nowMs);
         const failing = failures.observe(beat, nowMs);
@@ -121,18 +145,14 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
         // A new worker (or one leaving, one whose model fails, a lower batch cap) should not wait a whole tick.
         if ((!known || beat.state === "draining" || failing || capped) && !soon) soon = setTimeout(() => ((soon = null), void tick()), 200);
       } catch (err) {
-        log.debug("manager.bad_heartbeat", { error: (err as Error).message });
+        log.error("manager.heartbeat_failed", { workerId: beat.workerId, error: (err as Error).message });
       }
     },
   });
   const stats = nc.subscribe(subjects.routerStatsAll, {
     callback: (_e, m) => {
-      try {
-        const report = decode(RouterStatsSchema, m.data, "router stats");
-        arrivalRate.report(report.routerId, report.arrivals, report.intervalMs, Date.now());
-      } catch (err) {
-        log.debug("manager.bad_stats", { error: (err as Error).message });
-      }
+      const report = reportOf(m);
+      if (report) arrivalRate.report(report.routerId, report.arrivals, report.intervalMs, Date.now());
     },
   });
 

@@ -5,7 +5,8 @@
  * one that loses takes the other's plan and plans from it at its next tick.
  */
 import { JetStreamApiCodes, JetStreamApiError } from "@nats-io/jetstream";
-import { decode, encode } from "../../contracts/envelope.ts";
+import { decode, encode, validate } from "../../contracts/envelope.ts";
+import { HadisError } from "../../contracts/errors.ts";
 import { PlanSchema, type Plan } from "../../contracts/messages.ts";
 import type { KV } from "../lib/nats.ts";
 
@@ -32,8 +33,15 @@ async function read(kv: KV, key: string): Promise<{ value: Uint8Array; epoch: nu
   return { value: live ? entry.value : new Uint8Array(), epoch: live ? epochOf(entry.value) : -1, revision: entry.revision };
 }
 
-/** Writes `plan` under `key` unless the stored plan's epoch is already at least its own, or another write lands first. */
+/** Writes `plan` (checked against its schema first) under `key` unless the stored plan's epoch is already at least its own, or another write lands first. */
 export async function writePlan(kv: KV, key: string, plan: Plan): Promise<PlanWrite> {
+  // Every service rejects a plan its schema refuses (a NaN from a bad input, say) and keeps the
+  // old one: written, it would stop every later epoch too, and a restarted manager could not read it.
+  try {
+    validate(PlanSchema, plan, "plan");
+  } catch (err) {
+    throw new HadisError("internal", `not writing epoch ${plan.epoch}: ${(err as Error).message}`, {}, { cause: err });
+  }
   const stored = await read(kv, key);
   if (stored.epoch >= plan.epoch) return { written: false, theirs: stored.value, epoch: stored.epoch };
   try {

@@ -11,10 +11,27 @@ import { Kvm } from "@nats-io/kv";
 import { pingServices, startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { fuzzPayloads, pooled, type FuzzCase, type FuzzKind } from "../helpers/fuzz.ts";
 import { newHeaders, type Msg } from "../../services/lib/nats.ts";
-import { encode } from "../../contracts/envelope.ts";
+import { decode, encode } from "../../contracts/envelope.ts";
 import { ErrorCodes } from "../../contracts/errors.ts";
 import { ServiceNames } from "../../contracts/subjects.ts";
-import type { Plan } from "../../contracts/messages.ts";
+import { RouterStatsSchema, WorkerHeartbeatSchema, type Plan } from "../../contracts/messages.ts";
+import { metricsText } from "../../services/lib/metrics.ts";
+import type { z } from "zod";
+
+/** The resource manager's count of refused control messages of a kind (this process's metrics). */
+async function rejected(kind: string): Promise<number> {
+  const line = (await metricsText()).split("\n").find((l) => l.startsWith(`hadis_messages_rejected_total{kind="${kind}"}`));
+  return line ? Number(line.split(" ").pop()) : 0;
+}
+
+/** Whether `data` decodes as `schema` and passes `check`. */
+function decodes<S extends z.ZodType>(schema: S, data: Uint8Array, check: (m: z.infer<S>) => boolean): boolean {
+  try {
+    return check(decode(schema, data, "fuzz"));
+  } catch {
+    return false;
+  }
+}
 
 const packr = new Packr({ useRecords: false });
 const WORKER_PREFIX = "fuzzw";
@@ -146,13 +163,25 @@ describe("fuzzing every subject with malformed payloads", () => {
     figures.results = { sent: resultCount, countedMalformed: malformedAfter - malformedBefore };
     expect(malformedAfter - malformedBefore).toBe(resultCount);
 
-    // Heartbeats and router stats: the resource manager ignores them.
+    // Heartbeats and router stats: the resource manager counts every one it refuses (all that do
+    // not decode as what their subject says they are) and acts on none of them.
+    const [beats0, stats0] = [await rejected("heartbeat"), await rejected("router_stats")];
     const beat = { v: 1, workerId: "fuzz-00", backend: "profile", model: plan.pair.light, state: "serving", batchSize: 1, inFlight: 0, servedTotal: 0, swapsTotal: 0, planEpoch: plan.epoch, sentAtMs: Date.now() };
-    for (const c of fuzzPayloads(beat, 500, { seed: 51 })) t.nc.publish("hadis.heartbeat.worker.fuzz-00", c.data);
+    const beatCases = [...fuzzPayloads(beat, 500, { seed: 51 })];
+    for (const c of beatCases) t.nc.publish("hadis.heartbeat.worker.fuzz-00", c.data);
     const stats = { v: 1, routerId: "fuzz", arrivals: 1_000_000, intervalMs: 1_000, inFlight: 0, sentAtMs: Date.now() };
-    for (const c of fuzzPayloads(stats, 500, { seed: 52 })) t.nc.publish("hadis.stats.router.fuzz", c.data);
+    const statsCases = [...fuzzPayloads(stats, 500, { seed: 52 })];
+    for (const c of statsCases) t.nc.publish("hadis.stats.router.fuzz", c.data);
     await t.nc.flush();
     total += 1_000;
+    const refusedBeats = beatCases.filter((c) => !decodes(WorkerHeartbeatSchema, c.data, (m) => m.workerId === "fuzz-00")).length;
+    const refusedStats = statsCases.filter((c) => !decodes(RouterStatsSchema, c.data, (m) => m.routerId === "fuzz")).length;
+    const countedBy = Date.now() + 10_000;
+    while (((await rejected("heartbeat")) - beats0 < refusedBeats || (await rejected("router_stats")) - stats0 < refusedStats) && Date.now() < countedBy) await new Promise((r) => setTimeout(r, 100));
+    figures.controlMessages = { heartbeats: { sent: beatCases.length, refused: refusedBeats }, routerStats: { sent: statsCases.length, refused: refusedStats } };
+    expect(refusedBeats).toBeGreaterThan(400);
+    expect((await rejected("heartbeat")) - beats0).toBe(refusedBeats);
+    expect((await rejected("router_stats")) - stats0).toBe(refusedStats);
 
     // The plan key: every service keeps the plan it has (a fuzzed plan carries a far newer epoch,
     // so one that slipped through would be adopted and seen).

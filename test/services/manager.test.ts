@@ -10,9 +10,11 @@ import { decode, encode } from "../../contracts/envelope.ts";
 import { PlanSchema, PROTOCOL_VERSION } from "../../contracts/messages.ts";
 import { loadProfiles } from "../../services/lib/profiles.ts";
 import type { Logger } from "../../services/lib/log.ts";
+import { metricsText } from "../../services/lib/metrics.ts";
 import { openPlanBucket, type WorkQueue } from "../../services/lib/nats.ts";
 import { createPolicy } from "../../services/resource-manager/policies.ts";
 import { startResourceManager, type ResourceManagerOptions } from "../../services/resource-manager/manager.ts";
+import { writePlan } from "../../services/resource-manager/plan-store.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 
 const t = useNatsServer("manager-test");
@@ -20,10 +22,17 @@ const profiles = loadProfiles();
 const WORKERS = ["gpu-0", "gpu-1"];
 
 /** A log that keeps its events. */
-function recordingLog(): Logger & { events: { level: string; event: string }[] } {
+function recordingLog(): Logger & { events: { level: string; event: string }[]; fields: Record<string, unknown>[] } {
   const events: { level: string; event: string }[] = [];
-  const at = (level: string) => (event: string) => void events.push({ level, event });
-  return { events, debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
+  const fields: Record<string, unknown>[] = [];
+  const at = (level: string) => (event: string, f: Record<string, unknown> = {}) => void (events.push({ level, event }), fields.push(f));
+  return { events, fields, debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
+}
+
+/** The value of a counter of `hadis_messages_rejected_total` in this process's metrics. */
+async function rejectedCount(kind: string): Promise<number> {
+  const line = (await metricsText()).split("\n").find((l) => l.startsWith(`hadis_messages_rejected_total{kind="${kind}"}`));
+  return line ? Number(line.split(" ").pop()) : 0;
 }
 
 /** A work queue whose depth reads (or, with `purge`, purges) fail while `failing.on`; `pending` items on every model. */
@@ -193,6 +202,59 @@ describe("resource manager service", () => {
       beat("mgr-cap", { "gpu-0": { model, state: "serving", batchSize: 1, batchCap: 1 } });
       await new Promise((r) => setTimeout(r, 400));
       expect(manager.plans.current!.epoch).toBe(after.epoch);
+    } finally {
+      await manager.stop();
+    }
+  });
+
+  it("refuses control messages that would poison planning (a rate from a 1e-320 ms interval, a sender other than its subject): counted, logged once, demand and workers untouched", async () => {
+    const log = recordingLog();
+    const manager = await startResourceManager(options("mgr-bad", log, { on: false }));
+    const s = buildSubjects("mgr-bad");
+    const report = (subjectId: string, over: Record<string, unknown>) =>
+      t.nc.publish(s.routerStats(subjectId), encode({ v: PROTOCOL_VERSION, routerId: subjectId, arrivals: 5, intervalMs: 1_000, inFlight: 0, sentAtMs: Date.now(), ...over }));
+    try {
+      beat("mgr-bad");
+      await t.nc.flush();
+      await manager.tick();
+      const [stats0, beats0] = [await rejectedCount("router_stats"), await rejectedCount("heartbeat")];
+      report("r1", { arrivals: 1, intervalMs: 1e-320 }); // 1 ÷ 1e-323 s: Infinity, then NaN for good
+      report("r1", { arrivals: 0, intervalMs: 5e-324 });
+      report("r1", { arrivals: 2 ** 53 - 1 });
+      report("r2", { routerId: "r1" });
+      report("r1", { routerId: "" });
+      t.nc.publish(s.workerHeartbeat("gpu-0"), encode({ v: PROTOCOL_VERSION, workerId: "ghost", backend: "profile", model: null, state: "idle", batchSize: 1, inFlight: 0, servedTotal: 0, swapsTotal: 0, planEpoch: 0, sentAtMs: Date.now() }));
+      report("r1", {}); // a good one: 5 a second
+      await t.nc.flush();
+      const deadline = Date.now() + 3_000;
+      while ((await rejectedCount("router_stats")) - stats0 < 5 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect((await rejectedCount("router_stats")) - stats0).toBe(5);
+      expect((await rejectedCount("heartbeat")) - beats0).toBe(1);
+      const out = (await manager.tick())!;
+      expect(out.snapshot.demandQps).toBeGreaterThan(0);
+      expect(out.snapshot.demandQps).toBeLessThanOrEqual(5);
+      expect(Object.keys(manager.plans.current!.assignment).sort()).toEqual(WORKERS);
+      // One warning for the five bad reports (the rest counted in the next, a minute on), one for the heartbeat.
+      const warned = log.events.map((e, i) => ({ ...log.fields[i], ...e }) as { level: string; event: string; error?: unknown }).filter((e) => e.level === "warn" && e.event.startsWith("manager.bad_"));
+      expect(warned.map((e) => e.event).sort()).toEqual(["manager.bad_heartbeat", "manager.bad_stats"]);
+      expect(warned.find((e) => e.event === "manager.bad_heartbeat")!.error).toMatch(/sent as "ghost" on the subject of "gpu-0"/);
+    } finally {
+      await manager.stop();
+    }
+  });
+
+  it("does not write a plan its own schema refuses (every service would reject it and keep the old epoch for good)", async () => {
+    const log = recordingLog();
+    const manager = await startResourceManager(options("mgr-nan", log, { on: false }));
+    try {
+      beat("mgr-nan");
+      await t.nc.flush();
+      await manager.tick();
+      const good = manager.plans.current!;
+      const kv = await openPlanBucket(t.nc, buildSubjects("mgr-nan"));
+      await expect(writePlan(kv, "current", { ...good, epoch: good.epoch + 1, demandQps: Number.NaN })).rejects.toThrow(/^not writing epoch \d+: plan: demandQps: /);
+      expect(decode(PlanSchema, (await kv.get("current"))!.value, "plan").epoch).toBe(good.epoch);
+      expect(await writePlan(kv, "current", { ...good, epoch: good.epoch + 1 })).toEqual({ written: true });
     } finally {
       await manager.stop();
     }

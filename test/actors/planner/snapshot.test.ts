@@ -21,6 +21,14 @@ describe("Ewma", () => {
     expect(e.update(20, 1000)).toBeCloseTo(15, 9);
     expect(e.update(20, 1000)).toBeCloseTo(15, 9); // no time passed, no weight
   });
+  it("passes over a sample that is not a finite number (it would stay in the average for good)", () => {
+    const e = new Ewma(1000);
+    expect(e.update(Number.POSITIVE_INFINITY, 0)).toBe(0);
+    e.update(10, 0);
+    expect(e.update(Number.NaN, 500)).toBe(10);
+    expect(e.update(Number.POSITIVE_INFINITY, 1000)).toBe(10);
+    expect(e.update(20, 1000)).toBeCloseTo(15, 9);
+  });
   it("rejects a non-positive half-life", () => {
     expect(() => new Ewma(0)).toThrow(RangeError);
   });

@@ -146,12 +146,18 @@ describe("WorkerAgent", () => {
     queue.push("a", new Uint8Array([0xc1, 0xc1]));
     // A reply subject no result can be published to (publishing would throw mid-batch).
     queue.push("a", encode({ v: PROTOCOL_VERSION, requestId: "spaced", stage: "light", prompt: "a cat", seed: 1, model: "a", replyTo: "x y", enqueuedAtMs: Date.now(), deadlineAtMs: Date.now() + 60_000, planEpoch: 1 }));
+    // One field wrong, the address readable (a router of another version, say): refused back to it at once.
+    queue.push("a", encode({ v: PROTOCOL_VERSION, requestId: "badseed", stage: "light", prompt: "a cat", seed: "one", model: "a", replyTo: "r", enqueuedAtMs: Date.now(), deadlineAtMs: Date.now() + 60_000, planEpoch: 1, extra: true }));
     queue.push("a", item("a", "fresh"));
     agent.applyPlan(plan(1, "a"));
     agent.start();
-    await until(() => results.length === 1);
-    expect(results[0].requestId).toBe("fresh");
-    expect(agent.dropped).toMatchObject({ expired: 1, malformed: 2 });
+    await until(() => results.length === 2);
+    const [refused, fresh] = results;
+    expect(fresh.requestId).toBe("fresh");
+    expect(fresh.ok).toBe(true);
+    expect(refused).toMatchObject({ ok: false, requestId: "badseed", stage: "light", model: "a", workerId: "w", error: { code: "internal", status: 500 } });
+    expect(refused.ok === false && refused.error.message).toMatch(/^work item refused by worker w: work item: seed: /);
+    expect(agent.dropped).toMatchObject({ expired: 1, malformed: 3 });
     expect(events.filter((e) => e.startsWith("gen"))).toEqual(["gen a x1"]);
     await agent.stop();
   });
