@@ -6,9 +6,9 @@
 import type { z } from "zod";
 import { decode } from "../../contracts/envelope.ts";
 import { ManagerPlanReplySchema, WorkerHeartbeatSchema, type Plan, type WorkerHeartbeat } from "../../contracts/messages.ts";
-import { inboxPrefixOf, subjects as buildSubjects, type Subjects } from "../../contracts/subjects.ts";
+import { subjects as buildSubjects, type Subjects } from "../../contracts/subjects.ts";
 import { connectNats, type NatsConnection } from "../lib/nats.ts";
-import { natsUrls } from "./credentials.ts";
+import { natsUrls, toolCredentials } from "./credentials.ts";
 
 /** Options of `hadis status`. */
 export interface StatusCommandOptions {
@@ -98,25 +98,12 @@ export function formatStatus(s: SystemStatus): string {
   return lines.join("\n") + "\n";
 }
 
-/** The user `hadis status` connects as: the observer role's (`HADIS_OBSERVER_NATS_*`), else `HADIS_NATS_*`, else none. */
-export function statusCredentials(env: NodeJS.ProcessEnv): { user: string; pass: string; inboxPrefix?: string } | undefined {
-  for (const [prefix, role] of [["HADIS_OBSERVER_NATS", "observer"], ["HADIS_NATS", undefined]] as const) {
-    const user = env[`${prefix}_USER`];
-    const pass = env[`${prefix}_PASS`];
-    if (user === undefined && pass === undefined) continue;
-    if (!user || !pass) throw new Error(`${prefix}_USER and ${prefix}_PASS go together: ${user ? `${prefix}_PASS` : `${prefix}_USER`} is not set`);
-    // The observer role reads replies under its own inbox prefix (ops/nats/accounts.conf).
-    return { user, pass, ...(role ? { inboxPrefix: inboxPrefixOf(role) } : {}) };
-  }
-  return undefined;
-}
-
 /**
  * Prints the status of the system behind `--nats`. Exits 1 when NATS cannot be reached, 2 when
  * no resource manager answered (scripts and health checks can tell).
  */
 export async function statusCommand(opts: StatusCommandOptions, env: NodeJS.ProcessEnv = process.env): Promise<void> {
-  const credentials = statusCredentials(env);
+  const credentials = toolCredentials(env, "observer");
   const nc = await connectNats(natsUrls(opts.nats), "hadis-status", { maxReconnectAttempts: 0, timeout: 3_000, ...credentials }).catch((err) => {
     throw new Error(`cannot reach NATS at ${opts.nats} (${(err as Error).message}); is \`npm start\` running${credentials ? `, and are the credentials of ${credentials.user} right` : ""}?`);
   });

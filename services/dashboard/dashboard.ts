@@ -15,7 +15,7 @@ import type { NatsConnection, Subscription } from "../lib/nats.ts";
 import { PlanView } from "../lib/plan-view.ts";
 import { serveProbe, type Health } from "../lib/health.ts";
 import { listenUrl, METRICS_CONTENT_TYPE, metricsText, recordPlan } from "../lib/metrics.ts";
-import { configureTelemetry, spanSinkSubject, tracingEnabled } from "../lib/telemetry.ts";
+import { configureTelemetry, spanSinkSubject, tracingEnabled, tracingOptedOut } from "../lib/telemetry.ts";
 import { DashboardState } from "./state.ts";
 
 /** Default port of the dashboard. */
@@ -57,7 +57,9 @@ function sendJson(res: ServerResponse, body: unknown, status = 200): void {
 /** Starts the dashboard. */
 export async function startDashboard(opts: DashboardOptions): Promise<RunningDashboard> {
   const { nc, subjects, log } = opts;
-  if ((opts.enableTracing ?? true) && !tracingEnabled()) configureTelemetry({ enabled: true, spanSink: true, subjectPrefix: subjects.prefix });
+  // The dashboard's waterfalls need the services' spans: tracing on, unless the environment says
+  // off (then the dashboard shows no traces; an OTLP endpoint set as well exports nothing).
+  if ((opts.enableTracing ?? true) && !tracingEnabled() && !tracingOptedOut()) configureTelemetry({ enabled: true, spanSink: true, subjectPrefix: subjects.prefix });
   const state = new DashboardState();
   const { view: plans } = await PlanView.open(nc, subjects, log);
   plans.onPlan((plan) => {

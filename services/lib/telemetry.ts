@@ -263,6 +263,12 @@ export function tracingEnabled(): boolean {
   return current().enabled;
 }
 
+/** The environment turns tracing off (`OTEL_SDK_DISABLED=true`, or `HADIS_TRACING=off`): nothing may turn it on. */
+export function tracingOptedOut(): boolean {
+  const hadis = envFlag("HADIS_TRACING");
+  return envFlag("OTEL_SDK_DISABLED") === "true" || hadis === "off" || hadis === "false" || hadis === "0";
+}
+
 /** Flushes every exporter (tests, shutdown). */
 export async function flushTelemetry(): Promise<void> {
   const s = current();

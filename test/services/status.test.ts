@@ -5,7 +5,9 @@
  */
 import { afterAll, describe, expect, it, vi } from "vitest";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
-import { formatStatus, readStatus, statusCommand, statusCredentials } from "../../services/cli/status.ts";
+import { formatStatus, readStatus, statusCommand } from "../../services/cli/status.ts";
+import { toolCredentials } from "../../services/cli/credentials.ts";
+import { generateCommand } from "../../services/cli/generate.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
 import { createLogger } from "../../services/lib/log.ts";
 import { useNatsServer } from "../helpers/nats.ts";
@@ -91,6 +93,13 @@ describe("hadis status as the observer role", () => {
       expect(status.plan.epoch).toBeGreaterThanOrEqual(1);
       expect(status.workers.map((w: { workerId: string }) => w.workerId)).toEqual(["obs-00", "obs-01"]);
       expect(process.exitCode ?? 0).toBe(0);
+      // hadis generate as the client role (HADIS_CLIENT_NATS_*): served.
+      out.length = 0;
+      const clientEnv = { [roleEnv("client").user]: secure.credentials.client.user, [roleEnv("client").pass]: secure.credentials.client.pass };
+      await generateCommand("a red bicycle", { nats: secure.server.url, json: true }, clientEnv);
+      expect(JSON.parse(out.join("")).route).toMatch(/^(light|heavy)$/);
+      // Without credentials the secured server refuses it, saying where.
+      await expect(generateCommand("a red bicycle", { nats: secure.server.url }, {})).rejects.toThrow(/cannot reach NATS at .*Authorization Violation/i);
       // Without the manager: said, and exit code 2.
       await running.stop(1_000);
       stopped = true;
@@ -109,9 +118,11 @@ describe("hadis status as the observer role", () => {
   }, 40_000);
 
   it("refuses half a set of credentials, naming the missing one", () => {
-    expect(() => statusCredentials({ HADIS_OBSERVER_NATS_USER: "o" })).toThrow(/HADIS_OBSERVER_NATS_PASS is not set/);
-    expect(statusCredentials({ HADIS_NATS_USER: "u", HADIS_NATS_PASS: "p" })).toEqual({ user: "u", pass: "p" });
-    expect(statusCredentials({ HADIS_OBSERVER_NATS_USER: "o", HADIS_OBSERVER_NATS_PASS: "p" })).toEqual({ user: "o", pass: "p", inboxPrefix: "_INBOX_observer" });
-    expect(statusCredentials({})).toBeUndefined();
+    expect(() => toolCredentials({ HADIS_OBSERVER_NATS_USER: "o" }, "observer")).toThrow(/HADIS_OBSERVER_NATS_PASS is not set/);
+    expect(toolCredentials({ HADIS_NATS_USER: "u", HADIS_NATS_PASS: "p" }, "observer")).toEqual({ user: "u", pass: "p" });
+    expect(toolCredentials({ HADIS_OBSERVER_NATS_USER: "o", HADIS_OBSERVER_NATS_PASS: "p" }, "observer")).toEqual({ user: "o", pass: "p", inboxPrefix: "_INBOX_observer" });
+    expect(toolCredentials({ HADIS_CLIENT_NATS_USER: "c", HADIS_CLIENT_NATS_PASS: "p", HADIS_NATS_USER: "u", HADIS_NATS_PASS: "q" }, "client")).toEqual({ user: "c", pass: "p" });
+    expect(() => toolCredentials({ HADIS_CLIENT_NATS_PASS: "p" }, "client")).toThrow(/HADIS_CLIENT_NATS_USER is not set/);
+    expect(toolCredentials({}, "client")).toBeUndefined();
   });
 });

@@ -1,0 +1,46 @@
+/**
+ * The dashboard turns tracing on for its waterfalls (`npm start`), unless the environment turns it
+ * off: `HADIS_TRACING=off` or `OTEL_SDK_DISABLED=true` win, even with an OTLP endpoint set (the
+ * dashboard's switch used to pick that endpoint up and export every span).
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { subjects as buildSubjects } from "../../contracts/subjects.ts";
+import { createLogger } from "../../services/lib/log.ts";
+import { configureTelemetry, tracingEnabled } from "../../services/lib/telemetry.ts";
+import { startDashboard } from "../../services/dashboard/dashboard.ts";
+import { useNatsServer } from "../helpers/nats.ts";
+
+const t = useNatsServer("tracing-opt-out");
+const VARIABLES = ["HADIS_TRACING", "OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_ENDPOINT"] as const;
+const saved = Object.fromEntries(VARIABLES.map((k) => [k, process.env[k]]));
+
+afterEach(() => {
+  for (const k of VARIABLES) {
+    if (saved[k] === undefined) delete process.env[k];
+    else process.env[k] = saved[k];
+  }
+  configureTelemetry({ enabled: false });
+});
+
+/** Tracing in this process once a dashboard has started under `env` (the services' configuration read from it first). */
+async function tracingUnder(env: Partial<Record<(typeof VARIABLES)[number], string>>): Promise<boolean> {
+  for (const k of VARIABLES) delete process.env[k];
+  Object.assign(process.env, env);
+  configureTelemetry(); // from the environment, as a service process starts
+  const dashboard = await startDashboard({ nc: t.nc, subjects: buildSubjects(), port: 0, log: createLogger("dashboard", "error") });
+  try {
+    return tracingEnabled();
+  } finally {
+    await dashboard.stop();
+  }
+}
+
+describe("the dashboard and the environment's tracing switch", () => {
+  it("turns tracing on when nothing says otherwise, and leaves it off when the environment says off", async () => {
+    expect(await tracingUnder({})).toBe(true);
+    expect(await tracingUnder({ HADIS_TRACING: "off" })).toBe(false);
+    expect(await tracingUnder({ OTEL_SDK_DISABLED: "true" })).toBe(false);
+    // Off despite a receiver: nothing exported either.
+    expect(await tracingUnder({ HADIS_TRACING: "off", OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:9/" })).toBe(false);
+  });
+});
