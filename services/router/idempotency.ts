@@ -1,46 +1,100 @@
 /** Remembers replies by idempotency key for a while, so a retried request is generated once. */
 
-/** A bounded, time-limited map of idempotency key → reply (or the reply in progress). */
+/** What an entry remembers: the reply (or the reply in progress) and what the request asked. */
+export interface Remembered<T> {
+  value: Promise<T>;
+  /** The request's parameters (prompt, seed) as the caller gave them: a key reused for another request is an error. */
+  fingerprint: string;
+}
+
+interface Entry<T> extends Remembered<T> {
+  expiresAtMs: number;
+  /** Bytes of the reply once it has come (0 while it runs, and for a failure). */
+  bytes: number;
+}
+
+/** How much memory the remembered replies may take: `sizeOf` a reply, at most `maxBytes` in all. */
+export interface ByteBudget<T> {
+  maxBytes: number;
+  sizeOf: (value: T) => number;
+}
+
+/**
+ * A bounded, time-limited map of idempotency key → reply (or the reply in progress): at most
+ * `capacity` keys, each for `ttlMs`, and, with a budget, replies of at most `maxBytes` in all (a
+ * reply holds its image: 100,000 keys of 1.5 MB PNGs would be 150 GB). The oldest finished
+ * replies go first when the budget is spent; a retry of one of them is still answered once, from
+ * the keyed results bucket, not from here.
+ */
 export class IdempotencyCache<T> {
-  private readonly entries = new Map<string, { value: Promise<T>; expiresAtMs: number }>();
-  constructor(private readonly capacity: number, private readonly ttlMs: number, private readonly now: () => number) {}
+  private readonly entries = new Map<string, Entry<T>>();
+  private bytes = 0;
+
+  constructor(private readonly capacity: number, private readonly ttlMs: number, private readonly now: () => number, private readonly budget?: ByteBudget<T>) {}
 
   /** Entries held now (expired ones included until the next `set` drops them). */
   get size(): number {
     return this.entries.size;
   }
 
-  /** The remembered reply for `key`, if any. */
-  get(key: string): Promise<T> | undefined {
+  /** Bytes of the finished replies held now. */
+  get heldBytes(): number {
+    return this.bytes;
+  }
+
+  /** The remembered reply for `key`, with the fingerprint of the request that made it, if any. */
+  get(key: string): Remembered<T> | undefined {
     const entry = this.entries.get(key);
     if (!entry) return undefined;
     if (entry.expiresAtMs <= this.now()) {
-      this.entries.delete(key);
+      this.remove(key, entry);
       return undefined;
     }
-    return entry.value;
+    return entry;
   }
 
   /** Remembers `value` for `key`; a rejected value is forgotten so the caller can retry. */
-  set(key: string, value: Promise<T>): void {
+  set(key: string, value: Promise<T>, fingerprint = ""): void {
     // One TTL for all, so entries expire in the order they were set: drop the expired ones from
     // the front (each holds a whole reply, image included; waiting for a lookup of the same key
     // would keep them for as long as the router runs).
     const now = this.now();
     for (const [k, entry] of this.entries) {
       if (entry.expiresAtMs > now) break;
-      this.entries.delete(k);
+      this.remove(k, entry);
     }
-    this.entries.delete(key); // a key set again goes to the back
+    const old = this.entries.get(key);
+    if (old) this.remove(key, old); // a key set again goes to the back
     if (this.entries.size >= this.capacity) {
-      const oldest = this.entries.keys().next().value;
-      if (oldest !== undefined) this.entries.delete(oldest);
+      const [oldest, entry] = this.entries.entries().next().value!;
+      this.remove(oldest, entry);
     }
-    const entry = { value, expiresAtMs: now + this.ttlMs };
+    const entry: Entry<T> = { value, fingerprint, expiresAtMs: now + this.ttlMs, bytes: 0 };
     this.entries.set(key, entry);
-    // Forget a failure (the caller may retry), unless the key has been set again meanwhile.
-    value.catch(() => {
-      if (this.entries.get(key) === entry) this.entries.delete(key);
-    });
+    value.then(
+      (v) => {
+        if (!this.budget || this.entries.get(key) !== entry) return;
+        entry.bytes = this.budget.sizeOf(v);
+        this.bytes += entry.bytes;
+        this.spend(this.budget.maxBytes);
+      },
+      // Forget a failure (the caller may retry), unless the key has been set again meanwhile.
+      () => {
+        if (this.entries.get(key) === entry) this.remove(key, entry);
+      },
+    );
+  }
+
+  /** Drops the oldest finished replies until those held fit in `maxBytes` (replies still running hold nothing). */
+  private spend(maxBytes: number): void {
+    for (const [k, entry] of this.entries) {
+      if (this.bytes <= maxBytes) return;
+      if (entry.bytes > 0) this.remove(k, entry);
+    }
+  }
+
+  private remove(key: string, entry: Entry<T>): void {
+    this.entries.delete(key);
+    this.bytes -= entry.bytes;
   }
 }

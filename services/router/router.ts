@@ -40,7 +40,12 @@ export interface RouterOptions {
   judgeTimeoutMs?: number;
   statsEveryMs?: number;
   version?: string;
+  /** Bytes of replies the router remembers by idempotency key (default `IDEMPOTENCY_BYTES`). */
+  idempotencyBytes?: number;
 }
+
+/** Replies remembered by idempotency key take at most this much memory: 256 MiB. */
+export const IDEMPOTENCY_BYTES = 256 * 1024 * 1024;
 
 /** A running router. */
 export interface RunningRouter extends RunningService {
@@ -98,7 +103,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       floor,
     }),
   });
-  const idempotency = new IdempotencyCache<GenerateReply>(100_000, 10 * 60_000, Date.now);
+  const idempotency = new IdempotencyCache<GenerateReply>(100_000, 10 * 60_000, Date.now, { maxBytes: opts.idempotencyBytes ?? IDEMPOTENCY_BYTES, sizeOf: (r) => r.image.byteLength + 1_024 });
   const counters = { received: 0, replied: 0, errors: 0, refused: 0, inFlight: 0, arrivalsSinceReport: 0 };
   /** Outcomes since the last load report (the dashboard's served and SLO series). */
   const outcomes = { served: 0, answered: 0, violations: 0 };
@@ -177,17 +182,22 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       }
     };
     if (!request.idempotencyKey) return run();
+    // What the request asks, as given: a retry asks the same (its deadline may be what is left).
+    const fingerprint = JSON.stringify([prompt, request.seed ?? null]);
     const previous = idempotency.get(request.idempotencyKey);
+    if (previous && previous.fingerprint !== fingerprint) {
+      throw new HadisError("invalid_request", "this idempotency key was used for another request (prompt or seed) in the last 10 minutes: a retry must repeat its request, a new request needs a new key", { field: "idempotencyKey" });
+    }
     if (previous) {
       // The first attempt's reply, waited for no longer than this retry's own deadline.
       const deadlineMs = deadlineOf(request, plans.current?.sloMs ?? opts.defaultSloMs);
-      if (!(await within(previous, deadlineMs))) {
+      if (!(await within(previous.value, deadlineMs))) {
         throw new HadisError("deadline_exceeded", `the first request with this idempotency key was still running at this one's ${deadlineMs} ms deadline`);
       }
-      return { ...(await previous), deduplicated: true };
+      return { ...(await previous.value), deduplicated: true };
     }
     const reply = run();
-    idempotency.set(request.idempotencyKey, reply);
+    idempotency.set(request.idempotencyKey, reply, fingerprint);
     return reply;
   }
 

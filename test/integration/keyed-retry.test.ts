@@ -44,6 +44,14 @@ describe("a keyed retry after an attempt that ended without an image", () => {
     const again = await t.client.generate({ prompt: "a lighthouse at dusk", idempotencyKey: key, deadlineMs: 10_000 });
     expect(again.deduplicated).toBe(true);
     expect(again.requestId).toBe(retry.requestId);
+    // The same key for another prompt (or seed) is refused, not answered with this prompt's image.
+    for (const other of [{ prompt: "a lighthouse at noon" }, { prompt: "a lighthouse at dusk", seed: 7 }]) {
+      const reused = await t.client.generate({ ...other, idempotencyKey: key, deadlineMs: 10_000 }).catch((e: unknown) => e);
+      expect(reused).toBeInstanceOf(HadisError);
+      expect(reused).toMatchObject({ code: "invalid_request", details: { field: "idempotencyKey" } });
+    }
+    // (Its surrounding spaces are not part of a prompt: the same request.)
+    expect((await t.client.generate({ prompt: "  a lighthouse at dusk ", idempotencyKey: key, deadlineMs: 10_000 })).deduplicated).toBe(true);
   }, 40_000);
 
   it("does not wait on an earlier attempt's item that is still queued but past its deadline (its router died)", async () => {

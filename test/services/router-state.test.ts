@@ -30,11 +30,28 @@ describe("IdempotencyCache", () => {
     cache.set("a", Promise.resolve("3")); // again: expires at 150 now
     now = 120;
     cache.set("c", Promise.resolve("4"));
-    expect(await cache.get("a")).toBe("3");
+    expect(await cache.get("a")!.value).toBe("3");
     const failed = Promise.reject(new Error("deadline"));
     cache.set("d", failed);
     await failed.catch(() => undefined);
     expect(cache.get("d")).toBeUndefined();
+  });
+
+  it("keeps finished replies within its byte budget, oldest out first, never one still running; tells what each key was asked", async () => {
+    const cache = new IdempotencyCache<string>(1_000, 60_000, () => 0, { maxBytes: 100, sizeOf: (v) => v.length });
+    let finish!: (v: string) => void;
+    cache.set("running", new Promise((r) => (finish = r)), "p0");
+    for (let i = 1; i <= 5; i++) cache.set(`k${i}`, Promise.resolve("x".repeat(40)), `p${i}`);
+    await new Promise((r) => setTimeout(r, 0));
+    // 5 × 40 bytes against 100: the two newest stay, the reply still running too.
+    expect(cache.heldBytes).toBe(80);
+    expect(["running", "k1", "k2", "k3", "k4", "k5"].filter((k) => cache.get(k))).toEqual(["running", "k4", "k5"]);
+    expect(cache.get("k5")!.fingerprint).toBe("p5");
+    finish("y".repeat(30));
+    await new Promise((r) => setTimeout(r, 0));
+    // 110 bytes now: the oldest finished one goes, the first set (it finished last).
+    expect(cache.heldBytes).toBe(80);
+    expect(["running", "k4", "k5"].filter((k) => cache.get(k))).toEqual(["k4", "k5"]);
   });
 });
 
