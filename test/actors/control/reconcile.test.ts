@@ -11,6 +11,12 @@ import { loadProfiles } from "../../../services/lib/profiles.ts";
 const profiles = loadProfiles();
 const workers = (n: number, model: string | null = null) => Array.from({ length: n }, (_, i) => ({ id: `w${String(i).padStart(2, "0")}`, model }));
 
+/** A decision a scripted policy returns: the pair with [workers, batch size] for each of its models. */
+const scriptedDecision = (light: string, heavy: string, fid: number, [lw, lb]: [number, number], [hw, hb]: [number, number]) => ({
+  pair: { light, heavy }, routerThreshold: 0.2, discThreshold: 0.2, heavyShare: 0.36, expectedFid: fid, reason: `${light}>${heavy}`, degraded: 0,
+  models: { [light]: { workers: lw, batchSize: lb }, [heavy]: { workers: hw, batchSize: hb } },
+});
+
 describe("controlTick", () => {
   let solver: HighsSolver;
   beforeAll(async () => {
@@ -136,10 +142,7 @@ describe("controlTick", () => {
 
   it("a worker dying while damping holds a new configuration re-homes its share in the configuration in force, not the held one", async () => {
     const state = newControlState(1_000);
-    const decision = (light: string, heavy: string, fid: number) => ({
-      pair: { light, heavy }, routerThreshold: 0.2, discThreshold: 0.2, heavyShare: 0.36, expectedFid: fid, reason: `${light}>${heavy}`, degraded: 0,
-      models: { [light]: { workers: 4, batchSize: 1 }, [heavy]: { workers: 4, batchSize: 1 } },
-    });
+    const decision = (light: string, heavy: string, fid: number) => scriptedDecision(light, heavy, fid, [4, 1], [4, 1]);
     let next = decision("sd35-large-turbo", "sd35-medium", 22.0);
     const scripted: TickConfig = { ...config("hadis"), policy: async () => next };
     const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 1, queueDepth: {}, workers: workers(8), current: null }, scripted)).plan!;
@@ -159,10 +162,7 @@ describe("controlTick", () => {
 
   it("…but when the dead worker was its model's last, the policy's configuration is adopted (no model of the pair left unserved)", async () => {
     const state = newControlState(1_000);
-    const decision = (light: string, heavy: string, fid: number, lightWorkers: number) => ({
-      pair: { light, heavy }, routerThreshold: 0.2, discThreshold: 0.2, heavyShare: 0.36, expectedFid: fid, reason: `${light}>${heavy}`, degraded: 0,
-      models: { [light]: { workers: lightWorkers, batchSize: 1 }, [heavy]: { workers: 3 - lightWorkers, batchSize: 1 } },
-    });
+    const decision = (light: string, heavy: string, fid: number, lightWorkers: number) => scriptedDecision(light, heavy, fid, [lightWorkers, 1], [3 - lightWorkers, 1]);
     let next = decision("sd35-large-turbo", "sd35-medium", 22.0, 2);
     const scripted: TickConfig = { ...config("hadis"), policy: async () => next };
     const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 1, queueDepth: {}, workers: workers(3), current: null }, scripted)).plan!;
@@ -177,10 +177,7 @@ describe("controlTick", () => {
 
   it("a plan damping keeps in force is re-issued within a batch cap reported meanwhile, on the same workers", async () => {
     const state = newControlState(1_000);
-    const decision = (light: string, heavy: string, fid: number) => ({
-      pair: { light, heavy }, routerThreshold: 0.2, discThreshold: 0.2, heavyShare: 0.36, expectedFid: fid, reason: `${light}>${heavy}`, degraded: 0,
-      models: { [light]: { workers: 4, batchSize: 4 }, [heavy]: { workers: 4, batchSize: 2 } },
-    });
+    const decision = (light: string, heavy: string, fid: number) => scriptedDecision(light, heavy, fid, [4, 4], [4, 2]);
     let next = decision("sd35-large-turbo", "sd35-medium", 22.0);
     const scripted: TickConfig = { ...config("hadis"), policy: async () => next };
     const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 1, queueDepth: {}, workers: workers(8), current: null }, scripted)).plan!;
