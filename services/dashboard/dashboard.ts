@@ -50,6 +50,28 @@ const STATIC: Record<string, { file: string; type: string }> = {
   "/style.css": { file: "style.css", type: "text/css; charset=utf-8" },
 };
 
+/** On every answer: no sniffing, no framing, scripts and data from the dashboard itself only (its bars are styled inline). */
+const SECURITY_HEADERS = {
+  "X-Content-Type-Options": "nosniff",
+  "Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'",
+  "Referrer-Policy": "no-referrer",
+};
+
+const LOOPBACK = new Set(["127.0.0.1", "localhost", "[::1]", "::1"]);
+
+/**
+ * Whether a request's `Host` may be answered. A dashboard on a loopback address answers only to a
+ * loopback name: a web page whose name an attacker points at 127.0.0.1 (DNS rebinding) would
+ * otherwise read the plan and the traces from the operator's browser. One listening on another
+ * address was exposed on purpose and answers to any name.
+ */
+export function hostAllowed(hostHeader: string | undefined, listenHost: string): boolean {
+  if (!LOOPBACK.has(listenHost)) return true;
+  if (!hostHeader) return false;
+  const name = hostHeader.startsWith("[") ? hostHeader.slice(0, hostHeader.indexOf("]") + 1) : hostHeader.split(":")[0];
+  return LOOPBACK.has(name.toLowerCase());
+}
+
 function sendJson(res: ServerResponse, body: unknown, status = 200): void {
   res.writeHead(status, { "Content-Type": "application/json", "Cache-Control": "no-store" }).end(JSON.stringify(body));
 }
@@ -94,9 +116,11 @@ export async function startDashboard(opts: DashboardOptions): Promise<RunningDas
     nc.subscribe(subjects.workerHeartbeatAll, {
       callback: (_e, m) => {
         try {
-          state.addHeartbeat(decode(WorkerHeartbeatSchema, m.data, "heartbeat"), Date.now());
+          const beat = decode(WorkerHeartbeatSchema, m.data, "heartbeat");
+          // A heartbeat naming another worker than its subject is not listed (the manager refuses and counts it).
+          if (beat.workerId === m.subject.slice(m.subject.lastIndexOf(".") + 1)) state.addHeartbeat(beat, Date.now());
         } catch {
-          /* ignored */
+          /* ignored: the manager counts what it refuses */
         }
       },
     }),
@@ -110,16 +134,19 @@ export async function startDashboard(opts: DashboardOptions): Promise<RunningDas
     return body;
   };
 
+  const host = opts.host ?? "127.0.0.1";
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? "/", "http://dashboard");
     const path = url.pathname;
-    if (req.method !== "GET") return void res.writeHead(405).end();
+    for (const [name, value] of Object.entries(SECURITY_HEADERS)) res.setHeader(name, value);
+    if (req.method !== "GET" && req.method !== "HEAD") return void res.writeHead(405, { Allow: "GET, HEAD" }).end();
+    if (!hostAllowed(req.headers.host, host)) return void res.writeHead(421, { "Content-Type": "text/plain" }).end("this dashboard answers only to the host it listens on\n");
     if (STATIC[path]) {
       res.writeHead(200, { "Content-Type": STATIC[path].type, "Cache-Control": "no-store" }).end(staticFile(STATIC[path].file));
       return;
     }
     if (path === "/metrics") {
-      res.writeHead(200, { "Content-Type": METRICS_CONTENT_TYPE }).end(await metricsText());
+      res.writeHead(200, { "Content-Type": METRICS_CONTENT_TYPE, "Cache-Control": "no-store" }).end(await metricsText());
       return;
     }
     if (path === "/api/state") {
@@ -150,7 +177,6 @@ export async function startDashboard(opts: DashboardOptions): Promise<RunningDas
       if (!res.headersSent) res.writeHead(500).end();
     });
   });
-  const host = opts.host ?? "127.0.0.1";
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(opts.port ?? DEFAULT_DASHBOARD_PORT, host, () => resolve());

@@ -5,7 +5,8 @@
  * heartbeats and the plan. Pure: time is passed in.
  */
 import type { Plan, RouterStats, WorkerHeartbeat } from "../../contracts/messages.ts";
-import { REQUEST_SPAN, type SpanRecord } from "../lib/telemetry.ts";
+import { REQUEST_SPAN, type Attributes, type SpanRecord } from "../lib/telemetry.ts";
+import type { AttributeValue } from "@opentelemetry/api";
 
 /** One second of traffic. */
 export interface SecondBucket {
@@ -48,10 +49,27 @@ const TRACE_ID = /^[0-9a-f]{32}$/;
 const SPAN_ID = /^[0-9a-f]{16}$/;
 const finite = (x: unknown): x is number => typeof x === "number" && Number.isFinite(x);
 
+/** Bounds of a span record kept: the sink subject is open to any publisher, and a record is kept for minutes. */
+export const RECORD_LIMITS = { name: 256, service: 128, error: 1_024, attributes: 64, key: 128, value: 1_024, arrayItems: 16, links: 32 };
+
+const cut = (x: string, n: number) => (x.length <= n ? x : x.slice(0, n) + "…");
+
+/** An attribute value as kept: a string (cut), a finite number, a flag, or a short array of one of those; anything else (bytes, BigInt, objects) is dropped. */
+function attributeValue(v: unknown): AttributeValue | undefined {
+  if (typeof v === "string") return cut(v, RECORD_LIMITS.value);
+  if (finite(v) || typeof v === "boolean") return v;
+  if (!Array.isArray(v)) return undefined;
+  const head = v.slice(0, RECORD_LIMITS.arrayItems);
+  if (typeof head[0] === "number") return head.filter(finite);
+  if (typeof head[0] === "boolean") return head.filter((x): x is boolean => typeof x === "boolean");
+  return head.filter((x): x is string => typeof x === "string").map((x) => cut(x, RECORD_LIMITS.value));
+}
+
 /**
- * A span record as the services' sinks write it, or null when it is not one: the sink subject is
- * open to any publisher, and a record with odd ids (a span its own parent) or non-numeric times
- * must not reach the trace walks or the page.
+ * A span record as the services' sinks write it, copied within `RECORD_LIMITS`, or null when it is
+ * not one: the sink subject is open to any publisher, and a record with odd ids (a span its own
+ * parent) or non-numeric times must not reach the trace walks or the page, nor one of megabytes
+ * the dashboard's memory (the copy holds no view into the message's buffer either).
  */
 export function spanRecordOf(x: unknown): SpanRecord | null {
   if (typeof x !== "object" || x === null) return null;
@@ -61,8 +79,37 @@ export function spanRecordOf(x: unknown): SpanRecord | null {
   if (typeof r.n !== "string" || typeof r.sv !== "string" || !finite(r.k) || !finite(r.st) || !finite(r.d) || r.d < 0) return null;
   if (typeof r.a !== "object" || r.a === null || Array.isArray(r.a)) return null;
   if (r.e !== undefined && typeof r.e !== "string") return null;
-  if (r.l !== undefined && !(Array.isArray(r.l) && r.l.every((l) => typeof l === "object" && l !== null && TRACE_ID.test(String(l.t)) && SPAN_ID.test(String(l.s))))) return null;
-  return x as SpanRecord;
+  const isLink = (l: unknown) => typeof l === "object" && l !== null && typeof (l as { t?: unknown }).t === "string" && TRACE_ID.test((l as { t: string }).t) && typeof (l as { s?: unknown }).s === "string" && SPAN_ID.test((l as { s: string }).s);
+  if (r.l !== undefined && !(Array.isArray(r.l) && r.l.every(isLink))) return null;
+  const a: Attributes = {};
+  let kept = 0;
+  for (const key of Object.keys(r.a)) {
+    if (kept >= RECORD_LIMITS.attributes) break;
+    const v = key.length <= RECORD_LIMITS.key ? attributeValue((r.a as Record<string, unknown>)[key]) : undefined;
+    if (v === undefined) continue;
+    a[key] = v;
+    kept++;
+  }
+  return {
+    t: r.t,
+    s: r.s,
+    ...(r.p !== undefined ? { p: r.p as string } : {}),
+    n: cut(r.n, RECORD_LIMITS.name),
+    sv: cut(r.sv, RECORD_LIMITS.service),
+    k: r.k,
+    st: r.st,
+    d: r.d,
+    a,
+    ...(r.e !== undefined ? { e: cut(r.e, RECORD_LIMITS.error) } : {}),
+    ...(r.l !== undefined ? { l: (r.l as { t: string; s: string }[]).slice(0, RECORD_LIMITS.links).map((l) => ({ t: l.t, s: l.s })) } : {}),
+  };
+}
+
+/** About how many bytes a kept span record holds (strings at two bytes a character). */
+function recordBytes(r: SpanRecord): number {
+  let n = 200 + 2 * (r.n.length + r.sv.length + (r.e?.length ?? 0)) + 40 * (r.l?.length ?? 0);
+  for (const [k, v] of Object.entries(r.a)) n += 32 + 2 * k.length + (typeof v === "string" ? 2 * v.length : Array.isArray(v) ? (v as unknown[]).reduce<number>((m, x) => m + 16 + (typeof x === "string" ? 2 * x.length : 0), 0) : 8);
+  return n;
 }
 
 const text = (x: unknown): string | undefined => (typeof x === "string" ? x : undefined);
@@ -73,9 +120,26 @@ export interface WorkerView extends WorkerHeartbeat {
   heardAtMs: number;
 }
 
+/** What the dashboard keeps at most. */
+export interface DashboardLimits {
+  traces: number;
+  spansPerTrace: number;
+  /** Bytes of span records in all (about: `recordBytes`); the oldest traces go first past it. */
+  spanBytes: number;
+  requests: number;
+  seconds: number;
+  workerSilenceMs: number;
+  /** Workers listed; past it the one heard from longest ago goes. */
+  workers: number;
+}
+
+export const DASHBOARD_LIMITS: DashboardLimits = { traces: 2_000, spansPerTrace: 512, spanBytes: 64 * 1024 * 1024, requests: 300, seconds: 600, workerSilenceMs: 10_000, workers: 1_024 };
+
 /** The dashboard's model of the running system. */
 export class DashboardState {
-  private readonly traces = new Map<string, SpanRecord[]>();
+  private readonly traces = new Map<string, { spans: SpanRecord[]; bytes: number }>();
+  /** Bytes of the spans kept (`recordBytes`), at most `limits.spanBytes`. */
+  private spanBytes = 0;
   private readonly requests: RequestSummary[] = [];
   private readonly seconds = new Map<number, SecondBucket>();
   private readonly workers = new Map<string, WorkerView>();
@@ -88,7 +152,11 @@ export class DashboardState {
   /** Sink messages or records that were not span batches or spans (`spanRecordOf`). */
   spansMalformed = 0;
 
-  constructor(private readonly limits = { traces: 2_000, spansPerTrace: 512, requests: 300, seconds: 600, workerSilenceMs: 10_000 }) {}
+  private readonly limits: DashboardLimits;
+
+  constructor(limits: Partial<DashboardLimits> = {}) {
+    this.limits = { ...DASHBOARD_LIMITS, ...limits };
+  }
 
   private bucket(ms: number): SecondBucket {
     const t = Math.floor(ms / 1000);
@@ -124,11 +192,20 @@ export class DashboardState {
       this.spansReceived++;
       let trace = this.traces.get(span.t);
       if (trace) this.traces.delete(span.t);
-      else trace = [];
+      else trace = { spans: [], bytes: 0 };
       this.traces.set(span.t, trace);
-      if (this.traces.size > this.limits.traces) this.traces.delete(this.traces.keys().next().value!);
-      if (trace.length < this.limits.spansPerTrace) trace.push(span);
-      else this.spansDropped++;
+      if (trace.spans.length < this.limits.spansPerTrace) {
+        const bytes = recordBytes(span);
+        trace.spans.push(span);
+        trace.bytes += bytes;
+        this.spanBytes += bytes;
+      } else this.spansDropped++;
+      // The oldest traces go first, while there are too many or they hold too much (never the one just added to).
+      while (this.traces.size > 1 && (this.traces.size > this.limits.traces || this.spanBytes > this.limits.spanBytes)) {
+        const [oldest, evicted] = this.traces.entries().next().value!;
+        this.traces.delete(oldest);
+        this.spanBytes -= evicted.bytes;
+      }
       touched.add(span.t);
       if (span.n === REQUEST_SPAN) this.addRequest(span);
     }
@@ -153,7 +230,7 @@ export class DashboardState {
       sloMet,
       sloMs: number(a["hadis.slo_ms"]),
       planEpoch: number(a["hadis.plan_epoch"]),
-      models: Array.isArray(models) ? models.map(String) : undefined,
+      models: Array.isArray(models) ? models.filter((m): m is string => typeof m === "string") : undefined,
       score: number(a["hadis.disc.score"]),
       threshold: number(a["hadis.disc.threshold"]),
       stages: [],
@@ -165,7 +242,7 @@ export class DashboardState {
 
   /** The stage spans under a request's root span (a caller's trace may hold several requests). */
   private stagesOf(traceId: string, rootSpanId: string, startMs: number): RequestSummary["stages"] {
-    const spans = this.traces.get(traceId) ?? [];
+    const spans = this.traces.get(traceId)?.spans ?? [];
     const children = new Map<string, SpanRecord[]>();
     for (const s of spans) if (s.p !== undefined) (children.get(s.p) ?? children.set(s.p, []).get(s.p)!).push(s);
     // Breadth first from the root, each span once (ids reused by a bad publisher cannot loop);
@@ -202,7 +279,14 @@ export class DashboardState {
   addHeartbeat(beat: WorkerHeartbeat, nowMs: number): number {
     // At most once a second here: heartbeats come from every worker every second.
     if (nowMs - this.prunedAtMs >= 1_000) this.forgetSilent(nowMs);
+    this.workers.delete(beat.workerId); // heard last: the back of the order
     this.workers.set(beat.workerId, { ...beat, heardAtMs: nowMs });
+    if (this.workers.size > this.limits.workers) {
+      // More worker ids than any pool has (a bad publisher): the one heard from longest ago goes.
+      const oldest = this.workers.keys().next().value!;
+      this.workers.delete(oldest);
+      this.swapsSeen.delete(oldest);
+    }
     const before = this.swapsSeen.get(beat.workerId) ?? beat.swapsTotal;
     this.swapsSeen.set(beat.workerId, beat.swapsTotal);
     return Math.max(0, beat.swapsTotal - before);
@@ -241,7 +325,7 @@ export class DashboardState {
 
   /** Every span of a trace, by start time. */
   trace(traceId: string): SpanRecord[] {
-    return [...(this.traces.get(traceId) ?? [])].sort((a, b) => a.st - b.st);
+    return [...(this.traces.get(traceId)?.spans ?? [])].sort((a, b) => a.st - b.st);
   }
 
   /** Headline figures over the last `windowS` seconds. */

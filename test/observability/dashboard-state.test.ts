@@ -154,4 +154,44 @@ describe("DashboardState", () => {
     // Back after its silence, w1's earlier count is forgotten: its first heartbeat counts no swaps.
     expect(s.addHeartbeat(beat("w1", 9), 21_000)).toBe(0);
   });
+
+  it("keeps a bounded copy of what the feed sends: strings cut, bytes, BigInt and objects dropped, no throw on odd values", () => {
+    const s = new DashboardState();
+    const huge = "x".repeat(5_000_000);
+    const bytes = new Uint8Array(1_000_000);
+    const trickster = { toString: 1 };
+    s.addSpans([{
+      t: "e".repeat(32), s: id("big"), n: huge, sv: huge, k: 1, st: 1, d: 1, e: huge,
+      a: { long: huge, blob: bytes, big: 10n, nested: { a: 1 }, list: Array.from({ length: 1_000 }, () => huge), odd: trickster, [huge]: 1 },
+    }, {
+      t: "f".repeat(32), s: id("root-odd"), n: "hadis.generate", sv: "hadis-router", k: 1, st: 2, d: 1,
+      a: { "hadis.models": [trickster, "sd35-medium"], "hadis.outcome": "ok" },
+    }]);
+    const [kept] = s.trace("e".repeat(32));
+    expect(kept.n.length).toBeLessThanOrEqual(257);
+    expect(kept.sv.length).toBeLessThanOrEqual(129);
+    expect(kept.e!.length).toBeLessThanOrEqual(1_025);
+    expect(Object.keys(kept.a).sort()).toEqual(["list", "long"]);
+    expect((kept.a.long as string).length).toBeLessThanOrEqual(1_025);
+    expect(kept.a.list).toHaveLength(16);
+    expect(JSON.stringify(s.trace("e".repeat(32))).length).toBeLessThan(40_000);
+    // The root with an odd model is listed with the models that are text; the batch was not cut short.
+    expect(s.recent()[0].models).toEqual(["sd35-medium"]);
+    expect(s.summary(0).spansReceived).toBe(2);
+  });
+
+  it("holds spans within a byte budget, the oldest traces first, and a bounded number of workers", () => {
+    const s = new DashboardState({ spanBytes: 200_000, workers: 3 });
+    const trace = (i: number) => i.toString(16).padStart(32, "0");
+    for (let i = 1; i <= 100; i++) s.addSpans([{ t: trace(i), s: id(`s${i}`), n: "execute m", sv: "hadis-worker", k: 0, st: i, d: 1, a: { note: "y".repeat(1_000) } }]);
+    // About 2.3 kB a span: the newest ~80 traces fit, the oldest went.
+    expect(s.trace(trace(1))).toHaveLength(0);
+    expect(s.trace(trace(100))).toHaveLength(1);
+    const held = Array.from({ length: 100 }, (_, i) => s.trace(trace(i + 1)).length).reduce((a, b) => a + b, 0);
+    expect(held).toBeGreaterThan(50);
+    expect(held).toBeLessThan(100);
+    const beat = (workerId: string) => ({ v: 1 as const, workerId, backend: "profile", model: null, state: "idle" as const, batchSize: 1, inFlight: 0, servedTotal: 0, swapsTotal: 0, planEpoch: 0, sentAtMs: 0 });
+    for (const w of ["w1", "w2", "w3", "w4", "w1"]) s.addHeartbeat(beat(w), 1_000);
+    expect(s.liveWorkers(1_000).map((w) => w.workerId)).toEqual(["w1", "w3", "w4"]);
+  });
 });

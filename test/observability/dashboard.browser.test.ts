@@ -8,7 +8,8 @@ import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
 import { createLogger } from "../../services/lib/log.ts";
 import { startDashboard, type RunningDashboard } from "../../services/dashboard/dashboard.ts";
-import { shutdownTelemetry } from "../../services/lib/telemetry.ts";
+import { shutdownTelemetry, spanSinkSubject } from "../../services/lib/telemetry.ts";
+import { encode } from "../../contracts/envelope.ts";
 
 const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic", "--no-first-run", "--disable-component-update", "--disable-sync"];
 
@@ -81,4 +82,27 @@ describe("the live dashboard", () => {
     expect(await page.locator("#requests tbody tr.selected").count()).toBe(1);
     await page.screenshot({ path: "test-artifacts/dashboard.png", fullPage: true });
   }, 60_000);
+
+  it("shows what anybody publishes on the span feed as text: markup in a service name, a request id or a model runs nothing", async () => {
+    const traceId = "ab".repeat(16);
+    const attack = (n: number) => `<img src=x onerror="window.__xss=${n}">`;
+    t.nc.publish(spanSinkSubject(t.system.subjects.prefix), encode([{
+      t: traceId, s: "cd".repeat(8), n: "hadis.generate", sv: attack(1), k: 1, st: Date.now(), d: 5,
+      a: { "hadis.request_id": attack(2), "hadis.route": attack(3), "hadis.outcome": "ok", "hadis.models": [attack(4)], [attack(5)]: attack(6) },
+    }]));
+    await waitFor(() => dashboard.state.recent(300).some((r) => r.traceId === traceId), 10_000, "the published span");
+    const response = await fetch(dashboard.url);
+    expect(response.headers.get("content-security-policy")).toContain("default-src 'self'");
+    const page = await browser!.newPage();
+    await page.goto(dashboard.url);
+    await page.waitForSelector(`#requests tbody tr[data-trace="${traceId}"]`);
+    await page.click(`#requests tbody tr[data-trace="${traceId}"]`);
+    await page.waitForFunction(`document.querySelector("#trace .tid")?.textContent === "${traceId}"`);
+    await page.waitForTimeout(300);
+    expect(await page.evaluate("window.__xss")).toBeUndefined();
+    expect(await page.locator("#trace img, #requests img").count()).toBe(0);
+    expect(await page.textContent("#trace h2")).toContain(attack(1));
+    expect(await page.textContent("#trace .attrs")).toContain(attack(6));
+    await page.close();
+  }, 30_000);
 });

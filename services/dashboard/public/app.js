@@ -2,9 +2,11 @@
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
-const esc = (s) => String(s ?? "").replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
-const fmtMs = (ms) => (ms == null ? "–" : ms >= 10_000 ? `${(ms / 1000).toFixed(1)} s` : ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : ms >= 10 ? `${ms.toFixed(0)} ms` : `${ms.toFixed(1)} ms`);
-const fmtNum = (x, d = 1) => (x == null || Number.isNaN(x) ? "–" : x.toFixed(d));
+// Text from the services (and from anybody who can publish on their subjects): always escaped;
+// a value that is not a string, number or flag shows as nothing rather than throwing.
+const esc = (s) => (["string", "number", "boolean"].includes(typeof s) ? String(s) : "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+const fmtMs = (ms) => (typeof ms !== "number" || !Number.isFinite(ms) ? "–" : ms >= 10_000 ? `${(ms / 1000).toFixed(1)} s` : ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : ms >= 10 ? `${ms.toFixed(0)} ms` : `${ms.toFixed(1)} ms`);
+const fmtNum = (x, d = 1) => (typeof x !== "number" || Number.isNaN(x) ? "–" : x.toFixed(d));
 const pct = (x, d = 1) => (x == null ? "–" : `${(x * 100).toFixed(d)}%`);
 const PALETTE = ["#3ecf8e", "#ffb547", "#ff8fa3", "#5fd4e6", "#c3e88d", "#f78c6c"];
 const modelColors = new Map();
@@ -247,7 +249,7 @@ function drawTrace(traceId, rootId, spans) {
   const sel = spans.find((s) => s.s === selectedSpan) ?? root;
   const attrs = sel ? Object.entries({ service: sel.sv, span: sel.n, "span id": sel.s, ...(sel.e ? { error: sel.e } : {}), ...sel.a })
     .map(([k, v]) => `<div><span class="k">${esc(k)}</span> = ${esc(Array.isArray(v) ? v.join(", ") : v)}</div>`).join("") : "";
-  $("#trace").innerHTML = `<h2>Trace <span class="tid">${esc(traceId)}</span> <span class="hint">${spans.length} spans · ${services.map((x) => x.replace(/^hadis-/, "")).join(", ")}</span></h2>${head}<div class="waterfall">${rows}</div><div class="attrs">${attrs}</div>`;
+  $("#trace").innerHTML = `<h2>Trace <span class="tid">${esc(traceId)}</span> <span class="hint">${spans.length} spans · ${esc(services.map((x) => x.replace(/^hadis-/, "")).join(", "))}</span></h2>${head}<div class="waterfall">${rows}</div><div class="attrs">${attrs}</div>`;
   $("#trace").querySelectorAll(".wfrow").forEach((row) => row.addEventListener("click", () => {
     selectedSpan = row.dataset.span;
     drawTrace(traceId, rootId, spans);
