@@ -60,6 +60,9 @@ const generationTime = (ctx: Context, out: GenerateOutcome) => {
   return { execMs: out.execMs, waitMs: Math.max(0, wallMs - out.execMs) };
 };
 
+/** Time kept back from the deadline to serve an escalated request's light image when its heavy one has not come: enough to build and send the reply. */
+export const LIGHT_REPLY_MARGIN_MS = 25;
+
 /** The request machine; provide `route`, `generate` and `judge` actors before use. */
 export const RequestMachine = setup({
   types: {} as { context: Context; input: RequestInput; output: RequestOutcome },
@@ -70,6 +73,9 @@ export const RequestMachine = setup({
   },
   delays: {
     deadline: ({ context }) => Math.max(0, context.deadlineAtMs - context.now()),
+    // An escalated request stops waiting for its heavy image this long before the deadline: the
+    // light image it has goes out in time (the reply's own building and sending take the margin).
+    lightBeforeDeadline: ({ context }) => Math.max(0, context.deadlineAtMs - LIGHT_REPLY_MARGIN_MS - context.now()),
   },
   guards: {
     // Nothing to judge for: the plan escalates nothing, or the heavy model already failed this request.
@@ -194,6 +200,15 @@ export const RequestMachine = setup({
     },
     heavy: {
       entry: { type: "markStage", params: { stage: "heavy" } },
+      after: {
+        lightBeforeDeadline: {
+          // Escalated, and no heavy image as the deadline nears: the light image rather than an
+          // error (the heavy work still queued is withdrawn as the generation stops).
+          guard: ({ context }) => context.light !== undefined,
+          target: "accepted",
+          actions: assign({ heavyError: () => `no heavy image ${LIGHT_REPLY_MARGIN_MS} ms before the deadline` }),
+        },
+      },
       invoke: {
         src: "generate",
         input: ({ context }) => ({

@@ -24,6 +24,7 @@ import { refusal } from "../routing/admission.ts";
 import { GenerationFloor } from "../routing/generation-floor.ts";
 import { acceptsLight } from "../judge/verdict.ts";
 import type { RouteDecision } from "../request/types.ts";
+import { LIGHT_REPLY_MARGIN_MS } from "../request/request-machine.ts";
 import { EventQueue } from "./event-queue.ts";
 import type { PlanMark, RequestRecord } from "./scoring.ts";
 
@@ -105,6 +106,8 @@ export interface SimResult {
   movedItems: number;
   /** Light images the judge rejected, served because the time left could not fit the heavy model (the live router's `GenerationFloor`). */
   escalationsSkipped: number;
+  /** Escalated requests served their light image as the deadline neared, the heavy image not come. */
+  lightFallbacks: number;
   /** Items left in each model's queue when the run ended (stale work no worker pulled). */
   leftInQueue: Record<string, number>;
   /** Requests with no outcome when the agenda ran dry (recorded as dropped); 0 unless the simulator has a bug. */
@@ -159,6 +162,8 @@ interface SimWorker {
 type SimEvent =
   | { kind: "arrival"; req: SimRequest }
   | { kind: "deadline"; req: SimRequest }
+  /** An escalated request's light image goes out this close to the deadline when the heavy one has not come (`LIGHT_REPLY_MARGIN_MS`). */
+  | { kind: "lightBeforeDeadline"; req: SimRequest }
   | { kind: "judged"; req: SimRequest }
   | { kind: "batchDone"; worker: SimWorker }
   | { kind: "unloaded"; worker: SimWorker; from: string }
@@ -200,7 +205,7 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
   }));
   /** Idle workers waiting on a model's queue, in the order they started waiting (pull order). */
   const waitingPulls = new Map<string, SimWorker[]>(profiles.models.map((m) => [m.name, []]));
-  const result: SimResult = { records: [], plans: [], swaps: 0, loads: [], ticks: 0, expiredDrops: 0, wastedItems: 0, movedItems: 0, escalationsSkipped: 0, leftInQueue: {}, unfinished: 0 };
+  const result: SimResult = { records: [], plans: [], swaps: 0, loads: [], ticks: 0, expiredDrops: 0, wastedItems: 0, movedItems: 0, escalationsSkipped: 0, lightFallbacks: 0, leftInQueue: {}, unfinished: 0 };
   /** What the live router learns from results: each model's fastest recent generation. */
   const floor = new GenerationFloor();
   let plan: Plan | null = null;
@@ -447,6 +452,12 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
       case "deadline":
         if (!e.req.ended) finish(e.req, { latencyMs: null, outcome: "timedOut" });
         break;
+      case "lightBeforeDeadline":
+        if (!e.req.ended) {
+          result.lightFallbacks++;
+          serve(e.req, e.req.lightModel!, Routes.light);
+        }
+        break;
       case "judged": {
         const req = e.req;
         if (req.ended) break;
@@ -454,8 +465,10 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
         const share = (plan as Plan | null)?.discThreshold ?? 0;
         const [score] = await config.judge.score([{ prompt: req.prompt, model: req.lightModel!, image: new Uint8Array(0) }]);
         if (acceptsLight(score, config.judge.thresholdFor(req.lightModel!, share), share)) serve(req, req.lightModel!, Routes.light);
-        else if (req.deadlineAtMs - now >= floor.floorMs(req.decision!.pair.heavy)) enqueue(req, "heavy", req.decision!.pair.heavy);
-        else {
+        else if (req.deadlineAtMs - now >= floor.floorMs(req.decision!.pair.heavy)) {
+          enqueue(req, "heavy", req.decision!.pair.heavy);
+          agenda.push(Math.max(now, req.deadlineAtMs - LIGHT_REPLY_MARGIN_MS), { kind: "lightBeforeDeadline", req });
+        } else {
           // The live router's escalation check: the heavy model cannot answer in the time left.
           result.escalationsSkipped++;
           serve(req, req.lightModel!, Routes.light);

@@ -150,6 +150,23 @@ describe("RequestMachine", () => {
     expect(other.outcome.ok && other.outcome.route).toBe("light");
   });
 
+  it("serves an escalated request's light image 25 ms before the deadline when its heavy image has not come (a hard prompt has none: it expires)", async () => {
+    // Light 100 + judge 10, then a heavy generation that would end long after the 1 s deadline.
+    const { outcome, calls } = await run({ hard: false, accept: false, deadlineMs: 1_000, latencyMs: { "heavy-m": 5_000 } });
+    expect(calls).toEqual(["route", "generate:light-m", "judge:light-m", "generate:heavy-m"]);
+    expect(outcome.ok).toBe(true);
+    if (!outcome.ok) return;
+    expect(outcome.route).toBe("light");
+    expect(outcome.image.model).toBe("light-m");
+    expect(outcome.heavyError).toBe("no heavy image 25 ms before the deadline");
+    expect(outcome.timings.totalMs).toBe(975);
+    // The heavy image that comes in time is served as ever.
+    const inTime = await run({ hard: false, accept: false, deadlineMs: 1_000, latencyMs: { "heavy-m": 800 } });
+    expect(inTime.outcome.ok && inTime.outcome.route).toBe("light→heavy");
+    const hard = await run({ hard: true, deadlineMs: 1_000, latencyMs: { "heavy-m": 5_000 } });
+    expect(hard.outcome.ok || hard.outcome.state).toBe("expired");
+  });
+
   it("makes a hard prompt's image with the light model when the heavy one fails it, without judging it", async () => {
     const { outcome, calls } = await run({ hard: true, failModel: "heavy-m", latencyMs: { "heavy-m": 300, "light-m": 100 } });
     expect(calls).toEqual(["route", "generate:heavy-m", "generate:light-m"]);
