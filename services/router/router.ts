@@ -132,11 +132,13 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       throw new HadisError("prompt_too_long", `prompt has ${prompt.length} characters; the limit is ${MAX_PROMPT_CHARS}`, { field: "prompt" });
     }
     serving.accepted = true;
+    const arrivedAtMs = Date.now();
     const run = async (): Promise<GenerateReply> => {
       const key = request.idempotencyKey;
       const requestId = key ? keyedRequestId(key) : newInbox().slice(-22);
       const seed = request.seed ?? (key ? keyedSeed(key) : randomInt(0, 0xffffffff));
-      const now = Date.now();
+      // (A keyed retry may have waited on a first attempt that then failed: its deadline counts from its own arrival.)
+      const now = arrivedAtMs;
       const deadlineMs = deadlineOf(request, plans.current?.sloMs ?? opts.defaultSloMs);
       const refused = refusal(plans.current, counters.inFlight, deadlineMs);
       if (refused) {
@@ -194,7 +196,12 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       if (!(await within(previous.value, deadlineMs))) {
         throw new HadisError("deadline_exceeded", `the first request with this idempotency key was still running at this one's ${deadlineMs} ms deadline`);
       }
-      return { ...(await previous.value), deduplicated: true };
+      try {
+        return { ...(await previous.value), deduplicated: true };
+      } catch {
+        // The first attempt failed meanwhile (its own deadline, say): this retry is what a failure
+        // is forgotten for, so it tries again, in the time it has left.
+      }
     }
     const reply = run();
     idempotency.set(request.idempotencyKey, reply, fingerprint);

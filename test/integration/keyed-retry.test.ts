@@ -32,14 +32,20 @@ describe("a keyed retry after an attempt that ended without an image", () => {
     // No worker pulls: the first attempt's item waits in the queue until its deadline removes it.
     await Promise.all(t.system.workers!.agents.map((a) => a.stop()));
     const key = `retry-${Date.now()}`;
-    const first = await t.client.generate({ prompt: "a lighthouse at dusk", idempotencyKey: key, deadlineMs: 300 }).catch((e: unknown) => e);
+    const firstAttempt = t.client.generate({ prompt: "a lighthouse at dusk", idempotencyKey: key, deadlineMs: 300 }).catch((e: unknown) => e);
+    // A retry sent while the first attempt still runs, with time to spare: when the first fails,
+    // the retry tries again rather than taking the first one's error.
+    await new Promise((r) => setTimeout(r, 100));
+    const retrying = t.client.generate({ prompt: "a lighthouse at dusk", idempotencyKey: key, deadlineMs: 10_000 });
+    const first = await firstAttempt;
     expect(first).toBeInstanceOf(HadisError);
     expect((first as HadisError).code).toBe("deadline_exceeded");
     // Workers again (the manager assigns them when their heartbeats arrive).
     more = await startTestServices(t.server.url, { services: ["worker"], workers: 2, workerIdPrefix: "w-more" });
     expect(more.workers!.agents.filter((a) => a.status("x").state === "serving")).toHaveLength(2);
-    const retry = await t.client.generate({ prompt: "a lighthouse at dusk", idempotencyKey: key, deadlineMs: 10_000 });
+    const retry = await retrying;
     expect(retry.image.byteLength).toBeGreaterThan(0);
+    expect(retry.deduplicated).toBeUndefined();
     // The one after that finds the retry's image: served from the router's cache, not generated again.
     const again = await t.client.generate({ prompt: "a lighthouse at dusk", idempotencyKey: key, deadlineMs: 10_000 });
     expect(again.deduplicated).toBe(true);
