@@ -24,6 +24,11 @@ export function isKeyed(requestId: string): boolean {
   return requestId.startsWith(PREFIX);
 }
 
+/** The results-bucket key under which a keyed request's first router records what it asked (`claimKey`). */
+export function claimKey(requestId: string): string {
+  return `${requestId}.claim`;
+}
+
 /** The results-bucket key of a keyed request's stage. */
 export function resultKey(requestId: string, stage: "light" | "heavy"): string {
   return `${requestId}.${stage}`;

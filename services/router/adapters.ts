@@ -45,10 +45,15 @@ async function enqueueKeyed(deps: RouterActorDeps, model: string, data: Uint8Arr
   for (let attempt = 0; ; attempt++) {
     const ack = await deps.queue.publish(model, data, id, headers);
     if (!ack.duplicate || attempt >= 8 || canStillAnswer(await deps.queue.itemAt(ack.seq), Date.now())) return ack;
-    const stored = await deps.results!.get(key).catch(() => null);
-    if (stored?.operation === "PUT" && stored.value.length > 0) return ack;
+    if (await hasStoredResult(deps, key)) return ack;
     id = `${msgId}@${ack.seq}`;
   }
+}
+
+/** Whether a keyed request's stage has its image in the results bucket already. */
+async function hasStoredResult(deps: RouterActorDeps, key: string): Promise<boolean> {
+  const stored = await deps.results!.get(key).catch(() => null);
+  return stored?.operation === "PUT" && stored.value.length > 0;
 }
 
 /** What the router's actors need. */
@@ -157,20 +162,25 @@ export function routerActors(deps: RouterActorDeps) {
       const msgId = `${input.requestId}/${input.stage}/${model}`;
       const headers = stage ? deps.traces!.telemetry.inject(stage.spanContext()) : undefined;
       const data = encode(item);
-      const ack = isKeyed(input.requestId) && deps.results
-        ? await enqueueKeyed(deps, model, data, msgId, resultKey(input.requestId, input.stage), headers)
-        : await deps.queue.publish(model, data, msgId, headers);
-      entry.seq = ack.seq;
-      entry.own = !ack.duplicate;
-      if (signal.aborted) {
-        // The request ended while the publish was in flight: its item must not cost a GPU.
-        if (entry.own) void deps.queue.remove(ack.seq).catch(() => false);
-        return result;
+      const keyed = isKeyed(input.requestId) && deps.results ? resultKey(input.requestId, input.stage) : null;
+      if (keyed && (await hasStoredResult(deps, keyed))) {
+        // A retry of a stage already answered (through any router, past JetStream's duplicate
+        // window too): its stored image, and no generation.
+        watchResult(deps, keyed, result);
+      } else {
+        const ack = keyed ? await enqueueKeyed(deps, model, data, msgId, keyed, headers) : await deps.queue.publish(model, data, msgId, headers);
+        entry.seq = ack.seq;
+        entry.own = !ack.duplicate;
+        if (signal.aborted) {
+          // The request ended while the publish was in flight: its item must not cost a GPU.
+          if (entry.own) void deps.queue.remove(ack.seq).catch(() => false);
+          return result;
+        }
+        deps.afterEnqueue?.(entry);
+        // A keyed request may be a retry of one queued through another router (its item was just
+        // dropped as a duplicate): its result arrives in the results bucket, not on our inbox.
+        if (keyed) watchResult(deps, keyed, result);
       }
-      deps.afterEnqueue?.(entry);
-      // A keyed request may be a retry of one queued through another router (its item was just
-      // dropped as a duplicate): its result arrives in the results bucket, not on our inbox.
-      if (isKeyed(input.requestId) && deps.results) watchResult(deps, resultKey(input.requestId, input.stage), result);
     } catch (err) {
       cancel();
       if (stage) endWithError(stage, err);

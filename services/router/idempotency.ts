@@ -1,4 +1,37 @@
 /** Remembers replies by idempotency key for a while, so a retried request is generated once. */
+import { createHash } from "node:crypto";
+import { HadisError } from "../../contracts/errors.ts";
+import { claimKey } from "../../actors/request/idempotent.ts";
+import type { KV } from "../lib/nats.ts";
+
+/** What a keyed request asks, as the caller gave it (a retry asks the same; its deadline may be what is left): 32 hex. */
+export function fingerprintOf(prompt: string, seed: number | undefined): string {
+  return createHash("sha256").update(JSON.stringify([prompt, seed ?? null])).digest("hex").slice(0, 32);
+}
+
+/** The error of a key reused for another request. */
+export function keyReused(): HadisError {
+  return new HadisError("invalid_request", "this idempotency key was used for another request (prompt or seed) in the last 10 minutes: a retry must repeat its request, a new request needs a new key", { field: "idempotencyKey" });
+}
+
+/**
+ * Records in the results bucket which request a key is for, so that every router can tell a
+ * retry from a key reused for another request (refused with `keyReused`): the first router to
+ * see the key writes it, the others compare. A bucket that cannot answer does not stop the
+ * request (the check is lost, not the image).
+ */
+export async function claimKeyFor(results: KV, requestId: string, fingerprint: string): Promise<void> {
+  const key = claimKey(requestId);
+  const bytes = new TextEncoder().encode(fingerprint);
+  try {
+    await results.create(key, bytes);
+    return;
+  } catch {
+    // Written already (by the first attempt, through any router), or the bucket cannot answer.
+  }
+  const held = await results.get(key).catch(() => null);
+  if (held?.operation === "PUT" && held.value.length > 0 && new TextDecoder().decode(held.value) !== fingerprint) throw keyReused();
+}
 
 /** What an entry remembers: the reply (or the reply in progress) and what the request asked. */
 export interface Remembered<T> {

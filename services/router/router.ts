@@ -15,7 +15,7 @@ import type { Logger } from "../lib/log.ts";
 import { newInbox, openResultsBucket, replyError, replyWith, requestEncoding, startService, type NatsConnection, type ServiceMsg, type WorkQueue } from "../lib/nats.ts";
 import { PlanView } from "../lib/plan-view.ts";
 import { within, type RunningService } from "../lib/running.ts";
-import { IdempotencyCache } from "./idempotency.ts";
+import { claimKeyFor, fingerprintOf, IdempotencyCache, keyReused } from "./idempotency.ts";
 import { keyedRequestId, keyedSeed } from "../../actors/request/idempotent.ts";
 import { routerActors } from "./adapters.ts";
 import { GenerationFloor } from "../../actors/routing/generation-floor.ts";
@@ -184,12 +184,9 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       }
     };
     if (!request.idempotencyKey) return run();
-    // What the request asks, as given: a retry asks the same (its deadline may be what is left).
-    const fingerprint = JSON.stringify([prompt, request.seed ?? null]);
+    const fingerprint = fingerprintOf(prompt, request.seed);
     const previous = idempotency.get(request.idempotencyKey);
-    if (previous && previous.fingerprint !== fingerprint) {
-      throw new HadisError("invalid_request", "this idempotency key was used for another request (prompt or seed) in the last 10 minutes: a retry must repeat its request, a new request needs a new key", { field: "idempotencyKey" });
-    }
+    if (previous && previous.fingerprint !== fingerprint) throw keyReused();
     if (previous) {
       // The first attempt's reply, waited for no longer than this retry's own deadline.
       const deadlineMs = deadlineOf(request, plans.current?.sloMs ?? opts.defaultSloMs);
@@ -203,7 +200,9 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
         // is forgotten for, so it tries again, in the time it has left.
       }
     }
-    const reply = run();
+    // Remembered before anything is awaited: a second attempt arriving meanwhile waits on this one.
+    const requestId = keyedRequestId(request.idempotencyKey);
+    const reply = claimKeyFor(results, requestId, fingerprint).then(run);
     idempotency.set(request.idempotencyKey, reply, fingerprint);
     return reply;
   }

@@ -7,11 +7,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServices, startTestSystem, type TestSystem } from "../helpers/system.ts";
 import type { RunningSystem } from "../../services/system.ts";
 import { HadisError } from "../../contracts/errors.ts";
-import { keyedRequestId } from "../../actors/request/idempotent.ts";
+import { claimKey, keyedRequestId, resultKey } from "../../actors/request/idempotent.ts";
+import { claimKeyFor, fingerprintOf } from "../../services/router/idempotency.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION, type WorkItem } from "../../contracts/messages.ts";
 import { subjects } from "../../contracts/subjects.ts";
-import { DEFAULT_WORK_QUEUE, WorkQueue } from "../../services/lib/nats.ts";
+import { DEFAULT_WORK_QUEUE, openResultsBucket, WorkQueue } from "../../services/lib/nats.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 
@@ -77,5 +78,26 @@ describe("a keyed retry after an attempt that ended without an image", () => {
     const reply = await retry;
     expect(reply.image.byteLength).toBeGreaterThan(0);
     expect(reply.route).toBe("light"); // the stage whose item was stale
+  }, 40_000);
+
+  it("answers a stage stored in the results bucket without generating it again, and any router refuses the key for another prompt", async () => {
+    const key = `stored-${Date.now()}`;
+    const prompt = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold).light;
+    const requestId = keyedRequestId(key);
+    const model = t.system.routers[0].plans.current!.pair.light;
+    // The light image of an earlier attempt, stored by a worker (past JetStream's 2-minute duplicate window, say).
+    const results = await openResultsBucket(t.nc, subjects());
+    const image = new Uint8Array([137, 80, 78, 71, 9, 9, 9]);
+    await results.put(resultKey(requestId, "light"), encode({ v: PROTOCOL_VERSION, ok: true, requestId, stage: "light", model, workerId: "w-gone", image, width: 8, height: 8, batchSize: 1, queueWaitMs: 0, execMs: 5 }));
+    const served = () => third!.workers!.agents.reduce((n, a) => n + a.status("x").servedTotal, 0);
+    const before = served();
+    const reply = await t.client.generate({ prompt, idempotencyKey: key, deadlineMs: 10_000 });
+    expect([...reply.image]).toEqual([...image]);
+    expect(reply.route).toBe("light");
+    expect(served()).toBe(before);
+    // What the key was used for is in the bucket too: a router that never saw the key refuses it for another prompt.
+    expect(new TextDecoder().decode((await results.get(claimKey(requestId)))!.value)).toBe(fingerprintOf(prompt, undefined));
+    await expect(claimKeyFor(results, requestId, fingerprintOf("another prompt", undefined))).rejects.toMatchObject({ code: "invalid_request", details: { field: "idempotencyKey" } });
+    await expect(claimKeyFor(results, requestId, fingerprintOf(prompt, undefined))).resolves.toBeUndefined();
   }, 40_000);
 });
