@@ -201,10 +201,16 @@ export class WorkQueue {
     }
   }
 
-  /** Drops every item queued for a model; returns how many. */
-  async purge(model: string): Promise<number> {
-    const r = await this.jsm.streams.purge(this.subjects.names.workStream, { filter: this.subjects.work(model) });
+  /** Drops the items queued for a model (with `beforeSeq`, only those published before it); returns how many. */
+  async purge(model: string, beforeSeq?: number): Promise<number> {
+    const filter = this.subjects.work(model);
+    const r = await this.jsm.streams.purge(this.subjects.names.workStream, beforeSeq === undefined ? { filter } : { filter, seq: beforeSeq });
     return r.purged;
+  }
+
+  /** The work stream's last sequence: an item published from now on has a larger one. */
+  async lastSeq(): Promise<number> {
+    return (await this.jsm.streams.info(this.subjects.names.workStream)).state.last_seq;
   }
 
   /** Removes a queued item by stream sequence; false if it is already gone (taken or acknowledged). */

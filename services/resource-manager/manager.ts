@@ -156,29 +156,35 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     },
   });
 
+  /** Models the plan gives no workers: since when the current window runs, and the work stream's next sequence then (items from then on are newer). */
+  const unserved: Record<string, { sinceMs: number; beforeSeq: number }> = {};
+  const depthOutage = new OutageLog(log, "manager.queue_depth_unread", "manager.queue_depth_read_again");
+  const purgeOutage = new OutageLog(log, "manager.purge_failed", "manager.purge_works_again");
   /**
    * Items left on a model the plan has given no workers for a while belong to requests that are
    * over (routers move live ones within a second). Left there, they would read as a long queue
    * and keep the planner away from that model, so they are purged.
    */
-  const unservedSinceMs: Record<string, number> = {};
-  const depthOutage = new OutageLog(log, "manager.queue_depth_unread", "manager.queue_depth_read_again");
-  const purgeOutage = new OutageLog(log, "manager.purge_failed", "manager.purge_works_again");
   async function purgeAbandoned(nowMs: number, queueDepth: Record<string, number>): Promise<void> {
     const plan = plans.current;
-    for (const model of models) {
-      if ((plan?.models[model]?.workers ?? 0) > 0 || !plan) {
-        delete unservedSinceMs[model];
-        continue;
-      }
-      unservedSinceMs[model] ??= nowMs;
-      if (nowMs - unservedSinceMs[model] >= (opts.purgeAfterMs ?? 5_000) && (queueDepth[model] ?? 0) > 0) {
-        const purged = await opts.queue.purge(model).then(
+    const idle = models.filter((m) => plan && (plan.models[m]?.workers ?? 0) === 0);
+    for (const model of models) if (!idle.includes(model)) delete unserved[model];
+    if (idle.length === 0) return;
+    // Only items that have sat `purgeAfterMs` at least on a model without workers go: those queued
+    // before the window began (by sequence; a window starts when the model loses its workers and
+    // again at each purge). A request queued there since (nowhere else to go) is not dropped
+    // under its caller before workers could come back.
+    const last = await opts.queue.lastSeq().catch(() => null);
+    for (const model of idle) {
+      const window = unserved[model];
+      if (window && nowMs - window.sinceMs >= (opts.purgeAfterMs ?? 5_000) && (queueDepth[model] ?? 0) > 0) {
+        const purged = await opts.queue.purge(model, window.beforeSeq).then(
           (n) => (purgeOutage.works(model, { model }), n),
           (err: unknown) => (purgeOutage.failed(model, { model, error: (err as Error).message }), 0),
         );
-        if (purged > 0) log.info("manager.purged", { model, purged, reason: `no workers for ${nowMs - unservedSinceMs[model]} ms` });
+        if (purged > 0) log.info("manager.purged", { model, purged, reason: `queued before ${nowMs - window.sinceMs} ms without workers` });
       }
+      if (last !== null && (!window || nowMs - window.sinceMs >= (opts.purgeAfterMs ?? 5_000))) unserved[model] = { sinceMs: nowMs, beforeSeq: last + 1 };
     }
   }
 

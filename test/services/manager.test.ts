@@ -11,7 +11,7 @@ import { PlanSchema, PROTOCOL_VERSION } from "../../contracts/messages.ts";
 import { loadProfiles } from "../../services/lib/profiles.ts";
 import type { Logger } from "../../services/lib/log.ts";
 import { metricsText } from "../../services/lib/metrics.ts";
-import { openPlanBucket, type WorkQueue } from "../../services/lib/nats.ts";
+import { DEFAULT_WORK_QUEUE, openPlanBucket, WorkQueue } from "../../services/lib/nats.ts";
 import { createPolicy } from "../../services/resource-manager/policies.ts";
 import { startResourceManager, type ResourceManagerOptions } from "../../services/resource-manager/manager.ts";
 import { writePlan } from "../../services/resource-manager/plan-store.ts";
@@ -46,6 +46,7 @@ function queue(failing: { on: boolean; purge?: boolean }, pending = 0): WorkQueu
       if (failing.on && failing.purge) throw new Error("JetStream not available");
       return pending;
     },
+    lastSeq: async () => 0,
   } as unknown as WorkQueue;
 }
 
@@ -255,6 +256,33 @@ describe("resource manager service", () => {
       await expect(writePlan(kv, "current", { ...good, epoch: good.epoch + 1, demandQps: Number.NaN })).rejects.toThrow(/^not writing epoch \d+: plan: demandQps: /);
       expect(decode(PlanSchema, (await kv.get("current"))!.value, "plan").epoch).toBe(good.epoch);
       expect(await writePlan(kv, "current", { ...good, epoch: good.epoch + 1 })).toEqual({ written: true });
+    } finally {
+      await manager.stop();
+    }
+  });
+
+  it("purges from a model without workers only what has sat there a whole window (a request queued since is kept until it has)", async () => {
+    const s = buildSubjects("mgr-window");
+    const work = await WorkQueue.open(t.nc, s, { ...DEFAULT_WORK_QUEUE, storage: "memory" });
+    const log = recordingLog();
+    const manager = await startResourceManager(options("mgr-window", log, { on: false }, { queue: work, purgeAfterMs: 0 }));
+    try {
+      beat("mgr-window");
+      await t.nc.flush();
+      await manager.tick();
+      const idle = profiles.pool.models.find((m) => (manager.plans.current!.models[m]?.workers ?? 0) === 0)!;
+      const pending = async () => (await work.depth(idle)).pending;
+      // Left by requests long over; the next tick opens the window that holds them.
+      for (let i = 0; i < 2; i++) await work.publish(idle, new Uint8Array([i]), `old-${i}`);
+      await manager.tick();
+      // Queued since (a live request with nowhere else to go): not in that window.
+      await work.publish(idle, new Uint8Array([9]), "new-0");
+      await manager.tick();
+      expect(await pending()).toBe(1);
+      // A window later, it has sat there long enough too.
+      await manager.tick();
+      expect(await pending()).toBe(0);
+      expect(log.events.filter((e) => e.event === "manager.purged")).toHaveLength(2);
     } finally {
       await manager.stop();
     }
