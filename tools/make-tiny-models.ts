@@ -238,6 +238,21 @@ function clipHead(w: Weights, embed: number): Uint8Array {
 }
 
 /**
+ * A VAE decoder of the usual layout (4-channel latents in, 3-channel image 8x larger out) whose
+ * image is NaN everywhere, as a model that overflowed makes: for tests that such an image is an
+ * error, not a black PNG.
+ */
+export function nanVaeDecoder(): Uint8Array {
+  const g = new GraphBuilder();
+  const z = g.input("latent_sample", "float32", ["batch", 4, "latent_height", "latent_width"]);
+  const conv = g.node("Conv", [z, g.float([192, 4, 1, 1], new Float32Array(192 * 4).fill(0.1)), g.float([192], new Float32Array(192))]);
+  const image = g.node("Tanh", [g.node("DepthToSpace", [conv], undefined, { blocksize: 8 })]);
+  // tanh − 2 < 0 everywhere: its square root is NaN.
+  g.output(g.node("Sqrt", [g.node("Sub", [image, g.float([1], new Float32Array([2]))])]), "sample", "float32", ["batch", 3, "image_height", "image_width"]);
+  return g.encode("vae_decoder");
+}
+
+/**
  * A one-node model (`Identity`) with the given input and output, for tests of load-time
  * validation (wrong names, wrong ranks).
  */

@@ -4,7 +4,7 @@ import { inflateSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodePng, PNG_SIGNATURE } from "../../actors/diffusion/png.ts";
 import { guidanceRows, guidedPrediction, OnnxDiffusionPipeline, vaeDecoderInput } from "../../services/lib/onnx/pipeline.ts";
-import { identityModel, type TinyModelDirs } from "../../tools/make-tiny-models.ts";
+import { identityModel, nanVaeDecoder, type TinyModelDirs } from "../../tools/make-tiny-models.ts";
 import { useTinyModels } from "../helpers/tiny-models.ts";
 
 const tiny = useTinyModels("pipeline");
@@ -146,6 +146,17 @@ describe("OnnxDiffusionPipeline load-time validation", () => {
     await expect(OnnxDiffusionPipeline.load(dir)).rejects.toThrow(
       /unet[/\\]model\.onnx: missing model file; .* transformer\/ denoiser .*only UNet exports \(SD 1\.x\/2\.x, SDXL\)/,
     );
+  });
+
+  it("a VAE whose image is NaN fails the batch, naming the file, rather than making a black PNG", async () => {
+    const dir = copyOf("sd15", "nan-vae");
+    writeFileSync(join(dir, "vae_decoder", "model.onnx"), nanVaeDecoder());
+    const broken = await OnnxDiffusionPipeline.load(dir);
+    try {
+      await expect(broken.generate([{ prompt: "a photo of a cat", seed: 1 }])).rejects.toThrow(/vae_decoder[/\\]model\.onnx: output "sample" hold NaN \(at 0 of 12288\)/);
+    } finally {
+      await broken.release();
+    }
   });
 
   it("names an unsupported scheduler class against scheduler_config.json", async () => {

@@ -368,17 +368,22 @@ export class OnnxDiffusionPipeline {
         },
         ["out_sample"],
       );
+      expectDims(this.unet.file, "out_sample", result.out_sample.dims, [rows, 4, lh, lw]);
       const out = padRows ? result.out_sample.data.subarray(0, perImage) : result.out_sample.data;
       const noisePred = cfg ? guidedPrediction(out, guidance) : out;
       latents = scheduler.step(noisePred, i, latents, drawNoise);
     }
 
+    // A model that overflowed makes NaN: an error, not a black image (NaN reads as 0 in the PNG).
+    expectFinite(this.unet.file, "latents after the last step", latents);
     const decoded = await this.vae.run(
       { latent_sample: { type: "float32", data: vaeDecoderInput(latents, this.vaeScale), dims: [b, 4, lh, lw] } },
       ["sample"],
     );
     const [, channels, outH, outW] = decoded.sample.dims;
     if (channels !== 3) throw new Error(`${this.vae.file}: output "sample" has ${channels} channels, expected 3`);
+    expectDims(this.vae.file, "sample", decoded.sample.dims, [b, 3, outH, outW]);
+    expectFinite(this.vae.file, 'output "sample"', decoded.sample.data);
     return batch.map((_, k) => {
       const rgb = vaeOutputToRgb(decoded.sample.data, k, outH, outW);
       return { image: encodePng(rgb), width: outW, height: outH };
@@ -389,4 +394,14 @@ export class OnnxDiffusionPipeline {
   async release(): Promise<void> {
     await Promise.all([...this.encoders.map((e) => e.model.release()), this.unet.release(), this.vae.release()]);
   }
+}
+
+/** Throws, naming the model file, unless an output has the dims the step needs (a short output would read as NaN). */
+function expectDims(file: string, name: string, dims: readonly number[], want: readonly number[]): void {
+  if (dims.length !== want.length || dims.some((d, i) => d !== want[i])) throw new Error(`${file}: output "${name}" has dims [${dims.join(", ")}], expected [${want.join(", ")}]`);
+}
+
+/** Throws, naming the model file, when values hold a NaN or an infinity. */
+function expectFinite(file: string, what: string, values: Float32Array): void {
+  for (let i = 0; i < values.length; i++) if (!Number.isFinite(values[i])) throw new Error(`${file}: ${what} hold ${Number.isNaN(values[i]) ? "NaN" : "an infinity"} (at ${i} of ${values.length})`);
 }
