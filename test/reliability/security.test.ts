@@ -142,6 +142,23 @@ describe("per-role permissions", () => {
     expect(r.violations).toEqual([]);
   });
 
+  it("a router records what an idempotency key is for (any router then refuses it for another prompt), and writes no image", async () => {
+    const { Kvm } = await import("@nats-io/kv");
+    const { claimKeyFor, fingerprintOf } = await import("../../services/router/idempotency.ts");
+    const r = await as("router");
+    const results = await new Kvm(r.nc).open("hadis-results");
+    const requestId = `k-${"5".repeat(32)}`;
+    await claimKeyFor(results, requestId, fingerprintOf("a red bicycle", undefined));
+    expect(await results.get(`${requestId}.claim`)).not.toBeNull();
+    const other = await as("router");
+    await expect(claimKeyFor(await new Kvm(other.nc).open("hadis-results"), requestId, fingerprintOf("a blue bicycle", undefined))).rejects.toMatchObject({ code: "invalid_request" });
+    await r.nc.flush();
+    expect(r.violations).toEqual([]);
+    // Images are the workers' to store.
+    r.nc.publish(`$KV.hadis-results.${requestId}.light`, new Uint8Array([1]));
+    await refused(r.violations, "publish", `$KV.hadis-results.${requestId}.light`);
+  });
+
   it("only the resource manager writes the plan", async () => {
     const epoch = system.manager!.plans.current!.epoch;
     for (const role of ["worker", "router", "discriminator"] as const) {
