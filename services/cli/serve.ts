@@ -120,6 +120,8 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
     });
   } catch (err) {
     process.stderr.write(`hadis start: ${(err as Error).message}\n`);
+    stopping = true; // the server is stopped on purpose: not "the embedded nats-server exited"
+    await dashboard?.stop().catch(() => undefined);
     await server.stop();
     process.exit(1);
   }

@@ -3,7 +3,7 @@
  * and every integration test). The server is a child process in its own data folder.
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -86,6 +86,8 @@ export async function startNatsServer(opts: LocalServerOptions = {}): Promise<Lo
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "hadis-nats-"));
   mkdirSync(dataDir, { recursive: true });
   const confPath = join(dataDir, "nats-server.conf");
+  const pidPath = join(dataDir, "nats-server.pid");
+  assertDataDirFree(dataDir, confPath, pidPath);
   writeFileSync(
     confPath,
     [
@@ -97,6 +99,7 @@ export async function startNatsServer(opts: LocalServerOptions = {}): Promise<Lo
     ].join("\n"),
   );
   const child = spawn(bin, ["-c", confPath], { stdio: ["ignore", "ignore", "pipe"], env: opts.env ? { ...process.env, ...opts.env } : process.env, detached: opts.ownSession ?? false });
+  writeFileSync(pidPath, String(child.pid ?? ""));
   // Whatever ends this process (an exception, a signal handled by exiting), the server goes too.
   const killOnExit = () => void child.kill("SIGKILL");
   process.on("exit", killOnExit);
@@ -104,6 +107,7 @@ export async function startNatsServer(opts: LocalServerOptions = {}): Promise<Lo
   const cleanUp = () => {
     child.kill("SIGKILL");
     process.off("exit", killOnExit);
+    rmSync(pidPath, { force: true });
     if (temporary) rmSync(dataDir, { recursive: true, force: true });
   };
   await new Promise<void>((resolve, reject) => {
@@ -143,7 +147,38 @@ export async function startNatsServer(opts: LocalServerOptions = {}): Promise<Lo
         clearTimeout(t);
       }
       process.off("exit", killOnExit);
+      rmSync(pidPath, { force: true });
       if (temporary) rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Refuses a data dir that a running nats-server of ours uses: its pid file names the process, and
+ * that process's command line names this dir's config (a pid since reused by another program
+ * does not count). Two servers on one JetStream store would write the same files, and the second
+ * would overwrite the first one's config.
+ */
+function assertDataDirFree(dataDir: string, confPath: string, pidPath: string): void {
+  let pid: number;
+  try {
+    pid = Number(readFileSync(pidPath, "utf8").trim());
+  } catch {
+    return; // no pid file: nobody runs here
+  }
+  if (!Number.isInteger(pid) || pid <= 0) return;
+  let commandLine: string;
+  try {
+    commandLine = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+  } catch {
+    try {
+      process.kill(pid, 0); // alive, and no /proc to say what it runs: take it as ours
+      commandLine = confPath;
+    } catch {
+      return; // gone (killed, the machine restarted): the dir is free
+    }
+  }
+  if (commandLine.includes(confPath)) {
+    throw new Error(`data dir ${dataDir} is in use by nats-server pid ${pid} (another \`npm start\`?): give this one its own with --data-dir, or stop that one`);
+  }
 }

@@ -84,6 +84,17 @@ describe("services as separate processes", () => {
     const second = spawnHadis(["start", "--port", String(port), "--data-dir", `${dataDir}-2`]);
     expect(await second.exited).toBe(2);
     expect(second.output()).toMatch(/port \d+ on 127\.0\.0\.1 is already in use/);
+    // Another port on the same data dir: two servers would share one JetStream store.
+    const third = spawnHadis(["start", "--port", String(await freePort()), "--data-dir", dataDir]);
+    expect(await third.exited).toBe(2);
+    expect(third.output()).toMatch(/data dir .* is in use by nats-server pid \d+/);
+    // A start that fails after its server is up says why, once, and leaves nothing running.
+    const failed = spawnHadis(["start", "--port", String(await freePort()), "--data-dir", `${dataDir}-3`, "--policy", "nope", "--no-dashboard"]);
+    expect(await failed.exited).toBe(1);
+    expect(failed.output()).toContain('unknown policy "nope"');
+    expect(failed.output()).not.toContain("embedded nats-server exited");
+    expect(spawnSync("pgrep", ["-f", `${dataDir}-3`], { encoding: "utf8" }).stdout.trim()).toBe("");
+    rmSync(`${dataDir}-3`, { recursive: true, force: true });
 
     // Ctrl-C at a terminal signals the whole group (nats-server too, were it in it) with requests
     // in flight: each is answered before the server goes.
