@@ -14,8 +14,8 @@ import type { SpanLoss } from "./otlp-export.ts";
 export const registry = new Registry();
 collectDefaultMetrics({ register: registry });
 
-/** Seconds buckets from 1 ms to 2 min: the profile emulation at time scales 0.001..1. */
-const SECONDS_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120];
+/** Seconds buckets from 1 ms to 10 min: the profile emulation at time scales 0.001..1, and deadlines up to 600 s. */
+const SECONDS_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600];
 
 const requests = new Counter({
   name: "hadis_requests_total",

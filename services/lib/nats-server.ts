@@ -10,13 +10,29 @@ import { join } from "node:path";
 import { MAX_PAYLOAD_BYTES } from "../../contracts/envelope.ts";
 
 /** Where the server binary is looked up, in order. */
-const CANDIDATES = [process.env.NATS_SERVER_BIN, "nats-server", "/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"].filter(Boolean) as string[];
+const candidates = () => [process.env.NATS_SERVER_BIN, "nats-server", "/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"].filter(Boolean) as string[];
 
-/** Path of a runnable nats-server, or null. */
+/** Oldest nats-server the system works with: per-subject discard (a full model queue refuses, not drops), KV direct gets, the consumer-create API. */
+export const MIN_NATS_SERVER = [2, 9, 0] as const;
+
+/** The version a `nats-server --version` line names ("nats-server: v2.9.10"), or null. */
+export function parseNatsServerVersion(text: string): [number, number, number] | null {
+  const m = /v?(\d+)\.(\d+)\.(\d+)/.exec(text);
+  return m ? [Number(m[1]), Number(m[2]), Number(m[3])] : null;
+}
+
+const atLeast = (v: readonly number[], min: readonly number[]) => v[0] !== min[0] ? v[0] > min[0] : v[1] !== min[1] ? v[1] > min[1] : v[2] >= min[2];
+
+/** Path of a runnable nats-server, or null; throws for one older than `MIN_NATS_SERVER` (it would ignore settings the work queue relies on). */
 export function findNatsServer(): string | null {
-  for (const bin of CANDIDATES) {
+  for (const bin of candidates()) {
     const r = spawnSync(bin, ["--version"], { encoding: "utf8" });
-    if (r.status === 0) return bin;
+    if (r.status !== 0) continue;
+    const version = parseNatsServerVersion(r.stdout ?? "");
+    if (version && !atLeast(version, MIN_NATS_SERVER)) {
+      throw new Error(`${bin} is nats-server ${version.join(".")}; HADIS needs ${MIN_NATS_SERVER.join(".")} or later (Debian 12's package is 2.9.10): install a newer one or point NATS_SERVER_BIN at it`);
+    }
+    return bin;
   }
   return null;
 }

@@ -3,6 +3,7 @@
  * queue (stream, per-model pull consumers, batched pulls), the plan KV bucket, micro services
  * and the reply helpers that put typed errors in the service error headers.
  */
+import { createLogger } from "./log.ts";
 import { connect, type NodeConnectionOptions } from "@nats-io/transport-node";
 import { MsgHdrsImpl } from "@nats-io/nats-core/internal";
 import { createInbox, headers as natsHeaders, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from "@nats-io/nats-core";
@@ -123,7 +124,10 @@ export class WorkQueue {
       existing = info.config.storage;
       // A stream made by an earlier version: the flag is set in place (an update keeps the items).
       if (!info.config.discard_new_per_subject && existing === config.storage) {
-        await jsm.streams.update(name, { ...info.config, discard: "new" as never, discard_new_per_subject: true }).catch(() => undefined);
+        await jsm.streams.update(name, { ...info.config, discard: "new" as never, discard_new_per_subject: true }).catch((err: unknown) => {
+          // (Under per-role users only the admin may: a full queue keeps dropping its oldest item until then.)
+          createLogger("work-queue").warn("work_queue.upgrade_failed", { stream: name, error: (err as Error).message, fix: `nats stream edit ${name} --discard new --discard-per-subject (as the admin user)` });
+        });
       }
     } catch {
       try {
