@@ -252,6 +252,15 @@ export function nanVaeDecoder(): Uint8Array {
   return g.encode("vae_decoder");
 }
 
+/** A CLIP judge head of the usual layout (`image_embeds` in, `p_real` out) that answers NaN, as an overflowed model would. */
+export function nanClipHead(embed: number): Uint8Array {
+  const g = new GraphBuilder();
+  const x = g.input("image_embeds", "float32", ["batch", embed]);
+  const zero = g.node("MatMul", [x, g.float([embed, 1], new Float32Array(embed))]);
+  g.output(g.node("Sqrt", [g.node("Sub", [zero, g.float([1], new Float32Array([1]))])]), "p_real", "float32", ["batch", 1]);
+  return g.encode("head");
+}
+
 /**
  * A one-node model (`Identity`) with the given input and output, for tests of load-time
  * validation (wrong names, wrong ranks).

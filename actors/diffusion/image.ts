@@ -98,6 +98,9 @@ export function resizeBicubic(image: RgbImage, width: number, height: number): R
   return current;
 }
 
+/** Longest side over shortest side of an image the judge takes. */
+export const MAX_CLIP_ASPECT = 16;
+
 /**
  * CLIP pixel values `[3, 224, 224]` (CHW float32) from an RGB image: shortest side to 224
  * (the long side `int(224 · long / short)`), center crop, rescale 1/255, normalise.
@@ -105,6 +108,9 @@ export function resizeBicubic(image: RgbImage, width: number, height: number): R
 export function clipPixelValues(image: RgbImage, size = CLIP_IMAGE_SIZE): Float32Array {
   const short = Math.min(image.width, image.height);
   const long = Math.max(image.width, image.height);
+  // The whole image is resized before the crop: a 262144×64 strip (50 kB of PNG) would take a
+  // gigabyte and seconds of the judge's one thread. No generated image is that long.
+  if (long > MAX_CLIP_ASPECT * short) throw new Error(`image of ${image.width}x${image.height}: aspect ratio beyond ${MAX_CLIP_ASPECT}:1, not judged`);
   const longOut = Math.trunc((size * long) / short);
   const [w, h] = image.width <= image.height ? [size, longOut] : [longOut, size];
   const resized = resizeBicubic(image, w, h);

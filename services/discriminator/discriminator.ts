@@ -46,7 +46,9 @@ export async function startDiscriminator(opts: DiscriminatorOptions): Promise<Ru
     try {
       [score] = await judge.score([{ prompt: request.prompt, model: request.model, image: request.image }]);
     } catch (err) {
-      if (err instanceof HadisError) throw err;
+      // A typed refusal stands; anything else (an error from the judge's thread arrives as
+      // `internal`) is the judge failing, which the router answers with the light image.
+      if (err instanceof HadisError && err.code !== "internal") throw err;
       throw new HadisError("judge_failed", (err as Error).message, {}, { cause: err });
     }
     // The plan in force when the verdict is given (scoring takes a while), at least the one the

@@ -116,6 +116,13 @@ describe("pixels", () => {
     expect(values[0]).toBeCloseTo(black, 5);
     expect(values[223]).toBeCloseTo(white, 5);
   });
+
+  it("CLIP preprocessing refuses a strip beyond 16:1 before resizing it (it would take a gigabyte), and takes 16:1", () => {
+    const started = performance.now();
+    expect(() => clipPixelValues(solid(65_536, 4, [0, 0, 0]))).toThrow(/image of 65536x4: aspect ratio beyond 16:1/);
+    expect(performance.now() - started).toBeLessThan(2_000);
+    expect(clipPixelValues(solid(256, 16, [0, 0, 0]))).toHaveLength(3 * 224 * 224);
+  });
 });
 
 describe("GaussianRng and guidance", () => {

@@ -1,4 +1,5 @@
-import { unlinkSync, cpSync } from "node:fs";
+import { unlinkSync, cpSync, writeFileSync } from "node:fs";
+import { nanClipHead } from "../../tools/make-tiny-models.ts";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { encodePng } from "../../actors/diffusion/png.ts";
@@ -39,6 +40,16 @@ describe("OnnxClipJudge", () => {
     expect(judge.thresholdFor("m", 1)).toBeCloseTo(window[3], 10);
     expect(judge.thresholdFor("m", 0.5)).toBeCloseTo((window[1] + window[2]) / 2, 10);
     expect(judge.thresholdFor("other", 0.5)).toBe(0);
+    await judge.close();
+  });
+
+  it("a head that answers NaN fails the judging (judge_failed), recording nothing, rather than scoring 0", async () => {
+    const dir = join(tiny.root, "judge-nan-head");
+    cpSync(tiny.dirs.clip, dir, { recursive: true });
+    writeFileSync(join(dir, "head", "model.onnx"), nanClipHead(16));
+    const judge = await OnnxClipJudge.load({ dir, windowSize: 4, intraOpNumThreads: 1 });
+    await expect(judge.score([{ prompt: "a cat", model: "m", image: image(1) }])).rejects.toMatchObject({ code: "judge_failed", message: expect.stringMatching(/is NaN \(a broken model\)/) });
+    expect(judge.thresholdFor("m", 1)).toBe(0); // no score went into the window
     await judge.close();
   });
 

@@ -86,6 +86,12 @@ describe("ThreadedGenerationBackend", () => {
       // Back again: the next batch starts a thread that loads it (not one left without it).
       renameSync(join(dir, "unet-away"), join(dir, "unet"));
       expect(await b.generate("turbo", [{ prompt: "a cat", seed: 1 }])).toHaveLength(1);
+      // Down again, and the model gone for good: the worker's swap away from it (an unload)
+      // succeeds, rather than failing on every try to reload what it unloads.
+      await (b as unknown as { thread: { worker: { terminate(): Promise<number> } } }).thread.worker.terminate();
+      renameSync(join(dir, "unet"), join(dir, "unet-away"));
+      await b.unload("turbo");
+      await expect(b.generate("turbo", [{ prompt: "a cat", seed: 1 }])).rejects.toThrow(/not loaded/);
     } finally {
       await b.close();
     }

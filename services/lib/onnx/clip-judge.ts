@@ -4,6 +4,7 @@
  * image–text cosine similarity mapped to [0, 1]. Thresholds are the `share` quantile of a
  * bounded window of each model's recent scores.
  */
+import { HadisError } from "../../../contracts/errors.ts";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { JudgeBackend, JudgeInput } from "../../../actors/worker/backend.ts";
@@ -131,7 +132,11 @@ export class OnnxClipJudge implements JudgeBackend {
     } else {
       scores = await this.clipScores(batch, embeds.data, embeds.dims[1]);
     }
-    const clamped = scores.map((s) => (Number.isFinite(s) ? Math.min(Math.max(s, 0), 1) : 0));
+    // A NaN is a broken model, not a low score: read as 0 it would escalate the image and drag the
+    // model's threshold window down.
+    const broken = scores.findIndex((s) => !Number.isFinite(s));
+    if (broken >= 0) throw new HadisError("judge_failed", `the judge's score of image ${broken + 1} of ${scores.length} is ${scores[broken]} (a broken model)`);
+    const clamped = scores.map((s) => Math.min(Math.max(s, 0), 1));
     batch.forEach((input, i) => this.windows.record(input.model, clamped[i]));
     return clamped;
   }

@@ -45,6 +45,11 @@ export class OnnxThread {
     return this.starting;
   }
 
+  /** Whether the thread runs now (a call to a thread that is not running starts it first). */
+  get running(): boolean {
+    return this.worker !== null;
+  }
+
   /** Calls `op` on the thread's backend. */
   async call<T>(op: string, args: unknown[]): Promise<T> {
     await this.start();

@@ -34,6 +34,12 @@ export class ThreadedGenerationBackend implements GenerationBackend {
   }
 
   async unload(model: string): Promise<void> {
+    // A thread that died holds nothing: starting it again would first reload this very model (and
+    // a model that no longer loads would keep the worker from ever swapping away from it).
+    if (!this.thread.running) {
+      this.loaded.delete(model);
+      return;
+    }
     await this.thread.call("unload", [model]);
     this.loaded.delete(model);
   }

@@ -1,0 +1,34 @@
+/** The discriminator's answer when its judge fails: `judge_failed` (the router then serves the light image), whatever the judge threw. */
+import { describe, expect, it } from "vitest";
+import { Packr } from "msgpackr";
+import { HadisError } from "../../contracts/errors.ts";
+import { encode } from "../../contracts/envelope.ts";
+import { subjects as buildSubjects } from "../../contracts/subjects.ts";
+import { startDiscriminator } from "../../services/discriminator/discriminator.ts";
+import { createLogger } from "../../services/lib/log.ts";
+import { useNatsServer } from "../helpers/nats.ts";
+
+const t = useNatsServer("discriminator-test");
+const packr = new Packr({ useRecords: false });
+
+describe("discriminator", () => {
+  it("answers judge_failed for an error of the judge's thread (internal) or a plain one, and passes a typed refusal on", async () => {
+    const s = buildSubjects("disc-fail");
+    let failure: unknown = new HadisError("internal", "onnx thread exited (code 1)");
+    const judge = { kind: "broken", score: async () => Promise.reject(failure), thresholdFor: () => 0, close: async () => undefined };
+    const disc = await startDiscriminator({ nc: t.nc, subjects: s, judge, models: ["m"], log: createLogger("test", "error") });
+    const ask = async () => {
+      const msg = await t.nc.request(s.judge, encode({ v: 1, requestId: "r1", prompt: "a cat", model: "m", image: new Uint8Array([1]), planEpoch: 0 }), { timeout: 5_000 });
+      return packr.unpack(msg.data).error as { code: string; message: string };
+    };
+    try {
+      expect(await ask()).toMatchObject({ code: "judge_failed", message: "onnx thread exited (code 1)" });
+      failure = new RangeError("Invalid typed array length");
+      expect((await ask()).code).toBe("judge_failed");
+      failure = new HadisError("invalid_request", "image: not a PNG", { field: "image" });
+      expect((await ask()).code).toBe("invalid_request");
+    } finally {
+      await disc.stop();
+    }
+  });
+});
