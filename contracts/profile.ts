@@ -15,7 +15,8 @@ export const ModelProfileSchema = z.object({
   displayName: z.string().optional(),
   steps: z.number().int().positive().optional(),
   gpu: z.string().optional(),
-  latencyMsByBatch: z.record(z.string().regex(/^\d+$/), z.number().nonnegative()),
+  // Positive: a batch that takes no time would be infinite capacity (Infinity in the MILP, which then fails every solve).
+  latencyMsByBatch: z.record(z.string().regex(/^\d+$/), z.number().positive()),
   sizeGib: z.number().nonnegative().optional(),
   fidAlone: z.number().positive().optional(),
   loadMs: z.number().nonnegative(),

@@ -224,13 +224,19 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   const overCap = current !== null && Object.entries(current.models).some(([m, a]) => a.workers > 0 && a.batchSize > (caps.get(m) ?? Number.POSITIVE_INFINITY));
   /** Workers that died or joined since the plan in force: reflected at once, whatever else holds. */
   const inventoryChanged = current !== null && (Object.keys(current.assignment).some((id) => !live.has(id)) || obs.workers.some((w) => !(w.id in current.assignment)));
-  if (current && (decision.solverStatus === "Error" || decision.solverStatus === "Timeout")) {
-    // The configuration in force stays, on the workers alive now; unless it no longer covers the
-    // demand: then the degraded decision the policy gave (every worker on the lightest model)
-    // goes on to damping, which replaces a plan that falls short.
-    if (!planShortfall(current, demandQps, config.profiles, delays) && !strandsWork) {
+  /** The plan in force as it runs now: its configuration on the workers alive, within the caps. */
+  const inForce = current ? withinCaps(configurationOf(current, obs.workers)) : null;
+  /** That, as a plan: what shortfall and damping judge (not the plan as written, with its dead workers and capped batches). */
+  const running = current && inForce ? { ...current, models: inForce.models } : null;
+  /** The plan in force, run as it is now, leaves a model of its pair without a worker, or falls short of the demand. */
+  const runningShort = running !== null && ([running.pair.light, running.pair.heavy].some((m) => (running.models[m]?.workers ?? 0) === 0) || planShortfall(running, demandQps, config.profiles, delays) !== null);
+  if (current && inForce && (decision.solverStatus === "Error" || decision.solverStatus === "Timeout")) {
+    // The configuration in force stays, on the workers alive now; unless that leaves a model of
+    // its pair unserved or no longer covers the demand: then the degraded decision the policy
+    // gave (every worker on the lightest model) goes on to damping, which replaces such a plan.
+    if (!runningShort && !strandsWork) {
       if (!inventoryChanged && !overCap) return outcome(null, null, [], `solver ${decision.solverStatus}: keeping epoch ${current.epoch}`);
-      decision = { ...withinCaps(configurationOf(current, obs.workers)), reason: `solver ${decision.solverStatus}: configuration of epoch ${current.epoch} on the workers alive now${suffix}`, solverStatus: decision.solverStatus };
+      decision = { ...inForce, reason: `solver ${decision.solverStatus}: configuration of epoch ${current.epoch} on the workers alive now${suffix}`, solverStatus: decision.solverStatus };
     }
   }
 
@@ -264,7 +270,7 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   if (strandsWork) return adopt(candidate, null);
 
   const verdict = dampPlan({
-    current,
+    current: running,
     candidate,
     lastSwapAtMs: state.lastSwapAtMs,
     nowMs: obs.nowMs,
@@ -278,7 +284,7 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   // Damping holds the new configuration, but the workers changed (or its batches are above the
   // caps): the configuration in force, on the workers alive now (a dead worker's share re-homed,
   // a joiner given work) and within the caps, not the held one.
-  const kept = planOf({ ...withinCaps(configurationOf(current!, obs.workers)), reason: `${verdict.reason}; configuration of epoch ${current!.epoch} on the workers alive now${suffix}` });
+  const kept = planOf({ ...inForce!, reason: `${verdict.reason}; configuration of epoch ${current!.epoch} on the workers alive now${suffix}` });
   // Unless that leaves a model of the pair without a worker (its last one died): then the
   // policy's configuration for the workers alive now, which gives every model it uses one.
   const unserved = [kept.pair.light, kept.pair.heavy].some((m) => (kept.models[m]?.workers ?? 0) === 0);

@@ -4,6 +4,7 @@ import { staticDecision, staticPolicy, heavyShareOf } from "../../../actors/cont
 import { WorkerInventory } from "../../../actors/control/inventory.ts";
 import { admissionLimit, refusal } from "../../../actors/routing/admission.ts";
 import { getPolicy } from "../../../actors/planner/policies.ts";
+import type { PlanDecision } from "../../../actors/planner/decision.ts";
 import { createPolicy } from "../../../services/resource-manager/policies.ts";
 import { createInlineHighsSolver, type HighsSolver } from "../../../services/lib/highs-solver.ts";
 import { loadProfiles } from "../../../services/lib/profiles.ts";
@@ -122,12 +123,13 @@ describe("controlTick", () => {
 
   it("a failing solver keeps the configuration in force, yet a dead worker leaves the plan at once", async () => {
     const state = newControlState(1_000);
-    const plan = (await controlTick(state, { nowMs: 0, arrivalsQps: 10, queueDepth: {}, workers: workers(16), current: null }, config("hadis"))).plan!;
+    // (At a demand the plan still covers without one worker: one it does not is replaced, below.)
+    const plan = (await controlTick(state, { nowMs: 0, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: null }, config("hadis"))).plan!;
     const broken: TickConfig = { ...config("hadis"), solve: async () => ({ status: "Error", objective: null, columns: {}, solveMs: 1, error: "worker thread gone" }) };
-    const same = await controlTick(state, { nowMs: 1_000, arrivalsQps: 10, queueDepth: {}, workers: workers(16), current: plan }, broken);
+    const same = await controlTick(state, { nowMs: 1_000, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: plan }, broken);
     expect(same.plan).toBeNull();
     expect(same.held).toMatch(/solver Error: keeping epoch/);
-    const dead = await controlTick(state, { nowMs: 2_000, arrivalsQps: 10, queueDepth: {}, workers: workers(15), current: plan }, broken);
+    const dead = await controlTick(state, { nowMs: 2_000, arrivalsQps: 4, queueDepth: {}, workers: workers(15), current: plan }, broken);
     expect(dead.plan).not.toBeNull();
     expect(Object.keys(dead.plan!.assignment)).not.toContain("w15");
     expect([dead.plan!.pair, dead.plan!.routerThreshold, dead.plan!.discThreshold]).toEqual([plan.pair, plan.routerThreshold, plan.discThreshold]);
@@ -135,7 +137,7 @@ describe("controlTick", () => {
     const lost = plan.assignment.w15;
     expect(dead.plan!.models[lost].workers).toBe(plan.models[lost].workers - 1);
     // A worker that joins as one dies takes its place.
-    const replaced = await controlTick(state, { nowMs: 3_000, arrivalsQps: 10, queueDepth: {}, workers: [...workers(15), { id: "w-new", model: null }], current: plan }, broken);
+    const replaced = await controlTick(state, { nowMs: 3_000, arrivalsQps: 4, queueDepth: {}, workers: [...workers(15), { id: "w-new", model: null }], current: plan }, broken);
     expect(replaced.plan!.assignment["w-new"]).toBe(lost);
     expect(replaced.plan!.models[lost].workers).toBe(plan.models[lost].workers);
   });
@@ -173,6 +175,36 @@ describe("controlTick", () => {
     const after = (await controlTick(state, { nowMs: 2_000, arrivalsQps: 1, queueDepth: {}, workers: alive, current: first }, scripted)).plan!;
     expect(after.pair).toEqual({ light: "sd35-large-turbo", heavy: "sd35-large" });
     for (const m of [after.pair.light, after.pair.heavy]) expect(after.models[m].workers).toBeGreaterThanOrEqual(1);
+  });
+
+  it("judges the plan in force as it runs on the workers alive: one that falls short without a dead worker is replaced, not re-issued short", async () => {
+    // sd3.5-medium at 4 workers carries 3.08 qps; at 8 qps the heavy share 0.36 asks 2.88 of it.
+    const state = newControlState(1_000);
+    const decision = (light: string, heavy: string, fid: number) => scriptedDecision(light, heavy, fid, [4, 1], [4, 1]);
+    let next = decision("sd35-large-turbo", "sd35-medium", 22.0);
+    const scripted: TickConfig = { ...config("hadis"), policy: async () => next };
+    const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 8, queueDepth: {}, workers: workers(8), current: null }, scripted)).plan!;
+    next = decision("sd35-large-turbo", "sd35-large", 21.99);
+    expect((await controlTick(state, { nowMs: 1_000, arrivalsQps: 8, queueDepth: {}, workers: workers(8), current: first }, scripted)).plan).toBeNull();
+    // A medium worker dies inside the dwell: 3 left carry 2.31 qps, short of 2.88.
+    const mediumWorker = Object.entries(first.assignment).find(([, m]) => m === "sd35-medium")![0];
+    const out = await controlTick(state, { nowMs: 2_000, arrivalsQps: 8, queueDepth: {}, workers: workers(8).filter((w) => w.id !== mediumWorker), current: first }, scripted);
+    expect(out.verdict?.adopt).toBe(true);
+    expect(out.verdict?.reason).toMatch(/sd35-medium capacity 2\.3 qps < load 2\.9 qps/);
+    expect(out.plan!.pair).toEqual({ light: "sd35-large-turbo", heavy: "sd35-large" });
+  });
+
+  it("a failing solver does not keep a plan whose pair has lost a model's last worker: the degraded decision goes on", async () => {
+    const state = newControlState(1_000);
+    let next: PlanDecision = { ...scriptedDecision("sd35-large-turbo", "sd35-medium", 22.0, [2, 1], [1, 1]) };
+    const scripted: TickConfig = { ...config("hadis"), policy: async () => next };
+    const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 0, queueDepth: {}, workers: workers(3), current: null }, scripted)).plan!;
+    const mediumWorker = Object.entries(first.assignment).find(([, m]) => m === "sd35-medium")![0];
+    // The solver fails as the heavy model's only worker dies: its degraded answer, every worker on one model.
+    next = { pair: { light: "sd35-large-turbo", heavy: "sd35-large-turbo" }, routerThreshold: 0, discThreshold: 0, heavyShare: 0, expectedFid: 23.5, reason: "degraded", degraded: 1, solverStatus: "Error", models: { "sd35-large-turbo": { workers: 2, batchSize: 1 } } };
+    const out = await controlTick(state, { nowMs: 1_000, arrivalsQps: 0, queueDepth: {}, workers: workers(3).filter((w) => w.id !== mediumWorker), current: first }, scripted);
+    expect(out.plan).not.toBeNull();
+    for (const m of [out.plan!.pair.light, out.plan!.pair.heavy]) expect(out.plan!.models[m]?.workers ?? 0).toBeGreaterThanOrEqual(1);
   });
 
   it("a plan damping keeps in force is re-issued within a batch cap reported meanwhile, on the same workers", async () => {

@@ -1,6 +1,6 @@
 import { mulberry32 } from "../../../actors/profile/stats.ts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BATCH_SIZES } from "../../../contracts/profile.ts";
+import { BATCH_SIZES, ModelProfileSchema } from "../../../contracts/profile.ts";
 import { batchLatencyMs } from "../../../actors/profile/profile-set.ts";
 import { buildMilp, DEFAULT_SOLVE_OPTIONS, planWithMilp } from "../../../actors/planner/milp.ts";
 import type { PlannerSnapshot } from "../../../actors/planner/snapshot.ts";
@@ -160,6 +160,14 @@ describe("buildMilp", () => {
     const d = await planWithMilp(snapshot(2, holdings), profiles, table, solver.solve);
     expect(d.models["sd35-medium"].workers).toBe(6);
     expect(d.models["sd35-large"].workers).toBe(10);
+  });
+});
+
+describe("model profiles the planner takes", () => {
+  it("refuses a batch latency of 0 (infinite capacity: Infinity in the MILP text, every solve failing)", () => {
+    const profile = (ms: number) => ({ name: "m", latencyMsByBatch: { "1": ms }, loadMs: 0, unloadMs: 0 });
+    expect(ModelProfileSchema.safeParse(profile(0.001)).success).toBe(true);
+    expect(ModelProfileSchema.safeParse(profile(0)).success).toBe(false);
   });
 });
 
