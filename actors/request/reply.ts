@@ -38,8 +38,13 @@ export interface SloOutcome {
   violated: boolean;
 }
 
-/** The SLO count of a request that ended with `reply` (null: an error) after being `accepted` or not. */
+/**
+ * The SLO count of a request that ended with `reply` (null: an error) after being `accepted` or
+ * not. A retry answered with its first attempt's reply counts nowhere: that attempt was counted
+ * (its timings are the reply's; counted again, a late first attempt would be two violations).
+ */
 export function sloOutcome(reply: GenerateReply | null, accepted: boolean, sloMs: number): SloOutcome {
+  if (reply?.deduplicated) return { served: false, answered: false, violated: false };
   if (reply) return { served: true, answered: true, violated: reply.timings.totalMs > sloMs };
   return { served: false, answered: accepted, violated: accepted };
 }

@@ -59,6 +59,11 @@ const escalationsSkipped = new Counter({
   help: "Light images the discriminator rejected but the router served: the time left could not fit the heavy model.",
   registers: [registry],
 });
+const judgeFailures = new Counter({
+  name: "hadis_judge_failures_total",
+  help: "Light images served unjudged because the judge failed or had not answered 25 ms before the request's deadline.",
+  registers: [registry],
+});
 const lightFallbacks = new Counter({
   name: "hadis_light_fallbacks_total",
   help: "Requests served a light image because their heavy generation failed, by what sent them to the heavy model: judge (a rejected light image) or router (a hard prompt).",
@@ -164,11 +169,12 @@ export function recordSpansLost(reason: SpanLoss, n: number): void {
   spansLost.inc({ reason }, n);
 }
 
-/** Records a batch a worker ran. */
+/** Counts a control message the resource manager refused. */
 export function recordRejected(kind: "heartbeat" | "router_stats"): void {
   rejected.inc({ kind });
 }
 
+/** Records a batch a worker ran. */
 export function recordBatch(model: string, size: number): void {
   batchSize.observe({ model }, size);
 }
@@ -184,6 +190,10 @@ export function recordEscalationSkipped(): void {
 }
 
 /** Records a request served a light image because its heavy generation failed. */
+export function recordJudgeFailure(): void {
+  judgeFailures.inc();
+}
+
 export function recordLightFallback(sentBy: "judge" | "router"): void {
   lightFallbacks.inc({ sent_by: sentBy });
 }

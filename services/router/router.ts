@@ -11,7 +11,7 @@ import { QueueGroups, ServiceNames, type Subjects } from "../../contracts/subjec
 import { RequestMachine } from "../../actors/request/request-machine.ts";
 import { buildReply, sloOutcome, type SloOutcome } from "../../actors/request/reply.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
-import type { Logger } from "../lib/log.ts";
+import { throttled, type Logger } from "../lib/log.ts";
 import { newInbox, openResultsBucket, replyError, replyWith, requestEncoding, startService, type NatsConnection, type ServiceMsg, type WorkQueue } from "../lib/nats.ts";
 import { PlanView } from "../lib/plan-view.ts";
 import { within, type RunningService } from "../lib/running.ts";
@@ -19,7 +19,7 @@ import { claimKeyFor, fingerprintOf, IdempotencyCache, keyReused } from "./idemp
 import { keyedRequestId, keyedSeed } from "../../actors/request/idempotent.ts";
 import { routerActors } from "./adapters.ts";
 import { GenerationFloor } from "../../actors/routing/generation-floor.ts";
-import { recordEscalationSkipped, recordLightFallback } from "../lib/metrics.ts";
+import { recordEscalationSkipped, recordJudgeFailure, recordLightFallback } from "../lib/metrics.ts";
 import { refusal } from "../../actors/routing/admission.ts";
 import { moveTarget, PendingWork, type PendingItem } from "./pending.ts";
 import { RequestTraces, type RequestSpan } from "./tracing.ts";
@@ -103,6 +103,8 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       floor,
     }),
   });
+  /** A judge outage fails every light request's verdict: one line a minute says so (the metric counts each). */
+  const judgeFailed = throttled(log, "warn", "router.judge_failed");
   const idempotency = new IdempotencyCache<GenerateReply>(100_000, 10 * 60_000, Date.now, { maxBytes: opts.idempotencyBytes ?? IDEMPOTENCY_BYTES, sizeOf: (r) => r.image.byteLength + 1_024 });
   const counters = { received: 0, replied: 0, errors: 0, refused: 0, inFlight: 0, arrivalsSinceReport: 0 };
   /** Outcomes since the last load report (the dashboard's served and SLO series). */
@@ -132,6 +134,8 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       throw new HadisError("prompt_too_long", `prompt has ${prompt.length} characters; the limit is ${MAX_PROMPT_CHARS}`, { field: "prompt" });
     }
     serving.accepted = true;
+    // Demand is requests that could be served: bad input refused at the edge is not (a flood of it would read as load to the planner).
+    counters.arrivalsSinceReport++;
     const arrivedAtMs = Date.now();
     const run = async (): Promise<GenerateReply> => {
       const key = request.idempotencyKey;
@@ -172,6 +176,10 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
           });
         }
         if (ended.ok && ended.escalationSkipped) recordEscalationSkipped();
+        if (ended.ok && ended.judgeError !== undefined) {
+          recordJudgeFailure();
+          judgeFailed({ requestId, error: ended.judgeError });
+        }
         if (ended.ok && ended.heavyError !== undefined) {
           const sentBy = ended.judge ? "judge" : "router";
           recordLightFallback(sentBy);
@@ -209,7 +217,6 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
 
   async function handle(msg: ServiceMsg): Promise<void> {
     counters.received++;
-    counters.arrivalsSinceReport++;
     let encoding: Encoding = "msgpack";
     const root = traces.receive(msg.subject, msg.headers, routerId);
     const serving: Serving = { accepted: false };

@@ -11,4 +11,8 @@ describe("sloOutcome (one rule for the metrics and the routers' reports)", () =>
     expect(sloOutcome(null, true, 6_000)).toEqual({ served: false, answered: true, violated: true });
     expect(sloOutcome(null, false, 6_000)).toEqual({ served: false, answered: false, violated: false });
   });
+
+  it("a retry answered with its first attempt's reply counts nowhere (that attempt did)", () => {
+    expect(sloOutcome({ ...served(9_000), deduplicated: true }, true, 6_000)).toEqual({ served: false, answered: false, violated: false });
+  });
 });

@@ -4,6 +4,7 @@ import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 import type { HadisError } from "../../contracts/errors.ts";
+import { metricsText } from "../../services/lib/metrics.ts";
 
 let t: TestSystem;
 beforeAll(async () => {
@@ -16,6 +17,8 @@ afterAll(async () => {
 
 describe("a judge that does not answer", () => {
   it("serves the light image within the request's deadline (the router's judge wait is 10 s)", async () => {
+    const failures = async () => Number(/^hadis_judge_failures_total (\S+)$/m.exec(await metricsText())?.[1] ?? 0);
+    const before = await failures();
     let asked = 0;
     const silent = t.nc.subscribe("hadis.judge", { callback: () => void asked++ });
     await t.nc.flush();
@@ -30,6 +33,7 @@ describe("a judge that does not answer", () => {
     expect(reply.image.length).toBeGreaterThan(0);
     expect(tookMs).toBeGreaterThan(1_300); // it did wait for the judge…
     expect(tookMs).toBeLessThan(2_500); // …not for its 10 s (past the deadline the request would have failed)
+    expect((await failures()) - before).toBe(1); // counted: an outage of the judge shows
   }, 20_000);
 
   it("a retry with the same idempotency key waits for the first attempt no longer than its own deadline", async () => {

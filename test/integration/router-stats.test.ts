@@ -2,11 +2,11 @@ import { expect, it } from "vitest";
 import { startNatsServer } from "../../services/lib/nats-server.ts";
 import { connectNats } from "../../services/lib/nats.ts";
 import { HadisClient } from "../../services/lib/client.ts";
-import { decode } from "../../contracts/envelope.ts";
+import { decode, encode } from "../../contracts/envelope.ts";
 import { RouterStatsSchema, type RouterStats } from "../../contracts/messages.ts";
 import { startTestServices } from "../helpers/system.ts";
 
-it("the routers' load reports count every request, those of a router's last partial second included", async () => {
+it("the routers' load reports count every request (not bad input), those of a router's last partial second included", async () => {
   const server = await startNatsServer();
   const system = await startTestServices(server.url);
   const nc = await connectNats(server.url, "test-stats");
@@ -20,6 +20,8 @@ it("the routers' load reports count every request, those of a router's last part
     const client = new HadisClient(nc);
     const n = 7;
     await Promise.all(Array.from({ length: n }, (_, i) => client.generate({ prompt: `a photo of thing number ${i}`, deadlineMs: 10_000 })));
+    // Bad input is no demand: refused at the edge, counted in no arrivals.
+    for (const bad of [new Uint8Array([0xc1]), encode({ seed: 3 }), encode({ prompt: "a cat", colour: "red" })]) await nc.request("hadis.generate", bad, { timeout: 5_000 });
     const stoppedAt = Date.now();
     await system.stop(2_000);
     await nc.flush();
