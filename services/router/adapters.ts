@@ -113,10 +113,11 @@ export function routerActors(deps: RouterActorDeps) {
     // to the model that plays this stage now if the decided one has lost its workers.
     const current = deps.plans.current;
     const model = (current && moveTarget(current, input.stage, input.model)) ?? input.model;
-    const stage = deps.traces?.stage(input.requestId, `${input.stage} ${input.model}`, SpanKind.PRODUCER, {
+    const stage = deps.traces?.stage(input.requestId, `${input.stage} ${model}`, SpanKind.PRODUCER, {
       "hadis.stage": input.stage,
-      "hadis.model": input.model,
+      "hadis.model": model,
       "hadis.plan_epoch": input.planEpoch,
+      ...(model !== input.model ? { "hadis.planned_model": input.model } : {}),
     });
     const item: WorkItem = {
       v: PROTOCOL_VERSION,

@@ -98,12 +98,22 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
   const heartbeat = setInterval(beat, opts.heartbeatEveryMs ?? 1_000);
   heartbeat.unref();
 
-  const service = await startService(nc, {
-    name: ServiceNames.worker,
-    version: opts.version ?? "0.1.0",
-    description: `HADIS workers (${opts.count} × ${kind} backend)`,
-    metadata: { workers: agents.map((a) => a.id).join(","), backend: kind, protocol: String(PROTOCOL_VERSION) },
-  });
+  let service: Awaited<ReturnType<typeof startService>>;
+  try {
+    service = await startService(nc, {
+      name: ServiceNames.worker,
+      version: opts.version ?? "0.1.0",
+      description: `HADIS workers (${opts.count} × ${kind} backend)`,
+      metadata: { workers: agents.map((a) => a.id).join(","), backend: kind, protocol: String(PROTOCOL_VERSION) },
+    });
+  } catch (err) {
+    // Not registered, so nobody will stop them: the agents (loading models already) and their backends go now.
+    clearInterval(heartbeat);
+    plans.close();
+    await Promise.all(agents.map((a) => a.stop().catch(() => undefined)));
+    await Promise.all(backends.map((b) => b.close().catch(() => undefined)));
+    throw err;
+  }
   service.addEndpoint("status", {
     subject: subjects.workerControl(prefix),
     handler: (_err, msg) => msg.respond(encode(agents.map((a) => ({ ...a.status(kind), dropped: a.dropped })))),
