@@ -33,6 +33,22 @@ describe("controlTick", () => {
     queueSafety: 1.5,
   });
 
+  /**
+   * Epoch 1 of sd3.5-large-turbo → sd3.5-medium from a scripted policy on `n` workers at `qps`,
+   * then a slightly better candidate (→ sd3.5-large) that moves workers which only just loaded,
+   * asked 1 s later (dwell holds it). `light` and `heavy` are [workers, batch] of each; the
+   * candidate's are `held` (the same by default).
+   */
+  async function heldByDwell(n: number, qps: number, light: [number, number], heavy: [number, number], held: [[number, number], [number, number]] = [light, heavy]) {
+    const state = newControlState(1_000);
+    let next = scriptedDecision("sd35-large-turbo", "sd35-medium", 22.0, light, heavy);
+    const scripted: TickConfig = { ...config("hadis"), policy: async () => next };
+    const first = (await controlTick(state, { nowMs: 0, arrivalsQps: qps, queueDepth: {}, workers: workers(n), current: null }, scripted)).plan!;
+    next = scriptedDecision("sd35-large-turbo", "sd35-large", 21.99, ...held);
+    const second = await controlTick(state, { nowMs: 1_000, arrivalsQps: qps, queueDepth: {}, workers: workers(n), current: first }, scripted);
+    return { state, scripted, first, second };
+  }
+
   it("issues epoch 1 naming every live worker, then holds when nothing changes", async () => {
     const state = newControlState(2_000);
     const first = await controlTick(state, { nowMs: 0, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: null }, config("hadis"));
@@ -143,14 +159,8 @@ describe("controlTick", () => {
   });
 
   it("a worker dying while damping holds a new configuration re-homes its share in the configuration in force, not the held one", async () => {
-    const state = newControlState(1_000);
-    const decision = (light: string, heavy: string, fid: number) => scriptedDecision(light, heavy, fid, [4, 1], [4, 1]);
-    let next = decision("sd35-large-turbo", "sd35-medium", 22.0);
-    const scripted: TickConfig = { ...config("hadis"), policy: async () => next };
-    const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 1, queueDepth: {}, workers: workers(8), current: null }, scripted)).plan!;
     // A slightly better configuration that moves workers which only just loaded: held by dwell.
-    next = decision("sd35-large-turbo", "sd35-large", 21.99);
-    const held = await controlTick(state, { nowMs: 1_000, arrivalsQps: 1, queueDepth: {}, workers: workers(8), current: first }, scripted);
+    const { state, scripted, first, second: held } = await heldByDwell(8, 1, [4, 1], [4, 1]);
     expect(held.plan).toBeNull();
     expect(held.held).toMatch(/held/);
     // w07 dies meanwhile: its share moves now, within the configuration in force.
@@ -163,13 +173,8 @@ describe("controlTick", () => {
   });
 
   it("…but when the dead worker was its model's last, the policy's configuration is adopted (no model of the pair left unserved)", async () => {
-    const state = newControlState(1_000);
-    const decision = (light: string, heavy: string, fid: number, lightWorkers: number) => scriptedDecision(light, heavy, fid, [lightWorkers, 1], [3 - lightWorkers, 1]);
-    let next = decision("sd35-large-turbo", "sd35-medium", 22.0, 2);
-    const scripted: TickConfig = { ...config("hadis"), policy: async () => next };
-    const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 1, queueDepth: {}, workers: workers(3), current: null }, scripted)).plan!;
-    next = decision("sd35-large-turbo", "sd35-large", 21.99, 1);
-    expect((await controlTick(state, { nowMs: 1_000, arrivalsQps: 1, queueDepth: {}, workers: workers(3), current: first }, scripted)).plan).toBeNull();
+    const { state, scripted, first, second } = await heldByDwell(3, 1, [2, 1], [1, 1], [[1, 1], [2, 1]]);
+    expect(second.plan).toBeNull();
     const mediumWorker = Object.entries(first.assignment).find(([, m]) => m === "sd35-medium")![0];
     const alive = workers(3).filter((w) => w.id !== mediumWorker);
     const after = (await controlTick(state, { nowMs: 2_000, arrivalsQps: 1, queueDepth: {}, workers: alive, current: first }, scripted)).plan!;
@@ -179,13 +184,8 @@ describe("controlTick", () => {
 
   it("judges the plan in force as it runs on the workers alive: one that falls short without a dead worker is replaced, not re-issued short", async () => {
     // sd3.5-medium at 4 workers carries 3.08 qps; at 8 qps the heavy share 0.36 asks 2.88 of it.
-    const state = newControlState(1_000);
-    const decision = (light: string, heavy: string, fid: number) => scriptedDecision(light, heavy, fid, [4, 1], [4, 1]);
-    let next = decision("sd35-large-turbo", "sd35-medium", 22.0);
-    const scripted: TickConfig = { ...config("hadis"), policy: async () => next };
-    const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 8, queueDepth: {}, workers: workers(8), current: null }, scripted)).plan!;
-    next = decision("sd35-large-turbo", "sd35-large", 21.99);
-    expect((await controlTick(state, { nowMs: 1_000, arrivalsQps: 8, queueDepth: {}, workers: workers(8), current: first }, scripted)).plan).toBeNull();
+    const { state, scripted, first, second } = await heldByDwell(8, 8, [4, 1], [4, 1]);
+    expect(second.plan).toBeNull();
     // A medium worker dies inside the dwell: 3 left carry 2.31 qps, short of 2.88.
     const mediumWorker = Object.entries(first.assignment).find(([, m]) => m === "sd35-medium")![0];
     const out = await controlTick(state, { nowMs: 2_000, arrivalsQps: 8, queueDepth: {}, workers: workers(8).filter((w) => w.id !== mediumWorker), current: first }, scripted);
@@ -208,15 +208,9 @@ describe("controlTick", () => {
   });
 
   it("a plan damping keeps in force is re-issued within a batch cap reported meanwhile, on the same workers", async () => {
-    const state = newControlState(1_000);
-    const decision = (light: string, heavy: string, fid: number) => scriptedDecision(light, heavy, fid, [4, 4], [4, 2]);
-    let next = decision("sd35-large-turbo", "sd35-medium", 22.0);
-    const scripted: TickConfig = { ...config("hadis"), policy: async () => next };
-    const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 1, queueDepth: {}, workers: workers(8), current: null }, scripted)).plan!;
-    expect(first.models["sd35-large-turbo"].batchSize).toBe(4);
     // A slightly better configuration that moves workers which only just loaded: held by dwell...
-    next = decision("sd35-large-turbo", "sd35-large", 21.99);
-    const quiet = await controlTick(state, { nowMs: 1_000, arrivalsQps: 1, queueDepth: {}, workers: workers(8), current: first }, scripted);
+    const { state, scripted, first, second: quiet } = await heldByDwell(8, 1, [4, 4], [4, 2]);
+    expect(first.models["sd35-large-turbo"].batchSize).toBe(4);
     expect(quiet.plan).toBeNull();
     // ...and still held when the light model's workers find batches above 2 fail: the plan in
     // force goes out again at batch 2, nobody moved, the held configuration not adopted.
