@@ -2,6 +2,7 @@
  * Message schemas of every HADIS subject, validated at the edge, with their inferred types.
  * Every internal message carries the protocol version `v`; on `hadis.generate` it is optional.
  */
+import { TOKEN } from "./subjects.ts";
 import { z } from "zod";
 
 /** The protocol version this build speaks. */
@@ -34,14 +35,14 @@ export const WorkerStates = {
 /** One of the worker states. */
 export type WorkerState = (typeof WorkerStates)[keyof typeof WorkerStates];
 
-const modelName = z.string().max(64).regex(/^[A-Za-z0-9][A-Za-z0-9_-]*$/, "model names are one subject token");
+const modelName = z.string().max(64).regex(TOKEN, "model names are one subject token");
 const version = z.literal(PROTOCOL_VERSION);
 const bytes = z.custom<Uint8Array>((value) => value instanceof Uint8Array, "expected bytes");
 const nonNegMs = z.number().finite().nonnegative();
 /** A request id as routers make them (22 characters, or a keyed request's 34). */
 const requestId = z.string().min(1).max(128);
 /** A worker's or router's id: one subject token (its heartbeats and stats are published under it). */
-const serviceId = z.string().max(128).regex(/^[A-Za-z0-9][A-Za-z0-9_-]*$/, "worker and router ids are one subject token");
+const serviceId = z.string().max(128).regex(TOKEN, "worker and router ids are one subject token");
 
 /** `hadis.generate` request (from any client). */
 export const GenerateRequestSchema = z.strictObject({

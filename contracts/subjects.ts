@@ -6,7 +6,13 @@
 /** Prefix of every HADIS subject; a deployment may run several systems side by side by changing it. */
 export const DEFAULT_PREFIX = "hadis";
 
-const TOKEN = /^[A-Za-z0-9][A-Za-z0-9_-]*$/;
+/** One subject token: what model names, worker ids and router ids are. */
+export const TOKEN = /^[A-Za-z0-9][A-Za-z0-9_-]*$/;
+
+/** The sender a heartbeat or load report's subject names: its last token (`hadis.heartbeat.worker.<id>`). */
+export function senderOf(subject: string): string {
+  return subject.slice(subject.lastIndexOf(".") + 1);
+}
 
 /** Throws unless `token` is safe as one subject token (no dots, spaces or wildcards). */
 export function assertToken(token: string, what: string): string {

@@ -295,7 +295,7 @@ export class WorkerAgent {
         this.ports.log("worker.drop", { workerId: this.id, reason: "malformed", error: error.message });
         delivery.term();
         // Its router learns why now, when the item says where to, rather than at the deadline: an
-        // internal error to its caller (a router of another version, most likely; not the caller's fault).
+        // internal error to its caller (a router's bug or a field out of range: not the caller's fault).
         const to = addressOf(delivery.data);
         if (to) this.ports.publishResult(to.replyTo, errorResult(to, this.id, new HadisError("internal", `work item refused by worker ${this.id}: ${error.message}`)));
         continue;

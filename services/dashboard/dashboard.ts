@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { decode, parseRaw } from "../../contracts/envelope.ts";
 import { RouterStatsSchema, WorkerHeartbeatSchema } from "../../contracts/messages.ts";
-import type { Subjects } from "../../contracts/subjects.ts";
+import { senderOf, type Subjects } from "../../contracts/subjects.ts";
 import type { Logger } from "../lib/log.ts";
 import type { NatsConnection, Subscription } from "../lib/nats.ts";
 import { PlanView } from "../lib/plan-view.ts";
@@ -107,7 +107,8 @@ export async function startDashboard(opts: DashboardOptions): Promise<RunningDas
     nc.subscribe(subjects.routerStatsAll, {
       callback: (_e, m) => {
         try {
-          state.addRouterStats(decode(RouterStatsSchema, m.data, "router stats"), Date.now());
+          const report = decode(RouterStatsSchema, m.data, "router stats");
+          if (report.routerId === senderOf(m.subject)) state.addRouterStats(report, Date.now());
         } catch {
           /* ignored: not ours to judge */
         }
@@ -118,7 +119,7 @@ export async function startDashboard(opts: DashboardOptions): Promise<RunningDas
         try {
           const beat = decode(WorkerHeartbeatSchema, m.data, "heartbeat");
           // A heartbeat naming another worker than its subject is not listed (the manager refuses and counts it).
-          if (beat.workerId === m.subject.slice(m.subject.lastIndexOf(".") + 1)) state.addHeartbeat(beat, Date.now());
+          if (beat.workerId === senderOf(m.subject)) state.addHeartbeat(beat, Date.now());
         } catch {
           /* ignored: the manager counts what it refuses */
         }

@@ -189,11 +189,12 @@ export function recordEscalationSkipped(): void {
   escalationsSkipped.inc();
 }
 
-/** Records a request served a light image because its heavy generation failed. */
+/** Counts a light image served unjudged because the judge failed or did not answer in time. */
 export function recordJudgeFailure(): void {
   judgeFailures.inc();
 }
 
+/** Records a request served a light image because its heavy generation failed. */
 export function recordLightFallback(sentBy: "judge" | "router"): void {
   lightFallbacks.inc({ sent_by: sentBy });
 }

@@ -24,16 +24,19 @@ export function parseNatsServerVersion(text: string): [number, number, number] |
 const atLeast = (v: readonly number[], min: readonly number[]) => v[0] !== min[0] ? v[0] > min[0] : v[1] !== min[1] ? v[1] > min[1] : v[2] >= min[2];
 
 /** Path of a runnable nats-server, or null; throws for one older than `MIN_NATS_SERVER` (it would ignore settings the work queue relies on). */
-export function findNatsServer(): string | null {
-  for (const bin of candidates()) {
+export function findNatsServer(bins: readonly string[] = candidates()): string | null {
+  let tooOld: string | null = null;
+  for (const bin of bins) {
     const r = spawnSync(bin, ["--version"], { encoding: "utf8" });
     if (r.status !== 0) continue;
     const version = parseNatsServerVersion(r.stdout ?? "");
     if (version && !atLeast(version, MIN_NATS_SERVER)) {
-      throw new Error(`${bin} is nats-server ${version.join(".")}; HADIS needs ${MIN_NATS_SERVER.join(".")} or later (Debian 12's package is 2.9.10): install a newer one or point NATS_SERVER_BIN at it`);
+      tooOld ??= `${bin} is nats-server ${version.join(".")}`; // a newer one further down the list may do
+      continue;
     }
     return bin;
   }
+  if (tooOld) throw new Error(`${tooOld}; HADIS needs ${MIN_NATS_SERVER.join(".")} or later (Debian 12's package is 2.9.10): install a newer one or point NATS_SERVER_BIN at it`);
   return null;
 }
 
@@ -190,11 +193,12 @@ function assertDataDirFree(dataDir: string, confPath: string, pidPath: string): 
     try {
       process.kill(pid, 0); // alive, and no /proc to say what it runs: take it as ours
       commandLine = confPath;
-    } catch {
-      return; // gone (killed, the machine restarted): the dir is free
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EPERM") return; // gone (killed, the machine restarted): the dir is free
+      commandLine = confPath; // alive, another user's: take it as ours
     }
   }
   if (commandLine.includes(confPath)) {
-    throw new Error(`data dir ${dataDir} is in use by nats-server pid ${pid} (another \`npm start\`?): give this one its own with --data-dir, or stop that one`);
+    throw new Error(`data dir ${dataDir} is in use by nats-server pid ${pid} (another \`npm start\`?): give this one its own with --data-dir, or stop that one (${pidPath} names it; delete that file if pid ${pid} is not a nats-server of this data dir)`);
   }
 }

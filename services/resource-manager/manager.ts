@@ -7,7 +7,7 @@
 import { decode, encode } from "../../contracts/envelope.ts";
 import { asHadisError, HadisError } from "../../contracts/errors.ts";
 import { PROTOCOL_VERSION, RouterStatsSchema, WorkerHeartbeatSchema, type ManagerPlanReply, type Plan } from "../../contracts/messages.ts";
-import { ServiceNames, type Subjects } from "../../contracts/subjects.ts";
+import { senderOf, ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import { WorkerInventory } from "../../actors/control/inventory.ts";
 import { ModelFailures, type ModelFailureOptions } from "../../actors/control/model-failures.ts";
 import { BatchCaps } from "../../actors/control/batch-caps.ts";
@@ -119,7 +119,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     try {
       const message = read(m.data);
       const sender = "workerId" in message ? message.workerId : message.routerId;
-      const subjectSender = m.subject.slice(m.subject.lastIndexOf(".") + 1);
+      const subjectSender = senderOf(m.subject);
       if (sender !== subjectSender) throw new HadisError("invalid_request", `${kind}: sent as "${sender}" on the subject of "${subjectSender}"`);
       return message;
     } catch (err) {
@@ -128,6 +128,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
       return null;
     }
   };
+  const heartbeatFailed = throttled(log, "error", "manager.heartbeat_failed");
   const heartbeatOf = received("heartbeat", (data) => decode(WorkerHeartbeatSchema, data, "heartbeat"), throttled(log, "warn", "manager.bad_heartbeat"));
   const reportOf = received("router_stats", (data) => decode(RouterStatsSchema, data, "router stats"), throttled(log, "warn", "manager.bad_stats"));
 
@@ -145,7 +146,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
         // A new worker (or one leaving, one whose model fails, a lower batch cap) should not wait a whole tick.
         if ((!known || beat.state === "draining" || failing || capped) && !soon) soon = setTimeout(() => ((soon = null), void tick()), 200);
       } catch (err) {
-        log.error("manager.heartbeat_failed", { workerId: beat.workerId, error: (err as Error).message });
+        heartbeatFailed({ workerId: beat.workerId, error: (err as Error).message });
       }
     },
   });
@@ -172,9 +173,12 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     if (idle.length === 0) return;
     // Only items that have sat `purgeAfterMs` at least on a model without workers go: those queued
     // before the window began (by sequence; a window starts when the model loses its workers and
-    // again at each purge). A request queued there since (nowhere else to go) is not dropped
+    // again each time one ends). A request queued there since (nowhere else to go) is not dropped
     // under its caller before workers could come back.
-    const last = await opts.queue.lastSeq().catch(() => null);
+    const last = await opts.queue.lastSeq().then(
+      (seq) => (purgeOutage.works("sequence"), seq),
+      (err: unknown) => (purgeOutage.failed("sequence", { error: `work stream sequence unread, no purge window starts: ${(err as Error).message}` }), null),
+    );
     for (const model of idle) {
       const window = unserved[model];
       if (window && nowMs - window.sinceMs >= (opts.purgeAfterMs ?? 5_000) && (queueDepth[model] ?? 0) > 0) {

@@ -80,6 +80,9 @@ export interface RouterActorDeps {
   floor?: GenerationFloor;
 }
 
+/** Why a light image was not judged when the request had no time left for it (not a failure of the judge). */
+export const NO_TIME_TO_JUDGE = "no time left before the deadline to judge the light image";
+
 /** Time kept back from the deadline when waiting for the judge: enough to build and send the reply. */
 export const JUDGE_REPLY_MARGIN_MS = 25;
 
@@ -203,7 +206,7 @@ export function routerActors(deps: RouterActorDeps) {
     // Not waited for past the deadline: a judge that has not answered by then costs the verdict,
     // not the light image already made (the machine serves it when the judge fails).
     const timeout = Math.min(deps.judgeTimeoutMs, input.deadlineAtMs - Date.now() - JUDGE_REPLY_MARGIN_MS);
-    if (timeout < 1) throw new HadisError("judge_failed", "no time left before the deadline to judge the light image");
+    if (timeout < 1) throw new HadisError("judge_failed", NO_TIME_TO_JUDGE);
     const reply = await deps.nc.request(
       deps.subjects.judge,
       encode({ v: PROTOCOL_VERSION, requestId: input.requestId, prompt: input.prompt, model: input.model, image: input.image, planEpoch: input.planEpoch }),

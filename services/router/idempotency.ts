@@ -20,7 +20,21 @@ export function keyReused(): HadisError {
  * see the key writes it, the others compare. A bucket that cannot answer does not stop the
  * request (the check is lost, not the image).
  */
-export async function claimKeyFor(results: KV, requestId: string, fingerprint: string): Promise<void> {
+export async function claimKeyFor(results: KV, requestId: string, fingerprint: string, timeoutMs = CLAIM_TIMEOUT_MS): Promise<void> {
+  // A bucket slow to answer costs the check, not the request's deadline.
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
+  try {
+    await Promise.race([claim(results, requestId, fingerprint), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Longest wait for the results bucket to say whether a key is free. */
+export const CLAIM_TIMEOUT_MS = 1_000;
+
+async function claim(results: KV, requestId: string, fingerprint: string): Promise<void> {
   const key = claimKey(requestId);
   const bytes = new TextEncoder().encode(fingerprint);
   try {

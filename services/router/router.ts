@@ -17,7 +17,7 @@ import { PlanView } from "../lib/plan-view.ts";
 import { within, type RunningService } from "../lib/running.ts";
 import { claimKeyFor, fingerprintOf, IdempotencyCache, keyReused } from "./idempotency.ts";
 import { keyedRequestId, keyedSeed } from "../../actors/request/idempotent.ts";
-import { routerActors } from "./adapters.ts";
+import { NO_TIME_TO_JUDGE, routerActors } from "./adapters.ts";
 import { GenerationFloor } from "../../actors/routing/generation-floor.ts";
 import { recordEscalationSkipped, recordJudgeFailure, recordLightFallback } from "../lib/metrics.ts";
 import { refusal } from "../../actors/routing/admission.ts";
@@ -133,11 +133,13 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     if (prompt.length > MAX_PROMPT_CHARS) {
       throw new HadisError("prompt_too_long", `prompt has ${prompt.length} characters; the limit is ${MAX_PROMPT_CHARS}`, { field: "prompt" });
     }
-    serving.accepted = true;
-    // Demand is requests that could be served: bad input refused at the edge is not (a flood of it would read as load to the planner).
-    counters.arrivalsSinceReport++;
     const arrivedAtMs = Date.now();
     const run = async (): Promise<GenerateReply> => {
+      // Accepted: this request runs (or is refused for capacity, which counts). Demand and the SLO
+      // figures count it; bad input refused at the edge, a key reused for another request, and a
+      // retry answered from its first attempt do not (that attempt is counted).
+      serving.accepted = true;
+      counters.arrivalsSinceReport++;
       const key = request.idempotencyKey;
       const requestId = key ? keyedRequestId(key) : newInbox().slice(-22);
       const seed = request.seed ?? (key ? keyedSeed(key) : randomInt(0, 0xffffffff));
@@ -176,7 +178,8 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
           });
         }
         if (ended.ok && ended.escalationSkipped) recordEscalationSkipped();
-        if (ended.ok && ended.judgeError !== undefined) {
+        // (A request with no time left to judge did not ask the judge: not a failure of it.)
+        if (ended.ok && ended.judgeError !== undefined && ended.judgeError !== NO_TIME_TO_JUDGE) {
           recordJudgeFailure();
           judgeFailed({ requestId, error: ended.judgeError });
         }
@@ -191,27 +194,28 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
         actor.stop(); // abandoned: its queued work is removed (a finished actor is already stopped)
       }
     };
-    if (!request.idempotencyKey) return run();
+    const key = request.idempotencyKey;
+    if (!key) return run();
     const fingerprint = fingerprintOf(prompt, request.seed);
-    const previous = idempotency.get(request.idempotencyKey);
-    if (previous && previous.fingerprint !== fingerprint) throw keyReused();
-    if (previous) {
-      // The first attempt's reply, waited for no longer than this retry's own deadline.
-      const deadlineMs = deadlineOf(request, plans.current?.sloMs ?? opts.defaultSloMs);
-      if (!(await within(previous.value, deadlineMs))) {
+    const deadlineMs = deadlineOf(request, plans.current?.sloMs ?? opts.defaultSloMs);
+    // An attempt with this key may be running: its reply, waited for no longer than this retry's
+    // own deadline. If it fails meanwhile (its own deadline, say), this retry tries again, unless
+    // another retry already has (then that one is waited for): one run at a time per key.
+    for (let previous = idempotency.get(key); previous; previous = idempotency.get(key)) {
+      if (previous.fingerprint !== fingerprint) throw keyReused();
+      const leftMs = deadlineMs - (Date.now() - arrivedAtMs);
+      if (!(await within(previous.value, leftMs))) {
         throw new HadisError("deadline_exceeded", `the first request with this idempotency key was still running at this one's ${deadlineMs} ms deadline`);
       }
       try {
         return { ...(await previous.value), deduplicated: true };
       } catch {
-        // The first attempt failed meanwhile (its own deadline, say): this retry is what a failure
-        // is forgotten for, so it tries again, in the time it has left.
+        // (The cache forgot the failed attempt before this line runs: the loop sees what came after.)
       }
     }
     // Remembered before anything is awaited: a second attempt arriving meanwhile waits on this one.
-    const requestId = keyedRequestId(request.idempotencyKey);
-    const reply = claimKeyFor(results, requestId, fingerprint).then(run);
-    idempotency.set(request.idempotencyKey, reply, fingerprint);
+    const reply = claimKeyFor(results, keyedRequestId(key), fingerprint).then(run);
+    idempotency.set(key, reply, fingerprint);
     return reply;
   }
 

@@ -9,6 +9,7 @@ import type { RunningSystem } from "../../services/system.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import { claimKey, keyedRequestId, resultKey } from "../../actors/request/idempotent.ts";
 import { claimKeyFor, fingerprintOf } from "../../services/router/idempotency.ts";
+import { metricsText } from "../../services/lib/metrics.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION, type WorkItem } from "../../contracts/messages.ts";
 import { subjects } from "../../contracts/subjects.ts";
@@ -51,12 +52,16 @@ describe("a keyed retry after an attempt that ended without an image", () => {
     const again = await t.client.generate({ prompt: "a lighthouse at dusk", idempotencyKey: key, deadlineMs: 10_000 });
     expect(again.deduplicated).toBe(true);
     expect(again.requestId).toBe(retry.requestId);
-    // The same key for another prompt (or seed) is refused, not answered with this prompt's image.
+    // The same key for another prompt (or seed) is refused, not answered with this prompt's image,
+    // and, refused input, counts in no SLO figure.
+    const sloRequests = async () => Number(/^hadis_slo_requests_total (\S+)$/m.exec(await metricsText())?.[1] ?? 0);
+    const counted = await sloRequests();
     for (const other of [{ prompt: "a lighthouse at noon" }, { prompt: "a lighthouse at dusk", seed: 7 }]) {
       const reused = await t.client.generate({ ...other, idempotencyKey: key, deadlineMs: 10_000 }).catch((e: unknown) => e);
       expect(reused).toBeInstanceOf(HadisError);
       expect(reused).toMatchObject({ code: "invalid_request", details: { field: "idempotencyKey" } });
     }
+    expect(await sloRequests()).toBe(counted);
     // (Its surrounding spaces are not part of a prompt: the same request.)
     expect((await t.client.generate({ prompt: "  a lighthouse at dusk ", idempotencyKey: key, deadlineMs: 10_000 })).deduplicated).toBe(true);
   }, 40_000);

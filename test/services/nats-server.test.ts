@@ -27,13 +27,19 @@ describe("findNatsServer", () => {
     expect(parseNatsServerVersion("no version here")).toBeNull();
   });
 
-  it("refuses a server older than 2.9.0, naming it and what to do; takes 2.9.0 and later", () => {
+  it("refuses a server older than 2.9.0, naming it and what to do; takes 2.9.0 and later, and a newer one after an old one", () => {
     const old = fakeServer("nats-server: v2.8.4");
-    process.env.NATS_SERVER_BIN = old.bin;
-    expect(() => findNatsServer()).toThrow(/nats-server 2\.8\.4; HADIS needs 2\.9\.0 or later .*NATS_SERVER_BIN/);
     const fine = fakeServer("nats-server: v2.10.1");
-    process.env.NATS_SERVER_BIN = fine.bin;
-    expect(findNatsServer()).toBe(fine.bin);
-    for (const d of [old.dir, fine.dir]) rmSync(d, { recursive: true, force: true });
+    try {
+      expect(() => findNatsServer([old.bin])).toThrow(/nats-server 2\.8\.4; HADIS needs 2\.9\.0 or later .*NATS_SERVER_BIN/);
+      expect(findNatsServer([fine.bin])).toBe(fine.bin);
+      expect(findNatsServer([old.bin, fine.bin])).toBe(fine.bin);
+      expect(findNatsServer(["/nonexistent/nats-server"])).toBeNull();
+      // NATS_SERVER_BIN comes first in the default list.
+      process.env.NATS_SERVER_BIN = fine.bin;
+      expect(findNatsServer()).toBe(fine.bin);
+    } finally {
+      for (const d of [old.dir, fine.dir]) rmSync(d, { recursive: true, force: true });
+    }
   });
 });
