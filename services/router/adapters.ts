@@ -45,15 +45,15 @@ async function enqueueKeyed(deps: RouterActorDeps, model: string, data: Uint8Arr
   for (let attempt = 0; ; attempt++) {
     const ack = await deps.queue.publish(model, data, id, headers);
     if (!ack.duplicate || attempt >= 8 || canStillAnswer(await deps.queue.itemAt(ack.seq), Date.now())) return ack;
-    if (await hasStoredResult(deps, key)) return ack;
+    if (await storedResult(deps, key)) return ack;
     id = `${msgId}@${ack.seq}`;
   }
 }
 
-/** Whether a keyed request's stage has its image in the results bucket already. */
-async function hasStoredResult(deps: RouterActorDeps, key: string): Promise<boolean> {
+/** A keyed request's stage's result in the results bucket, if it is there already. */
+async function storedResult(deps: RouterActorDeps, key: string): Promise<Uint8Array | null> {
   const stored = await deps.results!.get(key).catch(() => null);
-  return stored?.operation === "PUT" && stored.value.length > 0;
+  return stored?.operation === "PUT" && stored.value.length > 0 ? stored.value : null;
 }
 
 /** What the router's actors need. */
@@ -167,10 +167,11 @@ export function routerActors(deps: RouterActorDeps) {
       const headers = stage ? deps.traces!.telemetry.inject(stage.spanContext()) : undefined;
       const data = encode(item);
       const keyed = isKeyed(input.requestId) && deps.results ? resultKey(input.requestId, input.stage) : null;
-      if (keyed && (await hasStoredResult(deps, keyed))) {
+      const stored = keyed ? await storedResult(deps, keyed) : null;
+      if (stored) {
         // A retry of a stage already answered (through any router, past JetStream's duplicate
-        // window too): its stored image, and no generation.
-        watchResult(deps, keyed, result);
+        // window too): its stored image, delivered as read (it may expire a moment later), and no generation.
+        deps.pending.deliver(stored);
       } else {
         const ack = keyed ? await enqueueKeyed(deps, model, data, msgId, keyed, headers) : await deps.queue.publish(model, data, msgId, headers);
         entry.seq = ack.seq;
