@@ -39,15 +39,20 @@ describe("a keyed retry after an attempt that ended without an image", () => {
     // the retry tries again rather than taking the first one's error.
     await new Promise((r) => setTimeout(r, 100));
     const retrying = t.client.generate({ prompt: "a lighthouse at dusk", idempotencyKey: key, deadlineMs: 10_000 });
+    // A second retry waiting too: when the first attempt fails, one of them runs and the other waits on it.
+    const alsoRetrying = t.client.generate({ prompt: "a lighthouse at dusk", idempotencyKey: key, deadlineMs: 10_000 });
     const first = await firstAttempt;
     expect(first).toBeInstanceOf(HadisError);
     expect((first as HadisError).code).toBe("deadline_exceeded");
     // Workers again (the manager assigns them when their heartbeats arrive).
     more = await startTestServices(t.server.url, { services: ["worker"], workers: 2, workerIdPrefix: "w-more" });
     expect(more.workers!.agents.filter((a) => a.status("x").state === "serving")).toHaveLength(2);
-    const retry = await retrying;
+    const [retry, other] = await Promise.all([retrying, alsoRetrying]);
     expect(retry.image.byteLength).toBeGreaterThan(0);
-    expect(retry.deduplicated).toBeUndefined();
+    expect([retry.deduplicated, other.deduplicated].filter(Boolean)).toHaveLength(1);
+    expect(Buffer.from(other.image).equals(Buffer.from(retry.image))).toBe(true);
+    // One generation for the two of them (the prompt is light-routed: one image).
+    expect(more.workers!.agents.reduce((n, a) => n + a.status("x").servedTotal, 0)).toBe(1);
     // The one after that finds the retry's image: served from the router's cache, not generated again.
     const again = await t.client.generate({ prompt: "a lighthouse at dusk", idempotencyKey: key, deadlineMs: 10_000 });
     expect(again.deduplicated).toBe(true);
