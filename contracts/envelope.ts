@@ -6,6 +6,7 @@ import { Packr } from "msgpackr";
 import type { z } from "zod";
 import { HadisError } from "./errors.ts";
 import { PROTOCOL_VERSION } from "./messages.ts";
+import { senderOf } from "./subjects.ts";
 
 /** Largest payload a service decodes, in bytes (NATS max_payload is set to match). */
 export const MAX_PAYLOAD_BYTES = 8 * 1024 * 1024;
@@ -83,4 +84,17 @@ export function validate<S extends z.ZodType>(schema: S, value: unknown, what: s
 /** Decodes and validates a message in one step. */
 export function decode<S extends z.ZodType>(schema: S, data: Uint8Array, what: string, encoding: Encoding = "msgpack"): z.infer<S> {
   return validate(schema, parseRaw(data, encoding), what);
+}
+
+/**
+ * Decodes a message published under its sender's id (a heartbeat, a router's load report) and
+ * checks that it names the sender its subject does: one that names another would add a worker or
+ * router nobody runs.
+ */
+export function decodeFromSender<S extends z.ZodType>(schema: S, m: { subject: string; data: Uint8Array }, what: string, senderIn: (message: z.infer<S>) => string): z.infer<S> {
+  const message = decode(schema, m.data, what);
+  const named = senderIn(message);
+  const subjectSender = senderOf(m.subject);
+  if (named !== subjectSender) throw new HadisError("invalid_request", `${what}: sent as "${named}" on the subject of "${subjectSender}"`);
+  return message;
 }

@@ -228,8 +228,10 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   const inForce = current ? withinCaps(configurationOf(current, obs.workers)) : null;
   /** That, as a plan: what shortfall and damping judge (not the plan as written, with its dead workers and capped batches). */
   const running = current && inForce ? { ...current, models: inForce.models } : null;
-  /** The plan in force, run as it is now, leaves a model of its pair without a worker, or falls short of the demand. */
-  const runningShort = running !== null && ([running.pair.light, running.pair.heavy].some((m) => (running.models[m]?.workers ?? 0) === 0) || planShortfall(running, demandQps, config.profiles, delays) !== null);
+  /** The plan in force, run as it is now, leaves a model of its pair without a worker (its last one died)... */
+  const pairUnserved = running !== null && [running.pair.light, running.pair.heavy].some((m) => (running.models[m]?.workers ?? 0) === 0);
+  /** ...or falls short of the demand. */
+  const runningShort = running !== null && (pairUnserved || planShortfall(running, demandQps, config.profiles, delays) !== null);
   if (current && inForce && (decision.solverStatus === "Error" || decision.solverStatus === "Timeout")) {
     // The configuration in force stays, on the workers alive now; unless that leaves a model of
     // its pair unserved or no longer covers the demand: then the degraded decision the policy
@@ -284,9 +286,8 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   // Damping holds the new configuration, but the workers changed (or its batches are above the
   // caps): the configuration in force, on the workers alive now (a dead worker's share re-homed,
   // a joiner given work) and within the caps, not the held one.
-  const kept = planOf({ ...inForce!, reason: `${verdict.reason}; configuration of epoch ${current!.epoch} on the workers alive now${suffix}` });
   // Unless that leaves a model of the pair without a worker (its last one died): then the
   // policy's configuration for the workers alive now, which gives every model it uses one.
-  const unserved = [kept.pair.light, kept.pair.heavy].some((m) => (kept.models[m]?.workers ?? 0) === 0);
-  return unserved ? adopt(candidate, verdict) : adopt(kept, verdict);
+  if (pairUnserved) return adopt(candidate, verdict);
+  return adopt(planOf({ ...inForce!, reason: `${verdict.reason}; configuration of epoch ${current!.epoch} on the workers alive now${suffix}` }), verdict);
 }

@@ -99,7 +99,7 @@ export function resizeBicubic(image: RgbImage, width: number, height: number): R
 }
 
 /** Longest side over shortest side of an image the judge takes. */
-export const MAX_CLIP_ASPECT = 16;
+const MAX_CLIP_ASPECT = 16;
 
 /**
  * CLIP pixel values `[3, 224, 224]` (CHW float32) from an RGB image: shortest side to 224

@@ -5,6 +5,7 @@
  */
 import { createHash } from "node:crypto";
 import { decode } from "../../contracts/envelope.ts";
+import { HadisError } from "../../contracts/errors.ts";
 import { WorkItemSchema } from "../../contracts/messages.ts";
 
 const PREFIX = "k-";
@@ -22,6 +23,16 @@ export function keyedSeed(idempotencyKey: string): number {
 /** True for the request id of a keyed request. */
 export function isKeyed(requestId: string): boolean {
   return requestId.startsWith(PREFIX);
+}
+
+/** What a keyed request asks, as the caller gave it (a retry asks the same; its deadline may be what is left): 32 hex. */
+export function fingerprintOf(prompt: string, seed: number | undefined): string {
+  return createHash("sha256").update(JSON.stringify([prompt, seed ?? null])).digest("hex").slice(0, 32);
+}
+
+/** The error of a key reused for another request. */
+export function keyReused(): HadisError {
+  return new HadisError("invalid_request", "this idempotency key was used for another request (prompt or seed) in the last 10 minutes: a retry must repeat its request, a new request needs a new key", { field: "idempotencyKey" });
 }
 
 /** The results-bucket key under which a keyed request's first router records what it asked (`claimKey`). */

@@ -8,6 +8,7 @@ import { assign, fromPromise, setup } from "xstate";
 import { asHadisError, HadisError } from "../../contracts/errors.ts";
 import { Routes, type StageTimings } from "../../contracts/messages.ts";
 import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RequestOutcome, RouteDecision, Stage } from "./types.ts";
+import { REPLY_MARGIN_MS } from "./types.ts";
 
 /** Input of one request machine. */
 export interface RequestInput {
@@ -60,9 +61,6 @@ const generationTime = (ctx: Context, out: GenerateOutcome) => {
   return { execMs: out.execMs, waitMs: Math.max(0, wallMs - out.execMs) };
 };
 
-/** Time kept back from the deadline to serve an escalated request's light image when its heavy one has not come: enough to build and send the reply. */
-export const LIGHT_REPLY_MARGIN_MS = 25;
-
 /** The request machine; provide `route`, `generate` and `judge` actors before use. */
 export const RequestMachine = setup({
   types: {} as { context: Context; input: RequestInput; output: RequestOutcome },
@@ -75,7 +73,7 @@ export const RequestMachine = setup({
     deadline: ({ context }) => Math.max(0, context.deadlineAtMs - context.now()),
     // An escalated request stops waiting for its heavy image this long before the deadline: the
     // light image it has goes out in time (the reply's own building and sending take the margin).
-    lightBeforeDeadline: ({ context }) => Math.max(0, context.deadlineAtMs - LIGHT_REPLY_MARGIN_MS - context.now()),
+    lightBeforeDeadline: ({ context }) => Math.max(0, context.deadlineAtMs - REPLY_MARGIN_MS - context.now()),
   },
   guards: {
     // Nothing to judge for: the plan escalates nothing, or the heavy model already failed this request.
@@ -206,7 +204,7 @@ export const RequestMachine = setup({
           // error (the heavy work still queued is withdrawn as the generation stops).
           guard: ({ context }) => context.light !== undefined,
           target: "accepted",
-          actions: assign({ heavyError: () => `no heavy image ${LIGHT_REPLY_MARGIN_MS} ms before the deadline` }),
+          actions: assign({ heavyError: () => `no heavy image ${REPLY_MARGIN_MS} ms before the deadline` }),
         },
       },
       invoke: {

@@ -2,6 +2,12 @@
 import type { Route, StageTimings } from "../../contracts/messages.ts";
 
 /** A routing decision for one prompt under the plan in force. */
+/**
+ * Time kept back from a request's deadline to build and send its reply: the router stops waiting
+ * for the judge, and an escalated request for its heavy image, this long before it.
+ */
+export const REPLY_MARGIN_MS = 25;
+
 export interface RouteDecision {
   /** True when the prompt goes straight to the heavy model. */
   hard: boolean;

@@ -24,7 +24,7 @@ import { refusal } from "../routing/admission.ts";
 import { GenerationFloor } from "../routing/generation-floor.ts";
 import { acceptsLight } from "../judge/verdict.ts";
 import type { RouteDecision } from "../request/types.ts";
-import { LIGHT_REPLY_MARGIN_MS } from "../request/request-machine.ts";
+import { REPLY_MARGIN_MS } from "../request/types.ts";
 import { EventQueue } from "./event-queue.ts";
 import type { PlanMark, RequestRecord } from "./scoring.ts";
 
@@ -162,7 +162,7 @@ interface SimWorker {
 type SimEvent =
   | { kind: "arrival"; req: SimRequest }
   | { kind: "deadline"; req: SimRequest }
-  /** An escalated request's light image goes out this close to the deadline when the heavy one has not come (`LIGHT_REPLY_MARGIN_MS`). */
+  /** An escalated request's light image goes out this close to the deadline when the heavy one has not come (`REPLY_MARGIN_MS`). */
   | { kind: "lightBeforeDeadline"; req: SimRequest }
   | { kind: "judged"; req: SimRequest }
   | { kind: "batchDone"; worker: SimWorker }
@@ -467,7 +467,7 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
         if (acceptsLight(score, config.judge.thresholdFor(req.lightModel!, share), share)) serve(req, req.lightModel!, Routes.light);
         else if (req.deadlineAtMs - now >= floor.floorMs(req.decision!.pair.heavy)) {
           enqueue(req, "heavy", req.decision!.pair.heavy);
-          agenda.push(Math.max(now, req.deadlineAtMs - LIGHT_REPLY_MARGIN_MS), { kind: "lightBeforeDeadline", req });
+          agenda.push(Math.max(now, req.deadlineAtMs - REPLY_MARGIN_MS), { kind: "lightBeforeDeadline", req });
         } else {
           // The live router's escalation check: the heavy model cannot answer in the time left.
           result.escalationsSkipped++;

@@ -7,7 +7,7 @@
 import { asHadisError, HadisError, toWireError } from "../../contracts/errors.ts";
 import { runSplitting, type SplitOutcome } from "./bisect.ts";
 import { BatchRecord } from "./batch-record.ts";
-import { decode, parseRaw, validate } from "../../contracts/envelope.ts";
+import { parseRaw, validate } from "../../contracts/envelope.ts";
 import {
   PROTOCOL_VERSION,
   WorkItemAddressSchema,
@@ -287,8 +287,10 @@ export class WorkerAgent {
     const batch: { item: WorkItem; delivery: Delivery }[] = [];
     for (const delivery of deliveries) {
       let item: WorkItem;
+      let raw: unknown; // parsed once: the whole item, or what of it says where its result goes
       try {
-        item = decode(WorkItemSchema, delivery.data, "work item");
+        raw = parseRaw(delivery.data);
+        item = validate(WorkItemSchema, raw, "work item");
       } catch (err) {
         this.dropped.malformed++;
         const error = asHadisError(err);
@@ -296,7 +298,7 @@ export class WorkerAgent {
         delivery.term();
         // Its router learns why now, when the item says where to, rather than at the deadline: an
         // internal error to its caller (a router's bug or a field out of range: not the caller's fault).
-        const to = addressOf(delivery.data);
+        const to = raw === undefined ? null : addressOf(raw);
         if (to) this.ports.publishResult(to.replyTo, errorResult(to, this.id, new HadisError("internal", `work item refused by worker ${this.id}: ${error.message}`)));
         continue;
       }
@@ -406,9 +408,9 @@ export class WorkerAgent {
 }
 
 /** Where the result of an item that did not validate goes, when that much of it reads. */
-function addressOf(data: Uint8Array): WorkItemAddress | null {
+function addressOf(raw: unknown): WorkItemAddress | null {
   try {
-    return validate(WorkItemAddressSchema, parseRaw(data), "work item");
+    return validate(WorkItemAddressSchema, raw, "work item");
   } catch {
     return null;
   }

@@ -7,9 +7,9 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { decode, parseRaw } from "../../contracts/envelope.ts";
+import { decodeFromSender, parseRaw } from "../../contracts/envelope.ts";
 import { RouterStatsSchema, WorkerHeartbeatSchema } from "../../contracts/messages.ts";
-import { senderOf, type Subjects } from "../../contracts/subjects.ts";
+import type { Subjects } from "../../contracts/subjects.ts";
 import type { Logger } from "../lib/log.ts";
 import type { NatsConnection, Subscription } from "../lib/nats.ts";
 import { PlanView } from "../lib/plan-view.ts";
@@ -107,8 +107,7 @@ export async function startDashboard(opts: DashboardOptions): Promise<RunningDas
     nc.subscribe(subjects.routerStatsAll, {
       callback: (_e, m) => {
         try {
-          const report = decode(RouterStatsSchema, m.data, "router stats");
-          if (report.routerId === senderOf(m.subject)) state.addRouterStats(report, Date.now());
+          state.addRouterStats(decodeFromSender(RouterStatsSchema, m, "router stats", (r) => r.routerId), Date.now());
         } catch {
           /* ignored: not ours to judge */
         }
@@ -117,9 +116,8 @@ export async function startDashboard(opts: DashboardOptions): Promise<RunningDas
     nc.subscribe(subjects.workerHeartbeatAll, {
       callback: (_e, m) => {
         try {
-          const beat = decode(WorkerHeartbeatSchema, m.data, "heartbeat");
-          // A heartbeat naming another worker than its subject is not listed (the manager refuses and counts it).
-          if (beat.workerId === senderOf(m.subject)) state.addHeartbeat(beat, Date.now());
+          // (One naming another worker than its subject is not listed: the manager refuses and counts it.)
+          state.addHeartbeat(decodeFromSender(WorkerHeartbeatSchema, m, "heartbeat", (b) => b.workerId), Date.now());
         } catch {
           /* ignored: the manager counts what it refuses */
         }

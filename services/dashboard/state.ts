@@ -50,7 +50,7 @@ const SPAN_ID = /^[0-9a-f]{16}$/;
 const finite = (x: unknown): x is number => typeof x === "number" && Number.isFinite(x);
 
 /** Bounds of a span record kept: the sink subject is open to any publisher, and a record is kept for minutes. */
-export const RECORD_LIMITS = { name: 256, service: 128, error: 1_024, attributes: 64, key: 128, value: 1_024, arrayItems: 16, links: 32 };
+const RECORD_LIMITS = { name: 256, service: 128, error: 1_024, attributes: 64, key: 128, value: 1_024, arrayItems: 16, links: 32 };
 
 const cut = (x: string, n: number) => (x.length <= n ? x : x.slice(0, n) + "…");
 
@@ -64,6 +64,9 @@ function attributeValue(v: unknown): AttributeValue | undefined {
   if (typeof head[0] === "boolean") return head.filter((x): x is boolean => typeof x === "boolean");
   return head.filter((x): x is string => typeof x === "string").map((x) => cut(x, RECORD_LIMITS.value));
 }
+
+/** A link as the sinks write it: trace and span id. */
+const isLink = (l: unknown) => typeof l === "object" && l !== null && typeof (l as { t?: unknown }).t === "string" && TRACE_ID.test((l as { t: string }).t) && typeof (l as { s?: unknown }).s === "string" && SPAN_ID.test((l as { s: string }).s);
 
 /**
  * A span record as the services' sinks write it, copied within `RECORD_LIMITS`, or null when it is
@@ -79,7 +82,6 @@ export function spanRecordOf(x: unknown): SpanRecord | null {
   if (typeof r.n !== "string" || typeof r.sv !== "string" || !finite(r.k) || !finite(r.st) || !finite(r.d) || r.d < 0) return null;
   if (typeof r.a !== "object" || r.a === null || Array.isArray(r.a)) return null;
   if (r.e !== undefined && typeof r.e !== "string") return null;
-  const isLink = (l: unknown) => typeof l === "object" && l !== null && typeof (l as { t?: unknown }).t === "string" && TRACE_ID.test((l as { t: string }).t) && typeof (l as { s?: unknown }).s === "string" && SPAN_ID.test((l as { s: string }).s);
   if (r.l !== undefined && !(Array.isArray(r.l) && r.l.every(isLink))) return null;
   const a: Attributes = {};
   let kept = 0;
@@ -133,7 +135,7 @@ export interface DashboardLimits {
   workers: number;
 }
 
-export const DASHBOARD_LIMITS: DashboardLimits = { traces: 2_000, spansPerTrace: 512, spanBytes: 64 * 1024 * 1024, requests: 300, seconds: 600, workerSilenceMs: 10_000, workers: 1_024 };
+const DASHBOARD_LIMITS: DashboardLimits = { traces: 2_000, spansPerTrace: 512, spanBytes: 64 * 1024 * 1024, requests: 300, seconds: 600, workerSilenceMs: 10_000, workers: 1_024 };
 
 /** The dashboard's model of the running system. */
 export class DashboardState {

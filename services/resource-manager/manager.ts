@@ -4,13 +4,14 @@
  * → damping) and publishes a new plan epoch to KV when it adopts a change. A failing tick is
  * logged, never fatal; a restarted manager continues from the plan and epoch in KV.
  */
-import { decode, encode } from "../../contracts/envelope.ts";
-import { asHadisError, HadisError } from "../../contracts/errors.ts";
+import { decodeFromSender, encode } from "../../contracts/envelope.ts";
+import { asHadisError } from "../../contracts/errors.ts";
 import { PROTOCOL_VERSION, RouterStatsSchema, WorkerHeartbeatSchema, type ManagerPlanReply, type Plan } from "../../contracts/messages.ts";
-import { senderOf, ServiceNames, type Subjects } from "../../contracts/subjects.ts";
+import { ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import { WorkerInventory } from "../../actors/control/inventory.ts";
 import { ModelFailures, type ModelFailureOptions } from "../../actors/control/model-failures.ts";
 import { BatchCaps } from "../../actors/control/batch-caps.ts";
+import { PurgeWindows } from "../../actors/control/purge-windows.ts";
 import { ArrivalRate } from "../../actors/control/arrivals.ts";
 import { controlTick, newControlState, noteSwaps, type TickConfig, type TickOutcome } from "../../actors/control/reconcile.ts";
 import { throttled, type Logger } from "../lib/log.ts";
@@ -115,13 +116,9 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
    * another sender than its subject does (it would add a worker or router nobody runs): counted,
    * and logged at most once a minute.
    */
-  const received = <T extends { workerId: string } | { routerId: string }>(kind: "heartbeat" | "router_stats", read: (data: Uint8Array) => T, warn: (fields: Record<string, unknown>) => void) => (m: { subject: string; data: Uint8Array }): T | null => {
+  const received = <T>(kind: "heartbeat" | "router_stats", read: (m: { subject: string; data: Uint8Array }) => T, warn: (fields: Record<string, unknown>) => void) => (m: { subject: string; data: Uint8Array }): T | null => {
     try {
-      const message = read(m.data);
-      const sender = "workerId" in message ? message.workerId : message.routerId;
-      const subjectSender = senderOf(m.subject);
-      if (sender !== subjectSender) throw new HadisError("invalid_request", `${kind}: sent as "${sender}" on the subject of "${subjectSender}"`);
-      return message;
+      return read(m);
     } catch (err) {
       recordRejected(kind);
       warn({ subject: m.subject, error: asHadisError(err).message });
@@ -129,8 +126,8 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     }
   };
   const heartbeatFailed = throttled(log, "error", "manager.heartbeat_failed");
-  const heartbeatOf = received("heartbeat", (data) => decode(WorkerHeartbeatSchema, data, "heartbeat"), throttled(log, "warn", "manager.bad_heartbeat"));
-  const reportOf = received("router_stats", (data) => decode(RouterStatsSchema, data, "router stats"), throttled(log, "warn", "manager.bad_stats"));
+  const heartbeatOf = received("heartbeat", (m) => decodeFromSender(WorkerHeartbeatSchema, m, "heartbeat", (b) => b.workerId), throttled(log, "warn", "manager.bad_heartbeat"));
+  const reportOf = received("router_stats", (m) => decodeFromSender(RouterStatsSchema, m, "router stats", (r) => r.routerId), throttled(log, "warn", "manager.bad_stats"));
 
   const beats = nc.subscribe(subjects.workerHeartbeatAll, {
     callback: (_e, m) => {
@@ -157,8 +154,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     },
   });
 
-  /** Models the plan gives no workers: since when the current window runs, and the work stream's next sequence then (items from then on are newer). */
-  const unserved: Record<string, { sinceMs: number; beforeSeq: number }> = {};
+  const purgeWindows = new PurgeWindows(opts.purgeAfterMs ?? 5_000);
   const depthOutage = new OutageLog(log, "manager.queue_depth_unread", "manager.queue_depth_read_again");
   const purgeOutage = new OutageLog(log, "manager.purge_failed", "manager.purge_works_again");
   /**
@@ -168,28 +164,22 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
    */
   async function purgeAbandoned(nowMs: number, queueDepth: Record<string, number>): Promise<void> {
     const plan = plans.current;
-    const idle = models.filter((m) => plan && (plan.models[m]?.workers ?? 0) === 0);
-    for (const model of models) if (!idle.includes(model)) delete unserved[model];
-    if (idle.length === 0) return;
-    // Only items that have sat `purgeAfterMs` at least on a model without workers go: those queued
-    // before the window began (by sequence; a window starts when the model loses its workers and
-    // again each time one ends). A request queued there since (nowhere else to go) is not dropped
-    // under its caller before workers could come back.
-    const last = await opts.queue.lastSeq().then(
+    const idle = plan ? models.filter((m) => (plan.models[m]?.workers ?? 0) === 0) : [];
+    const { ended, starting } = purgeWindows.due(idle, nowMs);
+    // The stream's sequence only when a window starts (one API call, not one a tick).
+    const last = starting.length === 0 ? null : await opts.queue.lastSeq().then(
       (seq) => (purgeOutage.works("sequence"), seq),
       (err: unknown) => (purgeOutage.failed("sequence", { error: `work stream sequence unread, no purge window starts: ${(err as Error).message}` }), null),
     );
-    for (const model of idle) {
-      const window = unserved[model];
-      if (window && nowMs - window.sinceMs >= (opts.purgeAfterMs ?? 5_000) && (queueDepth[model] ?? 0) > 0) {
-        const purged = await opts.queue.purge(model, window.beforeSeq).then(
-          (n) => (purgeOutage.works(model, { model }), n),
-          (err: unknown) => (purgeOutage.failed(model, { model, error: (err as Error).message }), 0),
-        );
-        if (purged > 0) log.info("manager.purged", { model, purged, reason: `queued before ${nowMs - window.sinceMs} ms without workers` });
-      }
-      if (last !== null && (!window || nowMs - window.sinceMs >= (opts.purgeAfterMs ?? 5_000))) unserved[model] = { sinceMs: nowMs, beforeSeq: last + 1 };
+    for (const { model, beforeSeq, sinceMs } of ended) {
+      if ((queueDepth[model] ?? 0) === 0) continue;
+      const purged = await opts.queue.purge(model, beforeSeq).then(
+        (n) => (purgeOutage.works(model, { model }), n),
+        (err: unknown) => (purgeOutage.failed(model, { model, error: (err as Error).message }), 0),
+      );
+      if (purged > 0) log.info("manager.purged", { model, purged, reason: `queued before ${nowMs - sinceMs} ms without workers` });
     }
+    if (last !== null) purgeWindows.open(starting, last, nowMs);
   }
 
   async function runTick(): Promise<TickOutcome | null> {

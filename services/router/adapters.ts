@@ -10,6 +10,7 @@ import { decode, encode, parseRaw } from "../../contracts/envelope.ts";
 import { JudgeReplySchema, PROTOCOL_VERSION, type WorkItem } from "../../contracts/messages.ts";
 import { Headers, type Subjects } from "../../contracts/subjects.ts";
 import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RouteDecision } from "../../actors/request/types.ts";
+import { REPLY_MARGIN_MS } from "../../actors/request/types.ts";
 import { decideRoute } from "../../actors/routing/route-policy.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
 import type { Logger } from "../lib/log.ts";
@@ -83,8 +84,6 @@ export interface RouterActorDeps {
 /** Why a light image was not judged when the request had no time left for it (not a failure of the judge). */
 export const NO_TIME_TO_JUDGE = "no time left before the deadline to judge the light image";
 
-/** Time kept back from the deadline when waiting for the judge: enough to build and send the reply. */
-export const JUDGE_REPLY_MARGIN_MS = 25;
 
 /** The route, generate and judge actors bound to NATS. */
 export function routerActors(deps: RouterActorDeps) {
@@ -206,7 +205,7 @@ export function routerActors(deps: RouterActorDeps) {
     const traced = deps.traces?.context(input.requestId);
     // Not waited for past the deadline: a judge that has not answered by then costs the verdict,
     // not the light image already made (the machine serves it when the judge fails).
-    const timeout = Math.min(deps.judgeTimeoutMs, input.deadlineAtMs - Date.now() - JUDGE_REPLY_MARGIN_MS);
+    const timeout = Math.min(deps.judgeTimeoutMs, input.deadlineAtMs - Date.now() - REPLY_MARGIN_MS);
     if (timeout < 1) throw new HadisError("judge_failed", NO_TIME_TO_JUDGE);
     const reply = await deps.nc.request(
       deps.subjects.judge,

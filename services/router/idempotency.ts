@@ -1,18 +1,7 @@
 /** Remembers replies by idempotency key for a while, so a retried request is generated once. */
-import { createHash } from "node:crypto";
-import { HadisError } from "../../contracts/errors.ts";
-import { claimKey } from "../../actors/request/idempotent.ts";
+import { claimKey, keyReused } from "../../actors/request/idempotent.ts";
 import type { KV } from "../lib/nats.ts";
-
-/** What a keyed request asks, as the caller gave it (a retry asks the same; its deadline may be what is left): 32 hex. */
-export function fingerprintOf(prompt: string, seed: number | undefined): string {
-  return createHash("sha256").update(JSON.stringify([prompt, seed ?? null])).digest("hex").slice(0, 32);
-}
-
-/** The error of a key reused for another request. */
-export function keyReused(): HadisError {
-  return new HadisError("invalid_request", "this idempotency key was used for another request (prompt or seed) in the last 10 minutes: a retry must repeat its request, a new request needs a new key", { field: "idempotencyKey" });
-}
+import { within } from "../lib/running.ts";
 
 /**
  * Records in the results bucket which request a key is for, so that every router can tell a
@@ -22,13 +11,8 @@ export function keyReused(): HadisError {
  */
 export async function claimKeyFor(results: KV, requestId: string, fingerprint: string, timeoutMs = CLAIM_TIMEOUT_MS): Promise<void> {
   // A bucket slow to answer costs the check, not the request's deadline.
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
-  try {
-    await Promise.race([claim(results, requestId, fingerprint), late]);
-  } finally {
-    clearTimeout(timer);
-  }
+  const claimed = claim(results, requestId, fingerprint);
+  if (await within(claimed, timeoutMs)) await claimed;
 }
 
 /** Longest wait for the results bucket to say whether a key is free. */

@@ -15,8 +15,8 @@ import { throttled, type Logger } from "../lib/log.ts";
 import { newInbox, openResultsBucket, replyError, replyWith, requestEncoding, startService, type NatsConnection, type ServiceMsg, type WorkQueue } from "../lib/nats.ts";
 import { PlanView } from "../lib/plan-view.ts";
 import { within, type RunningService } from "../lib/running.ts";
-import { claimKeyFor, fingerprintOf, IdempotencyCache, keyReused } from "./idempotency.ts";
-import { keyedRequestId, keyedSeed } from "../../actors/request/idempotent.ts";
+import { claimKeyFor, IdempotencyCache } from "./idempotency.ts";
+import { fingerprintOf, keyedRequestId, keyedSeed, keyReused } from "../../actors/request/idempotent.ts";
 import { NO_TIME_TO_JUDGE, routerActors } from "./adapters.ts";
 import { GenerationFloor } from "../../actors/routing/generation-floor.ts";
 import { recordEscalationSkipped, recordJudgeFailure, recordLightFallback } from "../lib/metrics.ts";
@@ -134,17 +134,15 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       throw new HadisError("prompt_too_long", `prompt has ${prompt.length} characters; the limit is ${MAX_PROMPT_CHARS}`, { field: "prompt" });
     }
     const arrivedAtMs = Date.now();
+    const key = request.idempotencyKey;
+    const requestId = key ? keyedRequestId(key) : newInbox().slice(-22);
     const run = async (): Promise<GenerateReply> => {
       // Accepted: this request runs (or is refused for capacity, which counts). Demand and the SLO
       // figures count it; bad input refused at the edge, a key reused for another request, and a
       // retry answered from its first attempt do not (that attempt is counted).
       serving.accepted = true;
       counters.arrivalsSinceReport++;
-      const key = request.idempotencyKey;
-      const requestId = key ? keyedRequestId(key) : newInbox().slice(-22);
       const seed = request.seed ?? (key ? keyedSeed(key) : randomInt(0, 0xffffffff));
-      // (A keyed retry may have waited on a first attempt that then failed: its deadline counts from its own arrival.)
-      const now = arrivedAtMs;
       const deadlineMs = deadlineOf(request, plans.current?.sloMs ?? opts.defaultSloMs);
       const refused = refusal(plans.current, counters.inFlight, deadlineMs);
       if (refused) {
@@ -153,7 +151,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       }
       serving.requestId = requestId;
       traces.bind(requestId, root, { "hadis.deadline_ms": deadlineMs, "hadis.seed": seed });
-      const actor = createActor(machine, { input: { requestId, prompt, seed, receivedAtMs: now, deadlineAtMs: now + deadlineMs, now: Date.now, heavyFloorMs } });
+      const actor = createActor(machine, { input: { requestId, prompt, seed, receivedAtMs: arrivedAtMs, deadlineAtMs: arrivedAtMs + deadlineMs, now: Date.now, heavyFloorMs } });
       const outcome = toPromise(actor);
       actor.start();
       // One abandon hook per request, dropped when it ends (a race against one shared promise
@@ -194,15 +192,16 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
         actor.stop(); // abandoned: its queued work is removed (a finished actor is already stopped)
       }
     };
-    const key = request.idempotencyKey;
     if (!key) return run();
     const fingerprint = fingerprintOf(prompt, request.seed);
     const deadlineMs = deadlineOf(request, plans.current?.sloMs ?? opts.defaultSloMs);
     // An attempt with this key may be running: its reply, waited for no longer than this retry's
     // own deadline. If it fails meanwhile (its own deadline, say), this retry tries again, unless
     // another retry already has (then that one is waited for): one run at a time per key.
+    let matched = false;
     for (let previous = idempotency.get(key); previous; previous = idempotency.get(key)) {
       if (previous.fingerprint !== fingerprint) throw keyReused();
+      matched = true;
       const leftMs = deadlineMs - (Date.now() - arrivedAtMs);
       if (!(await within(previous.value, leftMs))) {
         throw new HadisError("deadline_exceeded", `the first request with this idempotency key was still running at this one's ${deadlineMs} ms deadline`);
@@ -214,7 +213,8 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       }
     }
     // Remembered before anything is awaited: a second attempt arriving meanwhile waits on this one.
-    const reply = claimKeyFor(results, keyedRequestId(key), fingerprint).then(run);
+    // (One that matched an attempt here was claimed by it: the bucket would answer the same.)
+    const reply = matched ? run() : claimKeyFor(results, requestId, fingerprint).then(run);
     idempotency.set(key, reply, fingerprint);
     return reply;
   }

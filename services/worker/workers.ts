@@ -80,10 +80,24 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
       ),
     );
   }
+  const kind = backends[0]?.kind ?? "none";
+  // Registered before anything starts: a registration that fails leaves only the backends to close.
+  let service: Awaited<ReturnType<typeof startService>>;
+  try {
+    service = await startService(nc, {
+      name: ServiceNames.worker,
+      version: opts.version ?? "0.1.0",
+      description: `HADIS workers (${opts.count} × ${kind} backend)`,
+      metadata: { workers: agents.map((a) => a.id).join(","), backend: kind, protocol: String(PROTOCOL_VERSION) },
+    });
+  } catch (err) {
+    plans.close();
+    await Promise.all(backends.map((b) => b.close().catch(() => undefined)));
+    throw err;
+  }
   plans.onPlan((plan) => agents.forEach((a) => a.applyPlan(plan)));
   agents.forEach((a) => a.start());
 
-  const kind = backends[0]?.kind ?? "none";
   const swapsSeen = new Map<string, number>();
   const beat = () => {
     const statuses = agents.map((a) => a.status(kind));
@@ -98,22 +112,6 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
   const heartbeat = setInterval(beat, opts.heartbeatEveryMs ?? 1_000);
   heartbeat.unref();
 
-  let service: Awaited<ReturnType<typeof startService>>;
-  try {
-    service = await startService(nc, {
-      name: ServiceNames.worker,
-      version: opts.version ?? "0.1.0",
-      description: `HADIS workers (${opts.count} × ${kind} backend)`,
-      metadata: { workers: agents.map((a) => a.id).join(","), backend: kind, protocol: String(PROTOCOL_VERSION) },
-    });
-  } catch (err) {
-    // Not registered, so nobody will stop them: the agents (loading models already) and their backends go now.
-    clearInterval(heartbeat);
-    plans.close();
-    await Promise.all(agents.map((a) => a.stop().catch(() => undefined)));
-    await Promise.all(backends.map((b) => b.close().catch(() => undefined)));
-    throw err;
-  }
   service.addEndpoint("status", {
     subject: subjects.workerControl(prefix),
     handler: (_err, msg) => msg.respond(encode(agents.map((a) => ({ ...a.status(kind), dropped: a.dropped })))),

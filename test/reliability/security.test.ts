@@ -144,7 +144,8 @@ describe("per-role permissions", () => {
 
   it("a router records what an idempotency key is for (any router then refuses it for another prompt), and writes no image", async () => {
     const { Kvm } = await import("@nats-io/kv");
-    const { claimKeyFor, fingerprintOf } = await import("../../services/router/idempotency.ts");
+    const { claimKeyFor } = await import("../../services/router/idempotency.ts");
+    const { fingerprintOf } = await import("../../actors/request/idempotent.ts");
     const r = await as("router");
     const results = await new Kvm(r.nc).open("hadis-results");
     const requestId = `k-${"5".repeat(32)}`;
