@@ -206,8 +206,8 @@ export function samplerNamed(name: string, arg = 1): Sampler {
 function fromEnv(): TelemetryOptions {
   if (envFlag("OTEL_SDK_DISABLED") === "true") return { enabled: false };
   const otlpUrl = envFlag("OTEL_TRACES_EXPORTER") === "none" ? null : otlpUrlFromEnv();
-  const hadis = envFlag("HADIS_TRACING");
-  const enabled = hadis === "on" || hadis === "true" || hadis === "1" || (hadis !== "off" && otlpUrl !== null);
+  const hadis = hadisTracingSwitch();
+  const enabled = hadis === "on" || (hadis !== "off" && otlpUrl !== null);
   const sink = envFlag("HADIS_SPAN_SINK");
   const rate = envFlag("HADIS_SPAN_SINK_RATE");
   const perSecond = rate === undefined ? undefined : rate === "all" ? Infinity : Number(rate);
@@ -265,8 +265,13 @@ export function tracingEnabled(): boolean {
 
 /** The environment turns tracing off (`OTEL_SDK_DISABLED=true`, or `HADIS_TRACING=off`): nothing may turn it on. */
 export function tracingOptedOut(): boolean {
-  const hadis = envFlag("HADIS_TRACING");
-  return envFlag("OTEL_SDK_DISABLED") === "true" || hadis === "off" || hadis === "false" || hadis === "0";
+  return envFlag("OTEL_SDK_DISABLED") === "true" || hadisTracingSwitch() === "off";
+}
+
+/** `HADIS_TRACING`, read one way wherever it is read: on (`on`, `true`, `1`), off (`off`, `false`, `0`) or unset. */
+function hadisTracingSwitch(): "on" | "off" | undefined {
+  const v = envFlag("HADIS_TRACING");
+  return v === "on" || v === "true" || v === "1" ? "on" : v === "off" || v === "false" || v === "0" ? "off" : undefined;
 }
 
 /** Flushes every exporter (tests, shutdown). */

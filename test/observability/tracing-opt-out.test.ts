@@ -43,4 +43,11 @@ describe("the dashboard and the environment's tracing switch", () => {
     // Off despite a receiver: nothing exported either.
     expect(await tracingUnder({ HADIS_TRACING: "off", OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:9/" })).toBe(false);
   });
+
+  it("reads every spelling of off the same way, an OTLP endpoint set or not", async () => {
+    for (const off of ["false", "0", "OFF"]) {
+      expect(await tracingUnder({ HADIS_TRACING: off })).toBe(false);
+      expect(await tracingUnder({ HADIS_TRACING: off, OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:9/" })).toBe(false);
+    }
+  });
 });
