@@ -7,28 +7,36 @@ import { within } from "../lib/running.ts";
  * Records in the results bucket which request a key is for, so that every router can tell a
  * retry from a key reused for another request (refused with `keyReused`): the first router to
  * see the key writes it, the others compare. A bucket that cannot answer does not stop the
- * request (the check is lost, not the image).
+ * request (the check is lost, not the image): `unchecked` hears why.
  */
-export async function claimKeyFor(results: KV, requestId: string, fingerprint: string, timeoutMs = CLAIM_TIMEOUT_MS): Promise<void> {
+export async function claimKeyFor(results: KV, requestId: string, fingerprint: string, unchecked: (reason: string) => void = () => {}, timeoutMs = CLAIM_TIMEOUT_MS): Promise<void> {
   // A bucket slow to answer costs the check, not the request's deadline.
-  const claimed = claim(results, requestId, fingerprint);
+  const claimed = claim(results, requestId, fingerprint, unchecked);
   if (await within(claimed, timeoutMs)) await claimed;
+  else unchecked(`the results bucket did not answer within ${timeoutMs} ms`);
 }
 
 /** Longest wait for the results bucket to say whether a key is free. */
 export const CLAIM_TIMEOUT_MS = 1_000;
 
-async function claim(results: KV, requestId: string, fingerprint: string): Promise<void> {
+async function claim(results: KV, requestId: string, fingerprint: string, unchecked: (reason: string) => void): Promise<void> {
   const key = claimKey(requestId);
   const bytes = new TextEncoder().encode(fingerprint);
+  let refusal: unknown;
   try {
     await results.create(key, bytes);
     return;
-  } catch {
+  } catch (err) {
     // Written already (by the first attempt, through any router), or the bucket cannot answer.
+    refusal = err;
   }
   const held = await results.get(key).catch(() => null);
-  if (held?.operation === "PUT" && held.value.length > 0 && new TextDecoder().decode(held.value) !== fingerprint) throw keyReused();
+  if (held?.operation === "PUT" && held.value.length > 0) {
+    if (new TextDecoder().decode(held.value) !== fingerprint) throw keyReused();
+    return;
+  }
+  // Neither written nor there to read: a bucket that is down, or a user not allowed to write it.
+  unchecked((refusal as Error)?.message ?? String(refusal));
 }
 
 /** What an entry remembers: the reply (or the reply in progress) and what the request asked. */

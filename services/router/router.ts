@@ -105,6 +105,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   });
   /** A judge outage fails every light request's verdict: one line a minute says so (the metric counts each). */
   const judgeFailed = throttled(log, "warn", "router.judge_failed");
+  const keyUnchecked = throttled(log, "warn", "router.idempotency_key_unchecked");
   const idempotency = new IdempotencyCache<GenerateReply>(100_000, 10 * 60_000, Date.now, { maxBytes: opts.idempotencyBytes ?? IDEMPOTENCY_BYTES, sizeOf: (r) => r.image.byteLength + 1_024 });
   const counters = { received: 0, replied: 0, errors: 0, refused: 0, inFlight: 0, arrivalsSinceReport: 0 };
   /** Outcomes since the last load report (the dashboard's served and SLO series). */
@@ -214,7 +215,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     }
     // Remembered before anything is awaited: a second attempt arriving meanwhile waits on this one.
     // (One that matched an attempt here was claimed by it: the bucket would answer the same.)
-    const reply = matched ? run() : claimKeyFor(results, requestId, fingerprint).then(run);
+    const reply = matched ? run() : claimKeyFor(results, requestId, fingerprint, (reason) => keyUnchecked({ requestId, reason })).then(run);
     idempotency.set(key, reply, fingerprint);
     return reply;
   }

@@ -1,6 +1,9 @@
 /** Per-request state the router keeps must go when its request does: the idempotency cache and the plan waiters. */
 import { describe, expect, it } from "vitest";
-import { IdempotencyCache } from "../../services/router/idempotency.ts";
+import { claimKeyFor, IdempotencyCache } from "../../services/router/idempotency.ts";
+import { fingerprintOf, keyedRequestId } from "../../actors/request/idempotent.ts";
+import { openResultsBucket, type KV } from "../../services/lib/nats.ts";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { PlanView } from "../../services/lib/plan-view.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 import { encode } from "../../contracts/envelope.ts";
@@ -52,6 +55,29 @@ describe("IdempotencyCache", () => {
     // 110 bytes now: the oldest finished one goes, the first set (it finished last).
     expect(cache.heldBytes).toBe(80);
     expect(["running", "k4", "k5"].filter((k) => cache.get(k))).toEqual(["k4", "k5"]);
+  });
+});
+
+describe("claimKeyFor: the idempotency key check", () => {
+  const t = useNatsServer("test-key-claim");
+
+  it("says why a key went unchecked when the results bucket is gone or does not answer, and says nothing when it checked", async () => {
+    const own = subjects("hclaim");
+    const results = await openResultsBucket(t.nc, own);
+    const reasons: string[] = [];
+    const requestId = keyedRequestId("k1");
+    await claimKeyFor(results, requestId, fingerprintOf("a red bicycle", undefined), (r) => reasons.push(r));
+    await claimKeyFor(results, requestId, fingerprintOf("a red bicycle", undefined), (r) => reasons.push(r)); // the retry: claimed by the first
+    expect(reasons).toEqual([]);
+    // The bucket deleted under the router (an operator's mistake, a lost stream): the request goes on, unchecked, and says so.
+    await (await jetstreamManager(t.nc)).streams.delete(`KV_${own.names.resultsBucket}`);
+    await claimKeyFor(results, keyedRequestId("k2"), fingerprintOf("a blue bicycle", undefined), (r) => reasons.push(r));
+    expect(reasons).toHaveLength(1);
+    expect(reasons[0]).toMatch(/stream not found|no responders|did not answer within 1000 ms/i);
+    // A bucket that never answers costs the check its timeout, not the request's deadline.
+    const silent = { create: () => new Promise(() => {}), get: () => new Promise(() => {}) } as unknown as KV;
+    await claimKeyFor(silent, keyedRequestId("k3"), "f", (r) => reasons.push(r), 50);
+    expect(reasons[1]).toBe("the results bucket did not answer within 50 ms");
   });
 });
 
