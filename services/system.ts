@@ -12,7 +12,7 @@ import { loadPromptAnalyzer } from "./lib/analyzer-files.ts";
 import type { ProfileSet } from "../actors/profile/profile-set.ts";
 import type { StaticConfig } from "../actors/control/static-policy.ts";
 import { createLogger, type Logger } from "./lib/log.ts";
-import { connectNats, DEFAULT_WORK_QUEUE, openPlanBucket, openResultsBucket, WorkQueue, type NatsConnection, type WorkQueueOptions } from "./lib/nats.ts";
+import { connectNats, DEFAULT_WORK_QUEUE, openPlanBucket, openResultsBucket, WorkQueue, type NatsConnection, type NatsTlsFiles, type WorkQueueOptions } from "./lib/nats.ts";
 import { loadProfiles } from "./lib/profiles.ts";
 import { sleep, type RunningService } from "./lib/running.ts";
 import { startRouter, type RunningRouter } from "./router/router.ts";
@@ -51,6 +51,8 @@ export interface SystemOptions {
   natsUrl: string | string[];
   /** NATS user and password of each service's connection (a user per role, see ops/nats/accounts.conf); none when absent. */
   credentials?: (service: ServiceKind) => NatsCredentials | undefined;
+  /** TLS files of every service's connection (a CA to trust; a client certificate and key for mutual TLS). */
+  tls?: NatsTlsFiles;
   /** JetStream replicas of the work stream and the plan bucket (3 on a 3-node cluster; default 1). */
   replicas?: number;
   /** Which services to run here (default: all four). */
@@ -121,7 +123,10 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
     const credentials = opts.credentials?.(kind);
     // A role's own user reads only its own inboxes (ops/nats/accounts.conf); a user shared by
     // every service keeps the default inboxes.
-    const nc = await connectNats(opts.natsUrl, name, credentials ? { user: credentials.user, pass: credentials.pass, ...(credentials.ownRole ? { inboxPrefix: inboxPrefixOf(kind) } : {}) } : {});
+    const nc = await connectNats(opts.natsUrl, name, {
+      ...(credentials ? { user: credentials.user, pass: credentials.pass, ...(credentials.ownRole ? { inboxPrefix: inboxPrefixOf(kind) } : {}) } : {}),
+      ...(opts.tls ? { tls: opts.tls } : {}),
+    });
     connections.push(nc);
     watches.push(new ConnectionWatch(nc, name));
     // Every PlanView opens the bucket with one replica: create it replicated first (it keeps its config).

@@ -3,7 +3,9 @@
  * `HADIS_<ROLE>_NATS_USER` / `_PASS` per role (ROUTER, WORKER, DISCRIMINATOR, RESOURCE_MANAGER),
  * else `HADIS_NATS_USER` / `HADIS_NATS_PASS` for every service of this process.
  */
+import { existsSync } from "node:fs";
 import { inboxPrefixOf } from "../../contracts/subjects.ts";
+import type { NatsTlsFiles } from "../lib/nats.ts";
 import type { NatsCredentials, ServiceKind } from "../system.ts";
 
 /** The credentials of a service kind, or undefined (no authentication). */
@@ -39,4 +41,27 @@ export function toolCredentials(env: NodeJS.ProcessEnv, role: "client" | "observ
     return { user, pass, ...(role === "observer" && prefix !== "HADIS_NATS" ? { inboxPrefix: inboxPrefixOf(role) } : {}) };
   }
   return undefined;
+}
+
+/**
+ * TLS of every NATS connection the command makes, from `HADIS_NATS_TLS_CA` (a CA file to trust
+ * beyond the system's) and `HADIS_NATS_TLS_CERT` with `HADIS_NATS_TLS_KEY` (a client certificate,
+ * for a server whose `tls {}` has `verify: true`); undefined when none is set. A URL needs
+ * `tls://` (or a server that requires TLS) for them to be used.
+ */
+export function natsTlsFromEnv(env: NodeJS.ProcessEnv = process.env): NatsTlsFiles | undefined {
+  const files: NatsTlsFiles = {};
+  for (const [field, name] of [["caFile", "HADIS_NATS_TLS_CA"], ["certFile", "HADIS_NATS_TLS_CERT"], ["keyFile", "HADIS_NATS_TLS_KEY"]] as const) {
+    const path = env[name];
+    if (!path) continue;
+    if (!existsSync(path)) throw new Error(`${name}=${path}: no such file`);
+    files[field] = path;
+  }
+  if (!files.certFile !== !files.keyFile) throw new Error(`HADIS_NATS_TLS_CERT and HADIS_NATS_TLS_KEY go together: ${files.certFile ? "HADIS_NATS_TLS_KEY" : "HADIS_NATS_TLS_CERT"} is not set`);
+  return Object.keys(files).length > 0 ? files : undefined;
+}
+
+/** The connection option for `files` (none without them). */
+export function tlsOption(files: NatsTlsFiles | undefined): { tls?: NatsTlsFiles } {
+  return files ? { tls: files } : {};
 }

@@ -3,7 +3,7 @@ import { writeFileSync } from "node:fs";
 import { HadisError } from "../../contracts/errors.ts";
 import { HadisClient } from "../lib/client.ts";
 import { connectNats } from "../lib/nats.ts";
-import { natsUrls, toolCredentials } from "./credentials.ts";
+import { natsTlsFromEnv, natsUrls, tlsOption, toolCredentials } from "./credentials.ts";
 
 /** Options of `hadis generate`. */
 export interface GenerateCommandOptions {
@@ -18,7 +18,7 @@ export interface GenerateCommandOptions {
 /** Sends the prompt and prints how it was served; exits non-zero on an error reply. */
 export async function generateCommand(prompt: string, opts: GenerateCommandOptions, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const credentials = toolCredentials(env, "client");
-  const nc = await connectNats(natsUrls(opts.nats), "hadis-cli", { maxReconnectAttempts: 0, timeout: 3_000, ...credentials }).catch((err) => {
+  const nc = await connectNats(natsUrls(opts.nats), "hadis-cli", { maxReconnectAttempts: 0, timeout: 3_000, ...credentials, ...tlsOption(natsTlsFromEnv(env)) }).catch((err) => {
     throw new Error(`cannot reach NATS at ${opts.nats} (${(err as Error).message}); is \`npm start\` running${credentials ? `, and are the credentials of ${credentials.user} right` : ""}?`);
   });
   try {

@@ -7,7 +7,7 @@ import { startMetricsServer } from "../lib/metrics.ts";
 import { STARTING, type Health } from "../lib/health.ts";
 import { DEFAULT_DASHBOARD_PORT, startDashboard } from "../dashboard/dashboard.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
-import { credentialsFromEnv, natsUrls } from "./credentials.ts";
+import { credentialsFromEnv, natsTlsFromEnv, natsUrls } from "./credentials.ts";
 import { startSystem, SERVICE_KINDS, type RunningSystem, type ServiceKind } from "../system.ts";
 import { staticConfigFor } from "../resource-manager/policies.ts";
 import type { StaticConfig } from "../../actors/control/static-policy.ts";
@@ -164,6 +164,7 @@ export async function serveCommand(kind: string, opts: RunOptions & { nats: stri
       ...backendOptions(opts),
       natsUrl: natsUrls(opts.nats),
       credentials: credentialsFromEnv(),
+      tls: natsTlsFromEnv(),
       replicas: opts.replicas,
       services: kind === "all" ? SERVICE_KINDS : [kind as ServiceKind],
       staticConfig,

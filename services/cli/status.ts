@@ -8,7 +8,7 @@ import { decode } from "../../contracts/envelope.ts";
 import { ManagerPlanReplySchema, WorkerHeartbeatSchema, type Plan, type WorkerHeartbeat } from "../../contracts/messages.ts";
 import { subjects as buildSubjects, type Subjects } from "../../contracts/subjects.ts";
 import { connectNats, type NatsConnection } from "../lib/nats.ts";
-import { natsUrls, toolCredentials } from "./credentials.ts";
+import { natsTlsFromEnv, natsUrls, tlsOption, toolCredentials } from "./credentials.ts";
 
 /** Options of `hadis status`. */
 export interface StatusCommandOptions {
@@ -104,7 +104,7 @@ export function formatStatus(s: SystemStatus): string {
  */
 export async function statusCommand(opts: StatusCommandOptions, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const credentials = toolCredentials(env, "observer");
-  const nc = await connectNats(natsUrls(opts.nats), "hadis-status", { maxReconnectAttempts: 0, timeout: 3_000, ...credentials }).catch((err) => {
+  const nc = await connectNats(natsUrls(opts.nats), "hadis-status", { maxReconnectAttempts: 0, timeout: 3_000, ...credentials, ...tlsOption(natsTlsFromEnv(env)) }).catch((err) => {
     throw new Error(`cannot reach NATS at ${opts.nats} (${(err as Error).message}); is \`npm start\` running${credentials ? `, and are the credentials of ${credentials.user} right` : ""}?`);
   });
   try {

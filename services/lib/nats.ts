@@ -36,6 +36,13 @@ export async function connectNats(servers: string | string[], name: string, extr
   });
 }
 
+/** TLS files of a NATS connection: a CA to trust, and a client certificate and key for mutual TLS. */
+export interface NatsTlsFiles {
+  caFile?: string;
+  certFile?: string;
+  keyFile?: string;
+}
+
 /** A new NATS header set. */
 export const newHeaders = natsHeaders;
 

@@ -198,6 +198,14 @@ describe("per-role permissions", () => {
   });
 });
 
+/** A folder with a self-signed certificate for 127.0.0.1 and localhost (`cert.pem`, `key.pem`); openssl makes it. */
+function selfSignedCertificate(): string {
+  const dir = mkdtempSync(join(tmpdir(), "hadis-tls-"));
+  const made = spawnSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", join(dir, "key.pem"), "-out", join(dir, "cert.pem"), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"], { encoding: "utf8" });
+  if (made.status !== 0) throw new Error(`openssl could not make a test certificate (apt-get install openssl): ${made.error?.message ?? made.stderr}`);
+  return dir;
+}
+
 describe("the operator configs", () => {
   it("ops/nats/secure.conf and the cluster node configs are valid with the role variables set, and refused without", () => {
     const { env } = generateCredentials();
@@ -212,9 +220,7 @@ describe("the operator configs", () => {
   });
 
   it("the documented tls {} block serves tls:// clients with a role user", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "hadis-tls-"));
-    const made = spawnSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", join(dir, "key.pem"), "-out", join(dir, "cert.pem"), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"]);
-    if (made.status !== 0) return void rmSync(dir, { recursive: true, force: true }); // no openssl here: nothing to check
+    const dir = selfSignedCertificate();
     const { credentials, env } = generateCredentials();
     const tls = `tls {\n  cert_file: "${join(dir, "cert.pem")}"\n  key_file: "${join(dir, "key.pem")}"\n  timeout: 2\n}`;
     const { secureConfigText } = await import("../helpers/secure.ts");
@@ -229,4 +235,37 @@ describe("the operator configs", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it("the CLI takes its CA and client certificate from HADIS_NATS_TLS_* (mutual TLS, verify: true), and says what is wrong without them", async () => {
+    const dir = selfSignedCertificate();
+    const { credentials, env } = generateCredentials();
+    const [cert, key] = [join(dir, "cert.pem"), join(dir, "key.pem")];
+    const tls = `tls {\n  cert_file: "${cert}"\n  key_file: "${key}"\n  ca_file: "${cert}"\n  verify: true\n  timeout: 2\n}`;
+    const { secureConfigText, roleEnv } = await import("../helpers/secure.ts");
+    const { spawnHadis } = await import("../helpers/processes.ts");
+    const server = await startNatsServer({ env, extraConfig: secureConfigText(tls) });
+    const observer = { [roleEnv("observer").user]: credentials.observer.user, [roleEnv("observer").pass]: credentials.observer.pass };
+    const status = async (tlsEnv: Record<string, string>) => {
+      const run = spawnHadis(["status", "--json", "--nats", `tls://127.0.0.1:${server.port}`], { ...observer, ...tlsEnv, HADIS_LOG: "error" });
+      return { code: await run.exited, output: run.output() };
+    };
+    try {
+      // Connected and read the (empty) system: no resource manager answers, exit 2.
+      const mutual = await status({ HADIS_NATS_TLS_CA: cert, HADIS_NATS_TLS_CERT: cert, HADIS_NATS_TLS_KEY: key });
+      expect(mutual.code).toBe(2);
+      expect(JSON.parse(mutual.output.trim().split("\n").at(-1)!)).toMatchObject({ manager: false });
+      // Trusting the server is not enough when it verifies clients.
+      const noCertificate = await status({ HADIS_NATS_TLS_CA: cert });
+      expect(noCertificate.code).toBe(1);
+      expect(noCertificate.output).toMatch(/cannot reach NATS/);
+      const half = await status({ HADIS_NATS_TLS_CA: cert, HADIS_NATS_TLS_CERT: cert });
+      expect(half.code).toBe(1);
+      expect(half.output).toMatch(/HADIS_NATS_TLS_CERT and HADIS_NATS_TLS_KEY go together: HADIS_NATS_TLS_KEY is not set/);
+      const missing = await status({ HADIS_NATS_TLS_CA: join(dir, "nope.pem") });
+      expect(missing.output).toMatch(/HADIS_NATS_TLS_CA=.*nope\.pem: no such file/);
+    } finally {
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 40_000);
 });
