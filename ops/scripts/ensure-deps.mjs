@@ -50,3 +50,9 @@ if (process.argv.includes("--test") && !existsSync("/usr/bin/chromium")) {
   aptInstall("chromium", " for the browser test");
   if (!existsSync("/usr/bin/chromium")) say("the dashboard's browser test needs Debian's chromium:  sudo apt-get install -y chromium");
 }
+
+// 4. For the tests: openssl, which makes the TLS tests' self-signed certificates.
+if (process.argv.includes("--test") && !["/usr/bin/openssl", "/bin/openssl"].some((p) => existsSync(p))) {
+  aptInstall("openssl", " for the TLS tests");
+  if (!existsSync("/usr/bin/openssl")) say("the TLS tests need openssl:  sudo apt-get install -y openssl");
+}
