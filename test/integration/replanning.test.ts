@@ -40,6 +40,5 @@ describe("re-planning under rising demand", () => {
     const all = [...quiet, ...busy];
     const failures = all.filter((r) => r.status === "rejected").map((r) => String((r as PromiseRejectedResult).reason));
     expect(failures).toEqual([]);
-    expect(t.system.routers[0].stats().orphanedResults).toBeGreaterThanOrEqual(0);
   }, 60_000);
 });

@@ -124,6 +124,7 @@ describe("steps", () => {
       return new Float32Array(3);
     };
     s.step(eps, 0, x0, noise);
+    expect(draws).toBe(1);
     s.step(eps, 1, x0, noise);
     expect(draws).toBe(1);
   });

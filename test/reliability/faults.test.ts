@@ -147,6 +147,8 @@ describe("faults", () => {
     await new Promise((r) => setTimeout(r, 30));
     first.child.kill("SIGKILL");
     const firstTry = await Promise.all(inFlight);
+    // The path under test: some requests were on the killed router and are answered on retry (about half of them go to each).
+    expect(firstTry.filter((r) => !r).length).toBeGreaterThan(0);
     const retried = await Promise.all(
       firstTry.map((reply, i) => reply ?? client.generate({ prompt: `a windmill ${i}`, idempotencyKey: `windmill-${i}`, deadlineMs: 20_000 })),
     );
@@ -156,6 +158,6 @@ describe("faults", () => {
     expect((await generations()) - generatedBefore).toBe(20);
     console.log(`router kill: 20 offered, ${firstTry.filter(Boolean).length} answered at once, ${firstTry.filter((r) => !r).length} answered on retry, 0 lost`);
     const after = await Promise.all(Array.from({ length: 10 }, (_, i) => client.generate({ prompt: `a barn ${i}`, deadlineMs: 20_000 })));
-    expect(after).toHaveLength(10);
+    expect(after.every((r) => r.image.byteLength > 0)).toBe(true);
   }, 90_000);
 });

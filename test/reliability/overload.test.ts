@@ -25,13 +25,15 @@ interface Step {
   servedDegraded: number;
   refused: number;
   sloViolations: number;
+  /** Requests that got no reply (the client's own wait ran out) or an error that is not a typed one. */
+  lost: number;
   maxInFlight: number;
   plans: string;
 }
 
 async function phase(step: string, qps: number, seconds: number): Promise<Step> {
   const sloMs = 6_000;
-  const out: Step = { step, qps, offered: 0, served: 0, servedDegraded: 0, refused: 0, sloViolations: 0, maxInFlight: 0, plans: "" };
+  const out: Step = { step, qps, offered: 0, served: 0, servedDegraded: 0, refused: 0, sloViolations: 0, lost: 0, maxInFlight: 0, plans: "" };
   const seen = new Set<string>();
   const calls: Promise<void>[] = [];
   let inFlight = 0;
@@ -56,6 +58,8 @@ async function phase(step: string, qps: number, seconds: number): Promise<Step> 
           if (performance.now() - started > sloMs) out.sloViolations++;
         })
         .catch((err: HadisError) => {
+          // The client says "no reply within" when its wait (past the deadline) runs out: nobody answered.
+          if (!(err instanceof HadisError) || err.message.startsWith("no reply within")) out.lost++;
           if (err.code === "overloaded") {
             out.refused++;
             expect(err.details.retryAfterMs).toBeGreaterThan(0);
@@ -91,8 +95,8 @@ describe("overload at 3x capacity", () => {
     expect(over.refused).toBeGreaterThan(over.offered * 0.3);
     expect(over.served).toBeGreaterThan(0);
     expect(over.servedDegraded).toBeGreaterThan(0);
-    // Nothing is lost: every request was served, refused or timed out with a typed error.
-    for (const s of steps) expect(s.served + s.refused + s.sloViolations).toBeGreaterThanOrEqual(s.offered);
+    // Nothing is lost: every request was served, or answered with a typed error (refused, timed out).
+    for (const s of steps) expect(s.lost).toBe(0);
     // Recovery: (almost) no refusals — the plan in force at the first arrivals may still be the
     // overload one — and a normal (not degraded) plan again.
     expect(recovered.refused).toBeLessThanOrEqual(Math.ceil(recovered.offered * 0.05));

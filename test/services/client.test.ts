@@ -7,11 +7,12 @@ import { HadisError, type ErrorCode } from "../../contracts/errors.ts";
 
 const t = useNatsServer("test-client-wait");
 
-/** A stand-in router that answers every request with `code`. */
+/** A stand-in router that answers every request with `code`; `asked()` counts the requests. */
 async function refusing(code: ErrorCode) {
-  const sub = t.nc.subscribe("hadis.generate", { callback: (_e, m) => void replyError(m, new HadisError(code, `stand-in says ${code}`), "msgpack") });
+  let asked = 0;
+  const sub = t.nc.subscribe("hadis.generate", { callback: (_e, m) => void (asked++, replyError(m, new HadisError(code, `stand-in says ${code}`), "msgpack")) });
   await t.nc.flush();
-  return sub;
+  return { unsubscribe: () => sub.unsubscribe(), asked: () => asked };
 }
 
 describe("HadisClient.waitUntilServing", () => {
@@ -33,5 +34,13 @@ describe("HadisClient.waitUntilServing", () => {
     expect((err as HadisError).code).toBe("overloaded");
     expect((err as Error).message).toMatch(/not serving after 800 ms/);
     expect(performance.now() - started).toBeGreaterThanOrEqual(800);
+    expect(sub.asked()).toBeGreaterThanOrEqual(3); // asked again every 200 ms, not once and then waited out
+  });
+
+  it("asks once for an answer waiting cannot change", async () => {
+    const sub = await refusing("invalid_request");
+    await new HadisClient(t.nc).waitUntilServing(2_000, 500).catch(() => undefined);
+    sub.unsubscribe();
+    expect(sub.asked()).toBe(1);
   });
 });
