@@ -23,7 +23,7 @@ import { PlanView } from "../lib/plan-view.ts";
 import { loadProfiles } from "../lib/profiles.ts";
 import { sleep } from "../lib/running.ts";
 import { startSystem, type RunningSystem } from "../system.ts";
-import { loadWorkload, policiesFor, renderTable, summarize, writePlots, writeReport, type E1Options, type PlanLog, type SystemSummary } from "./e1-report.ts";
+import { loadWorkload, policiesFor, sloOf, renderTable, summarize, writePlots, writeReport, type E1Options, type PlanLog, type SystemSummary } from "./e1-report.ts";
 
 /** Options of `hadis bench e1`. */
 export interface BenchE1Options extends E1Options {
@@ -130,6 +130,7 @@ async function workersSettled(system: RunningSystem, timeoutMs: number): Promise
 /** Runs `hadis bench e1`. */
 export async function benchE1Command(opts: BenchE1Options): Promise<void> {
   const profiles = loadProfiles();
+  const sloMs = sloOf(opts, profiles.pool);
   const { arrivals, prompts } = loadWorkload(opts);
   const embedded = opts.embedded || !opts.nats;
   const policies = embedded ? policiesFor(opts.policy) : [opts.policy === "all" ? "running" : opts.policy];
@@ -158,9 +159,9 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
         await workersSettled(system, 20_000);
       }
       try {
-        const run = await replayTrace({ natsUrl, arrivals, prompts, profiles, sloMs: opts.sloMs, label: policy, stopped: () => interrupted });
+        const run = await replayTrace({ natsUrl, arrivals, prompts, profiles, sloMs, label: policy, stopped: () => interrupted });
         const swaps = system?.workers ? system.workers.agents.reduce((s, a) => s + a.status("profile").swapsTotal, 0) : run.planSwaps;
-        const score = scoreRun({ policy, records: run.records, plans: run.plans, sloMs: opts.sloMs, fid: fidLookupFromProfiles(profiles) });
+        const score = scoreRun({ policy, records: run.records, plans: run.plans, sloMs, fid: fidLookupFromProfiles(profiles) });
         systems.push(summarize(policy, score, swaps, run.planLog));
         process.stderr.write(`${policy}: ${run.records.length} requests, ${run.planLog.length} plans${run.interrupted ? " (interrupted)" : ""}\n`);
       } finally {
@@ -172,11 +173,12 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
   }
   if (systems.length === 0) return;
   process.stdout.write(renderTable(systems) + "\n");
-  const report = { trace: opts.trace, sloMs: opts.sloMs, workers: opts.workers, timeScale: opts.timeScale, seed: opts.seed, mode: embedded ? "live-embedded" : `live ${opts.nats}`, systems };
+  // Against a running system its own workers and time scale apply: the report does not claim ours.
+  const report = { trace: opts.trace, sloMs, ...(embedded ? { workers: opts.workers, timeScale: opts.timeScale } : {}), mode: embedded ? "live-embedded" : `live ${opts.nats}`, systems };
   if (opts.json) process.stdout.write(`wrote ${writeReport(opts.json, report)}\n`);
   if (opts.plots ?? systems.length > 1) {
     const name = basename(opts.trace).replace(/\.[^.]+$/, "");
-    const paths = await writePlots(systems, `live-${name}`, `live, ${name}, ${opts.workers} workers, SLO ${opts.sloMs} ms`);
+    const paths = await writePlots(systems, `live-${name}`, `live, ${name}, ${embedded ? `${opts.workers} workers, ` : ""}SLO ${sloMs} ms`);
     process.stdout.write(`plots: ${paths.join(", ")}\n`);
   }
 }

@@ -6,24 +6,34 @@
 import { existsSync } from "node:fs";
 import { inboxPrefixOf } from "../../contracts/subjects.ts";
 import type { NatsTlsFiles } from "../lib/nats.ts";
-import type { NatsCredentials, ServiceKind } from "../system.ts";
+import { SERVICE_KINDS, type NatsCredentials, type ServiceKind } from "../system.ts";
 
-/** The credentials of a service kind, or undefined (no authentication). */
+/** The credentials of a service kind, or undefined (no authentication); a half-set pair is refused here, before anything connects. */
 export function credentialsFromEnv(env: NodeJS.ProcessEnv = process.env): ((kind: ServiceKind) => NatsCredentials | undefined) | undefined {
-  const any = Object.keys(env).some((k) => /^HADIS_([A-Z_]+_)?NATS_USER$/.test(k));
+  const any = Object.keys(env).some((k) => /^HADIS_([A-Z_]+_)?NATS_(USER|PASS)$/.test(k));
   if (!any) return undefined;
-  return (kind) => {
-    const role = kind.toUpperCase().replace(/-/g, "_");
-    const own = env[`HADIS_${role}_NATS_USER`] !== undefined;
-    const user = env[`HADIS_${role}_NATS_USER`] ?? env.HADIS_NATS_USER;
-    const pass = env[`HADIS_${role}_NATS_PASS`] ?? env.HADIS_NATS_PASS;
-    return user && pass ? { user, pass, ...(own ? { ownRole: true } : {}) } : undefined;
-  };
+  const byKind = new Map(SERVICE_KINDS.map((kind) => [kind, serviceCredentials(env, kind)]));
+  return (kind) => byKind.get(kind);
+}
+
+/** A role's user goes with the role's password, the shared one with the shared: a half-set pair is refused, not dropped. */
+function serviceCredentials(env: NodeJS.ProcessEnv, kind: ServiceKind): NatsCredentials | undefined {
+  const role = kind.toUpperCase().replace(/-/g, "_");
+  for (const prefix of [`HADIS_${role}_NATS`, "HADIS_NATS"]) {
+    const user = env[`${prefix}_USER`];
+    const pass = env[`${prefix}_PASS`];
+    if (!user && !pass) continue;
+    if (!user || !pass) throw new Error(`${prefix}_USER and ${prefix}_PASS go together: ${user ? `${prefix}_PASS` : `${prefix}_USER`} is not set`);
+    return { user, pass, ...(prefix !== "HADIS_NATS" ? { ownRole: true } : {}) };
+  }
+  return undefined;
 }
 
 /** `--nats a,b,c` → every URL of a cluster. */
 export function natsUrls(value: string): string | string[] {
   const urls = value.split(",").map((u) => u.trim()).filter(Boolean);
+  // (An empty list would quietly become the client library's default server.)
+  if (urls.length === 0) throw new Error(`--nats "${value}" names no server`);
   return urls.length === 1 ? urls[0] : urls;
 }
 

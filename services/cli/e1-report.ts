@@ -22,7 +22,8 @@ export interface E1Options {
   trace: string;
   prompts: string;
   policy: string;
-  sloMs: number;
+  /** Default: the pool's SLO at `timeScale` (`sloOf`). */
+  sloMs?: number;
   workers: number;
   timeScale: number;
   seed: number;
@@ -46,6 +47,11 @@ export interface PlanLog {
   expectedFid?: number;
   degraded: number;
   reason: string;
+}
+
+/** A run's latency objective: `--slo-ms`, else the pool's SLO at the run's time scale (60 s × 0.1 = 6,000 ms). */
+export function sloOf(opts: Pick<E1Options, "sloMs" | "timeScale">, pool: { sloMs: number }): number {
+  return opts.sloMs ?? pool.sloMs * opts.timeScale;
 }
 
 /** The policies `--policy` names (`all` = the nine). */
@@ -101,7 +107,7 @@ export function renderTable(systems: readonly SystemSummary[]): string {
 }
 
 /** Writes the JSON report; `full` keeps the per-window series. */
-export function writeReport(file: string, report: { trace: string; sloMs: number; workers: number; systems: SystemSummary[] } & Record<string, unknown>): string {
+export function writeReport(file: string, report: { trace: string; sloMs: number; workers?: number; systems: SystemSummary[] } & Record<string, unknown>): string {
   const path = resolve(file);
   mkdirSync(dirname(path), { recursive: true });
   writeFileSync(path, JSON.stringify(report, null, 2) + "\n");

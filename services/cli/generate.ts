@@ -1,9 +1,11 @@
 /** `hadis generate "<prompt>"`: one request, printed as a summary or as JSON. */
-import { writeFileSync } from "node:fs";
+import { accessSync, constants, existsSync, statSync, writeFileSync } from "node:fs";
+import { dirname, resolve } from "node:path";
 import { HadisError } from "../../contracts/errors.ts";
+import type { GenerateReply } from "../../contracts/messages.ts";
 import { HadisClient } from "../lib/client.ts";
-import { connectNats } from "../lib/nats.ts";
-import { natsTlsFromEnv, natsUrls, tlsOption, toolCredentials } from "./credentials.ts";
+import type { NatsConnection } from "../lib/nats.ts";
+import { connectTool, reportToolFailure, ToolFailure } from "./tool-connection.ts";
 
 /** Options of `hadis generate`. */
 export interface GenerateCommandOptions {
@@ -15,39 +17,76 @@ export interface GenerateCommandOptions {
   json?: boolean;
 }
 
-/** Sends the prompt and prints how it was served; exits non-zero on an error reply. */
+/**
+ * Sends the prompt and prints how it was served; exits 1 on an error reply or a local failure.
+ * With `--json` every outcome is one JSON object on stdout (`{"error": …}` for failures).
+ */
 export async function generateCommand(prompt: string, opts: GenerateCommandOptions, env: NodeJS.ProcessEnv = process.env): Promise<void> {
-  const credentials = toolCredentials(env, "client");
-  const nc = await connectNats(natsUrls(opts.nats), "hadis-cli", { maxReconnectAttempts: 0, timeout: 3_000, ...credentials, ...tlsOption(natsTlsFromEnv(env)) }).catch((err) => {
-    throw new Error(`cannot reach NATS at ${opts.nats} (${(err as Error).message}); is \`npm start\` running${credentials ? `, and are the credentials of ${credentials.user} right` : ""}?`);
-  });
+  let nc: NatsConnection | null = null;
   try {
+    // Checked before the request: a GPU's image must not be made for a file that cannot be written.
+    if (opts.out) checkWritable(opts.out);
+    nc = await connectTool(opts.nats, env, "client", "hadis-cli");
     const reply = await new HadisClient(nc).generate({
       prompt,
       ...(opts.deadlineMs !== undefined ? { deadlineMs: opts.deadlineMs } : {}),
       ...(opts.seed !== undefined ? { seed: opts.seed } : {}),
-      ...(opts.idempotencyKey ? { idempotencyKey: opts.idempotencyKey } : {}),
+      ...(opts.idempotencyKey !== undefined ? { idempotencyKey: opts.idempotencyKey } : {}),
     });
-    if (opts.out) writeFileSync(opts.out, reply.image);
-    if (opts.json) {
-      process.stdout.write(JSON.stringify({ ...reply, image: { bytes: reply.image.byteLength, format: reply.imageFormat } }) + "\n");
-      return;
+    let saved: string | null = null;
+    if (opts.out) {
+      try {
+        writeFileSync(opts.out, reply.image);
+        saved = opts.out;
+      } catch (err) {
+        process.exitCode = 1;
+        process.stderr.write(`cannot write --out ${opts.out}: ${(err as Error).message} (the reply follows)\n`);
+      }
     }
-    const t = reply.timings;
-    const lines = [
-      `request ${reply.requestId}: ${reply.route} → ${reply.servedBy} (plan epoch ${reply.planEpoch})`,
-      `  difficulty ${reply.difficulty.toFixed(3)} (router share ${reply.routerThreshold})` +
-        (reply.score !== undefined ? `, discriminator score ${reply.score.toFixed(4)} vs threshold ${reply.threshold!.toFixed(4)}` : ""),
-      `  image ${reply.width}x${reply.height} PNG, ${reply.image.byteLength} bytes, seed ${reply.seed}${opts.out ? `, saved to ${opts.out}` : ""}`,
-      `  timings ms: route ${t.routeMs.toFixed(1)}, queue ${t.queueWaitMs.toFixed(1)}, light ${t.lightMs.toFixed(1)}, judge ${t.judgeMs.toFixed(1)}, heavy ${t.heavyMs.toFixed(1)}, total ${t.totalMs.toFixed(1)}`,
-    ];
-    process.stdout.write(lines.join("\n") + "\n");
+    process.stdout.write(opts.json ? JSON.stringify({ ...reply, image: { bytes: reply.image.byteLength, format: reply.imageFormat } }) + "\n" : summary(reply, saved));
   } catch (err) {
+    process.exitCode = 1;
+    if (err instanceof ToolFailure) return reportToolFailure(err, opts.json);
     const e = err instanceof HadisError ? err : new HadisError("internal", String((err as Error).message ?? err));
     if (opts.json) process.stdout.write(JSON.stringify({ error: { code: e.code, status: e.status, message: e.message, retryable: e.retryable, details: e.details } }) + "\n");
-    else process.stderr.write(`error ${e.code} (${e.status}): ${e.message}\n`);
-    process.exitCode = 1;
+    else process.stderr.write(errorText(e));
   } finally {
-    await nc.close();
+    await nc?.close();
   }
+}
+
+/** Refuses an `--out` path whose folder is missing or read-only, or that names a folder or a read-only file. */
+function checkWritable(path: string): void {
+  const full = resolve(path);
+  try {
+    if (existsSync(full)) {
+      if (statSync(full).isDirectory()) throw new Error("it is a folder");
+      accessSync(full, constants.W_OK);
+    } else {
+      accessSync(dirname(full), constants.W_OK);
+    }
+  } catch (err) {
+    const reason = (err as NodeJS.ErrnoException).code === "ENOENT" ? `no folder ${dirname(full)}` : (err as Error).message;
+    throw new ToolFailure(`cannot write --out ${path}: ${reason}; nothing was sent`);
+  }
+}
+
+function summary(reply: GenerateReply, saved: string | null): string {
+  const t = reply.timings;
+  return [
+    `request ${reply.requestId}: ${reply.route} → ${reply.servedBy} (plan epoch ${reply.planEpoch})${reply.deduplicated ? " — deduplicated: the first reply for this idempotency key, not a new image" : ""}`,
+    `  difficulty ${reply.difficulty.toFixed(3)} (router share ${reply.routerThreshold})` +
+      (reply.score !== undefined ? `, discriminator score ${reply.score.toFixed(4)} vs threshold ${reply.threshold!.toFixed(4)}` : ""),
+    `  image ${reply.width}x${reply.height} PNG, ${reply.image.byteLength} bytes, seed ${reply.seed}${saved ? `, saved to ${saved}` : ""}`,
+    `  timings ms: route ${t.routeMs.toFixed(1)}, queue ${t.queueWaitMs.toFixed(1)}, light ${t.lightMs.toFixed(1)}, judge ${t.judgeMs.toFixed(1)}, heavy ${t.heavyMs.toFixed(1)}, total ${t.totalMs.toFixed(1)}`,
+  ].join("\n") + "\n";
+}
+
+/** An error reply as a line, with what the caller can act on: the field at fault, when to retry. */
+function errorText(e: HadisError): string {
+  const notes = [
+    typeof e.details.field === "string" ? `field ${e.details.field}` : "",
+    typeof e.details.retryAfterMs === "number" ? `retry after ${e.details.retryAfterMs} ms` : e.retryable ? "retryable" : "",
+  ].filter(Boolean);
+  return `error ${e.code} (${e.status}): ${e.message}${notes.length ? ` [${notes.join("; ")}]` : ""}\n`;
 }

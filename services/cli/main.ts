@@ -1,19 +1,25 @@
 /** The `hadis` command line: start, serve, generate, and the offline tools. */
+import { readFileSync } from "node:fs";
 import { Command, Option } from "commander";
+import { MAX_DEADLINE_MS } from "../../contracts/messages.ts";
+import { POLICY_NAMES as PLANNER_POLICIES } from "../../actors/planner/policies.ts";
 import { DEFAULT_NATS_URL } from "../lib/nats.ts";
+import { POLICY_NAMES } from "../resource-manager/policies.ts";
+import { DEFAULT_PROMPTS, DEFAULT_TRACE } from "./e1-report.ts";
 import { generateCommand } from "./generate.ts";
-import { atLeastOne, count, port, positive } from "./options.ts";
+import { atLeastOne, count, idPrefix, integerIn, nonNegative, port, positive, text } from "./options.ts";
 import { serveCommand, startCommand } from "./serve.ts";
 import { statusCommand } from "./status.ts";
 
-const program = new Command("hadis").description("HADIS: query-aware text-to-image diffusion serving over NATS").showHelpAfterError();
+const { version } = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
+const program = new Command("hadis").description("HADIS: query-aware text-to-image diffusion serving over NATS").version(version).showHelpAfterError();
 
 const runOptions = (cmd: Command) =>
   cmd
     .option("--workers <n>", "profile-driven workers (GPUs) to run", atLeastOne, 16)
     .option("--routers <n>", "router instances", atLeastOne, 1)
     .option("--time-scale <x>", "multiplies every profiled latency (0.1 = the paper's 10x compression)", positive)
-    .option("--policy <name>", "planning policy of the resource manager (hadis, static, router-only, disc-only, fixed-pair, diffserve, proteus, infaas-acc, clipper-light, clipper-heavy)", "hadis")
+    .addOption(new Option("--policy <name>", "planning policy of the resource manager").choices(POLICY_NAMES).default("hadis"))
     .addOption(new Option("--scorer <kind>", "router difficulty score").choices(["analyzer", "reference"]).default("analyzer"))
     .option("--analyzer-weights <file>", "analyzer score weights, e.g. learned ones (default <profiles>/analyzer/router-weights.json)")
     .addOption(new Option("--backend <kind>", "worker and judge backend").choices(["profile", "onnx"]).default("profile"))
@@ -41,7 +47,7 @@ runOptions(
     .description("run one service against a NATS server: router | worker | discriminator | resource-manager | all")
     .argument("<service>")
     .option("--nats <urls>", "NATS server URL (comma-separated for a cluster); credentials from HADIS_NATS_USER/PASS or HADIS_<ROLE>_NATS_USER/PASS", DEFAULT_NATS_URL)
-    .option("--id-prefix <prefix>", "worker ids are <prefix>-NN (default: random)")
+    .option("--id-prefix <prefix>", "worker ids are <prefix>-NN (default: random)", idPrefix)
     .option("--metrics-port <port>", "serve Prometheus /metrics of this process on this port", port)
     .option("--metrics-host <host>", "address /metrics listens on (0.0.0.0 for a Prometheus on another host)", "127.0.0.1")
     .option("--replicas <n>", "JetStream replicas of the work stream and plan bucket (3 on a 3-node cluster)", count),
@@ -51,10 +57,10 @@ program
   .command("generate")
   .description("send one prompt to hadis.generate and print how it was served")
   .argument("<prompt>")
-  .option("--nats <url>", "NATS server URL", DEFAULT_NATS_URL)
-  .option("--deadline-ms <ms>", "deadline (default: the SLO in force)", count)
-  .option("--seed <n>", "seed for the image", count)
-  .option("--idempotency-key <key>", "retries with the same key are generated once")
+  .option("--nats <urls>", "NATS server URL (comma-separated for a cluster); credentials from HADIS_CLIENT_NATS_USER/PASS or HADIS_NATS_USER/PASS", DEFAULT_NATS_URL)
+  .option("--deadline-ms <ms>", `deadline, 1 to ${MAX_DEADLINE_MS} (default: the SLO in force; without one the command waits up to ${MAX_DEADLINE_MS + 5_000} ms)`, integerIn(1, MAX_DEADLINE_MS))
+  .option("--seed <n>", "seed for the image, 0 to 4294967295 (default: random)", integerIn(0, 2 ** 32 - 1))
+  .option("--idempotency-key <key>", "retries with the same key (1 to 128 characters) are generated once", text(128))
   .option("--out <file>", "write the PNG here")
   .option("--json", "print the reply as one JSON object (image as its byte length)")
   .action((prompt, opts) => generateCommand(prompt, opts));
@@ -63,7 +69,7 @@ program
   .command("status")
   .description("print the plan in force and every worker's model and state, from a running system")
   .option("--nats <urls>", "NATS server URL (comma-separated for a cluster); credentials from HADIS_OBSERVER_NATS_USER/PASS or HADIS_NATS_USER/PASS", DEFAULT_NATS_URL)
-  .option("--listen-ms <ms>", "how long to listen to worker heartbeats (they beat every second)", atLeastOne, 1_500)
+  .option("--listen-ms <ms>", "how long to listen to worker heartbeats (they beat every second), up to 60000", integerIn(1, 60_000), 1_500)
   .option("--json", "print one JSON object: manager, plan, demandQps, workers (their heartbeats)")
   .action((opts) => statusCommand(opts));
 
@@ -71,12 +77,12 @@ program
   .command("profile")
   .description("measure an ONNX model export: latency per batch size, load/unload time and memory; writes a profile file")
   .argument("<model-dir>")
-  .option("--batches <list>", "batch sizes", (v: string) => v.split(",").map((x) => count(x)), [1, 2, 4, 8])
+  .option("--batches <list>", "batch sizes", (v: string) => v.split(",").map((x) => atLeastOne(x)), [1, 2, 4, 8])
   .option("--out <file>", "write the profile JSON here (default: stdout)")
   .option("--name <name>", "model name in the profile")
-  .option("--runs <n>", "runs per batch size (median)", count, 3)
-  .option("--steps <n>", "denoising steps", count)
-  .option("--guidance-scale <x>", "classifier-free guidance scale", Number)
+  .option("--runs <n>", "runs per batch size (median)", atLeastOne, 3)
+  .option("--steps <n>", "denoising steps", atLeastOne)
+  .option("--guidance-scale <x>", "classifier-free guidance scale (at most 1: none)", nonNegative)
   .action(async (dir, opts) => {
     const { profileCommand } = await import("./profile.ts");
     await profileCommand(dir, opts);
@@ -127,10 +133,10 @@ program
 
 const e1Options = (cmd: Command) =>
   cmd
-    .option("--trace <file>", "arrival trace, lines arrival_ms,prompt_idx", "profiles/reference/traces/azure_1to64qps.txt")
-    .option("--prompts <file>", "prompts, one a line (line i = prompt index i)", "profiles/reference/prompts/imagenet1k_captions_5k.txt")
-    .option("--policy <name|all>", "planning policy, or all nine", "all")
-    .option("--slo-ms <ms>", "latency objective per request, ms (already time-scaled)", positive, 6000)
+    .addOption(new Option("--trace <file>", "arrival trace, lines arrival_ms,prompt_idx").default(DEFAULT_TRACE, "profiles/reference/traces/azure_1to64qps.txt"))
+    .addOption(new Option("--prompts <file>", "prompts, one a line (line i = prompt index i)").default(DEFAULT_PROMPTS, "profiles/reference/prompts/imagenet1k_captions_5k.txt"))
+    .addOption(new Option("--policy <name|all>", "planning policy, or all nine").choices(["all", ...PLANNER_POLICIES]).default("all"))
+    .option("--slo-ms <ms>", "latency objective per request, ms (default: the pool's SLO at --time-scale, 6000 at 0.1)", positive)
     .option("--workers <n>", "workers (GPUs)", atLeastOne, 16)
     .option("--time-scale <x>", "multiplies every profiled latency", positive, 0.1)
     .option("--seed <n>", "seed (request ids)", count, 1)

@@ -1,5 +1,6 @@
 /** Parsers for CLI option values, with clear errors. */
 import { InvalidArgumentError } from "commander";
+import { TOKEN } from "../../contracts/subjects.ts";
 
 /** A finite number. */
 export function num(value: string): number {
@@ -35,4 +36,36 @@ export function port(value: string): number {
   const n = count(value);
   if (n > 65535) throw new InvalidArgumentError(`"${value}" is not a port`);
   return n;
+}
+
+/** A whole number from `min` to `max`. */
+export function integerIn(min: number, max: number): (value: string) => number {
+  return (value) => {
+    const n = count(value);
+    if (n < min || n > max) throw new InvalidArgumentError(`"${value}" must be a whole number from ${min.toLocaleString("en")} to ${max.toLocaleString("en")}`);
+    return n;
+  };
+}
+
+/** A number of at least 0. */
+export function nonNegative(value: string): number {
+  const n = num(value);
+  if (n < 0) throw new InvalidArgumentError(`"${value}" must not be negative`);
+  return n;
+}
+
+/** A string of 1 to `max` characters (an empty value is a mistake, e.g. an unset shell variable). */
+export function text(max: number): (value: string) => string {
+  return (value) => {
+    if (value.length === 0) throw new InvalidArgumentError("must not be empty");
+    if (value.length > max) throw new InvalidArgumentError(`must be at most ${max} characters`);
+    return value;
+  };
+}
+
+/** A worker id prefix: one NATS subject token (letters, digits, _ and -), short enough for the ids made from it. */
+export function idPrefix(value: string): string {
+  if (!TOKEN.test(value)) throw new InvalidArgumentError(`"${value}" must be letters, digits, _ and - (a worker id is one NATS subject token), starting with a letter or digit`);
+  if (value.length > 120) throw new InvalidArgumentError("must be at most 120 characters (worker ids are at most 128)");
+  return value;
 }

@@ -12,7 +12,7 @@ import { fidLookupFromProfiles, scoreRun } from "../../actors/sim/scoring.ts";
 import { loadPromptAnalyzer } from "../lib/analyzer-files.ts";
 import { createInlineHighsSolver } from "../lib/highs-solver.ts";
 import { loadProfiles } from "../lib/profiles.ts";
-import { loadWorkload, policiesFor, renderTable, summarize, writePlots, writeReport, type E1Options, type SystemSummary } from "./e1-report.ts";
+import { loadWorkload, policiesFor, sloOf, renderTable, summarize, writePlots, writeReport, type E1Options, type SystemSummary } from "./e1-report.ts";
 
 /** The analyzer with its answers remembered: the nine runs score the same prompts. */
 export function memoizedAnalyzer(analyzer: PromptAnalyzer = loadPromptAnalyzer()): PromptAnalyzer {
@@ -51,14 +51,15 @@ export async function runSimulation(input: SimRunInput): Promise<SimResult> {
 /** Runs `hadis sim`. */
 export async function simCommand(opts: E1Options & { keepFinished?: boolean }): Promise<void> {
   const profiles = loadProfiles();
+  const sloMs = sloOf(opts, profiles.pool);
   const { arrivals, prompts } = loadWorkload(opts);
   const analyzer = memoizedAnalyzer();
   const systems: SystemSummary[] = [];
   const started = performance.now();
   for (const policy of policiesFor(opts.policy)) {
     const t0 = performance.now();
-    const run = await runSimulation({ policy, profiles, analyzer, arrivals, prompts, workers: opts.workers, sloMs: opts.sloMs, timeScale: opts.timeScale, seed: opts.seed, purgeFinished: !opts.keepFinished });
-    const score = scoreRun({ policy, records: run.records, plans: run.plans, sloMs: opts.sloMs, fid: fidLookupFromProfiles(profiles) });
+    const run = await runSimulation({ policy, profiles, analyzer, arrivals, prompts, workers: opts.workers, sloMs, timeScale: opts.timeScale, seed: opts.seed, purgeFinished: !opts.keepFinished });
+    const score = scoreRun({ policy, records: run.records, plans: run.plans, sloMs, fid: fidLookupFromProfiles(profiles) });
     systems.push(
       summarize(policy, score, run.swaps, run.plans.map((p) => ({ atMs: p.atMs, epoch: p.epoch, pair: `${p.pair.light}→${p.pair.heavy}`, expectedFid: p.expectedFid, degraded: p.degraded, reason: p.reason }))),
     );
@@ -72,11 +73,11 @@ export async function simCommand(opts: E1Options & { keepFinished?: boolean }): 
   const wallS = (performance.now() - started) / 1000;
   process.stdout.write(renderTable(systems) + "\n");
   process.stdout.write(`simulated ${systems.length} polic${systems.length === 1 ? "y" : "ies"} × ${arrivals.length} arrivals in ${wallS.toFixed(1)} s wall\n`);
-  const report = { trace: opts.trace, sloMs: opts.sloMs, workers: opts.workers, timeScale: opts.timeScale, seed: opts.seed, mode: opts.keepFinished ? "sim (what-if: work of finished requests kept in the queues)" : "sim", wallS, systems };
+  const report = { trace: opts.trace, sloMs, workers: opts.workers, timeScale: opts.timeScale, seed: opts.seed, mode: opts.keepFinished ? "sim (what-if: work of finished requests kept in the queues)" : "sim", wallS, systems };
   if (opts.json) process.stdout.write(`wrote ${writeReport(opts.json, report)}\n`);
   if (opts.plots ?? systems.length > 1) {
     const name = basename(opts.trace).replace(/\.[^.]+$/, "");
-    const paths = await writePlots(systems, `sim-${name}${opts.keepFinished ? "-kept" : ""}`, `simulator, ${name}, ${opts.workers} workers, SLO ${opts.sloMs} ms`);
+    const paths = await writePlots(systems, `sim-${name}${opts.keepFinished ? "-kept" : ""}`, `simulator, ${name}, ${opts.workers} workers, SLO ${sloMs} ms`);
     process.stdout.write(`plots: ${paths.join(", ")}\n`);
   }
 }

@@ -7,8 +7,8 @@ import type { z } from "zod";
 import { decode } from "../../contracts/envelope.ts";
 import { ManagerPlanReplySchema, WorkerHeartbeatSchema, type Plan, type WorkerHeartbeat } from "../../contracts/messages.ts";
 import { subjects as buildSubjects, type Subjects } from "../../contracts/subjects.ts";
-import { connectNats, type NatsConnection } from "../lib/nats.ts";
-import { natsTlsFromEnv, natsUrls, tlsOption, toolCredentials } from "./credentials.ts";
+import type { NatsConnection } from "../lib/nats.ts";
+import { connectTool, reportToolFailure, ToolFailure } from "./tool-connection.ts";
 
 /** Options of `hadis status`. */
 export interface StatusCommandOptions {
@@ -103,10 +103,13 @@ export function formatStatus(s: SystemStatus): string {
  * no resource manager answered (scripts and health checks can tell).
  */
 export async function statusCommand(opts: StatusCommandOptions, env: NodeJS.ProcessEnv = process.env): Promise<void> {
-  const credentials = toolCredentials(env, "observer");
-  const nc = await connectNats(natsUrls(opts.nats), "hadis-status", { maxReconnectAttempts: 0, timeout: 3_000, ...credentials, ...tlsOption(natsTlsFromEnv(env)) }).catch((err) => {
-    throw new Error(`cannot reach NATS at ${opts.nats} (${(err as Error).message}); is \`npm start\` running${credentials ? `, and are the credentials of ${credentials.user} right` : ""}?`);
-  });
+  let nc: NatsConnection;
+  try {
+    nc = await connectTool(opts.nats, env, "observer", "hadis-status");
+  } catch (err) {
+    if (err instanceof ToolFailure) return reportToolFailure(err, opts.json);
+    throw err;
+  }
   try {
     const status = await readStatus(nc, buildSubjects(), opts.listenMs ?? 1_500);
     process.stdout.write(opts.json ? JSON.stringify(status) + "\n" : formatStatus(status));

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { atLeastOne, count, num, port } from "../../services/cli/options.ts";
+import { atLeastOne, count, idPrefix, integerIn, nonNegative, num, port, text } from "../../services/cli/options.ts";
 
 describe("CLI option parsers", () => {
   it("refuse empty and blank values instead of reading them as 0", () => {
@@ -14,5 +14,24 @@ describe("CLI option parsers", () => {
     expect(() => atLeastOne("0")).toThrow(/at least 1/);
     expect(() => atLeastOne("2.5")).toThrow(/whole number/);
     expect(atLeastOne("16")).toBe(16);
+  });
+
+  it("hold deadlines, seeds, keys and worker id prefixes to what the system accepts, before anything is sent or started", () => {
+    const deadline = integerIn(1, 600_000);
+    expect(() => deadline("0")).toThrow("must be a whole number from 1 to 600,000");
+    expect(() => deadline("2147488647")).toThrow(/from 1 to 600,000/); // would overflow the reply timer
+    expect(deadline("600000")).toBe(600_000);
+    const seed = integerIn(0, 2 ** 32 - 1);
+    expect(() => seed("4294967296")).toThrow(/to 4,294,967,295/);
+    expect(seed("0")).toBe(0);
+    expect(() => text(128)("")).toThrow("must not be empty"); // an unset shell variable: no key at all, silently
+    expect(() => text(128)("k".repeat(129))).toThrow("at most 128 characters");
+    expect(() => idPrefix("gpu.node3")).toThrow(/one NATS subject token/);
+    expect(() => idPrefix("node 3")).toThrow(/one NATS subject token/);
+    expect(() => idPrefix("g".repeat(121))).toThrow(/at most 120/);
+    expect(idPrefix("gpu-node3")).toBe("gpu-node3");
+    expect(() => nonNegative("abc")).toThrow(/not a number/);
+    expect(() => nonNegative("-1")).toThrow(/must not be negative/);
+    expect(nonNegative("7.5")).toBe(7.5);
   });
 });

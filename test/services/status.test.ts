@@ -98,8 +98,30 @@ describe("hadis status as the observer role", () => {
       const clientEnv = { [roleEnv("client").user]: secure.credentials.client.user, [roleEnv("client").pass]: secure.credentials.client.pass };
       await generateCommand("a red bicycle", { nats: secure.server.url, json: true }, clientEnv);
       expect(JSON.parse(out.join("")).route).toMatch(/^(light|heavy)$/);
-      // Without credentials the secured server refuses it, saying where.
-      await expect(generateCommand("a red bicycle", { nats: secure.server.url }, {})).rejects.toThrow(/cannot reach NATS at .*Authorization Violation/i);
+      // Without credentials the secured server refuses it, saying where: on stderr, or as one JSON error with --json; exit 1.
+      const err: string[] = [];
+      const writeErr = vi.spyOn(process.stderr, "write").mockImplementation((chunk) => (err.push(String(chunk)), true));
+      try {
+        await generateCommand("a red bicycle", { nats: secure.server.url }, {});
+        expect(err.join("")).toMatch(/cannot reach NATS at .*Authorization Violation/i);
+        expect(process.exitCode).toBe(1);
+        process.exitCode = 0;
+        out.length = 0;
+        await generateCommand("a red bicycle", { nats: secure.server.url, json: true }, {});
+        expect(JSON.parse(out.join(""))).toMatchObject({ error: { code: "client_error", retryable: false, message: expect.stringMatching(/Authorization Violation/) } });
+        expect(process.exitCode).toBe(1);
+        process.exitCode = 0;
+        // An --out that cannot be written is refused before anything is sent (no image made for nothing).
+        const received = running.routers[0].stats().received;
+        out.length = 0;
+        await generateCommand("a red bicycle", { nats: secure.server.url, json: true, out: "/no/such/folder/a.png" }, clientEnv);
+        expect(JSON.parse(out.join(""))).toMatchObject({ error: { code: "client_error", message: expect.stringMatching(/cannot write --out .*no folder \/no\/such\/folder; nothing was sent/) } });
+        expect(running.routers[0].stats().received).toBe(received);
+        expect(process.exitCode).toBe(1);
+        process.exitCode = 0;
+      } finally {
+        writeErr.mockRestore();
+      }
       // Without the manager: said, and exit code 2.
       await running.stop(1_000);
       stopped = true;
