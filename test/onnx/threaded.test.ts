@@ -73,6 +73,26 @@ describe("ThreadedGenerationBackend", () => {
     }
     await expect(b.generate("turbo", [{ prompt: "a cat", seed: 1 }])).rejects.toThrow(/closed/);
   });
+  it("a batch the thread does not answer in time fails as a generation failure and ends the thread; the next call starts a new one", async () => {
+    // The 768×768 image takes hundreds of milliseconds: longer than this limit, as a hung session would.
+    const b = new ThreadedGenerationBackend(options(), { generateMs: 20 });
+    try {
+      await b.load("large");
+      const thread = (b as unknown as { thread: { running: boolean } }).thread;
+      const err = (await b.generate("large", [{ prompt: "a red bicycle", seed: 3 }]).catch((e: unknown) => e)) as HadisError;
+      expect(err).toBeInstanceOf(HadisError);
+      expect(err.code).toBe("generation_failed");
+      expect(err.message).toBe("onnx thread did not answer generate within 20 ms, and was ended");
+      expect(thread.running).toBe(false);
+      // The worker swaps away (nothing to unload in a thread that is gone) and loads again: a new thread.
+      await b.unload("large");
+      await b.load("turbo");
+      expect(thread.running).toBe(true);
+    } finally {
+      await b.close();
+    }
+  });
+
   it("a restarted thread that cannot load its model again is not kept: the next batch tries again", async () => {
     const dir = join(tiny.root, "turbo-copy");
     cpSync(tiny.dirs.turbo, dir, { recursive: true });

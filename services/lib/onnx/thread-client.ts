@@ -3,7 +3,9 @@
  * waits for the answers. The thread is started on first use (or by `start()`, which reports
  * a backend that cannot load); if it dies, the calls in flight fail with a typed error and the
  * next call starts a new one, `revive` first restoring its state (the models it had loaded).
- * Idle, the thread does not keep the process alive.
+ * A call given a time limit that the thread does not answer in ends the thread the same way: a
+ * session that hangs cannot be interrupted, only its thread ended. Idle, the thread does not keep
+ * the process alive.
  */
 import { Worker } from "node:worker_threads";
 import { fromWireError, HadisError, type ErrorCode } from "../../../contracts/errors.ts";
@@ -19,6 +21,7 @@ export type ThreadSend = <T>(op: string, args: unknown[]) => Promise<T>;
 interface Pending {
   resolve: (value: unknown) => void;
   reject: (err: unknown) => void;
+  timer?: NodeJS.Timeout;
 }
 
 /** A worker thread running one ONNX backend. */
@@ -50,10 +53,10 @@ export class OnnxThread {
     return this.worker !== null;
   }
 
-  /** Calls `op` on the thread's backend. */
-  async call<T>(op: string, args: unknown[]): Promise<T> {
+  /** Calls `op` on the thread's backend; not answered within `timeoutMs` (when given), the thread is ended and the call fails. */
+  async call<T>(op: string, args: unknown[], timeoutMs?: number): Promise<T> {
     await this.start();
-    return this.send<T>(op, args);
+    return this.send<T>(op, args, timeoutMs);
   }
 
   /**
@@ -76,20 +79,34 @@ export class OnnxThread {
     this.failAll("onnx thread closed");
   }
 
-  private send<T>(op: string, args: unknown[]): Promise<T> {
+  private send<T>(op: string, args: unknown[], timeoutMs?: number): Promise<T> {
     const worker = this.worker;
     if (!worker) return Promise.reject(new HadisError(this.failureCode, "onnx thread is not running"));
     const id = this.nextId++;
     return new Promise<T>((resolve, reject) => {
-      this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
+      const entry: Pending = { resolve: resolve as (value: unknown) => void, reject };
+      if (timeoutMs !== undefined) {
+        entry.timer = setTimeout(() => this.hung(worker, op, timeoutMs), timeoutMs);
+        entry.timer.unref();
+      }
+      this.pending.set(id, entry);
       if (this.pending.size === 1) worker.ref();
       worker.postMessage({ id, op, args } satisfies ThreadCall);
     });
   }
 
+  /** A call the thread did not answer in time: the thread is ended and what it held fails; the next call starts a new one. */
+  private hung(worker: Worker, op: string, timeoutMs: number): void {
+    if (this.worker !== worker) return;
+    this.worker = null;
+    this.failAll(`onnx thread did not answer ${op} within ${timeoutMs} ms, and was ended`);
+    void worker.terminate();
+  }
+
   private settle(id: number): Pending | undefined {
     const entry = this.pending.get(id);
     this.pending.delete(id);
+    clearTimeout(entry?.timer);
     if (this.pending.size === 0) this.worker?.unref();
     return entry;
   }
@@ -97,7 +114,10 @@ export class OnnxThread {
   private failAll(why: string): void {
     const lost = [...this.pending.values()];
     this.pending.clear();
-    for (const p of lost) p.reject(new HadisError(this.failureCode, why));
+    for (const p of lost) {
+      clearTimeout(p.timer);
+      p.reject(new HadisError(this.failureCode, why));
+    }
   }
 
   private async spawn(): Promise<void> {

@@ -9,6 +9,17 @@ import type { OnnxGenerationBackendOptions } from "./generation-backend.ts";
 import { ScoreWindows } from "./score-windows.ts";
 import { OnnxThread } from "./thread-client.ts";
 
+/**
+ * Longest a load (warm-up included) or a batch may run in the thread before it is taken for hung
+ * and the thread ended (the batch then fails as a generation failure, and the worker's usual
+ * retry and bisection follow). Generous: a 1024² batch of a large model on a CPU takes minutes.
+ */
+export interface ThreadTimeouts {
+  loadMs?: number;
+  generateMs?: number;
+}
+const DEFAULT_THREAD_TIMEOUT_MS = 600_000;
+
 /** `OnnxGenerationBackend` in a worker thread (one per worker, as each worker is one GPU). */
 export class ThreadedGenerationBackend implements GenerationBackend {
   readonly kind = "onnx";
@@ -16,14 +27,14 @@ export class ThreadedGenerationBackend implements GenerationBackend {
   private readonly loaded = new Set<string>();
   private readonly thread: OnnxThread;
 
-  constructor(private readonly options: OnnxGenerationBackendOptions) {
+  constructor(private readonly options: OnnxGenerationBackendOptions, private readonly timeouts: ThreadTimeouts = {}) {
     this.thread = new OnnxThread({ kind: "generation", options }, "generation_failed", async (send) => {
       for (const model of [...this.loaded]) await send("load", [model]);
     });
   }
 
   async load(model: string): Promise<void> {
-    await this.thread.call("load", [model]);
+    await this.thread.call("load", [model], this.timeouts.loadMs ?? DEFAULT_THREAD_TIMEOUT_MS);
     this.loaded.delete(model);
     this.loaded.add(model);
     // The thread unloads its least recently used pipeline to stay within maxResident.
@@ -45,7 +56,7 @@ export class ThreadedGenerationBackend implements GenerationBackend {
   }
 
   async generate(model: string, batch: readonly GenerationInput[]): Promise<GeneratedImage[]> {
-    const images = await this.thread.call<GeneratedImage[]>("generate", [model, batch]);
+    const images = await this.thread.call<GeneratedImage[]>("generate", [model, batch], this.timeouts.generateMs ?? DEFAULT_THREAD_TIMEOUT_MS);
     this.loaded.delete(model);
     this.loaded.add(model);
     return images;
@@ -62,20 +73,24 @@ export class ThreadedClipJudge implements JudgeBackend {
   readonly kind = "onnx-clip";
   private readonly windows: ScoreWindows;
 
-  private constructor(private readonly thread: OnnxThread, windowSize: number) {
+  private constructor(private readonly thread: OnnxThread, windowSize: number, private readonly scoreTimeoutMs: number) {
     this.windows = new ScoreWindows(windowSize);
   }
 
-  /** Starts the thread and loads the judge there; rejects with the load's error (naming the file). */
-  static async load(options: OnnxClipJudgeOptions): Promise<ThreadedClipJudge> {
+  /**
+   * Starts the thread and loads the judge there; rejects with the load's error (naming the file).
+   * A batch not scored within `scoreTimeoutMs` (default 2 minutes) fails as `judge_failed` and the
+   * thread is ended (the next batch starts a new one).
+   */
+  static async load(options: OnnxClipJudgeOptions, scoreTimeoutMs = 120_000): Promise<ThreadedClipJudge> {
     const thread = new OnnxThread({ kind: "judge", options }, "judge_failed");
     await thread.start();
-    return new ThreadedClipJudge(thread, options.windowSize ?? 1000);
+    return new ThreadedClipJudge(thread, options.windowSize ?? 1000, scoreTimeoutMs);
   }
 
   async score(batch: readonly JudgeInput[]): Promise<number[]> {
     if (batch.length === 0) return [];
-    const scores = await this.thread.call<number[]>("score", [batch]);
+    const scores = await this.thread.call<number[]>("score", [batch], this.scoreTimeoutMs);
     batch.forEach((input, i) => this.windows.record(input.model, scores[i]));
     return scores;
   }
