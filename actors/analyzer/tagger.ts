@@ -27,13 +27,50 @@ export interface Tagger {
 /** Token types wink-nlp emits that the reference (spaCy `is_punct`-style) does not count as words. */
 const NON_WORD_TYPES = new Set(["punctuation", "symbol", "emoji", "emoticon", "tabCRLF"]);
 
+/**
+ * Words wink-nlp may learn before its model is built afresh. It adds every word it has not seen
+ * to the model's own vocabulary, for good (about 130 bytes a word): a stream of prompts of new
+ * words (names, typos, random strings) would grow a router's memory without end. 200,000 words
+ * is about 26 MB; a rebuild takes about 140 ms, and ordinary prompts teach it few words.
+ */
+export const MAX_LEARNED_WORDS = 200_000;
+
+/** A wink-nlp tagger, with the count of words it has learned since it was built. */
+export interface WinkTagger extends Tagger {
+  readonly learnedWords: number;
+  /** Times the model was built afresh to forget learned words. */
+  readonly rebuilds: number;
+}
+
+interface WinkCore {
+  features: { lexeme: { list: unknown[]; intrinsicSize: number } };
+}
+
 /** A Tagger on wink-nlp with the English lite web model; build once, reuse (model load ≈ 100 ms). */
-export function createWinkTagger(): Tagger {
+export function createWinkTagger(opts: { maxLearnedWords?: number } = {}): WinkTagger {
+  const maxLearned = opts.maxLearnedWords ?? MAX_LEARNED_WORDS;
+  // wink-nlp builds its working model from `core()`: kept here to read how many words it learned.
+  let core: WinkCore | null = null;
+  const source = model as unknown as { core: () => WinkCore };
+  const counted = { ...model, core: () => (core = source.core()) } as unknown as typeof model;
   // Only the POS tagger: sentence splitting, negation, sentiment and NER are not needed and cost time.
-  const nlp = winkNLP(model, ["pos"]);
-  const its = nlp.its;
+  const build = () => winkNLP(counted, ["pos"]);
+  let nlp = build();
+  let rebuilds = 0;
+  const learned = () => (core ? core.features.lexeme.list.length - core.features.lexeme.intrinsicSize : 0);
   return {
+    get learnedWords() {
+      return learned();
+    },
+    get rebuilds() {
+      return rebuilds;
+    },
     tag(text: string): TaggedPrompt {
+      if (learned() > maxLearned) {
+        nlp = build();
+        rebuilds++;
+      }
+      const its = nlp.its;
       const tokens = nlp.readDoc(text).tokens();
       const words = tokens.out(its.normal) as string[];
       const pos = tokens.out(its.pos) as PosTag[];

@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { MAX_PROMPT_CHARS, normalisePrompt } from "../../../actors/analyzer/analyzer.ts";
 import { FEATURE_NAMES } from "../../../actors/profile/reference.ts";
 import { loadPromptAnalyzer } from "../../../services/lib/analyzer-files.ts";
+import { createWinkTagger } from "../../../actors/analyzer/tagger.ts";
 
 const analyzer = loadPromptAnalyzer();
 
@@ -65,5 +66,21 @@ describe("bad input", () => {
   it("scores the same prompt identically (no hidden state)", () => {
     const p = "a red ball sits in the grass on a green field";
     expect(analyzer.analyzePrompt(p)).toEqual(analyzer.analyzePrompt(p));
+  });
+});
+
+describe("a stream of new words", () => {
+  it("does not grow the tagger's vocabulary without end: past its cap it is built afresh, and tags as before", () => {
+    const tagger = createWinkTagger({ maxLearnedWords: 1_000 });
+    const known = tagger.tag("A red bicycle leaning on a brick wall at sunset");
+    let peak = 0;
+    for (let i = 0; i < 60; i++) {
+      // 100 words nobody has seen: random strings, as a hostile or merely unlucky stream sends.
+      tagger.tag(Array.from({ length: 100 }, (_, j) => `zq${i}x${j}${Math.random().toString(36).slice(2, 8)}`).join(" "));
+      peak = Math.max(peak, tagger.learnedWords);
+    }
+    expect(tagger.rebuilds).toBeGreaterThanOrEqual(5); // 6,000 new words over a cap of 1,000
+    expect(peak).toBeLessThanOrEqual(1_100); // at most one prompt's words past the cap
+    expect(tagger.tag("A red bicycle leaning on a brick wall at sunset")).toEqual(known);
   });
 });
