@@ -15,7 +15,7 @@ import { throttled, type Logger } from "../lib/log.ts";
 import { newInbox, openResultsBucket, replyError, replyWith, requestEncoding, startService, type NatsConnection, type ServiceMsg, type WorkQueue } from "../lib/nats.ts";
 import { PlanView } from "../lib/plan-view.ts";
 import { within, type RunningService } from "../lib/running.ts";
-import { claimKeyFor, IdempotencyCache } from "./idempotency.ts";
+import { claimKeyFor, detached, IdempotencyCache } from "./idempotency.ts";
 import { fingerprintOf, keyedRequestId, keyedSeed, keyReused } from "../../actors/request/idempotent.ts";
 import { NO_TIME_TO_JUDGE, routerActors } from "./adapters.ts";
 import { GenerationFloor } from "../../actors/routing/generation-floor.ts";
@@ -106,7 +106,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   /** A judge outage fails every light request's verdict: one line a minute says so (the metric counts each). */
   const judgeFailed = throttled(log, "warn", "router.judge_failed");
   const keyUnchecked = throttled(log, "warn", "router.idempotency_key_unchecked");
-  const idempotency = new IdempotencyCache<GenerateReply>(100_000, 10 * 60_000, Date.now, { maxBytes: opts.idempotencyBytes ?? IDEMPOTENCY_BYTES, sizeOf: (r) => r.image.byteLength + 1_024 });
+  const idempotency = new IdempotencyCache<GenerateReply>(100_000, 10 * 60_000, Date.now, { maxBytes: opts.idempotencyBytes ?? IDEMPOTENCY_BYTES, sizeOf: (r) => r.image.buffer.byteLength + 1_024 });
   const counters = { received: 0, replied: 0, errors: 0, refused: 0, inFlight: 0, arrivalsSinceReport: 0 };
   /** Outcomes since the last load report (the dashboard's served and SLO series). */
   const outcomes = { served: 0, answered: 0, violations: 0 };
@@ -216,7 +216,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     // Remembered before anything is awaited: a second attempt arriving meanwhile waits on this one.
     // (One that matched an attempt here was claimed by it: the bucket would answer the same.)
     const reply = matched ? run() : claimKeyFor(results, requestId, fingerprint, (reason) => keyUnchecked({ requestId, reason })).then(run);
-    idempotency.set(key, reply, fingerprint);
+    idempotency.set(key, reply.then(detached), fingerprint);
     return reply;
   }
 

@@ -1,6 +1,6 @@
 /** Per-request state the router keeps must go when its request does: the idempotency cache and the plan waiters. */
 import { describe, expect, it } from "vitest";
-import { claimKeyFor, IdempotencyCache } from "../../services/router/idempotency.ts";
+import { claimKeyFor, detached, IdempotencyCache } from "../../services/router/idempotency.ts";
 import { fingerprintOf, keyedRequestId } from "../../actors/request/idempotent.ts";
 import { openResultsBucket, type KV } from "../../services/lib/nats.ts";
 import { jetstreamManager } from "@nats-io/jetstream";
@@ -55,6 +55,20 @@ describe("IdempotencyCache", () => {
     // 110 bytes now: the oldest finished one goes, the first set (it finished last).
     expect(cache.heldBytes).toBe(80);
     expect(["running", "k4", "k5"].filter((k) => cache.get(k))).toEqual(["k4", "k5"]);
+  });
+});
+
+describe("detached", () => {
+  it("gives a remembered reply's image memory of its own, so it does not keep the message it came in", () => {
+    const read = new Uint8Array(65_536); // a socket read holding many messages
+    read.set([137, 80, 78, 71], 1_000);
+    const reply = { requestId: "r", image: read.subarray(1_000, 1_079) };
+    const kept = detached(reply);
+    expect(kept.image.buffer.byteLength).toBe(79);
+    expect([...kept.image.subarray(0, 4)]).toEqual([137, 80, 78, 71]);
+    expect(kept.requestId).toBe("r");
+    const own = { image: new Uint8Array(79) };
+    expect(detached(own)).toBe(own); // nothing to copy
   });
 });
 
