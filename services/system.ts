@@ -12,7 +12,7 @@ import { loadPromptAnalyzer } from "./lib/analyzer-files.ts";
 import type { ProfileSet } from "../actors/profile/profile-set.ts";
 import type { StaticConfig } from "../actors/control/static-policy.ts";
 import { createLogger, type Logger } from "./lib/log.ts";
-import { connectNats, DEFAULT_WORK_QUEUE, openPlanBucket, openResultsBucket, WorkQueue, type NatsConnection, type NatsTlsFiles, type WorkQueueOptions } from "./lib/nats.ts";
+import { connectNats, DEFAULT_WORK_QUEUE, maxPayloadWarning, openPlanBucket, openResultsBucket, WorkQueue, type NatsConnection, type NatsTlsFiles, type WorkQueueOptions } from "./lib/nats.ts";
 import { loadProfiles } from "./lib/profiles.ts";
 import { sleep, type RunningService } from "./lib/running.ts";
 import { startRouter, type RunningRouter } from "./router/router.ts";
@@ -129,6 +129,9 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
     });
     connections.push(nc);
     watches.push(new ConnectionWatch(nc, name));
+    // Said once, by the first connection: images over a stock server's 1 MiB would fail.
+    const small = connections.length === 1 ? maxPayloadWarning(nc) : null;
+    if (small) logFor(kind).warn("nats.max_payload_small", { message: small });
     // Every PlanView opens the bucket with one replica: create it replicated first (it keeps its config).
     if (!planBucketReady) {
       await openPlanBucket(nc, subjects, opts.replicas);

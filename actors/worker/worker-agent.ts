@@ -416,7 +416,8 @@ function addressOf(raw: unknown): WorkItemAddress | null {
   }
 }
 
-function errorResult(item: Pick<WorkItem, "requestId" | "stage" | "model">, workerId: string, err: HadisError): WorkResult {
+/** A failed stage's result for its router. */
+export function errorResult(item: Pick<WorkItem, "requestId" | "stage" | "model">, workerId: string, err: HadisError): WorkResult {
   return { v: PROTOCOL_VERSION, ok: false, requestId: item.requestId, stage: item.stage, model: item.model, workerId, error: toWireError(err, PROTOCOL_VERSION).error };
 }
 

@@ -11,8 +11,8 @@ import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy,
 import { Kvm, type KV } from "@nats-io/kv";
 import { Svcm, type Service, type ServiceConfig, type ServiceMsg } from "@nats-io/services";
 import { ContentTypes, Headers, type Subjects } from "../../contracts/subjects.ts";
-import { asHadisError, toWireError } from "../../contracts/errors.ts";
-import { encodeAs, type Encoding } from "../../contracts/envelope.ts";
+import { asHadisError, HadisError, toWireError } from "../../contracts/errors.ts";
+import { encodeAs, MAX_PAYLOAD_BYTES, type Encoding } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION } from "../../contracts/messages.ts";
 import type { Delivery } from "../../actors/worker/worker-agent.ts";
 
@@ -386,7 +386,28 @@ function contentHeaders(encoding: Encoding): MsgHdrs {
 /** Replies with a message in the caller's encoding. */
 export function replyWith(msg: Msg, body: unknown, encoding: Encoding): boolean {
   if (!msg.reply) return false;
-  return msg.respond(encodeAs(body, encoding), { headers: contentHeaders(encoding) });
+  const data = encodeAs(body, encoding);
+  try {
+    return msg.respond(data, { headers: contentHeaders(encoding) });
+  } catch (err) {
+    throw isPayloadTooLarge(err) ? payloadTooLarge("the reply", data.byteLength) : err;
+  }
+}
+
+/** Whether `err` is the client library refusing a message over the server's `max_payload`. */
+export function isPayloadTooLarge(err: unknown): boolean {
+  return err instanceof Error && /max_payload size exceeded/.test(err.message);
+}
+
+/** The typed error for a message over the server's `max_payload`, saying what to change. */
+export function payloadTooLarge(what: string, bytes: number): HadisError {
+  return new HadisError("payload_too_large", `${what} is ${bytes} bytes, over the NATS server's max_payload: set max_payload to ${MAX_PAYLOAD_BYTES} (8 MiB) in its config, as the embedded server and ops/nats/*.conf do`);
+}
+
+/** A warning when the server's `max_payload` is below what images need (a stock nats-server allows 1 MiB; a 1024² PNG is often more). */
+export function maxPayloadWarning(nc: NatsConnection): string | null {
+  const max = nc.info?.max_payload;
+  return max !== undefined && max < MAX_PAYLOAD_BYTES ? `the NATS server's max_payload is ${max} bytes, under the ${MAX_PAYLOAD_BYTES} images may need: larger images and replies fail with payload_too_large (set max_payload: ${MAX_PAYLOAD_BYTES} in its config)` : null;
 }
 
 /**

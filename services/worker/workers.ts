@@ -4,12 +4,12 @@
  */
 import { encode } from "../../contracts/envelope.ts";
 import { isKeyed, resultKey } from "../../actors/request/idempotent.ts";
-import { PROTOCOL_VERSION } from "../../contracts/messages.ts";
+import { PROTOCOL_VERSION, type WorkResult } from "../../contracts/messages.ts";
 import { ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import type { GenerationBackend } from "../../actors/worker/backend.ts";
-import { WorkerAgent, type WorkerOptions } from "../../actors/worker/worker-agent.ts";
+import { errorResult, WorkerAgent, type WorkerOptions } from "../../actors/worker/worker-agent.ts";
 import type { Logger } from "../lib/log.ts";
-import { newInbox, startService, type MsgHdrs, type NatsConnection, type WorkQueue, openResultsBucket } from "../lib/nats.ts";
+import { isPayloadTooLarge, newInbox, payloadTooLarge, startService, type MsgHdrs, type NatsConnection, type WorkQueue, openResultsBucket } from "../lib/nats.ts";
 import { recordSwaps, recordWorkers } from "../lib/metrics.ts";
 import { ServiceTelemetry, spanClockMs } from "../lib/telemetry.ts";
 import { workerObserver } from "./tracing.ts";
@@ -47,6 +47,26 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
   const backends: GenerationBackend[] = [];
   const agents: WorkerAgent[] = [];
   const observer = workerObserver(new ServiceTelemetry(ServiceNames.worker, nc, prefix));
+  const publishResult = (replyTo: string, result: WorkResult): void => {
+    const data = encode(result);
+    try {
+      nc.publish(replyTo, data);
+    } catch (err) {
+      if (result.ok && isPayloadTooLarge(err)) {
+        // The image is over the server's limit: the router hears why now, not at its deadline.
+        log.warn("worker.result_too_large", { requestId: result.requestId, bytes: data.byteLength, maxPayload: nc.info?.max_payload });
+        return publishResult(replyTo, errorResult(result, result.workerId, payloadTooLarge(`the ${result.model} image`, data.byteLength)));
+      }
+      // A closing connection: the router's deadline answers the request.
+      log.warn("worker.result_publish_failed", { requestId: result.requestId, error: (err as Error).message });
+      return;
+    }
+    // Keyed requests: any router retrying the request picks the image up from the bucket.
+    // Not a failure: a retry is meant to try again, not to read the old error.
+    if (result.ok && isKeyed(result.requestId)) {
+      void results.put(resultKey(result.requestId, result.stage), data).catch((err) => log.warn("worker.result_store_failed", { error: (err as Error).message }));
+    }
+  };
   for (let i = 0; i < opts.count; i++) {
     const backend = opts.backend(i);
     backends.push(backend);
@@ -55,21 +75,7 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
         `${prefix}-${String(i).padStart(2, "0")}`,
         {
           source: opts.queue,
-          publishResult: (replyTo, result) => {
-            const data = encode(result);
-            try {
-              nc.publish(replyTo, data);
-            } catch (err) {
-              // A closing connection: the router's deadline answers the request.
-              log.warn("worker.result_publish_failed", { requestId: result.requestId, error: (err as Error).message });
-              return;
-            }
-            // Keyed requests: any router retrying the request picks the image up from the bucket.
-            // Not a failure: a retry is meant to try again, not to read the old error.
-            if (result.ok && isKeyed(result.requestId)) {
-              void results.put(resultKey(result.requestId, result.stage), data).catch((err) => log.warn("worker.result_store_failed", { error: (err as Error).message }));
-            }
-          },
+          publishResult,
           observer,
           backend,
           now: spanClockMs, // epoch ms on the spans' clock: a batch's spans start at its start
