@@ -37,6 +37,8 @@ export interface Delivery {
   header?(name: string): string | undefined;
   /** How many times the queue has delivered this item, this time included (1 the first time), when it says. */
   deliveryCount?: number;
+  /** The queue's last delivery of the item: handed back, it is never delivered again (nobody would answer its request). */
+  final?: boolean;
 }
 
 /**
@@ -338,7 +340,7 @@ export class WorkerAgent {
     const failure = run.failed.length > 0 ? asHadisError(run.failed[0].error) : undefined;
     try {
       // Not run (the worker stopped or left the model mid-way): back to the queue, as a pull abandoned.
-      for (const { delivery } of run.notRun) delivery.nak();
+      for (const entry of run.notRun) this.handBack(entry);
       this.record.learn(batch.map((b) => b.item.prompt), run, this.planBatchSize);
       if (failure) this.fail(model, run.failed.map((f) => f.item), failure, run.runs);
     } finally {
@@ -389,12 +391,23 @@ export class WorkerAgent {
     this.lastError = undefined;
   }
 
+  /**
+   * Gives an item back to the queue for another worker; on its last delivery the queue would keep
+   * it undelivered until its request's deadline, so its router is told now (`no_capacity`, retryable).
+   */
+  private handBack({ item, delivery }: BatchEntry): void {
+    if (!delivery.final) return delivery.nak();
+    const times = delivery.deliveryCount ?? "many";
+    this.ports.publishResult(item.replyTo, errorResult(item, this.id, new HadisError("no_capacity", `work item handed back ${times} times (workers left its model before running it); it will not be delivered again`, { retryAfterMs: 1_000 })));
+    delivery.term();
+  }
+
   /** Failed items (after `runs` runs of the batch): those on their first delivery go back to the queue, the others get `generation_failed`. */
   private fail(model: string, batch: readonly BatchEntry[], e: HadisError, runs: number): void {
     this.lastError = e.message;
     let retried = 0;
     for (const { item, delivery } of batch) {
-      if ((delivery.deliveryCount ?? BATCH_TRIES) < BATCH_TRIES) {
+      if ((delivery.deliveryCount ?? BATCH_TRIES) < BATCH_TRIES && !delivery.final) {
         delivery.nak();
         retried++;
         continue;

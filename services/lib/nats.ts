@@ -13,7 +13,7 @@ import { Svcm, type Service, type ServiceConfig, type ServiceMsg } from "@nats-i
 import { ContentTypes, Headers, type Subjects } from "../../contracts/subjects.ts";
 import { asHadisError, HadisError, toWireError } from "../../contracts/errors.ts";
 import { encodeAs, MAX_PAYLOAD_BYTES, type Encoding } from "../../contracts/envelope.ts";
-import { PROTOCOL_VERSION } from "../../contracts/messages.ts";
+import { MAX_DEADLINE_MS, PROTOCOL_VERSION } from "../../contracts/messages.ts";
 import type { Delivery } from "../../actors/worker/worker-agent.ts";
 
 export type { Msg, MsgHdrs, NatsConnection, Service, ServiceMsg, Subscription, KV, JetStreamClient };
@@ -96,6 +96,9 @@ const ms2ns = (ms: number) => Math.round(ms * 1_000_000);
 /** Publish failures that a stream leader election explains (no responders, 503, timeouts, a closed-then-reopened connection). */
 const RETRYABLE_PUBLISH = /no responders|not enabled|503|timeout|timed out|disconnect|reconnect|connection/i;
 
+/** Age past which a queued work item is dropped: the longest deadline and a minute. */
+export const WORK_ITEM_MAX_AGE_MS = MAX_DEADLINE_MS + 60_000;
+
 /** The JetStream work queue: one stream, one durable pull consumer per model. */
 export class WorkQueue {
   private readonly consumers = new Set<string>();
@@ -124,16 +127,20 @@ export class WorkQueue {
       // the model's oldest queued item to make room, a request lost without a word.
       discard: "new" as const,
       discard_new_per_subject: true,
+      // No item can be answered after its request's deadline (10 minutes at most): one older is
+      // dead (its router gone before it could remove it, or delivered max_deliver times) and
+      // would count against its model's queue limit for good.
+      max_age: ms2ns(WORK_ITEM_MAX_AGE_MS),
     };
     let existing: StorageType | undefined;
     try {
       const info = await jsm.streams.info(name);
       existing = info.config.storage;
-      // A stream made by an earlier version: the flag is set in place (an update keeps the items).
-      if (!info.config.discard_new_per_subject && existing === config.storage) {
-        await jsm.streams.update(name, { ...info.config, discard: "new" as never, discard_new_per_subject: true }).catch((err: unknown) => {
+      // A stream made by an earlier version: what it lacks is set in place (an update keeps the items).
+      if ((!info.config.discard_new_per_subject || !info.config.max_age) && existing === config.storage) {
+        await jsm.streams.update(name, { ...info.config, discard: "new" as never, discard_new_per_subject: true, max_age: info.config.max_age || config.max_age }).catch((err: unknown) => {
           // (Under per-role users only the admin may: a full queue keeps dropping its oldest item until then.)
-          createLogger("work-queue").warn("work_queue.upgrade_failed", { stream: name, error: (err as Error).message, fix: `nats stream edit ${name} --discard new --discard-per-subject (as the admin user)` });
+          createLogger("work-queue").warn("work_queue.upgrade_failed", { stream: name, error: (err as Error).message, fix: `nats stream edit ${name} --discard new --discard-per-subject --max-age ${WORK_ITEM_MAX_AGE_MS / 60_000}m (as the admin user)` });
         });
       }
     } catch {
@@ -282,7 +289,7 @@ export class WorkQueue {
             finish();
             return;
           }
-          const delivery = toDelivery(this.nc, msg);
+          const delivery = toDelivery(this.nc, msg, this.options.maxDeliver);
           if (finished) {
             delivery.nak();
             return;
@@ -318,9 +325,10 @@ export function deliveryCountOf(reply: string | undefined): number | undefined {
   return Number.isInteger(n) && n > 0 ? n : undefined;
 }
 
-function toDelivery(nc: NatsConnection, msg: Msg): Delivery {
+function toDelivery(nc: NatsConnection, msg: Msg, maxDeliver: number): Delivery {
   const reply = msg.reply;
   const deliveryCount = deliveryCountOf(reply);
+  const final = deliveryCount !== undefined && maxDeliver > 0 && deliveryCount >= maxDeliver;
   const send = (body: string) => {
     if (!reply) return;
     try {
@@ -337,6 +345,7 @@ function toDelivery(nc: NatsConnection, msg: Msg): Delivery {
     working: () => send("+WPI"),
     header: (name) => msg.headers?.get(name) || undefined,
     ...(deliveryCount !== undefined ? { deliveryCount } : {}),
+    ...(final ? { final } : {}),
   };
 }
 

@@ -1,7 +1,7 @@
 /** The JetStream work queue against a real nats-server: pulls that nobody answers, items by sequence. */
 import { describe, expect, it } from "vitest";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { DEFAULT_WORK_QUEUE, deliveryCountOf, WorkQueue } from "../../services/lib/nats.ts";
+import { DEFAULT_WORK_QUEUE, deliveryCountOf, WORK_ITEM_MAX_AGE_MS, WorkQueue } from "../../services/lib/nats.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 
@@ -52,6 +52,20 @@ describe("deliveries", () => {
     expect(new TextDecoder().decode(second.data)).toBe("retry me");
     expect(second.deliveryCount).toBe(2);
     second.ack();
+  });
+
+  it("say which one is the last the queue will make (max_deliver)", async () => {
+    const own = buildSubjects("hlast");
+    const queue = await WorkQueue.open(t.nc, own, { ...DEFAULT_WORK_QUEUE, storage: "memory", maxDeliver: 2 });
+    const signal = new AbortController().signal;
+    await queue.publish("m5", new TextEncoder().encode("twice"), "last-1");
+    const [first] = await queue.pull("m5", 1, 1_000, signal);
+    expect(first.final).toBeUndefined();
+    first.nak();
+    const [second] = await queue.pull("m5", 1, 1_000, signal);
+    expect(second.final).toBe(true);
+    second.nak();
+    expect(await queue.pull("m5", 1, 300, signal)).toEqual([]); // as it said: not delivered again
   });
 
   it("reads the count from both ack subject forms, and nothing from others", () => {
@@ -132,7 +146,17 @@ describe("a full model queue", () => {
     const jsm = await jetstreamManager(t.nc);
     await jsm.streams.add({ name: own.names.workStream, subjects: [own.workAll], retention: "workqueue" as never, storage: "memory" as never, max_msgs_per_subject: 2, discard: "new" as never });
     await WorkQueue.open(t.nc, own, { ...DEFAULT_WORK_QUEUE, storage: "memory", maxMsgsPerModel: 2 });
-    expect((await jsm.streams.info(own.names.workStream)).config.discard_new_per_subject).toBe(true);
+    const config = (await jsm.streams.info(own.names.workStream)).config;
+    expect(config.discard_new_per_subject).toBe(true);
+    // And the age limit that drops items no request can wait for any more (dead ones counted against the queue limit for good).
+    expect(config.max_age).toBe(WORK_ITEM_MAX_AGE_MS * 1_000_000);
+  });
+
+  it("a new stream drops items older than the longest deadline and a minute", async () => {
+    const own = buildSubjects("hage");
+    await WorkQueue.open(t.nc, own, { ...DEFAULT_WORK_QUEUE, storage: "memory" });
+    const jsm = await jetstreamManager(t.nc);
+    expect((await jsm.streams.info(own.names.workStream)).config.max_age).toBe(11 * 60_000 * 1_000_000);
   });
 });
 

@@ -11,6 +11,8 @@ class FakeQueue implements WorkSource {
   readonly termed: number[] = [];
   /** Deliveries of each item so far (the queue's count, as JetStream's ack subject carries it). */
   readonly deliveries = new Map<Uint8Array, number>();
+  /** Deliveries after which the queue delivers an item no more (JetStream's max_deliver); 0: no limit. */
+  maxDeliver = 0;
   push(model: string, data: Uint8Array) {
     (this.queues.get(model) ?? this.queues.set(model, []).get(model)!).push(data);
   }
@@ -26,6 +28,7 @@ class FakeQueue implements WorkSource {
     return q.splice(0, max).map((data, i) => ({
       data,
       deliveryCount: this.deliveries.set(data, (this.deliveries.get(data) ?? 0) + 1).get(data)!,
+      ...(this.maxDeliver > 0 && this.deliveries.get(data)! >= this.maxDeliver ? { final: true } : {}),
       ack: () => void this.acked.push(model),
       term: () => void this.termed.push(i),
       nak: () => q.unshift(data),
@@ -336,6 +339,44 @@ describe("WorkerAgent", () => {
     expect(sizes).toEqual([4]); // no splitting for a model being left
     expect(results).toEqual([]);
     expect(queue.queues.get("a")?.length).toBe(4); // all four handed back (their first delivery)
+    await agent.stop();
+  });
+
+  it("items on their last delivery are answered, not handed back to sit in the queue until their deadline", async () => {
+    const { agent, queue, results } = setup(1);
+    queue.maxDeliver = 1; // every delivery is the last
+    let runs = 0;
+    failWhen(agent, (m, batch) => {
+      if (m !== "a") return null;
+      runs++;
+      if (batch.length === 4) return "CUDA out of memory"; // split in two halves
+      if (runs === 2) agent.applyPlan(plan(2, "b", 4)); // the plan moves the worker during the first half: the second is not run
+      return null;
+    });
+    for (let i = 0; i < 4; i++) queue.push("a", item("a", `f${i}`, undefined, `prompt ${i}`));
+    agent.applyPlan(plan(1, "a", 4));
+    agent.start();
+    await until(() => agent.status("fake").model === "b");
+    expect(queue.queues.get("a")?.length).toBe(0); // nothing handed back
+    expect(queue.termed).toHaveLength(2);
+    expect(results.map((r) => (r.ok ? `${r.requestId} ok` : `${r.requestId} ${r.error.code}`)).sort()).toEqual(["f0 ok", "f1 ok", "f2 no_capacity", "f3 no_capacity"]);
+    await agent.stop();
+  });
+
+  it("a failed item on its last delivery gets the generation error, not a hand-back", async () => {
+    const { agent, queue, results } = setup(1);
+    queue.maxDeliver = 1;
+    let runs = 0;
+    failWhen(agent, (m) => {
+      if (m === "a" && ++runs === 1) agent.applyPlan(plan(2, "b", 4));
+      return m === "a" ? "CUDA out of memory" : null;
+    });
+    queue.push("a", item("a", "g0"));
+    agent.applyPlan(plan(1, "a", 4));
+    agent.start();
+    await until(() => agent.status("fake").model === "b");
+    expect(queue.queues.get("a")?.length).toBe(0);
+    expect(results.map((r) => (r.ok ? "ok" : r.error.code))).toEqual(["generation_failed"]);
     await agent.stop();
   });
 
