@@ -358,10 +358,17 @@ export async function openPlanBucket(nc: NatsConnection, subjects: Subjects, rep
 /** How long results of keyed requests are kept, ms (the idempotency window). */
 export const RESULTS_TTL_MS = 10 * 60_000;
 
+/**
+ * Most bytes the results bucket holds (each replica): about 2,700 images of 1.5 MB. Full, it
+ * refuses new results (a retry of such a request generates again) rather than fill the disk the
+ * work queue and the plan live on. A bucket made before keeps its own limits.
+ */
+export const RESULTS_MAX_BYTES = 4 * 1024 ** 3;
+
 /** The bucket of results of requests with an idempotency key. */
-export async function openResultsBucket(nc: NatsConnection, subjects: Subjects, replicas = 1): Promise<KV> {
+export async function openResultsBucket(nc: NatsConnection, subjects: Subjects, replicas = 1, maxBytes = RESULTS_MAX_BYTES): Promise<KV> {
   const kvm = new Kvm(nc);
-  return kvm.create(subjects.names.resultsBucket, { history: 1, replicas, ttl: RESULTS_TTL_MS, storage: StorageType.File });
+  return kvm.create(subjects.names.resultsBucket, { history: 1, replicas, ttl: RESULTS_TTL_MS, storage: StorageType.File, max_bytes: maxBytes });
 }
 
 /** Calls `onValue` with the current value of `key` and every later one, until `signal` aborts. */

@@ -189,7 +189,7 @@ export function routerActors(deps: RouterActorDeps) {
       cancel();
       if (stage) endWithError(stage, err);
       const message = (err as Error).message ?? String(err);
-      if (/maximum messages|resource limits|exceeded/i.test(message)) {
+      if (/maximum messages|resource limits|insufficient resources|exceeded/i.test(message)) {
         throw new HadisError("overloaded", `work queue of ${input.model} is full`, { retryAfterMs: 1_000 }, { cause: err });
       }
       throw new HadisError("no_capacity", `cannot enqueue for ${input.model}: ${message}`, {}, { cause: err });

@@ -2,7 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { claimKeyFor, detached, IdempotencyCache } from "../../services/router/idempotency.ts";
 import { fingerprintOf, keyedRequestId } from "../../actors/request/idempotent.ts";
-import { openResultsBucket, type KV } from "../../services/lib/nats.ts";
+import { openResultsBucket, RESULTS_MAX_BYTES, type KV } from "../../services/lib/nats.ts";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { PlanView } from "../../services/lib/plan-view.ts";
 import { useNatsServer } from "../helpers/nats.ts";
@@ -55,6 +55,19 @@ describe("IdempotencyCache", () => {
     // 110 bytes now: the oldest finished one goes, the first set (it finished last).
     expect(cache.heldBytes).toBe(80);
     expect(["running", "k4", "k5"].filter((k) => cache.get(k))).toEqual(["k4", "k5"]);
+  });
+});
+
+describe("the results bucket", () => {
+  const t = useNatsServer("test-results-bucket");
+
+  it("is made with a byte limit, and refuses a result when full instead of filling the disk", async () => {
+    const results = await openResultsBucket(t.nc, subjects("hbytes"));
+    expect((await results.status()).streamInfo.config.max_bytes).toBe(RESULTS_MAX_BYTES);
+    const small = await openResultsBucket(t.nc, subjects("hsmall"), 1, 4_096);
+    await small.put("k-1.light", new Uint8Array(3_000));
+    await expect(small.put("k-2.light", new Uint8Array(3_000))).rejects.toThrow(/maximum bytes|resource/i);
+    expect((await small.get("k-1.light"))?.value.length).toBe(3_000); // what it holds stays
   });
 });
 
