@@ -183,7 +183,8 @@ export function routerActors(deps: RouterActorDeps) {
         deps.afterEnqueue?.(entry);
         // A keyed request may be a retry of one queued through another router (its item was just
         // dropped as a duplicate): its result arrives in the results bucket, not on our inbox.
-        if (keyed) watchResult(deps, keyed, result);
+        // (Only then: each watch is a consumer the server keeps for minutes after it stops.)
+        if (keyed && ack.duplicate) watchResult(deps, keyed, result);
       }
     } catch (err) {
       cancel();

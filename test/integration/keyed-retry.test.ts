@@ -110,4 +110,16 @@ describe("a keyed retry after an attempt that ended without an image", () => {
     await expect(claimKeyFor(results, requestId, fingerprintOf("another prompt", undefined))).rejects.toMatchObject({ code: "invalid_request", details: { field: "idempotencyKey" } });
     await expect(claimKeyFor(results, requestId, fingerprintOf(prompt, undefined))).resolves.toBeUndefined();
   }, 40_000);
+
+  it("a keyed request this router queued itself opens no watch on the results bucket (each is a consumer the server keeps for minutes)", async () => {
+    const { jetstreamManager } = await import("@nats-io/jetstream");
+    const jsm = await jetstreamManager(t.nc);
+    const stream = `KV_${subjects().names.resultsBucket}`;
+    const consumers = async () => (await jsm.consumers.list(stream).next()).length;
+    const before = await consumers();
+    const prompt = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold).light;
+    const reply = await t.client.generate({ prompt, idempotencyKey: `own-${Date.now()}`, deadlineMs: 10_000 });
+    expect(reply.image.byteLength).toBeGreaterThan(0);
+    expect(await consumers()).toBe(before);
+  }, 20_000);
 });
