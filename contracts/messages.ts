@@ -261,6 +261,14 @@ export const WorkerHeartbeatSchema = z.strictObject({
 /** A worker heartbeat. */
 export type WorkerHeartbeat = z.infer<typeof WorkerHeartbeatSchema>;
 
+/** `hadis.plan`: the resource manager's notice of a new epoch (the plan itself is in KV). */
+export const PlanNoticeSchema = z.strictObject({
+  v: version,
+  epoch: z.number().int().nonnegative(),
+});
+/** A plan notice. */
+export type PlanNotice = z.infer<typeof PlanNoticeSchema>;
+
 /** A router's periodic load report. */
 export const RouterStatsSchema = z.strictObject({
   v: version,

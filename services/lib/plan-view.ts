@@ -1,23 +1,58 @@
-/** A service's view of the plan: the newest epoch seen in KV (stale epochs are ignored). */
+/**
+ * A service's view of the plan: the newest epoch seen in KV (stale epochs are ignored). The KV
+ * watch delivers each plan; the manager's notice on `hadis.plan` names each new epoch too, and a
+ * notice the watch has not caught up with within `RESYNC_AFTER_MS` re-opens the watch (whose
+ * first delivery is the plan now in the bucket): a watch whose consumer was lost with a server
+ * would otherwise notice only after its missed heartbeats, a minute on.
+ */
 import { decode } from "../../contracts/envelope.ts";
-import { PlanSchema, type Plan } from "../../contracts/messages.ts";
+import { PlanNoticeSchema, PlanSchema, type Plan } from "../../contracts/messages.ts";
 import type { Subjects } from "../../contracts/subjects.ts";
-import { openPlanBucket, watchKey, type KV, type NatsConnection } from "./nats.ts";
+import { openPlanBucket, watchKey, type KV, type NatsConnection, type Subscription } from "./nats.ts";
 import type { Logger } from "./log.ts";
+
+/** How long a notice of a newer epoch waits for the watch before the watch is re-opened. */
+export const RESYNC_AFTER_MS = 1_000;
 
 /** Follows the plan in KV. */
 export class PlanView {
   private plan: Plan | null = null;
   private waiters: (() => void)[] = [];
   private readonly listeners: ((plan: Plan) => void)[] = [];
-  private readonly abort = new AbortController();
+  private watch = new AbortController();
+  private notices: Subscription | null = null;
+  private resync: NodeJS.Timeout | null = null;
+  private closed = false;
+  /** Times the watch was re-opened because a notice was ahead of it. */
+  resyncs = 0;
   private constructor(private readonly log: Logger) {}
 
   /** Opens the bucket and starts watching; the current plan (if any) arrives first. */
   static async open(nc: NatsConnection, subjects: Subjects, log: Logger, replicas = 1): Promise<{ view: PlanView; kv: KV }> {
     const view = new PlanView(log);
     const kv = await openPlanBucket(nc, subjects, replicas);
-    await watchKey(kv, subjects.names.planKey, (data) => view.offer(data), view.abort.signal);
+    const key = subjects.names.planKey;
+    await watchKey(kv, key, (data) => view.offer(data), view.watch.signal);
+    view.notices = nc.subscribe(subjects.planBroadcast, {
+      callback: (_err, msg) => {
+        let epoch: number;
+        try {
+          epoch = decode(PlanNoticeSchema, msg.data, "plan notice").epoch;
+        } catch {
+          return; // (a plan notice that does not read changes nothing: the watch still runs)
+        }
+        if ((view.plan?.epoch ?? 0) >= epoch || view.resync || view.closed) return;
+        view.resync = setTimeout(() => {
+          view.resync = null;
+          if (view.closed || (view.plan?.epoch ?? 0) >= epoch) return;
+          view.resyncs++;
+          log.warn("plan.watch_behind", { held: view.plan?.epoch ?? 0, announced: epoch });
+          view.watch.abort();
+          view.watch = new AbortController();
+          void watchKey(kv, key, (data) => view.offer(data), view.watch.signal).catch((err) => log.warn("plan.watch_failed", { error: (err as Error).message }));
+        }, RESYNC_AFTER_MS);
+      },
+    });
     return { view, kv };
   }
 
@@ -85,6 +120,9 @@ export class PlanView {
 
   /** Stops watching. */
   close(): void {
-    this.abort.abort();
+    this.closed = true;
+    this.watch.abort();
+    this.notices?.unsubscribe();
+    if (this.resync) clearTimeout(this.resync);
   }
 }

@@ -6,7 +6,7 @@
  */
 import { decodeFromSender, encode } from "../../contracts/envelope.ts";
 import { asHadisError } from "../../contracts/errors.ts";
-import { PROTOCOL_VERSION, RouterStatsSchema, WorkerHeartbeatSchema, type ManagerPlanReply, type Plan } from "../../contracts/messages.ts";
+import { PROTOCOL_VERSION, RouterStatsSchema, WorkerHeartbeatSchema, type ManagerPlanReply, type Plan, type PlanNotice } from "../../contracts/messages.ts";
 import { ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import { WorkerInventory } from "../../actors/control/inventory.ts";
 import { ModelFailures, type ModelFailureOptions } from "../../actors/control/model-failures.ts";
@@ -223,7 +223,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     }
     if (plan && outcome.plan) {
       plans.offer(encode(plan));
-      nc.publish(subjects.planBroadcast, encode({ v: PROTOCOL_VERSION, epoch: plan.epoch }));
+      nc.publish(subjects.planBroadcast, encode({ v: PROTOCOL_VERSION, epoch: plan.epoch } satisfies PlanNotice));
       log.info("manager.plan", {
         epoch: plan.epoch,
         pair: plan.pair,

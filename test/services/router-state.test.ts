@@ -135,4 +135,30 @@ describe("PlanView.waitForPlan", () => {
     expect((await view.waitForEpoch(5, 100))?.epoch).toBe(2); // never came: what it holds
     view.close();
   });
+
+  it("a notice of an epoch its watch has not delivered re-opens the watch (one lost with a server would wait out its heartbeats)", async () => {
+    const own = subjects("hnotice");
+    const { view, kv } = await PlanView.open(t.nc, own, createLogger("test", "silent"));
+    const plan = (epoch: number) => encode({
+      v: PROTOCOL_VERSION, epoch, policy: "t", issuedAtMs: 0, sloMs: 1000, timeScale: 1, pair: { light: "a", heavy: "b" },
+      routerThreshold: 0, discThreshold: 0, heavyShare: 0, models: { a: { workers: 1, batchSize: 1 } }, assignment: { w: "a" }, reason: "",
+    });
+    await kv.put(own.names.planKey, plan(1));
+    expect((await view.waitForEpoch(1, 2_000))?.epoch).toBe(1);
+    // The watch dies unseen (its consumer gone with a server); epoch 2 is written and announced.
+    (view as unknown as { watch: AbortController }).watch.abort();
+    await kv.put(own.names.planKey, plan(2));
+    await new Promise((r) => setTimeout(r, 200));
+    expect(view.current?.epoch).toBe(1); // the dead watch did not deliver it
+    t.nc.publish(own.planBroadcast, encode({ v: PROTOCOL_VERSION, epoch: 2 }));
+    expect((await view.waitForEpoch(2, 3_000))?.epoch).toBe(2);
+    expect(view.resyncs).toBe(1);
+    // A notice the watch keeps up with re-opens nothing.
+    await kv.put(own.names.planKey, plan(3));
+    t.nc.publish(own.planBroadcast, encode({ v: PROTOCOL_VERSION, epoch: 3 }));
+    expect((await view.waitForEpoch(3, 2_000))?.epoch).toBe(3);
+    await new Promise((r) => setTimeout(r, 1_200));
+    expect(view.resyncs).toBe(1);
+    view.close();
+  });
 });
