@@ -217,6 +217,8 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   const excluded = { models: left, workers: [...(obs.benchedWorkers ?? [])] };
   const outcome = (plan: Plan | null, verdict: DampingVerdict | null, swapped: string[], held?: string): TickOutcome => ({ plan, snapshot, decision, verdict, swapped, held, excluded });
   const live = new Set(obs.workers.map((w) => w.id));
+  // A worker gone is forgotten (ids are fresh with every worker process: kept, they piled up for good).
+  for (const id of Object.keys(state.lastSwapAtMs)) if (!live.has(id)) delete state.lastSwapAtMs[id];
   const current = obs.current;
   /** The plan in force gives workers to a model that is failing: it is replaced, whatever damping says. */
   const strandsWork = current !== null && Object.entries(current.models).some(([m, a]) => a.workers > 0 && !pool.byName.has(m));

@@ -259,6 +259,9 @@ describe("controlTick", () => {
     expect(next.plan).not.toBeNull();
     expect(Object.keys(next.plan!.assignment)).not.toContain("w15");
     expect(next.plan!.epoch).toBe(plan.epoch + 1);
+    // Its dwell is forgotten with it (worker ids are fresh with every worker process: kept, they piled up).
+    expect(Object.keys(state.lastSwapAtMs)).toHaveLength(15);
+    expect(state.lastSwapAtMs).not.toHaveProperty("w15");
   });
 
   it("stamps random routing on Proteus plans", async () => {
