@@ -12,6 +12,8 @@ export const CLIP_EOS_TOKEN = "<|endoftext|>";
 export const CLIP_MAX_LENGTH = 77;
 /** The merge count CLIP's slow tokenizer keeps from `merges.txt` (49152 - 256 - 2). */
 const CLIP_MAX_MERGES = 49152 - 256 - 2;
+/** Longest word whose token ids are cached (an ordinary word is far shorter). */
+const MAX_CACHED_WORD = 64;
 
 /** CLIP's pre-tokenizer: special tokens, English contractions, letter runs, single digits, symbol runs. */
 const CLIP_SPLIT =
@@ -78,8 +80,8 @@ export class ClipTokenizer {
     return id;
   }
 
-  /** Token ids of `text` without bos, eos or padding. */
-  encodeRaw(text: string): number[] {
+  /** Token ids of `text` without bos, eos or padding; with `limit`, it stops once it has that many. */
+  encodeRaw(text: string, limit = Number.POSITIVE_INFINITY): number[] {
     const cleaned = text.normalize("NFC").replace(/\s+/g, " ").trim().toLowerCase();
     const ids: number[] = [];
     for (const match of cleaned.matchAll(CLIP_SPLIT)) {
@@ -89,13 +91,14 @@ export class ClipTokenizer {
         continue;
       }
       ids.push(...this.bpeIds(word));
+      if (ids.length >= limit) break; // (the rest would be cut: not worth its merges)
     }
     return ids;
   }
 
   /** `[bos, …tokens, eos]`, truncated so that bos and eos fit in `maxLength`. */
   encode(text: string): number[] {
-    const body = this.encodeRaw(text).slice(0, this.maxLength - 2);
+    const body = this.encodeRaw(text, this.maxLength - 2).slice(0, this.maxLength - 2);
     return [this.bosId, ...body, this.eosId];
   }
 
@@ -113,7 +116,9 @@ export class ClipTokenizer {
     for (const byte of new TextEncoder().encode(word)) mapped += this.byteTable[byte];
     const pieces = this.bpe(mapped);
     const ids = pieces.map((piece) => this.vocab.get(piece) ?? this.eosId);
-    if (this.cache.size < 10_000) this.cache.set(word, ids);
+    // Words of ordinary length only: a prompt's worth of junk letters is one "word", and 10,000 of
+    // those would hold tens of MB (and stop the cache taking the words that recur).
+    if (this.cache.size < 10_000 && word.length <= MAX_CACHED_WORD) this.cache.set(word, ids);
     return ids;
   }
 

@@ -47,6 +47,20 @@ describe("ClipTokenizer on the tiny CLIP-layout vocabulary", () => {
     expect(ids.slice(1, 76).every((id) => id === 320)).toBe(true);
   });
 
+  it("caches ordinary words only, and stops at the length the encoding keeps", () => {
+    const t = new ClipTokenizer(vocab, merges);
+    const cache = (t as unknown as { cache: Map<string, number[]> }).cache;
+    const junk = "q".repeat(1_000); // a prompt's worth of letters is one word
+    const ids = t.encode(`a photo of ${junk}`);
+    expect(ids).toHaveLength(77); // truncated as before
+    expect(cache.has("photo")).toBe(true);
+    expect(cache.has(junk)).toBe(false); // not kept: 10,000 of those would hold tens of MB
+    // What comes after 75 tokens is never merged: the words past the cut are not even looked at.
+    t.encode(`${"a ".repeat(80)}zebra`);
+    expect(cache.has("zebra")).toBe(false);
+    expect(t.encode(`${"a ".repeat(80)}zebra`)).toEqual(t.encode("a ".repeat(80)));
+  });
+
   it("reads the pad token from tokenizer_config.json forms", () => {
     expect(padTokenFromConfig({ pad_token: "!" })).toBe("!");
     expect(padTokenFromConfig({ pad_token: { content: "<|endoftext|>" } })).toBe("<|endoftext|>");
