@@ -9,7 +9,7 @@ import { JudgeRequestSchema, PROTOCOL_VERSION, type JudgeReply } from "../../con
 import { QueueGroups, ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import type { JudgeBackend } from "../../actors/worker/backend.ts";
 import { acceptsLight } from "../../actors/judge/verdict.ts";
-import type { Logger } from "../lib/log.ts";
+import { throttled, type Logger } from "../lib/log.ts";
 import { replyError, startService, type MsgHdrs, type NatsConnection } from "../lib/nats.ts";
 import { recordVerdict } from "../lib/metrics.ts";
 import { endWithError, ServiceTelemetry, SpanKind } from "../lib/telemetry.ts";
@@ -25,7 +25,17 @@ export interface DiscriminatorOptions {
   models: readonly string[];
   log: Logger;
   version?: string;
+  /** Judge requests held at once, each with its image (default `MAX_JUDGING`); past it, `overloaded`. */
+  maxInFlight?: number;
 }
+
+/**
+ * Judge requests one discriminator holds at once. Past it a request is refused at once with
+ * `overloaded`, which the router answers with the light image: a judge slower than the light
+ * images coming (one ONNX thread) otherwise queued them, image and all, without bound, and
+ * scored each long after its router had stopped waiting.
+ */
+export const MAX_JUDGING = 256;
 
 /** Starts a discriminator instance. */
 export async function startDiscriminator(opts: DiscriminatorOptions): Promise<RunningService> {
@@ -34,6 +44,7 @@ export async function startDiscriminator(opts: DiscriminatorOptions): Promise<Ru
   const { view: plans } = await PlanView.open(nc, subjects, log);
   const inFlight = new Set<Promise<unknown>>();
   const telemetry = new ServiceTelemetry(ServiceNames.discriminator, nc);
+  const refusedBusy = throttled(log, "warn", "discriminator.busy");
 
   async function handle(data: Uint8Array): Promise<JudgeReply> {
     const request = decode(JudgeRequestSchema, data, "judge request");
@@ -101,6 +112,11 @@ export async function startDiscriminator(opts: DiscriminatorOptions): Promise<Ru
     subject: subjects.judge,
     queue: QueueGroups.discriminator,
     handler: (_err, msg) => {
+      if (inFlight.size >= (opts.maxInFlight ?? MAX_JUDGING)) {
+        refusedBusy({ inFlight: inFlight.size });
+        replyError(msg, new HadisError("overloaded", `the discriminator is judging ${inFlight.size} images already`, { retryAfterMs: 100 }), "msgpack");
+        return;
+      }
       const p = traced(msg.data, msg.headers)
         .then(
           (reply) => msg.respond(encode(reply)),

@@ -31,4 +31,28 @@ describe("discriminator", () => {
       await disc.stop();
     }
   });
+
+  it("holds at most its in-flight limit of judge requests: past it, overloaded at once (the router then serves the light image)", async () => {
+    const s = buildSubjects("disc-busy");
+    const release: (() => void)[] = [];
+    const judge = { kind: "slow", score: () => new Promise<number[]>((r) => release.push(() => r([0.5]))), thresholdFor: () => 0, close: async () => undefined };
+    const disc = await startDiscriminator({ nc: t.nc, subjects: s, judge, models: ["m"], log: createLogger("test", "silent"), maxInFlight: 3 });
+    const ask = (i: number) => t.nc.request(s.judge, encode({ v: 1, requestId: `r${i}`, prompt: "a cat", model: "m", image: new Uint8Array([1]), planEpoch: 0 }), { timeout: 5_000 });
+    try {
+      const held = [0, 1, 2].map(ask);
+      while (release.length < 3) await new Promise((r) => setTimeout(r, 10));
+      const refused = packr.unpack((await ask(3)).data).error as { code: string; details: { retryAfterMs: number } };
+      expect(refused.code).toBe("overloaded");
+      expect(refused.details.retryAfterMs).toBeGreaterThan(0);
+      release.forEach((r) => r());
+      for (const m of await Promise.all(held)) expect(packr.unpack(m.data).score).toBe(0.5);
+      // Room again once they are answered.
+      const again = ask(4);
+      while (release.length < 4) await new Promise((r) => setTimeout(r, 10));
+      release[3]();
+      expect(packr.unpack((await again).data).score).toBe(0.5);
+    } finally {
+      await disc.stop();
+    }
+  });
 });
