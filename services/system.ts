@@ -189,6 +189,8 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
       const policyName = opts.policy ?? DEFAULT_POLICY;
       const solver = createHighsSolver({ warmupLp: plannerWarmupLp(profiles) });
       closers.push(() => solver.close());
+      const ticks = tickObserver(nc);
+      closers.push(() => ticks.close());
       const manager = await startResourceManager({
         nc,
         subjects,
@@ -209,7 +211,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
         demandHalfLifeMs: opts.demandHalfLifeMs ?? Math.max(1_000, 20_000 * timeScale),
         silentAfterMs: 3_000,
         log: logFor("resource-manager"),
-        onTick: tickObserver(nc),
+        onTick: ticks,
       });
       system.manager = manager;
       started.push({ kind: "resource-manager", service: manager });

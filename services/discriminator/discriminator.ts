@@ -135,6 +135,7 @@ export async function startDiscriminator(opts: DiscriminatorOptions): Promise<Ru
       await service.stop().catch(() => undefined);
       await within(Promise.allSettled([...inFlight]), graceMs);
       plans.close();
+      await telemetry.close();
       await judge.close().catch(() => undefined);
       log.info("discriminator.stopped", {});
     },

@@ -274,6 +274,11 @@ function hadisTracingSwitch(): "on" | "off" | undefined {
   return v === "on" || v === "true" || v === "1" ? "on" : v === "off" || v === "false" || v === "0" ? "off" : undefined;
 }
 
+/** Span sinks of the services running in this process (stopped ones leave). */
+export function spanSinkCount(): number {
+  return sinks.size;
+}
+
 /** Flushes every exporter (tests, shutdown). */
 export async function flushTelemetry(): Promise<void> {
   const s = current();
@@ -434,6 +439,13 @@ export class ServiceTelemetry {
    */
   start(name: string, options: SpanOptions, parent?: SpanContext): Span {
     return this.tracer.startChild(name, options, parent);
+  }
+
+  /** Sends what this service's span sink holds and lets it go (a stopped service; the process may start others). */
+  async close(): Promise<void> {
+    await this.sink?.shutdown();
+    this.sink = null;
+    this.tracerOf = null;
   }
 
   /** The span context carried by NATS headers (`traceparent`, `tracestate`), if any. */

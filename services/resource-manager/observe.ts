@@ -5,10 +5,13 @@ import { recordDemand, recordExcluded, recordPlan, recordQueueDepths, recordSolv
 import { endWithError, ServiceTelemetry } from "../lib/telemetry.ts";
 import type { NatsConnection } from "../lib/nats.ts";
 
+/** An `onTick` callback; `close` lets its tracing go when the manager has stopped. */
+export type TickObserver = ((outcome: TickOutcome | null, error?: Error, tickMs?: number) => void) & { close(): Promise<void> };
+
 /** An `onTick` callback recording metrics and one span per tick. */
-export function tickObserver(nc: NatsConnection): (outcome: TickOutcome | null, error?: Error, tickMs?: number) => void {
+export function tickObserver(nc: NatsConnection): TickObserver {
   const telemetry = new ServiceTelemetry(ServiceNames.resourceManager, nc);
-  return (outcome, error, tickMs) => {
+  const observe = (outcome: TickOutcome | null, error?: Error, tickMs?: number): void => {
     if (outcome) {
       recordDemand(outcome.snapshot.demandQps);
       if (outcome.decision.solveMs !== undefined) recordSolve(outcome.decision.solveMs);
@@ -43,4 +46,5 @@ export function tickObserver(nc: NatsConnection): (outcome: TickOutcome | null, 
       endWithError(span, error);
     } else span.end();
   };
+  return Object.assign(observe, { close: () => telemetry.close() });
 }

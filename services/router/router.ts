@@ -322,6 +322,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       if (!nc.isClosed()) report();
       resultsSub.unsubscribe();
       plans.close();
+      await traces.telemetry.close();
       log.info("router.stopped", { routerId });
     },
   };

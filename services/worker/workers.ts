@@ -46,7 +46,8 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
   const results = await openResultsBucket(nc, subjects);
   const backends: GenerationBackend[] = [];
   const agents: WorkerAgent[] = [];
-  const observer = workerObserver(new ServiceTelemetry(ServiceNames.worker, nc, prefix));
+  const telemetry = new ServiceTelemetry(ServiceNames.worker, nc, prefix);
+  const observer = workerObserver(telemetry);
   const publishResult = (replyTo: string, result: WorkResult): void => {
     const data = encode(result);
     try {
@@ -135,6 +136,7 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
       // Last word: the workers are gone, so the resource manager need not wait for silence.
       beat();
       await service.stop().catch(() => undefined);
+      await telemetry.close();
       await Promise.all(backends.map((b) => b.close().catch(() => undefined)));
       log.info("workers.stopped", { prefix });
     },

@@ -9,7 +9,7 @@ import { readGenerateReply } from "../../services/lib/client.ts";
 import { encode, parseRaw } from "../../contracts/envelope.ts";
 import { SpanStatusCode } from "@opentelemetry/api";
 import { tickObserver } from "../../services/resource-manager/observe.ts";
-import { configureTelemetry, flushTelemetry, shutdownTelemetry, spanSinkSubject, type SpanRecord } from "../../services/lib/telemetry.ts";
+import { configureTelemetry, flushTelemetry, shutdownTelemetry, spanSinkCount, spanSinkSubject, type SpanRecord } from "../../services/lib/telemetry.ts";
 
 const exporter = new InMemorySpanExporter();
 let t: TestSystem;
@@ -184,4 +184,19 @@ describe("the dashboard's span sink", () => {
       configureTelemetry({ enabled: true, exporters: [new InMemorySpanExporter()], spanSink: false, otlpUrl: null });
     }
   });
+});
+
+describe("a stopped system's tracing", () => {
+  it("leaves no span sink behind (each held its connection and buffered spans for as long as the process ran)", async () => {
+    const before = spanSinkCount();
+    const other = await startTestSystem({ policy: "static" });
+    try {
+      const routes = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold);
+      await other.client.generate({ prompt: routes.escalated, deadlineMs: 20_000 });
+      expect(spanSinkCount()).toBeGreaterThan(before); // router, worker and discriminator traced it
+    } finally {
+      await other.stop();
+    }
+    expect(spanSinkCount()).toBe(before);
+  }, 40_000);
 });
