@@ -46,14 +46,15 @@ async function enqueueKeyed(deps: RouterActorDeps, model: string, data: Uint8Arr
   for (let attempt = 0; ; attempt++) {
     const ack = await deps.queue.publish(model, data, id, headers);
     if (!ack.duplicate || attempt >= 8 || canStillAnswer(await deps.queue.itemAt(ack.seq), Date.now())) return ack;
-    if (await storedResult(deps, key)) return ack;
+    if (await storedResult(deps.results, key)) return ack;
     id = `${msgId}@${ack.seq}`;
   }
 }
 
 /** A keyed request's stage's result in the results bucket, if it is there already. */
-async function storedResult(deps: RouterActorDeps, key: string): Promise<Uint8Array | null> {
-  const stored = await deps.results!.get(key).catch(() => null);
+export async function storedResult(results: KV | undefined, key: string): Promise<Uint8Array | null> {
+  if (!results) return null;
+  const stored = await results.get(key).catch(() => null);
   return stored?.operation === "PUT" && stored.value.length > 0 ? stored.value : null;
 }
 
@@ -166,7 +167,7 @@ export function routerActors(deps: RouterActorDeps) {
       const headers = stage ? deps.traces!.telemetry.inject(stage.spanContext()) : undefined;
       const data = encode(item);
       const keyed = isKeyed(input.requestId) && deps.results ? resultKey(input.requestId, input.stage) : null;
-      const stored = keyed ? await storedResult(deps, keyed) : null;
+      const stored = keyed ? await storedResult(deps.results, keyed) : null;
       if (stored) {
         // A retry of a stage already answered (through any router, past JetStream's duplicate
         // window too): its stored image, delivered as read (it may expire a moment later), and no generation.

@@ -103,4 +103,9 @@ export class PendingWork {
   get size(): number {
     return this.items.size;
   }
+
+  /** Every waiting entry, now. */
+  waiting(): PendingItem[] {
+    return [...this.items.values()];
+  }
 }

@@ -1,0 +1,59 @@
+/**
+ * A router whose connection drops while a worker sends its result (the worker and the client
+ * keep theirs): the result is gone (core NATS is at most once, and the worker acknowledged its
+ * item), so once reconnected the router finds the item gone from the stream and queues it
+ * again; the request is answered instead of waiting out its deadline.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
+import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
+import { HadisClient } from "../../services/lib/client.ts";
+import type { RunningSystem } from "../../services/system.ts";
+import { startTestServices } from "../helpers/system.ts";
+import { startProxy, type Proxy } from "../helpers/proxy.ts";
+import { promptsByRoute } from "../helpers/prompts.ts";
+import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
+
+let server: LocalServer;
+let proxy: Proxy;
+let back: RunningSystem;
+let front: RunningSystem;
+let nc: NatsConnection;
+
+beforeAll(async () => {
+  server = await startNatsServer();
+  proxy = await startProxy(server.port);
+  // Real latencies (time scale 1): a light image takes about 1.3 s, long enough to cut the router meanwhile.
+  back = await startTestServices(server.url, { services: ["resource-manager", "worker", "discriminator"], workers: 2, timeScale: 1 });
+  front = await startTestServices(proxy.url, { services: ["router"], timeScale: 1 });
+  nc = await connectNats(server.url, "test");
+}, 60_000);
+
+afterAll(async () => {
+  await nc?.close();
+  await front?.stop(2_000);
+  await back?.stop(2_000);
+  await proxy?.close();
+  await server?.stop();
+});
+
+describe("a router that loses its connection while its result is sent", () => {
+  it("queues the item again once reconnected, and answers", async () => {
+    const client = new HadisClient(nc);
+    await client.waitUntilServing(20_000);
+    const served = () => back.workers!.agents.reduce((n, a) => n + a.status("x").servedTotal, 0);
+    const before = served();
+    const prompt = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold).light;
+    const started = Date.now();
+    const reply = client.generate({ prompt, seed: 3, deadlineMs: 20_000 });
+    // The item is in work; the router is cut off until after the worker has sent its image and acknowledged it.
+    await new Promise((r) => setTimeout(r, 300));
+    proxy.cut(2_500);
+    const answer = await reply;
+    expect(answer.image.byteLength).toBeGreaterThan(0);
+    expect(served() - before).toBe(2); // the lost one, and the one queued again
+    const ms = Date.now() - started;
+    console.log(`router cut 2.5 s while its result was sent: answered after ${ms} ms, ${served() - before} generations`);
+    expect(ms).toBeLessThan(12_000); // not the 20 s deadline
+  }, 40_000);
+});
