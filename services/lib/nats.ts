@@ -163,8 +163,12 @@ export class WorkQueue {
     const durable = this.subjects.names.workConsumer(model);
     if (this.consumers.has(durable)) return durable;
     const stream = this.subjects.names.workStream;
+    // The settings a version may change: an existing consumer gets them (a changed ack wait or
+    // delivery limit used to apply to new deployments only, silently).
+    const settings = { ack_wait: ms2ns(this.options.ackWaitMs), max_deliver: this.options.maxDeliver, max_ack_pending: 100_000, max_waiting: 4096 };
+    let existing: Awaited<ReturnType<JetStreamManager["consumers"]["info"]>> | null = null;
     try {
-      await this.jsm.consumers.info(stream, durable);
+      existing = await this.jsm.consumers.info(stream, durable);
     } catch {
       try {
         await this.jsm.consumers.add(stream, {
@@ -172,15 +176,19 @@ export class WorkQueue {
           filter_subject: this.subjects.work(model),
           ack_policy: AckPolicy.Explicit,
           deliver_policy: DeliverPolicy.All,
-          ack_wait: ms2ns(this.options.ackWaitMs),
-          max_deliver: this.options.maxDeliver,
-          max_ack_pending: 100_000,
-          max_waiting: 4096,
+          ...settings,
           num_replicas: this.options.replicas,
         });
       } catch (err) {
         if (!/already in use|exists/i.test(String((err as Error).message))) throw err;
       }
+    }
+    const stale = existing ? (Object.keys(settings) as (keyof typeof settings)[]).filter((k) => existing!.config[k] !== settings[k]) : [];
+    if (stale.length > 0) {
+      await this.jsm.consumers.update(stream, durable, settings).catch((err: unknown) => {
+        // (A user not allowed to change consumers keeps the old settings: said, not thrown.)
+        createLogger("work-queue").warn("work_queue.consumer_upgrade_failed", { consumer: durable, settings: stale, error: (err as Error).message, fix: `nats consumer edit ${stream} ${durable} (as the admin user)` });
+      });
     }
     this.consumers.add(durable);
     return durable;

@@ -54,6 +54,19 @@ describe("deliveries", () => {
     second.ack();
   });
 
+  it("come from a consumer with this version's settings, an existing one's changed in place", async () => {
+    const own = buildSubjects("hconsumer");
+    const old = await WorkQueue.open(t.nc, own, { ...DEFAULT_WORK_QUEUE, storage: "memory", ackWaitMs: 30_000, maxDeliver: 9 });
+    const durable = await old.ensureConsumer("m6");
+    const jsm = await jetstreamManager(t.nc);
+    expect((await jsm.consumers.info(own.names.workStream, durable)).config.ack_wait).toBe(30_000 * 1_000_000);
+    // Another process of a newer version (its own WorkQueue, as a restarted worker has).
+    const fresh = await WorkQueue.open(t.nc, own, { ...DEFAULT_WORK_QUEUE, storage: "memory", ackWaitMs: 5_000, maxDeliver: 5 });
+    await fresh.ensureConsumer("m6");
+    const config = (await jsm.consumers.info(own.names.workStream, durable)).config;
+    expect([config.ack_wait, config.max_deliver]).toEqual([5_000 * 1_000_000, 5]);
+  });
+
   it("say which one is the last the queue will make (max_deliver)", async () => {
     const own = buildSubjects("hlast");
     const queue = await WorkQueue.open(t.nc, own, { ...DEFAULT_WORK_QUEUE, storage: "memory", maxDeliver: 2 });
