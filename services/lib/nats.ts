@@ -199,8 +199,17 @@ export class WorkQueue {
     const h = hdrs ?? natsHeaders();
     const retryMs = this.options.publishRetryMs ?? 0;
     if (retryMs <= 0) {
-      const ack = await this.js.publish(this.subjects.work(model), data, { msgID: msgId, headers: h });
-      return { seq: ack.seq, duplicate: ack.duplicate };
+      try {
+        const ack = await this.js.publish(this.subjects.work(model), data, { msgID: msgId, headers: h });
+        return { seq: ack.seq, duplicate: ack.duplicate };
+      } catch (err) {
+        // A publish that timed out may have been stored: asked again under the same id, the stream
+        // says (a duplicate's acknowledgement names its sequence). Failing instead left an item
+        // that a worker would generate for a request already answered no_capacity.
+        if (!/timeout|timed out/i.test(String((err as Error).message))) throw err;
+        const ack = await this.js.publish(this.subjects.work(model), data, { msgID: msgId, headers: h, timeout: 2_000 });
+        return { seq: ack.seq, duplicate: ack.duplicate };
+      }
     }
     const deadline = Date.now() + retryMs;
     for (let attempt = 0; ; attempt++) {

@@ -175,7 +175,9 @@ export function routerActors(deps: RouterActorDeps) {
       } else {
         const ack = keyed ? await enqueueKeyed(deps, model, data, msgId, keyed, headers) : await deps.queue.publish(model, data, msgId, headers);
         entry.seq = ack.seq;
-        entry.own = !ack.duplicate;
+        // An unkeyed request's id is its own: a duplicate of its item is its own earlier publish
+        // (one that timed out, asked again), which it removes when it ends like any other.
+        entry.own = !ack.duplicate || !keyed;
         if (signal.aborted) {
           // The request ended while the publish was in flight: its item must not cost a GPU.
           if (entry.own) void deps.queue.remove(ack.seq).catch(() => false);

@@ -67,6 +67,25 @@ describe("deliveries", () => {
     expect([config.ack_wait, config.max_deliver]).toEqual([5_000 * 1_000_000, 5]);
   });
 
+  it("a publish that times out after the stream stored it is asked again and answers with the item's sequence, not an error", async () => {
+    const own = buildSubjects("htimeout");
+    const queue = await WorkQueue.open(t.nc, own, { ...DEFAULT_WORK_QUEUE, storage: "memory" });
+    const js = queue.js as unknown as { publish: (...args: unknown[]) => Promise<{ seq: number; duplicate: boolean }> };
+    const real = js.publish.bind(js);
+    let calls = 0;
+    // Stored, but the acknowledgement lost: the client times out.
+    js.publish = async (...args) => (++calls === 1 ? (await real(...args), Promise.reject(new Error("TIMEOUT"))) : real(...args));
+    const ack = await queue.publish("m7", new TextEncoder().encode("once"), "timeout-1");
+    expect(calls).toBe(2);
+    expect(ack.duplicate).toBe(true); // the first publish's item
+    const [got] = await queue.pull("m7", 5, 500, new AbortController().signal);
+    expect(new TextDecoder().decode(got.data)).toBe("once");
+    got.ack();
+    await t.nc.flush();
+    await new Promise((r) => setTimeout(r, 200));
+    expect(await queue.itemAt(ack.seq)).toBeNull(); // the same item: acknowledged, gone
+  });
+
   it("say which one is the last the queue will make (max_deliver)", async () => {
     const own = buildSubjects("hlast");
     const queue = await WorkQueue.open(t.nc, own, { ...DEFAULT_WORK_QUEUE, storage: "memory", maxDeliver: 2 });
