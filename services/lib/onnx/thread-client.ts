@@ -3,9 +3,10 @@
  * waits for the answers. The thread is started on first use (or by `start()`, which reports
  * a backend that cannot load); if it dies, the calls in flight fail with a typed error and the
  * next call starts a new one, `revive` first restoring its state (the models it had loaded).
- * A call given a time limit that the thread does not answer in ends the thread the same way: a
- * session that hangs cannot be interrupted, only its thread ended. Idle, the thread does not keep
- * the process alive.
+ * A call given a time limit that the thread does not answer in fails the same way, and the next
+ * call starts a new thread: the old one is left to finish what it was given, and ended once it
+ * has (a thread ended inside a native session run can take the process down with it). Idle, a
+ * thread does not keep the process alive.
  */
 import { Worker } from "node:worker_threads";
 import { fromWireError, HadisError, type ErrorCode } from "../../../contracts/errors.ts";
@@ -29,6 +30,10 @@ export class OnnxThread {
   private worker: Worker | null = null;
   private starting: Promise<void> | null = null;
   private readonly pending = new Map<number, Pending>();
+  /** Calls each thread was sent and has not answered (a thread left behind is ended when it has answered them all). */
+  private readonly outstanding = new Map<Worker, number>();
+  /** Threads left behind by a call that timed out, still running what they were sent. */
+  private readonly abandoned = new Set<Worker>();
   private nextId = 1;
   private spawns = 0;
   private closed = false;
@@ -90,17 +95,36 @@ export class OnnxThread {
         entry.timer.unref();
       }
       this.pending.set(id, entry);
+      this.outstanding.set(worker, (this.outstanding.get(worker) ?? 0) + 1);
       if (this.pending.size === 1) worker.ref();
       worker.postMessage({ id, op, args } satisfies ThreadCall);
     });
   }
 
-  /** A call the thread did not answer in time: the thread is ended and what it held fails; the next call starts a new one. */
+  /**
+   * A call the thread did not answer in time: what it was sent fails now, and the next call
+   * starts a new thread. The old one is left to finish (it may only be slow), unreferenced, and
+   * ended once it has answered everything it was sent; one truly hung stays, holding its memory.
+   */
   private hung(worker: Worker, op: string, timeoutMs: number): void {
     if (this.worker !== worker) return;
     this.worker = null;
-    this.failAll(`onnx thread did not answer ${op} within ${timeoutMs} ms, and was ended`);
+    this.abandoned.add(worker);
+    worker.unref();
+    this.failAll(`onnx thread did not answer ${op} within ${timeoutMs} ms; left behind, a new one takes the next call`);
+    if ((this.outstanding.get(worker) ?? 0) === 0) this.retire(worker);
+  }
+
+  /** Ends a thread left behind, now idle. */
+  private retire(worker: Worker): void {
+    this.abandoned.delete(worker);
+    this.outstanding.delete(worker);
     void worker.terminate();
+  }
+
+  /** Threads left behind by timed-out calls that are still running. */
+  get leftBehind(): number {
+    return this.abandoned.size;
   }
 
   private settle(id: number): Pending | undefined {
@@ -138,6 +162,12 @@ export class OnnxThread {
       throw err;
     });
     worker.on("message", (reply: ThreadReply) => {
+      const left = (this.outstanding.get(worker) ?? 1) - 1;
+      this.outstanding.set(worker, left);
+      if (this.abandoned.has(worker)) {
+        if (left <= 0) this.retire(worker); // idle now: safe to end
+        return;
+      }
       const entry = this.settle(reply.id);
       if (!entry) return;
       if (reply.ok) entry.resolve(reply.value);
@@ -147,6 +177,8 @@ export class OnnxThread {
     let crash = "";
     worker.on("error", (err) => (crash = `: ${err.message}`));
     worker.once("exit", (code) => {
+      this.abandoned.delete(worker);
+      this.outstanding.delete(worker);
       if (this.worker !== worker) return;
       this.worker = null;
       this.failAll(`onnx thread exited (code ${code})${crash}`);
