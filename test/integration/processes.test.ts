@@ -89,10 +89,15 @@ describe("services as separate processes", () => {
     expect(await third.exited).toBe(2);
     expect(third.output()).toMatch(/data dir .* is in use by nats-server pid \d+/);
     // A start that fails after its server is up says why, once, and leaves nothing running.
-    const failed = spawnHadis(["start", "--port", String(await freePort()), "--data-dir", `${dataDir}-3`, "--policy", "nope", "--no-dashboard"]);
+    const failed = spawnHadis(["start", "--port", String(await freePort()), "--data-dir", `${dataDir}-3`, "--backend", "onnx", "--model-map", `${dataDir}-3/no-such-map.json`, "--no-dashboard"]);
     expect(await failed.exited).toBe(1);
-    expect(failed.output()).toContain('unknown policy "nope"');
+    expect(failed.output()).toMatch(/hadis start: ENOENT: no such file or directory, open '.*no-such-map\.json'/);
     expect(failed.output()).not.toContain("embedded nats-server exited");
+    expect(spawnSync("pgrep", ["-f", `${dataDir}-3`], { encoding: "utf8" }).stdout.trim()).toBe("");
+    // An unknown policy is refused before anything starts, naming the known ones.
+    const typo = spawnHadis(["start", "--port", String(await freePort()), "--data-dir", `${dataDir}-3`, "--policy", "nope", "--no-dashboard"]);
+    expect(await typo.exited).toBe(1);
+    expect(typo.output()).toContain("argument 'nope' is invalid. Allowed choices are hadis,");
     expect(spawnSync("pgrep", ["-f", `${dataDir}-3`], { encoding: "utf8" }).stdout.trim()).toBe("");
     rmSync(`${dataDir}-3`, { recursive: true, force: true });
 
