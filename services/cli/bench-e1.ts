@@ -18,6 +18,7 @@ import { fidLookupFromProfiles, scoreRun, type PlanMark, type RequestRecord } fr
 import { HadisClient } from "../lib/client.ts";
 import { createLogger } from "../lib/log.ts";
 import { connectNats } from "../lib/nats.ts";
+import { natsUrls } from "./credentials.ts";
 import { startNatsServer } from "../lib/nats-server.ts";
 import { PlanView } from "../lib/plan-view.ts";
 import { loadProfiles } from "../lib/profiles.ts";
@@ -40,11 +41,13 @@ export interface ReplayResult {
   /** Workers reassigned by plan changes during the replay. */
   planSwaps: number;
   interrupted: boolean;
+  /** The policy of the system replayed against (its first plan's). */
+  policy: string;
 }
 
 /** Replays `arrivals` against `hadis.generate` on `natsUrl`; `stop()` ends sending early. */
 export async function replayTrace(opts: {
-  natsUrl: string;
+  natsUrl: string | string[];
   arrivals: readonly Arrival[];
   prompts: readonly string[];
   profiles: ProfileSet;
@@ -113,7 +116,7 @@ export async function replayTrace(opts: {
   bar.stop();
   view.close();
   await nc.drain().catch(() => nc.close());
-  return { records: records.slice(0, sent).filter((r): r is RequestRecord => r !== undefined), plans, planLog, planSwaps, interrupted: sent < opts.arrivals.length };
+  return { records: records.slice(0, sent).filter((r): r is RequestRecord => r !== undefined), plans, planLog, planSwaps, interrupted: sent < opts.arrivals.length, policy: first.policy };
 }
 
 /** Waits until every worker holds the model the plan assigns it (or `timeoutMs`). */
@@ -133,7 +136,8 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
   const sloMs = sloOf(opts, profiles.pool);
   const { arrivals, prompts } = loadWorkload(opts);
   const embedded = opts.embedded || !opts.nats;
-  const policies = embedded ? policiesFor(opts.policy) : [opts.policy === "all" ? "running" : opts.policy];
+  // Against a running system, one replay: whatever it runs (its plans name the policy).
+  const policies = embedded ? policiesFor(opts.policy) : ["running"];
   let interrupted = false;
   const onSigint = () => {
     if (interrupted) process.exit(130);
@@ -146,7 +150,7 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
     for (const policy of policies) {
       if (interrupted) break;
       let stopAll = async () => {};
-      let natsUrl = opts.nats!;
+      let natsUrl: string | string[] = natsUrls(opts.nats!);
       let system: RunningSystem | null = null;
       if (embedded) {
         const server = await startNatsServer();
@@ -161,9 +165,12 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
       try {
         const run = await replayTrace({ natsUrl, arrivals, prompts, profiles, sloMs, label: policy, stopped: () => interrupted });
         const swaps = system?.workers ? system.workers.agents.reduce((s, a) => s + a.status("profile").swapsTotal, 0) : run.planSwaps;
-        const score = scoreRun({ policy, records: run.records, plans: run.plans, sloMs, fid: fidLookupFromProfiles(profiles) });
-        systems.push(summarize(policy, score, swaps, run.planLog));
-        process.stderr.write(`${policy}: ${run.records.length} requests, ${run.planLog.length} plans${run.interrupted ? " (interrupted)" : ""}\n`);
+        // A running system is named and scored as the policy its plans name (cascades by their plans' FID).
+        const name = embedded ? policy : run.policy;
+        if (!embedded && opts.policy !== "all" && opts.policy !== name) process.stderr.write(`note: the running system plans with ${name}, not ${opts.policy}: reported as ${name}\n`);
+        const score = scoreRun({ policy: name, records: run.records, plans: run.plans, sloMs, fid: fidLookupFromProfiles(profiles) });
+        systems.push(summarize(name, score, swaps, run.planLog));
+        process.stderr.write(`${name}: ${run.records.length} requests, ${run.planLog.length} plans${run.interrupted ? " (interrupted)" : ""}\n`);
       } finally {
         await stopAll();
       }

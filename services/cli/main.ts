@@ -155,7 +155,7 @@ e1Options(
     .command("bench")
     .description("live benchmarks against NATS: `bench e1` replays a trace against a running system or embedded fresh ones")
     .argument("<name>", "benchmark name (e1)")
-    .option("--nats <url>", "NATS server of a running system (default: --embedded)")
+    .option("--nats <urls>", "NATS server of a running system, comma-separated for a cluster (default: --embedded); its policy is read from its plans")
     .option("--embedded", "start a nats-server and a fresh system per policy in this process"),
 ).action(async (name, opts) => {
   if (name !== "e1") throw new Error(`unknown benchmark "${name}" (known: e1)`);
