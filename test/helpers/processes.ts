@@ -22,11 +22,38 @@ export function spawnHadis(args: string[], env: Record<string, string> = {}, opt
     env: { ...process.env, HADIS_LOG: "info", ...env },
     detached: opts.group ?? false,
   });
+  running.add({ child, group: opts.group ?? false });
+  child.once("exit", () => running.forEach((r) => r.child === child && running.delete(r)));
   let out = "";
   child.stdout!.on("data", (d) => (out += d));
   child.stderr!.on("data", (d) => (out += d));
   const exited = new Promise<number | string>((resolve) => child.once("exit", (code, signal) => resolve(code ?? signal ?? -1)));
   return { child, output: () => out, exited };
+}
+
+const running = new Set<{ child: ChildProcess; group: boolean }>();
+
+/**
+ * Stops every spawned command still running, with its process group when it has one: SIGTERM
+ * first, so that a `hadis start` stops the nats-server it runs in a session of its own, then
+ * SIGKILL after `graceMs`. A test that fails half-way must not leave them behind.
+ */
+export async function stopSpawned(graceMs = 5_000): Promise<void> {
+  const signal = (sig: NodeJS.Signals) => {
+    for (const { child, group } of running) {
+      try {
+        if (group && child.pid) process.kill(-child.pid, sig);
+        else child.kill(sig);
+      } catch {
+        // gone already
+      }
+    }
+  };
+  signal("SIGTERM");
+  const end = Date.now() + graceMs;
+  while (running.size > 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+  signal("SIGKILL");
+  running.clear();
 }
 
 /** Waits until `check` holds or throws after `ms`. */

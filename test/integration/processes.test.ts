@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
 import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
 import { HadisClient } from "../../services/lib/client.ts";
-import { spawnHadis, waitFor, type Spawned } from "../helpers/processes.ts";
+import { spawnHadis, stopSpawned, waitFor, type Spawned } from "../helpers/processes.ts";
 import { freePort } from "../../services/lib/nats-server.ts";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -32,6 +32,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
+  await stopSpawned(); // the services above, and any `hadis start` a failed test left running
   for (const p of Object.values(procs)) p.child.kill("SIGKILL");
   await nc?.close();
   await server?.stop();
