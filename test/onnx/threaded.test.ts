@@ -73,7 +73,7 @@ describe("ThreadedGenerationBackend", () => {
     }
     await expect(b.generate("turbo", [{ prompt: "a cat", seed: 1 }])).rejects.toThrow(/closed/);
   });
-  it("a batch the thread does not answer in time fails as a generation failure; the next call gets a new thread, and the old one is ended once it has finished", async () => {
+  it("a batch the thread does not answer in time fails as a generation failure; calls fail at once until the old thread has finished and is ended, then a new one starts", async () => {
     // The 768×768 image takes hundreds of milliseconds: longer than this limit, as a hung session would.
     const b = new ThreadedGenerationBackend(options(), { generateMs: 20 });
     try {
@@ -85,6 +85,9 @@ describe("ThreadedGenerationBackend", () => {
       expect(err.message).toBe("onnx thread did not answer generate within 20 ms; left behind, a new one takes the next call");
       expect(thread.running).toBe(false);
       expect(thread.leftBehind).toBe(1); // still decoding: ending it inside the session run could take the process down
+      // Until it has finished, calls fail at once: no thread after thread, each holding its models.
+      const meanwhile = (await b.load("turbo").catch((e: unknown) => e)) as HadisError;
+      expect(meanwhile.message).toMatch(/left behind past its time limit is still running/);
       const until = Date.now() + 10_000;
       while (thread.leftBehind > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
       expect(thread.leftBehind).toBe(0); // finished, then ended
@@ -92,6 +95,29 @@ describe("ThreadedGenerationBackend", () => {
       await b.unload("large");
       await b.load("turbo");
       expect(thread.running).toBe(true);
+    } finally {
+      await b.close();
+    }
+  });
+
+  it("time a call spends waiting behind others in the thread does not count against its limit", async () => {
+    const probe = new ThreadedGenerationBackend(options());
+    let singleMs: number;
+    try {
+      await probe.load("large");
+      await probe.generate("large", [{ prompt: "warm", seed: 1 }]);
+      const t0 = performance.now();
+      await probe.generate("large", [{ prompt: "a red bicycle", seed: 1 }]);
+      singleMs = performance.now() - t0;
+    } finally {
+      await probe.close();
+    }
+    // A limit above one batch, below the three the last call waits for.
+    const b = new ThreadedGenerationBackend(options(), { generateMs: Math.ceil(singleMs * 2) });
+    try {
+      await b.load("large");
+      const all = await Promise.all([1, 2, 3, 4].map((seed) => b.generate("large", [{ prompt: "a red bicycle", seed }])));
+      expect(all.map((images) => images.length)).toEqual([1, 1, 1, 1]);
     } finally {
       await b.close();
     }

@@ -3,10 +3,11 @@
  * waits for the answers. The thread is started on first use (or by `start()`, which reports
  * a backend that cannot load); if it dies, the calls in flight fail with a typed error and the
  * next call starts a new one, `revive` first restoring its state (the models it had loaded).
- * A call given a time limit that the thread does not answer in fails the same way, and the next
- * call starts a new thread: the old one is left to finish what it was given, and ended once it
- * has (a thread ended inside a native session run can take the process down with it). Idle, a
- * thread does not keep the process alive.
+ * A thread that makes no progress for the time limit of the call it runs (the oldest it has not
+ * answered: calls run one after another, so time spent waiting behind others does not count)
+ * fails what it was sent the same way. It is left to finish, and ended once it has (a thread
+ * ended inside a native session run can take the process down with it); until then calls fail at
+ * once, rather than start thread after thread. Idle, a thread does not keep the process alive.
  */
 import { Worker } from "node:worker_threads";
 import { fromWireError, HadisError, type ErrorCode } from "../../../contracts/errors.ts";
@@ -17,12 +18,13 @@ const HOST = new URL("./thread-host.mjs", import.meta.url);
 const CLOSE_WAIT_MS = 30_000;
 
 /** Sends a call to the running thread (for `revive`, which runs before queued calls). */
-export type ThreadSend = <T>(op: string, args: unknown[]) => Promise<T>;
+export type ThreadSend = <T>(op: string, args: unknown[], timeoutMs?: number) => Promise<T>;
 
 interface Pending {
   resolve: (value: unknown) => void;
   reject: (err: unknown) => void;
-  timer?: NodeJS.Timeout;
+  op: string;
+  timeoutMs?: number;
 }
 
 /** A worker thread running one ONNX backend. */
@@ -30,10 +32,12 @@ export class OnnxThread {
   private worker: Worker | null = null;
   private starting: Promise<void> | null = null;
   private readonly pending = new Map<number, Pending>();
-  /** Calls each thread was sent and has not answered (a thread left behind is ended when it has answered them all). */
+  /** Calls each thread was sent and has not answered (a thread left behind is ended once it has answered them all). */
   private readonly outstanding = new Map<Worker, number>();
   /** Threads left behind by a call that timed out, still running what they were sent. */
   private readonly abandoned = new Set<Worker>();
+  /** Fires when the running thread has made no progress for its oldest call's time limit. */
+  private progress: NodeJS.Timeout | null = null;
   private nextId = 1;
   private spawns = 0;
   private closed = false;
@@ -49,6 +53,9 @@ export class OnnxThread {
   start(): Promise<void> {
     if (this.closed) return Promise.reject(new HadisError(this.failureCode, "onnx thread is closed"));
     if (this.worker) return Promise.resolve();
+    if (this.abandoned.size > 0) {
+      return Promise.reject(new HadisError(this.failureCode, "onnx thread left behind past its time limit is still running: no new thread until it finishes"));
+    }
     this.starting ??= this.spawn().finally(() => (this.starting = null));
     return this.starting;
   }
@@ -58,7 +65,7 @@ export class OnnxThread {
     return this.worker !== null;
   }
 
-  /** Calls `op` on the thread's backend; not answered within `timeoutMs` (when given), the thread is ended and the call fails. */
+  /** Calls `op` on the thread's backend; with `timeoutMs`, it fails if the thread runs it that long without answering (see above). */
   async call<T>(op: string, args: unknown[], timeoutMs?: number): Promise<T> {
     await this.start();
     return this.send<T>(op, args, timeoutMs);
@@ -89,16 +96,24 @@ export class OnnxThread {
     if (!worker) return Promise.reject(new HadisError(this.failureCode, "onnx thread is not running"));
     const id = this.nextId++;
     return new Promise<T>((resolve, reject) => {
-      const entry: Pending = { resolve: resolve as (value: unknown) => void, reject };
-      if (timeoutMs !== undefined) {
-        entry.timer = setTimeout(() => this.hung(worker, op, timeoutMs), timeoutMs);
-        entry.timer.unref();
-      }
-      this.pending.set(id, entry);
+      this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject, op, ...(timeoutMs !== undefined ? { timeoutMs } : {}) });
       this.outstanding.set(worker, (this.outstanding.get(worker) ?? 0) + 1);
       if (this.pending.size === 1) worker.ref();
+      if (!this.progress) this.armProgress();
       worker.postMessage({ id, op, args } satisfies ThreadCall);
     });
+  }
+
+  /** (Re)starts the progress timer for the oldest call not answered yet, when it has a limit. */
+  private armProgress(): void {
+    if (this.progress) clearTimeout(this.progress);
+    this.progress = null;
+    const worker = this.worker;
+    const oldest = this.pending.values().next().value;
+    if (!worker || oldest?.timeoutMs === undefined) return;
+    const { op, timeoutMs } = oldest;
+    this.progress = setTimeout(() => this.hung(worker, op, timeoutMs), timeoutMs);
+    this.progress.unref();
   }
 
   /**
@@ -130,7 +145,7 @@ export class OnnxThread {
   private settle(id: number): Pending | undefined {
     const entry = this.pending.get(id);
     this.pending.delete(id);
-    clearTimeout(entry?.timer);
+    this.armProgress(); // an answer is progress: the next call gets its whole limit
     if (this.pending.size === 0) this.worker?.unref();
     return entry;
   }
@@ -138,10 +153,9 @@ export class OnnxThread {
   private failAll(why: string): void {
     const lost = [...this.pending.values()];
     this.pending.clear();
-    for (const p of lost) {
-      clearTimeout(p.timer);
-      p.reject(new HadisError(this.failureCode, why));
-    }
+    if (this.progress) clearTimeout(this.progress);
+    this.progress = null;
+    for (const p of lost) p.reject(new HadisError(this.failureCode, why));
   }
 
   private async spawn(): Promise<void> {
@@ -193,7 +207,7 @@ export class OnnxThread {
     }
     if (!revived || !this.revive) return;
     try {
-      await this.revive((op, args) => this.send(op, args));
+      await this.revive((op, args, timeoutMs) => this.send(op, args, timeoutMs));
     } catch (err) {
       // A thread without its models would fail every batch: end it, and the next call tries again.
       this.worker = null;

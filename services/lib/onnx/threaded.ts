@@ -10,9 +10,9 @@ import { ScoreWindows } from "./score-windows.ts";
 import { OnnxThread } from "./thread-client.ts";
 
 /**
- * Longest a load (warm-up included) or a batch may run in the thread before it is taken for hung
- * and the thread ended (the batch then fails as a generation failure, and the worker's usual
- * retry and bisection follow). Generous: a 1024² batch of a large model on a CPU takes minutes.
+ * Longest a load (warm-up included) or a batch may run in the thread before it is taken for hung:
+ * the call fails as a generation failure, the thread is left to finish, and calls fail at once
+ * until it has (see `OnnxThread`). Generous: a 1024² batch of a large model on a CPU takes minutes.
  */
 export interface ThreadTimeouts {
   loadMs?: number;
@@ -29,7 +29,7 @@ export class ThreadedGenerationBackend implements GenerationBackend {
 
   constructor(private readonly options: OnnxGenerationBackendOptions, private readonly timeouts: ThreadTimeouts = {}) {
     this.thread = new OnnxThread({ kind: "generation", options }, "generation_failed", async (send) => {
-      for (const model of [...this.loaded]) await send("load", [model]);
+      for (const model of [...this.loaded]) await send("load", [model], this.timeouts.loadMs ?? DEFAULT_THREAD_TIMEOUT_MS);
     });
   }
 
@@ -79,8 +79,8 @@ export class ThreadedClipJudge implements JudgeBackend {
 
   /**
    * Starts the thread and loads the judge there; rejects with the load's error (naming the file).
-   * A batch not scored within `scoreTimeoutMs` (default 2 minutes) fails as `judge_failed` and the
-   * thread is ended (the next batch starts a new one).
+   * A batch the thread runs for `scoreTimeoutMs` (default 2 minutes; waiting behind others does not
+   * count) fails as `judge_failed`, as does every call until that thread has finished (see `OnnxThread`).
    */
   static async load(options: OnnxClipJudgeOptions, scoreTimeoutMs = 120_000): Promise<ThreadedClipJudge> {
     const thread = new OnnxThread({ kind: "judge", options }, "judge_failed");
