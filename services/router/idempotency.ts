@@ -46,7 +46,8 @@ async function claim(results: KV, requestId: string, fingerprint: string, unchec
  */
 export function detached<T extends { image: Uint8Array }>(reply: T): T {
   const { image } = reply;
-  return image.byteOffset === 0 && image.byteLength === image.buffer.byteLength ? reply : { ...reply, image: image.slice() };
+  // (`new Uint8Array(view)` copies; a Node Buffer's `slice`, which the decoder hands out, would not.)
+  return image.byteOffset === 0 && image.byteLength === image.buffer.byteLength ? reply : { ...reply, image: new Uint8Array(image) };
 }
 
 /** What an entry remembers: the reply (or the reply in progress) and what the request asked. */

@@ -18,7 +18,7 @@ export const RECOVER_AFTER_MS = 1_000;
 
 /** What the check needs. */
 export interface RecoverDeps {
-  queue: Pick<WorkQueue, "itemAt" | "publish">;
+  queue: Pick<WorkQueue, "itemAt" | "publish" | "remove">;
   pending: PendingWork;
   results?: KV;
   telemetry: ServiceTelemetry;
@@ -30,13 +30,17 @@ export async function recoverLost(deps: RecoverDeps): Promise<number> {
   let recovered = 0;
   for (const entry of deps.pending.waiting()) {
     // (A publish in flight learns its fate from its own acknowledgement.)
-    if (entry.seq === 0) continue;
-    const held = await deps.queue.itemAt(entry.seq);
-    // Still there, or the server would not say: its result will come, or nothing can be known.
-    if (held !== null) continue;
+    const seq = entry.seq;
+    if (seq === 0) continue;
     const { requestId } = entry.item;
-    if (deps.pending.get(requestId) !== entry) continue; // answered meanwhile
-    const stored = isKeyed(requestId) ? await storedResult(deps.results, resultKey(requestId, entry.stage)) : null;
+    /** Still the entry its request waits on, at the item looked up (a move or an answer meanwhile changes that). */
+    const unchanged = () => deps.pending.get(requestId) === entry && entry.seq === seq;
+    const held = await deps.queue.itemAt(seq);
+    // Still there, or the server would not say: its result will come, or nothing can be known.
+    if (held !== null || !unchanged()) continue;
+    const keyed = isKeyed(requestId);
+    const stored = keyed ? await storedResult(deps.results, resultKey(requestId, entry.stage)) : null;
+    if (!unchanged()) continue;
     if (stored) {
       deps.pending.deliver(stored);
       recovered++;
@@ -44,12 +48,17 @@ export async function recoverLost(deps: RecoverDeps): Promise<number> {
     }
     try {
       const headers = entry.span ? deps.telemetry.inject(entry.span.spanContext()) : undefined;
-      const lostSeq = entry.seq;
-      const ack = await deps.queue.publish(entry.item.model, encode(entry.item), `${requestId}/${entry.stage}/${entry.item.model}/lost@${lostSeq}`, headers);
-      if (deps.pending.get(requestId) !== entry) continue;
+      const ack = await deps.queue.publish(entry.item.model, encode(entry.item), `${requestId}/${entry.stage}/${entry.item.model}/lost@${seq}`, headers);
+      // (As the first publish: an unkeyed request's duplicate is its own item.)
+      const own = !ack.duplicate || !keyed;
+      if (!unchanged()) {
+        // Answered (or moved) while this publish was in flight: the copy must not cost a GPU.
+        if (own) await deps.queue.remove(ack.seq).catch(() => false);
+        continue;
+      }
       entry.seq = ack.seq;
-      entry.own = !ack.duplicate;
-      entry.span?.addEvent("requeued", { "hadis.lost_seq": lostSeq });
+      entry.own = own;
+      entry.span?.addEvent("requeued", { "hadis.lost_seq": seq });
       deps.log.info("router.requeued_lost", { requestId, stage: entry.stage, model: entry.item.model });
       recovered++;
     } catch (err) {

@@ -82,6 +82,10 @@ describe("detached", () => {
     expect(kept.requestId).toBe("r");
     const own = { image: new Uint8Array(79) };
     expect(detached(own)).toBe(own); // nothing to copy
+    // What the decoder really hands out: a Buffer view (whose `slice` shares its memory).
+    const socketRead = Buffer.alloc(65_536);
+    const fromWire = detached({ image: socketRead.subarray(1_000, 1_079) });
+    expect(fromWire.image.buffer.byteLength).toBe(79);
   });
 });
 

@@ -1,0 +1,64 @@
+/** The router's check after a reconnect (`recoverLost`), against a scripted work queue: what it queues again, and what it leaves alone. */
+import { describe, expect, it } from "vitest";
+import { recoverLost } from "../../services/router/recover.ts";
+import { PendingWork, type PendingItem } from "../../services/router/pending.ts";
+import { ServiceTelemetry } from "../../services/lib/telemetry.ts";
+import { createLogger } from "../../services/lib/log.ts";
+import { PROTOCOL_VERSION, type WorkItem } from "../../contracts/messages.ts";
+
+const item = (requestId: string): WorkItem => ({
+  v: PROTOCOL_VERSION, requestId, stage: "light", prompt: "a cat", seed: 1, model: "m", replyTo: "hadis.result.r1",
+  enqueuedAtMs: 0, deadlineAtMs: Date.now() + 60_000, planEpoch: 1,
+});
+
+function waiting(pending: PendingWork, requestId: string, seq: number): PendingItem {
+  const entry: PendingItem = { item: item(requestId), stage: "light", seq, own: true, resolve: () => undefined, reject: () => undefined };
+  pending.wait(entry);
+  return entry;
+}
+
+/** A queue whose `itemAt` and `publish` run `during` before they answer (the request answered or moved meanwhile). */
+function queue(held: Record<number, boolean>, during: { itemAt?: () => void; publish?: () => void } = {}) {
+  const published: string[] = [];
+  const removed: number[] = [];
+  return {
+    published,
+    removed,
+    itemAt: async (seq: number) => (during.itemAt?.(), held[seq] ? new Uint8Array([1]) : null),
+    publish: async (_model: string, _data: Uint8Array, msgId: string) => (during.publish?.(), published.push(msgId), { seq: 200 + published.length, duplicate: false }),
+    remove: async (seq: number) => (removed.push(seq), true),
+  };
+}
+
+const deps = (pending: PendingWork, q: ReturnType<typeof queue>) => ({ queue: q, pending, telemetry: new ServiceTelemetry("hadis-router", null), log: createLogger("test", "silent") });
+
+describe("recoverLost", () => {
+  it("queues again an item gone from the stream, and leaves alone one still there", async () => {
+    const pending = new PendingWork();
+    const gone = waiting(pending, "gone", 7);
+    const there = waiting(pending, "there", 8);
+    const q = queue({ 8: true });
+    expect(await recoverLost(deps(pending, q))).toBe(1);
+    expect(q.published).toEqual(["gone/light/m/lost@7"]);
+    expect(gone.seq).toBe(201);
+    expect(there.seq).toBe(8);
+  });
+
+  it("leaves an entry moved while its item was looked up (no third copy, its new item still tracked)", async () => {
+    const pending = new PendingWork();
+    const entry = waiting(pending, "moved", 7);
+    const q = queue({}, { itemAt: () => void (entry.seq = 50) }); // the mover re-queued it at 50 meanwhile
+    expect(await recoverLost(deps(pending, q))).toBe(0);
+    expect(q.published).toEqual([]);
+    expect(entry.seq).toBe(50);
+  });
+
+  it("removes the copy it queued when the request was answered while that publish was in flight", async () => {
+    const pending = new PendingWork();
+    const entry = waiting(pending, "answered", 7);
+    const q = queue({}, { publish: () => pending.drop(entry) }); // its result (or its deadline) came meanwhile
+    expect(await recoverLost(deps(pending, q))).toBe(0);
+    expect(q.published).toEqual(["answered/light/m/lost@7"]);
+    expect(q.removed).toEqual([201]);
+  });
+});
