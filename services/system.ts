@@ -190,7 +190,6 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
       const solver = createHighsSolver({ warmupLp: plannerWarmupLp(profiles) });
       closers.push(() => solver.close());
       const ticks = tickObserver(nc);
-      closers.push(() => ticks.close());
       const manager = await startResourceManager({
         nc,
         subjects,
@@ -214,7 +213,8 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
         onTick: ticks,
       });
       system.manager = manager;
-      started.push({ kind: "resource-manager", service: manager });
+      // Its tick spans' sink goes with it, before the connections drain (a drained one sends nothing).
+      started.push({ kind: "resource-manager", service: { name: manager.name, stop: async (graceMs?: number) => (await manager.stop(graceMs), await ticks.close()) } });
     }
     if (kinds.has("discriminator")) {
       const nc = await connect("hadis-discriminator", "discriminator");

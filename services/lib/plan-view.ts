@@ -22,6 +22,8 @@ export class PlanView {
   private watch = new AbortController();
   private notices: Subscription | null = null;
   private resync: NodeJS.Timeout | null = null;
+  /** The newest epoch a notice named. */
+  private announced = 0;
   private closed = false;
   /** Times the watch was re-opened because a notice was ahead of it. */
   resyncs = 0;
@@ -33,6 +35,23 @@ export class PlanView {
     const kv = await openPlanBucket(nc, subjects, replicas);
     const key = subjects.names.planKey;
     await watchKey(kv, key, (data) => view.offer(data), view.watch.signal);
+    const resyncWatch = () => {
+      view.resyncs++;
+      log.warn("plan.watch_behind", { held: view.plan?.epoch ?? 0, announced: view.announced });
+      view.watch.abort();
+      view.watch = new AbortController();
+      void watchKey(kv, key, (data) => view.offer(data), view.watch.signal).catch((err) => log.warn("plan.watch_failed", { error: (err as Error).message }));
+    };
+    /** Gives the watch a second to deliver `epoch`; a newer epoch announced meanwhile gets its own second if the watch kept up with this one. */
+    const check = (epoch: number) => {
+      view.resync = setTimeout(() => {
+        view.resync = null;
+        if (view.closed) return;
+        const held = view.plan?.epoch ?? 0;
+        if (held < epoch) resyncWatch();
+        else if (held < view.announced) check(view.announced);
+      }, RESYNC_AFTER_MS);
+    };
     view.notices = nc.subscribe(subjects.planBroadcast, {
       callback: (_err, msg) => {
         let epoch: number;
@@ -41,16 +60,9 @@ export class PlanView {
         } catch {
           return; // (a plan notice that does not read changes nothing: the watch still runs)
         }
+        view.announced = Math.max(view.announced, epoch);
         if ((view.plan?.epoch ?? 0) >= epoch || view.resync || view.closed) return;
-        view.resync = setTimeout(() => {
-          view.resync = null;
-          if (view.closed || (view.plan?.epoch ?? 0) >= epoch) return;
-          view.resyncs++;
-          log.warn("plan.watch_behind", { held: view.plan?.epoch ?? 0, announced: epoch });
-          view.watch.abort();
-          view.watch = new AbortController();
-          void watchKey(kv, key, (data) => view.offer(data), view.watch.signal).catch((err) => log.warn("plan.watch_failed", { error: (err as Error).message }));
-        }, RESYNC_AFTER_MS);
+        check(epoch);
       },
     });
     return { view, kv };

@@ -163,6 +163,16 @@ describe("PlanView.waitForPlan", () => {
     expect((await view.waitForEpoch(3, 2_000))?.epoch).toBe(3);
     await new Promise((r) => setTimeout(r, 1_200));
     expect(view.resyncs).toBe(1);
+    // A notice (4) arms the check, the watch delivers 4 and then dies, and 5 is announced within the same second: 5 is not lost.
+    t.nc.publish(own.planBroadcast, encode({ v: PROTOCOL_VERSION, epoch: 4 }));
+    await t.nc.flush();
+    await kv.put(own.names.planKey, plan(4));
+    expect((await view.waitForEpoch(4, 2_000))?.epoch).toBe(4);
+    (view as unknown as { watch: AbortController }).watch.abort();
+    await kv.put(own.names.planKey, plan(5));
+    t.nc.publish(own.planBroadcast, encode({ v: PROTOCOL_VERSION, epoch: 5 }));
+    expect((await view.waitForEpoch(5, 4_000))?.epoch).toBe(5);
+    expect(view.resyncs).toBe(2);
     view.close();
   });
 });
