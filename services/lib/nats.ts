@@ -265,12 +265,23 @@ export class WorkQueue {
    * there (JetStream's no_wait + expires). An aborted pull stops listening at once (the server
    * then drops it), handing back what was already on its way.
    */
+  /** Last deliveries of each model that reached a pull already ended (see `pull`). */
+  private readonly lateDeliveries = new Map<string, Delivery[]>();
+  private late(model: string): Delivery[] {
+    let list = this.lateDeliveries.get(model);
+    if (!list) this.lateDeliveries.set(model, (list = []));
+    return list;
+  }
+
   async pull(model: string, max: number, waitMs: number, signal: AbortSignal): Promise<Delivery[]> {
     const durable = await this.ensureConsumer(model);
     if (signal.aborted) return [];
     // Under the connection's inbox prefix, as the libraries' own inboxes: a role's deliveries
     // go where only that role may subscribe.
     const inbox = createInbox(inboxPrefix(this.nc));
+    // Last deliveries that came after an earlier pull ended go first, at once (within the batch size).
+    const late = this.late(model).splice(0, max);
+    if (late.length > 0) return late;
     const out: Delivery[] = [];
     return new Promise<Delivery[]>((resolve, reject) => {
       let finished = false;
@@ -308,7 +319,10 @@ export class WorkQueue {
           }
           const delivery = toDelivery(this.nc, msg, this.options.maxDeliver);
           if (finished) {
-            delivery.nak();
+            // Handed back for another pull; but a last delivery handed back is never delivered
+            // again (its request would wait out its deadline): kept for this model's next pull.
+            if (delivery.final) this.late(model).push(delivery);
+            else delivery.nak();
             return;
           }
           out.push(delivery);
