@@ -43,6 +43,8 @@ export interface ReplayResult {
   interrupted: boolean;
   /** The policy of the system replayed against (its first plan's). */
   policy: string;
+  /** The SLO the requests were sent and judged with. */
+  sloMs: number;
 }
 
 /** Replays `arrivals` against `hadis.generate` on `natsUrl`; `stop()` ends sending early. */
@@ -51,7 +53,8 @@ export async function replayTrace(opts: {
   arrivals: readonly Arrival[];
   prompts: readonly string[];
   profiles: ProfileSet;
-  sloMs: number;
+  /** Deadline and objective of each request; default the running plan's SLO. */
+  sloMs?: number;
   label: string;
   stopped: () => boolean;
 }): Promise<ReplayResult> {
@@ -61,6 +64,7 @@ export async function replayTrace(opts: {
   const { view } = await PlanView.open(nc, buildSubjects(), log);
   const first = await view.waitForPlan(30_000);
   if (!first) throw new Error(`no plan on ${opts.natsUrl} within 30 s: is the resource manager running?`);
+  const sloMs = opts.sloMs ?? first.sloMs;
   const plans: PlanMark[] = [];
   const planLog: PlanLog[] = [];
   let planSwaps = 0;
@@ -91,13 +95,13 @@ export async function replayTrace(opts: {
     const sentAt = performance.now();
     sent++;
     const p = client
-      .generate({ prompt, deadlineMs: opts.sloMs }, { timeoutMs: opts.sloMs + 5_000 })
+      .generate({ prompt, deadlineMs: sloMs }, { timeoutMs: sloMs + 5_000 })
       .then(
         (reply) => {
           const latencyMs = performance.now() - sentAt;
           const score = opts.profiles.reference.scores.get(reply.servedBy)?.[referenceIndexFor(opts.profiles, prompt).index];
           records[i] = { arrivalMs: a.atMs, latencyMs, outcome: "served", route: reply.route, models: reply.models, servedModel: reply.servedBy, servedScore: score };
-          if (latencyMs > opts.sloMs) violations++;
+          if (latencyMs > sloMs) violations++;
         },
         (err) => {
           const code = asHadisError(err).code;
@@ -116,7 +120,7 @@ export async function replayTrace(opts: {
   bar.stop();
   view.close();
   await nc.drain().catch(() => nc.close());
-  return { records: records.slice(0, sent).filter((r): r is RequestRecord => r !== undefined), plans, planLog, planSwaps, interrupted: sent < opts.arrivals.length, policy: first.policy };
+  return { records: records.slice(0, sent).filter((r): r is RequestRecord => r !== undefined), plans, planLog, planSwaps, interrupted: sent < opts.arrivals.length, policy: first.policy, sloMs };
 }
 
 /** Waits until every worker holds the model the plan assigns it (or `timeoutMs`). */
@@ -133,9 +137,10 @@ async function workersSettled(system: RunningSystem, timeoutMs: number): Promise
 /** Runs `hadis bench e1`. */
 export async function benchE1Command(opts: BenchE1Options): Promise<void> {
   const profiles = loadProfiles();
-  const sloMs = sloOf(opts, profiles.pool);
   const { arrivals, prompts } = loadWorkload(opts);
   const embedded = opts.embedded || !opts.nats;
+  // Embedded, the SLO of our time scale; against a running system its plan's, unless --slo-ms says.
+  let sloMs = embedded ? sloOf(opts, profiles.pool) : opts.sloMs;
   // Against a running system, one replay: whatever it runs (its plans name the policy).
   const policies = embedded ? policiesFor(opts.policy) : ["running"];
   let interrupted = false;
@@ -163,12 +168,13 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
         await workersSettled(system, 20_000);
       }
       try {
-        const run = await replayTrace({ natsUrl, arrivals, prompts, profiles, sloMs, label: policy, stopped: () => interrupted });
+        const run = await replayTrace({ natsUrl, arrivals, prompts, profiles, ...(sloMs !== undefined ? { sloMs } : {}), label: policy, stopped: () => interrupted });
+        sloMs = run.sloMs;
         const swaps = system?.workers ? system.workers.agents.reduce((s, a) => s + a.status("profile").swapsTotal, 0) : run.planSwaps;
         // A running system is named and scored as the policy its plans name (cascades by their plans' FID).
         const name = embedded ? policy : run.policy;
         if (!embedded && opts.policy !== "all" && opts.policy !== name) process.stderr.write(`note: the running system plans with ${name}, not ${opts.policy}: reported as ${name}\n`);
-        const score = scoreRun({ policy: name, records: run.records, plans: run.plans, sloMs, fid: fidLookupFromProfiles(profiles) });
+        const score = scoreRun({ policy: name, records: run.records, plans: run.plans, sloMs: run.sloMs, fid: fidLookupFromProfiles(profiles) });
         systems.push(summarize(name, score, swaps, run.planLog));
         process.stderr.write(`${name}: ${run.records.length} requests, ${run.planLog.length} plans${run.interrupted ? " (interrupted)" : ""}\n`);
       } finally {
@@ -181,7 +187,7 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
   if (systems.length === 0) return;
   process.stdout.write(renderTable(systems) + "\n");
   // Against a running system its own workers and time scale apply: the report does not claim ours.
-  const report = { trace: opts.trace, sloMs, ...(embedded ? { workers: opts.workers, timeScale: opts.timeScale } : {}), mode: embedded ? "live-embedded" : `live ${opts.nats}`, systems };
+  const report = { trace: opts.trace, sloMs: sloMs!, ...(embedded ? { workers: opts.workers, timeScale: opts.timeScale } : {}), mode: embedded ? "live-embedded" : `live ${opts.nats}`, systems };
   if (opts.json) process.stdout.write(`wrote ${writeReport(opts.json, report)}\n`);
   if (opts.plots ?? systems.length > 1) {
     const name = basename(opts.trace).replace(/\.[^.]+$/, "");

@@ -16,17 +16,25 @@ export function credentialsFromEnv(env: NodeJS.ProcessEnv = process.env): ((kind
   return (kind) => byKind.get(kind);
 }
 
-/** A role's user goes with the role's password, the shared one with the shared: a half-set pair is refused, not dropped. */
-function serviceCredentials(env: NodeJS.ProcessEnv, kind: ServiceKind): NatsCredentials | undefined {
-  const role = kind.toUpperCase().replace(/-/g, "_");
-  for (const prefix of [`HADIS_${role}_NATS`, "HADIS_NATS"]) {
+/**
+ * The first user and password set among `<prefix>_USER` / `<prefix>_PASS` (a role's, then the
+ * shared one), with the prefix that gave them; a half-set pair is refused, not dropped or mixed
+ * with another prefix's half. Empty values count as unset.
+ */
+function userPair(env: NodeJS.ProcessEnv, prefixes: readonly string[]): { user: string; pass: string; prefix: string } | undefined {
+  for (const prefix of prefixes) {
     const user = env[`${prefix}_USER`];
     const pass = env[`${prefix}_PASS`];
     if (!user && !pass) continue;
     if (!user || !pass) throw new Error(`${prefix}_USER and ${prefix}_PASS go together: ${user ? `${prefix}_PASS` : `${prefix}_USER`} is not set`);
-    return { user, pass, ...(prefix !== "HADIS_NATS" ? { ownRole: true } : {}) };
+    return { user, pass, prefix };
   }
   return undefined;
+}
+
+function serviceCredentials(env: NodeJS.ProcessEnv, kind: ServiceKind): NatsCredentials | undefined {
+  const found = userPair(env, [`HADIS_${kind.toUpperCase().replace(/-/g, "_")}_NATS`, "HADIS_NATS"]);
+  return found && { user: found.user, pass: found.pass, ...(found.prefix !== "HADIS_NATS" ? { ownRole: true } : {}) };
 }
 
 /** `--nats a,b,c` → every URL of a cluster. */
@@ -43,14 +51,8 @@ export function natsUrls(value: string): string | string[] {
  * observer reads replies under its own inbox prefix (ops/nats/accounts.conf); a client under `_INBOX`.
  */
 export function toolCredentials(env: NodeJS.ProcessEnv, role: "client" | "observer"): { user: string; pass: string; inboxPrefix?: string } | undefined {
-  for (const prefix of [`HADIS_${role.toUpperCase()}_NATS`, "HADIS_NATS"]) {
-    const user = env[`${prefix}_USER`];
-    const pass = env[`${prefix}_PASS`];
-    if (user === undefined && pass === undefined) continue;
-    if (!user || !pass) throw new Error(`${prefix}_USER and ${prefix}_PASS go together: ${user ? `${prefix}_PASS` : `${prefix}_USER`} is not set`);
-    return { user, pass, ...(role === "observer" && prefix !== "HADIS_NATS" ? { inboxPrefix: inboxPrefixOf(role) } : {}) };
-  }
-  return undefined;
+  const found = userPair(env, [`HADIS_${role.toUpperCase()}_NATS`, "HADIS_NATS"]);
+  return found && { user: found.user, pass: found.pass, ...(role === "observer" && found.prefix !== "HADIS_NATS" ? { inboxPrefix: inboxPrefixOf(role) } : {}) };
 }
 
 /**

@@ -26,7 +26,8 @@ export interface E1Options {
   sloMs?: number;
   workers: number;
   timeScale: number;
-  seed: number;
+  /** The simulator's seed (`hadis sim` only). */
+  seed?: number;
   json?: string;
   plots?: boolean;
 }

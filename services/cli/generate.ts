@@ -34,16 +34,24 @@ export async function generateCommand(prompt: string, opts: GenerateCommandOptio
       ...(opts.idempotencyKey !== undefined ? { idempotencyKey: opts.idempotencyKey } : {}),
     });
     let saved: string | null = null;
+    let unsaved: string | null = null;
     if (opts.out) {
       try {
         writeFileSync(opts.out, reply.image);
         saved = opts.out;
       } catch (err) {
         process.exitCode = 1;
-        process.stderr.write(`cannot write --out ${opts.out}: ${(err as Error).message} (the reply follows)\n`);
+        unsaved = `cannot write --out ${opts.out}: ${(err as Error).message}`;
       }
     }
-    process.stdout.write(opts.json ? JSON.stringify({ ...reply, image: { bytes: reply.image.byteLength, format: reply.imageFormat } }) + "\n" : summary(reply, saved));
+    if (opts.json) {
+      // One object either way: the reply, and the error when the image could not be written.
+      const body = { ...reply, image: { bytes: reply.image.byteLength, format: reply.imageFormat } };
+      process.stdout.write(JSON.stringify(unsaved ? { error: { code: "client_error", message: unsaved, retryable: false }, reply: body } : body) + "\n");
+      return;
+    }
+    if (unsaved) process.stderr.write(`${unsaved} (the reply follows)\n`);
+    process.stdout.write(summary(reply, saved));
   } catch (err) {
     process.exitCode = 1;
     if (err instanceof ToolFailure) return reportToolFailure(err, opts.json);

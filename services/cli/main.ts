@@ -136,14 +136,14 @@ const e1Options = (cmd: Command) =>
     .addOption(new Option("--trace <file>", "arrival trace, lines arrival_ms,prompt_idx").default(DEFAULT_TRACE, "profiles/reference/traces/azure_1to64qps.txt"))
     .addOption(new Option("--prompts <file>", "prompts, one a line (line i = prompt index i)").default(DEFAULT_PROMPTS, "profiles/reference/prompts/imagenet1k_captions_5k.txt"))
     .addOption(new Option("--policy <name|all>", "planning policy, or all nine").choices(["all", ...PLANNER_POLICIES]).default("all"))
-    .option("--slo-ms <ms>", "latency objective per request, ms (default: the pool's SLO at --time-scale, 6000 at 0.1)", positive)
+    .option("--slo-ms <ms>", "latency objective per request, ms (default: the pool's SLO at --time-scale, 6000 at 0.1; against a running system, its plan's)", positive)
     .option("--workers <n>", "workers (GPUs)", atLeastOne, 16)
     .option("--time-scale <x>", "multiplies every profiled latency", positive, 0.1)
-    .option("--seed <n>", "seed (request ids)", count, 1)
     .option("--json <file>", "write the report as JSON")
     .option("--plots", "write PNG plots under bench/results/ (default with --policy all)");
 
 e1Options(program.command("sim").description("the anchor experiment on the discrete-event simulator (no NATS): policies over a trace"))
+  .option("--seed <n>", "seed of the simulation", count, 1)
   .option("--keep-finished", "what-if: queued work of answered or expired requests stays in the queues (the behaviour before routers removed it)")
   .action(async (opts) => {
   const { simCommand } = await import("./sim.ts");

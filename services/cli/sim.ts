@@ -58,7 +58,7 @@ export async function simCommand(opts: E1Options & { keepFinished?: boolean }): 
   const started = performance.now();
   for (const policy of policiesFor(opts.policy)) {
     const t0 = performance.now();
-    const run = await runSimulation({ policy, profiles, analyzer, arrivals, prompts, workers: opts.workers, sloMs, timeScale: opts.timeScale, seed: opts.seed, purgeFinished: !opts.keepFinished });
+    const run = await runSimulation({ policy, profiles, analyzer, arrivals, prompts, workers: opts.workers, sloMs, timeScale: opts.timeScale, seed: opts.seed ?? 1, purgeFinished: !opts.keepFinished });
     const score = scoreRun({ policy, records: run.records, plans: run.plans, sloMs, fid: fidLookupFromProfiles(profiles) });
     systems.push(
       summarize(policy, score, run.swaps, run.plans.map((p) => ({ atMs: p.atMs, epoch: p.epoch, pair: `${p.pair.light}→${p.pair.heavy}`, expectedFid: p.expectedFid, degraded: p.degraded, reason: p.reason }))),

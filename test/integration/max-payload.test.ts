@@ -10,10 +10,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { mapWithBrokenExport } from "../helpers/tiny-models.ts";
 import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, maxPayloadWarning, openPlanBucket, type NatsConnection } from "../../services/lib/nats.ts";
+import { connectNats, openPlanBucket, type NatsConnection } from "../../services/lib/nats.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import type { Logger } from "../../services/lib/log.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION, type Plan } from "../../contracts/messages.ts";
 import { subjects } from "../../contracts/subjects.ts";
@@ -22,6 +22,8 @@ import { HadisError } from "../../contracts/errors.ts";
 let server: LocalServer;
 let system: RunningSystem;
 let nc: NatsConnection;
+const warnings: { event: string; fields: Record<string, unknown> }[] = [];
+const log: Logger = { debug: () => undefined, info: () => undefined, warn: (event, fields = {}) => void warnings.push({ event, fields }), error: () => undefined };
 const modelsDir = mkdtempSync(join(tmpdir(), "hadis-payload-"));
 
 beforeAll(async () => {
@@ -29,7 +31,7 @@ beforeAll(async () => {
   server = await startNatsServer({ extraConfig: "max_payload: 2048" });
   system = await startSystem({
     natsUrl: server.url, services: ["router", "worker"], workers: 1, workerIdPrefix: "small",
-    backend: "onnx", onnx: { modelsDir, modelMap }, workQueue: { storage: "memory" }, log: createLogger("test", "error"),
+    backend: "onnx", onnx: { modelsDir, modelMap }, workQueue: { storage: "memory" }, log,
   });
   nc = await connectNats(server.url, "test");
   const plan: Plan = {
@@ -51,7 +53,9 @@ afterAll(async () => {
 
 describe("a server max_payload under an image", () => {
   it("is warned of at start, and a request fails at once with payload_too_large naming the setting", async () => {
-    expect(maxPayloadWarning(nc)).toMatch(/max_payload is 2048 bytes/);
+    // Said once at start, by the services.
+    expect(warnings.filter((w) => w.event === "nats.max_payload_small")).toHaveLength(1);
+    expect(String(warnings.find((w) => w.event === "nats.max_payload_small")!.fields.message)).toMatch(/max_payload is 2048 bytes/);
     const started = Date.now();
     const err = await new HadisClient(nc).generate({ prompt: "a red bicycle", seed: 1, deadlineMs: 30_000 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(HadisError);
