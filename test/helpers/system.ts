@@ -4,6 +4,7 @@ import { connectNats, inboxPrefix, newInbox, type NatsConnection } from "../../s
 import { HadisClient } from "../../services/lib/client.ts";
 import { startSystem, type RunningSystem, type SystemOptions } from "../../services/system.ts";
 import { createLogger } from "../../services/lib/log.ts";
+import { rmSync } from "node:fs";
 
 /** A test system: server, services, and a client connection. */
 export interface TestSystem {
@@ -69,4 +70,12 @@ export async function pingServices(nc: NatsConnection): Promise<string[]> {
   await new Promise((r) => setTimeout(r, 500));
   sub.unsubscribe();
   return [...seen].sort();
+}
+
+/** Stops what a test file started by hand, in order (client, services, server), and removes its folders; missing parts are skipped. */
+export async function stopStarted(parts: { nc?: NatsConnection; system?: RunningSystem; server?: LocalServer; dirs?: string[] }): Promise<void> {
+  await parts.nc?.close();
+  await parts.system?.stop(2_000);
+  await parts.server?.stop();
+  for (const dir of parts.dirs ?? []) rmSync(dir, { recursive: true, force: true });
 }

@@ -5,10 +5,11 @@
  * 2 KB and the tiny ONNX models' 64×64 PNGs are about 3 KB.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { mapWithBrokenExport } from "../helpers/tiny-models.ts";
+import { stopStarted } from "../helpers/system.ts";
 import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
 import { connectNats, openPlanBucket, type NatsConnection } from "../../services/lib/nats.ts";
 import { HadisClient } from "../../services/lib/client.ts";
@@ -44,12 +45,7 @@ beforeAll(async () => {
   for (let i = 0; i < 400 && agent.status("x").state !== "serving"; i++) await new Promise((r) => setTimeout(r, 50));
 }, 60_000);
 
-afterAll(async () => {
-  await nc?.close();
-  await system?.stop(2_000);
-  await server?.stop();
-  rmSync(modelsDir, { recursive: true, force: true });
-});
+afterAll(() => stopStarted({ nc, system, server, dirs: [modelsDir] }));
 
 describe("a server max_payload under an image", () => {
   it("is warned of at start, and a request fails at once with payload_too_large naming the setting", async () => {

@@ -4,8 +4,9 @@
  * manager: it writes plans to the KV bucket as the manager would.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { mapWithBrokenExport } from "../helpers/tiny-models.ts";
+import { stopStarted } from "../helpers/system.ts";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { inflateSync } from "node:zlib";
@@ -71,12 +72,7 @@ beforeAll(async () => {
   client = new HadisClient(nc);
 }, 60_000);
 
-afterAll(async () => {
-  await nc?.close();
-  await system?.stop(2_000);
-  await server?.stop();
-  rmSync(modelsDir, { recursive: true, force: true });
-});
+afterAll(() => stopStarted({ nc, system, server, dirs: [modelsDir] }));
 
 describe("onnx backend behind the router and judge", () => {
   it("serves real generated images, judged by the CLIP judge", async () => {
