@@ -45,6 +45,8 @@ export interface ReplayResult {
   policy: string;
   /** The SLO the requests were sent and judged with. */
   sloMs: number;
+  /** The SLO the system's plan was made for. */
+  planSloMs: number;
 }
 
 /** Replays `arrivals` against `hadis.generate` on `natsUrl`; `stop()` ends sending early. */
@@ -65,6 +67,7 @@ export async function replayTrace(opts: {
   const first = await view.waitForPlan(30_000);
   if (!first) throw new Error(`no plan on ${opts.natsUrl} within 30 s: is the resource manager running?`);
   const sloMs = opts.sloMs ?? first.sloMs;
+  if (sloMs !== first.sloMs) process.stderr.write(`note: requests are sent and judged with --slo-ms ${sloMs}; the system plans for ${first.sloMs}\n`);
   const plans: PlanMark[] = [];
   const planLog: PlanLog[] = [];
   let planSwaps = 0;
@@ -120,7 +123,7 @@ export async function replayTrace(opts: {
   bar.stop();
   view.close();
   await nc.drain().catch(() => nc.close());
-  return { records: records.slice(0, sent).filter((r): r is RequestRecord => r !== undefined), plans, planLog, planSwaps, interrupted: sent < opts.arrivals.length, policy: first.policy, sloMs };
+  return { records: records.slice(0, sent).filter((r): r is RequestRecord => r !== undefined), plans, planLog, planSwaps, interrupted: sent < opts.arrivals.length, policy: first.policy, sloMs, planSloMs: first.sloMs };
 }
 
 /** Waits until every worker holds the model the plan assigns it (or `timeoutMs`). */
@@ -141,6 +144,7 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
   const embedded = opts.embedded || !opts.nats;
   // Embedded, the SLO of our time scale; against a running system its plan's, unless --slo-ms says.
   let sloMs = embedded ? sloOf(opts, profiles.pool) : opts.sloMs;
+  let planSloMs: number | undefined;
   // Against a running system, one replay: whatever it runs (its plans name the policy).
   const policies = embedded ? policiesFor(opts.policy) : ["running"];
   let interrupted = false;
@@ -170,6 +174,7 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
       try {
         const run = await replayTrace({ natsUrl, arrivals, prompts, profiles, ...(sloMs !== undefined ? { sloMs } : {}), label: policy, stopped: () => interrupted });
         sloMs = run.sloMs;
+        planSloMs = run.planSloMs;
         const swaps = system?.workers ? system.workers.agents.reduce((s, a) => s + a.status("profile").swapsTotal, 0) : run.planSwaps;
         // A running system is named and scored as the policy its plans name (cascades by their plans' FID).
         const name = embedded ? policy : run.policy;
@@ -187,7 +192,7 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
   if (systems.length === 0) return;
   process.stdout.write(renderTable(systems) + "\n");
   // Against a running system its own workers and time scale apply: the report does not claim ours.
-  const report = { trace: opts.trace, sloMs: sloMs!, ...(embedded ? { workers: opts.workers, timeScale: opts.timeScale } : {}), mode: embedded ? "live-embedded" : `live ${opts.nats}`, systems };
+  const report = { trace: opts.trace, sloMs: sloMs!, ...(planSloMs !== undefined && planSloMs !== sloMs ? { planSloMs } : {}), ...(embedded ? { workers: opts.workers, timeScale: opts.timeScale } : {}), mode: embedded ? "live-embedded" : `live ${opts.nats}`, systems };
   if (opts.json) process.stdout.write(`wrote ${writeReport(opts.json, report)}\n`);
   if (opts.plots ?? systems.length > 1) {
     const name = basename(opts.trace).replace(/\.[^.]+$/, "");

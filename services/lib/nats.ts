@@ -405,6 +405,11 @@ export async function openResultsBucket(nc: NatsConnection, subjects: Subjects, 
 /** Calls `onValue` with the current value of `key` and every later one, until `signal` aborts. */
 export async function watchKey(kv: KV, key: string, onValue: (data: Uint8Array) => void, signal: AbortSignal): Promise<void> {
   const iter = await kv.watch({ key });
+  // Aborted while the watch was being made (its owner closed): no listener would ever stop it.
+  if (signal.aborted) {
+    iter.stop();
+    return;
+  }
   signal.addEventListener("abort", () => iter.stop(), { once: true });
   void (async () => {
     for await (const entry of iter) {

@@ -48,8 +48,10 @@ export class PlanView {
         view.resync = null;
         if (view.closed) return;
         const held = view.plan?.epoch ?? 0;
-        if (held < epoch) resyncWatch();
-        else if (held < view.announced) check(view.announced);
+        if (held < epoch) {
+          resyncWatch();
+          check(view.announced); // and see that the new watch delivers it
+        } else if (held < view.announced) check(view.announced);
       }, RESYNC_AFTER_MS);
     };
     view.notices = nc.subscribe(subjects.planBroadcast, {

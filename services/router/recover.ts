@@ -25,6 +25,30 @@ export interface RecoverDeps {
   log: Logger;
 }
 
+/**
+ * `recoverLost` one run at a time: a reconnect while a run goes asks for one more after it (two
+ * runs at once could each queue the item again and one remove the other's copy).
+ */
+export function singleFlight(run: () => Promise<unknown>): () => void {
+  let running = false;
+  let again = false;
+  const go = (): void => {
+    if (running) {
+      again = true;
+      return;
+    }
+    running = true;
+    void run().finally(() => {
+      running = false;
+      if (again) {
+        again = false;
+        go();
+      }
+    });
+  };
+  return go;
+}
+
 /** Checks every waiting item once; returns how many were recovered (read from the bucket or queued again). */
 export async function recoverLost(deps: RecoverDeps): Promise<number> {
   let recovered = 0;
@@ -52,8 +76,9 @@ export async function recoverLost(deps: RecoverDeps): Promise<number> {
       // (As the first publish: an unkeyed request's duplicate is its own item.)
       const own = !ack.duplicate || !keyed;
       if (!unchanged()) {
-        // Answered (or moved) while this publish was in flight: the copy must not cost a GPU.
-        if (own) await deps.queue.remove(ack.seq).catch(() => false);
+        // Answered (or moved) while this publish was in flight: the copy must not cost a GPU
+        // (unless it is the very item the entry now waits on, queued by a move or another check).
+        if (own && ack.seq !== entry.seq) await deps.queue.remove(ack.seq).catch(() => false);
         continue;
       }
       entry.seq = ack.seq;

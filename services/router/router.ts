@@ -16,7 +16,7 @@ import { newInbox, openResultsBucket, replyError, replyWith, requestEncoding, st
 import { PlanView } from "../lib/plan-view.ts";
 import { within, type RunningService } from "../lib/running.ts";
 import { claimKeyFor, detached, IdempotencyCache } from "./idempotency.ts";
-import { recoverLost, RECOVER_AFTER_MS } from "./recover.ts";
+import { recoverLost, RECOVER_AFTER_MS, singleFlight } from "./recover.ts";
 import { fingerprintOf, keyedRequestId, keyedSeed, keyReused } from "../../actors/request/idempotent.ts";
 import { NO_TIME_TO_JUDGE, routerActors } from "./adapters.ts";
 import { GenerationFloor } from "../../actors/routing/generation-floor.ts";
@@ -86,15 +86,13 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   };
   const resultsSub = nc.subscribe(resultsSubject, { callback: (_e, m) => pending.deliver(m.data) });
   // Results sent while the connection was down are gone: once back, what they answered is found again.
+  const recover = singleFlight(() =>
+    recoverLost({ queue: opts.queue, pending, results, telemetry: traces.telemetry, log })
+      .then((n) => n > 0 && log.warn("router.recovered_after_reconnect", { items: n }))
+      .catch((err) => log.warn("router.recover_failed", { error: (err as Error).message })),
+  );
   void (async () => {
-    for await (const s of nc.status()) {
-      if (s.type !== "reconnect") continue;
-      setTimeout(() => {
-        void recoverLost({ queue: opts.queue, pending, results, telemetry: traces.telemetry, log })
-          .then((n) => n > 0 && log.warn("router.recovered_after_reconnect", { items: n }))
-          .catch((err) => log.warn("router.recover_failed", { error: (err as Error).message }));
-      }, RECOVER_AFTER_MS).unref();
-    }
+    for await (const s of nc.status()) if (s.type === "reconnect") setTimeout(recover, RECOVER_AFTER_MS).unref();
   })().catch(() => undefined);
   const machine = RequestMachine.provide({
     actors: routerActors({

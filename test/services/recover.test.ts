@@ -1,6 +1,6 @@
 /** The router's check after a reconnect (`recoverLost`), against a scripted work queue: what it queues again, and what it leaves alone. */
 import { describe, expect, it } from "vitest";
-import { recoverLost } from "../../services/router/recover.ts";
+import { recoverLost, singleFlight } from "../../services/router/recover.ts";
 import { PendingWork, type PendingItem } from "../../services/router/pending.ts";
 import { ServiceTelemetry } from "../../services/lib/telemetry.ts";
 import { createLogger } from "../../services/lib/log.ts";
@@ -60,5 +60,32 @@ describe("recoverLost", () => {
     expect(await recoverLost(deps(pending, q))).toBe(0);
     expect(q.published).toEqual(["answered/light/m/lost@7"]);
     expect(q.removed).toEqual([201]);
+  });
+
+  it("does not remove the copy the entry already waits on (another check queued it under the same id)", async () => {
+    const pending = new PendingWork();
+    const entry = waiting(pending, "twice", 7);
+    const q = queue({}, { publish: () => void (entry.seq = 201) }); // the other check's publish landed first: same message
+    await recoverLost(deps(pending, q));
+    expect(q.removed).toEqual([]);
+    expect(entry.seq).toBe(201);
+  });
+});
+
+describe("singleFlight", () => {
+  it("runs one at a time, and once more after a run for calls that came during it", async () => {
+    let runs = 0;
+    let release: () => void = () => undefined;
+    const go = singleFlight(() => ((runs++), new Promise<void>((r) => (release = r))));
+    go();
+    go();
+    go(); // during the first run: one more after it, not two
+    expect(runs).toBe(1);
+    release();
+    await new Promise((r) => setTimeout(r, 0));
+    expect(runs).toBe(2);
+    release();
+    await new Promise((r) => setTimeout(r, 0));
+    expect(runs).toBe(2);
   });
 });

@@ -209,7 +209,9 @@ export class OnnxThread {
     try {
       await this.revive((op, args, timeoutMs) => this.send(op, args, timeoutMs));
     } catch (err) {
-      // A thread without its models would fail every batch: end it, and the next call tries again.
+      // A thread without its models would fail every batch: end it, and the next call tries again;
+      // unless its reload timed out: then it is left behind, to be ended once it has finished.
+      if (this.abandoned.has(worker)) throw err;
       this.worker = null;
       await worker.terminate();
       throw err;
