@@ -320,8 +320,10 @@ export class WorkQueue {
           const delivery = toDelivery(this.nc, msg, this.options.maxDeliver);
           if (finished) {
             // Handed back for another pull; but a last delivery handed back is never delivered
-            // again (its request would wait out its deadline): kept for this model's next pull.
-            if (delivery.final) this.late(model).push(delivery);
+            // again (its request would wait out its deadline): kept for this model's next pull,
+            // unless the pull was called off (the worker leaves the model, or stops: there may be
+            // no next pull here, and a held item would never be answered at all).
+            if (delivery.final && !signal.aborted) this.late(model).push(delivery);
             else delivery.nak();
             return;
           }
