@@ -59,8 +59,12 @@ export const FAILED_BATCHES_TO_REPORT = BATCH_TRIES + 1;
 
 /** Where work comes from. */
 export interface WorkSource {
-  /** Up to `max` deliveries of `model`'s queue; waits at most `waitMs` for the first; [] when none. */
-  pull(model: string, max: number, waitMs: number, signal: AbortSignal): Promise<Delivery[]>;
+  /**
+   * Up to `max` deliveries of `model`'s queue; waits at most `waitMs` for the first; [] when none.
+   * `lastCalledOff`: a last delivery that reached the pull after it was called off (it cannot go
+   * back to the queue: nothing would deliver it again), for the worker to answer.
+   */
+  pull(model: string, max: number, waitMs: number, signal: AbortSignal, lastCalledOff?: (delivery: Delivery) => void): Promise<Delivery[]>;
 }
 
 /** The worker's side effects, supplied by the service (or the simulator, or tests). */
@@ -239,7 +243,7 @@ export class WorkerAgent {
         this.pullAbort = abort;
         // The model is the plan's here (a swap came first otherwise).
         this.batchSize = this.record.size(this.planBatchSize);
-        const deliveries = await this.ports.source.pull(this.model, this.batchSize, this.options.pollMs, abort.signal);
+        const deliveries = await this.ports.source.pull(this.model, this.batchSize, this.options.pollMs, abort.signal, (d) => this.answerUnrun(d));
         this.pullAbort = null;
         if (deliveries.length > 0) await this.execute(this.model, deliveries);
       } catch (err) {
@@ -389,6 +393,18 @@ export class WorkerAgent {
       });
       this.servedTotal += batch.length;
     this.lastError = undefined;
+  }
+
+  /** A last delivery this worker will not run (its pull was called off): answered as one handed back. */
+  private answerUnrun(delivery: Delivery): void {
+    let item: WorkItem;
+    try {
+      item = validate(WorkItemSchema, parseRaw(delivery.data), "work item");
+    } catch {
+      delivery.term(); // (unreadable: nobody to tell)
+      return;
+    }
+    this.handBack({ item, delivery });
   }
 
   /**

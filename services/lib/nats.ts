@@ -273,7 +273,7 @@ export class WorkQueue {
     return list;
   }
 
-  async pull(model: string, max: number, waitMs: number, signal: AbortSignal): Promise<Delivery[]> {
+  async pull(model: string, max: number, waitMs: number, signal: AbortSignal, lastCalledOff?: (delivery: Delivery) => void): Promise<Delivery[]> {
     const durable = await this.ensureConsumer(model);
     if (signal.aborted) return [];
     // Under the connection's inbox prefix, as the libraries' own inboxes: a role's deliveries
@@ -321,9 +321,11 @@ export class WorkQueue {
           if (finished) {
             // Handed back for another pull; but a last delivery handed back is never delivered
             // again (its request would wait out its deadline): kept for this model's next pull,
-            // unless the pull was called off (the worker leaves the model, or stops: there may be
-            // no next pull here, and a held item would never be answered at all).
-            if (delivery.final && !signal.aborted) this.late(model).push(delivery);
+            // or, when the pull was called off (the worker leaves the model, or stops: there may
+            // be no next pull here), given to the worker to answer.
+            if (!delivery.final) delivery.nak();
+            else if (!signal.aborted) this.late(model).push(delivery);
+            else if (lastCalledOff) lastCalledOff(delivery);
             else delivery.nak();
             return;
           }

@@ -363,6 +363,27 @@ describe("WorkerAgent", () => {
     await agent.stop();
   });
 
+  it("a last delivery that reaches a pull called off (the plan moved the worker) is answered no_capacity, not dropped", async () => {
+    const { agent, queue, results } = setup(1);
+    const late = item("a", "late-1");
+    const termed: string[] = [];
+    // The queue delivers the item only as the pull is called off: it cannot go back (its last delivery).
+    (queue as WorkSource).pull = async (_model, _max, _waitMs, signal, lastCalledOff) => {
+      await new Promise<void>((r) => signal.addEventListener("abort", () => r(), { once: true }));
+      lastCalledOff?.({ data: late, deliveryCount: 5, final: true, ack: () => undefined, nak: () => undefined, term: () => void termed.push("late-1"), working: () => undefined });
+      return [];
+    };
+    agent.applyPlan(plan(1, "a", 4));
+    agent.start();
+    await until(() => agent.status("fake").state === "serving");
+    await new Promise((r) => setTimeout(r, 20)); // pulling
+    agent.applyPlan(plan(2, "b", 4));
+    await until(() => results.length > 0);
+    expect(results.map((r) => (r.ok ? "ok" : `${r.requestId} ${r.error.code}`))).toEqual(["late-1 no_capacity"]);
+    expect(termed).toEqual(["late-1"]);
+    await agent.stop();
+  });
+
   it("a failed item on its last delivery gets the generation error, not a hand-back", async () => {
     const { agent, queue, results } = setup(1);
     queue.maxDeliver = 1;
