@@ -147,6 +147,7 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
   let planSloMs: number | undefined;
   // Against a running system, one replay: whatever it runs (its plans name the policy).
   const policies = embedded ? policiesFor(opts.policy) : ["running"];
+  const running = embedded ? null : natsUrls(opts.nats!);
   let interrupted = false;
   const onSigint = () => {
     if (interrupted) process.exit(130);
@@ -159,7 +160,7 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
     for (const policy of policies) {
       if (interrupted) break;
       let stopAll = async () => {};
-      let natsUrl: string | string[] = natsUrls(opts.nats!);
+      let natsUrl = running;
       let system: RunningSystem | null = null;
       if (embedded) {
         const server = await startNatsServer();
@@ -172,7 +173,7 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
         await workersSettled(system, 20_000);
       }
       try {
-        const run = await replayTrace({ natsUrl, arrivals, prompts, profiles, ...(sloMs !== undefined ? { sloMs } : {}), label: policy, stopped: () => interrupted });
+        const run = await replayTrace({ natsUrl: natsUrl!, arrivals, prompts, profiles, sloMs, label: policy, stopped: () => interrupted });
         sloMs = run.sloMs;
         planSloMs = run.planSloMs;
         const swaps = system?.workers ? system.workers.agents.reduce((s, a) => s + a.status("profile").swapsTotal, 0) : run.planSwaps;
