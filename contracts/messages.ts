@@ -12,6 +12,12 @@ export const PROTOCOL_VERSION = 1;
 export const MAX_PROMPT_CHARS = 2000;
 /** Longest deadline a caller may ask for (10 minutes). */
 export const MAX_DEADLINE_MS = 600_000;
+/** Largest seed (a 32-bit unsigned integer). */
+export const MAX_SEED = 0xffffffff;
+/** Longest idempotency key, in characters. */
+export const MAX_IDEMPOTENCY_KEY_CHARS = 128;
+/** Longest worker or router id, in characters. */
+export const MAX_SERVICE_ID_CHARS = 128;
 
 /** The deadline a router gives a request: the one it asked for, else the SLO in force, at most `MAX_DEADLINE_MS`. */
 export function deadlineOf(request: { deadlineMs?: number | undefined }, sloMs: number): number {
@@ -42,15 +48,15 @@ const nonNegMs = z.number().finite().nonnegative();
 /** A request id as routers make them (22 characters, or a keyed request's 34). */
 const requestId = z.string().min(1).max(128);
 /** A worker's or router's id: one subject token (its heartbeats and stats are published under it). */
-const serviceId = z.string().max(128).regex(TOKEN, "worker and router ids are one subject token");
+const serviceId = z.string().max(MAX_SERVICE_ID_CHARS).regex(TOKEN, "worker and router ids are one subject token");
 
 /** `hadis.generate` request (from any client). */
 export const GenerateRequestSchema = z.strictObject({
   v: version.optional(),
   prompt: z.string(),
-  seed: z.number().int().min(0).max(0xffffffff).optional(),
+  seed: z.number().int().min(0).max(MAX_SEED).optional(),
   deadlineMs: z.number().int().positive().max(MAX_DEADLINE_MS).optional(),
-  idempotencyKey: z.string().min(1).max(128).optional(),
+  idempotencyKey: z.string().min(1).max(MAX_IDEMPOTENCY_KEY_CHARS).optional(),
 });
 /** A validated generate request. */
 export type GenerateRequest = z.infer<typeof GenerateRequestSchema>;

@@ -189,7 +189,6 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
       const policyName = opts.policy ?? DEFAULT_POLICY;
       const solver = createHighsSolver({ warmupLp: plannerWarmupLp(profiles) });
       closers.push(() => solver.close());
-      const ticks = tickObserver(nc);
       const manager = await startResourceManager({
         nc,
         subjects,
@@ -210,11 +209,10 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
         demandHalfLifeMs: opts.demandHalfLifeMs ?? Math.max(1_000, 20_000 * timeScale),
         silentAfterMs: 3_000,
         log: logFor("resource-manager"),
-        onTick: ticks,
+        onTick: tickObserver(nc),
       });
       system.manager = manager;
-      // Its tick spans' sink goes with it, before the connections drain (a drained one sends nothing).
-      started.push({ kind: "resource-manager", service: { name: manager.name, stop: async (graceMs?: number) => (await manager.stop(graceMs), await ticks.close()) } });
+      started.push({ kind: "resource-manager", service: manager });
     }
     if (kinds.has("discriminator")) {
       const nc = await connect("hadis-discriminator", "discriminator");

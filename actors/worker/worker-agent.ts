@@ -7,7 +7,7 @@
 import { asHadisError, HadisError, toWireError } from "../../contracts/errors.ts";
 import { runSplitting, type SplitOutcome } from "./bisect.ts";
 import { BatchRecord } from "./batch-record.ts";
-import { parseRaw, validate } from "../../contracts/envelope.ts";
+import { decode, parseRaw, validate } from "../../contracts/envelope.ts";
 import {
   PROTOCOL_VERSION,
   WorkItemAddressSchema,
@@ -399,7 +399,7 @@ export class WorkerAgent {
   private answerUnrun(delivery: Delivery): void {
     let item: WorkItem;
     try {
-      item = validate(WorkItemSchema, parseRaw(delivery.data), "work item");
+      item = decode(WorkItemSchema, delivery.data, "work item");
     } catch {
       delivery.term(); // (unreadable: nobody to tell)
       return;

@@ -73,7 +73,3 @@ export function natsTlsFromEnv(env: NodeJS.ProcessEnv = process.env): NatsTlsFil
   return Object.keys(files).length > 0 ? files : undefined;
 }
 
-/** The connection option for `files` (none without them). */
-export function tlsOption(files: NatsTlsFiles | undefined): { tls?: NatsTlsFiles } {
-  return files ? { tls: files } : {};
-}

@@ -5,7 +5,7 @@ import { HadisError } from "../../contracts/errors.ts";
 import type { GenerateReply } from "../../contracts/messages.ts";
 import { HadisClient } from "../lib/client.ts";
 import type { NatsConnection } from "../lib/nats.ts";
-import { connectTool, reportToolFailure, ToolFailure } from "./tool-connection.ts";
+import { clientError, connectTool, reportToolFailure, ToolFailure } from "./tool-connection.ts";
 
 /** Options of `hadis generate`. */
 export interface GenerateCommandOptions {
@@ -33,12 +33,10 @@ export async function generateCommand(prompt: string, opts: GenerateCommandOptio
       ...(opts.seed !== undefined ? { seed: opts.seed } : {}),
       ...(opts.idempotencyKey !== undefined ? { idempotencyKey: opts.idempotencyKey } : {}),
     });
-    let saved: string | null = null;
     let unsaved: string | null = null;
     if (opts.out) {
       try {
         writeFileSync(opts.out, reply.image);
-        saved = opts.out;
       } catch (err) {
         process.exitCode = 1;
         unsaved = `cannot write --out ${opts.out}: ${(err as Error).message}`;
@@ -47,14 +45,14 @@ export async function generateCommand(prompt: string, opts: GenerateCommandOptio
     if (opts.json) {
       // One object either way: the reply, and the error when the image could not be written.
       const body = { ...reply, image: { bytes: reply.image.byteLength, format: reply.imageFormat } };
-      process.stdout.write(JSON.stringify(unsaved ? { error: { code: "client_error", message: unsaved, retryable: false }, reply: body } : body) + "\n");
+      process.stdout.write(JSON.stringify(unsaved ? { error: clientError(unsaved), reply: body } : body) + "\n");
       return;
     }
     if (unsaved) process.stderr.write(`${unsaved} (the reply follows)\n`);
-    process.stdout.write(summary(reply, saved));
+    process.stdout.write(summary(reply, unsaved ? null : (opts.out ?? null)));
   } catch (err) {
-    process.exitCode = 1;
     if (err instanceof ToolFailure) return reportToolFailure(err, opts.json);
+    process.exitCode = 1;
     const e = err instanceof HadisError ? err : new HadisError("internal", String((err as Error).message ?? err));
     if (opts.json) process.stdout.write(JSON.stringify({ error: { code: e.code, status: e.status, message: e.message, retryable: e.retryable, details: e.details } }) + "\n");
     else process.stderr.write(errorText(e));

@@ -1,7 +1,7 @@
 /** The `hadis` command line: start, serve, generate, and the offline tools. */
 import { readFileSync } from "node:fs";
 import { Command, Option } from "commander";
-import { MAX_DEADLINE_MS } from "../../contracts/messages.ts";
+import { MAX_DEADLINE_MS, MAX_IDEMPOTENCY_KEY_CHARS, MAX_SEED } from "../../contracts/messages.ts";
 import { POLICY_NAMES as PLANNER_POLICIES } from "../../actors/planner/policies.ts";
 import { DEFAULT_NATS_URL } from "../lib/nats.ts";
 import { POLICY_NAMES } from "../resource-manager/policies.ts";
@@ -59,8 +59,8 @@ program
   .argument("<prompt>")
   .option("--nats <urls>", "NATS server URL (comma-separated for a cluster); credentials from HADIS_CLIENT_NATS_USER/PASS or HADIS_NATS_USER/PASS", DEFAULT_NATS_URL)
   .option("--deadline-ms <ms>", `deadline, 1 to ${MAX_DEADLINE_MS} (default: the SLO in force; without one the command waits up to ${MAX_DEADLINE_MS + 5_000} ms)`, integerIn(1, MAX_DEADLINE_MS))
-  .option("--seed <n>", "seed for the image, 0 to 4294967295 (default: random)", integerIn(0, 2 ** 32 - 1))
-  .option("--idempotency-key <key>", "retries with the same key (1 to 128 characters) are generated once", text(128))
+  .option("--seed <n>", `seed for the image, 0 to ${MAX_SEED} (default: random)`, integerIn(0, MAX_SEED))
+  .option("--idempotency-key <key>", `retries with the same key (1 to ${MAX_IDEMPOTENCY_KEY_CHARS} characters) are generated once`, text(MAX_IDEMPOTENCY_KEY_CHARS))
   .option("--out <file>", "write the PNG here")
   .option("--json", "print the reply as one JSON object (image as its byte length)")
   .action((prompt, opts) => generateCommand(prompt, opts));

@@ -1,6 +1,7 @@
 /** Parsers for CLI option values, with clear errors. */
 import { InvalidArgumentError } from "commander";
 import { TOKEN } from "../../contracts/subjects.ts";
+import { MAX_SERVICE_ID_CHARS } from "../../contracts/messages.ts";
 
 /** A finite number. */
 export function num(value: string): number {
@@ -63,9 +64,12 @@ export function text(max: number): (value: string) => string {
   };
 }
 
+/** Longest worker id prefix: room for the `-NNNN` each worker adds (and some). */
+const MAX_ID_PREFIX = MAX_SERVICE_ID_CHARS - 8;
+
 /** A worker id prefix: one NATS subject token (letters, digits, _ and -), short enough for the ids made from it. */
 export function idPrefix(value: string): string {
   if (!TOKEN.test(value)) throw new InvalidArgumentError(`"${value}" must be letters, digits, _ and - (a worker id is one NATS subject token), starting with a letter or digit`);
-  if (value.length > 120) throw new InvalidArgumentError("must be at most 120 characters (worker ids are at most 128)");
+  if (value.length > MAX_ID_PREFIX) throw new InvalidArgumentError(`must be at most ${MAX_ID_PREFIX} characters (worker ids are at most ${MAX_SERVICE_ID_CHARS})`);
   return value;
 }

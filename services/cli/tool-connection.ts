@@ -1,29 +1,33 @@
 /** How the command-line tools (`hadis generate`, `hadis status`) connect, and how they say they could not. */
 import { connectNats, type NatsConnection } from "../lib/nats.ts";
-import { natsTlsFromEnv, natsUrls, tlsOption, toolCredentials } from "./credentials.ts";
+import { natsTlsFromEnv, natsUrls, toolCredentials } from "./credentials.ts";
 
 /** A failure on the caller's side (no server, bad settings, a file that cannot be written): not the system's, not retryable. */
 export class ToolFailure extends Error {}
 
 /** Connects as `role`, without reconnecting; settings and connection problems are `ToolFailure`s that say what to check. */
 export async function connectTool(nats: string, env: NodeJS.ProcessEnv, role: "client" | "observer", name: string): Promise<NatsConnection> {
-  let settings: { urls: string | string[]; credentials: ReturnType<typeof toolCredentials>; tls: ReturnType<typeof tlsOption> };
+  let urls: string | string[], credentials: ReturnType<typeof toolCredentials>, tls: ReturnType<typeof natsTlsFromEnv>;
   try {
-    settings = { urls: natsUrls(nats), credentials: toolCredentials(env, role), tls: tlsOption(natsTlsFromEnv(env)) };
+    [urls, credentials, tls] = [natsUrls(nats), toolCredentials(env, role), natsTlsFromEnv(env)];
   } catch (err) {
     throw new ToolFailure((err as Error).message);
   }
-  const { credentials } = settings;
   try {
-    return await connectNats(settings.urls, name, { maxReconnectAttempts: 0, timeout: 3_000, ...credentials, ...settings.tls });
+    return await connectNats(urls, name, { maxReconnectAttempts: 0, timeout: 3_000, ...credentials, ...(tls ? { tls } : {}) });
   } catch (err) {
     throw new ToolFailure(`cannot reach NATS at ${nats} (${(err as Error).message}); is \`npm start\` running${credentials ? `, and are the credentials of ${credentials.user} right` : ""}?`);
   }
 }
 
+/** The `--json` form of a failure on the caller's side. */
+export function clientError(message: string): { code: "client_error"; message: string; retryable: false } {
+  return { code: "client_error", message, retryable: false };
+}
+
 /** Prints a `ToolFailure` as the tool's output: one `{"error": …}` object with `--json`, a line on stderr otherwise; exit code 1. */
 export function reportToolFailure(err: ToolFailure, json: boolean | undefined): void {
   process.exitCode = 1;
-  if (json) process.stdout.write(JSON.stringify({ error: { code: "client_error", message: err.message, retryable: false } }) + "\n");
+  if (json) process.stdout.write(JSON.stringify({ error: clientError(err.message) }) + "\n");
   else process.stderr.write(`hadis: ${err.message}\n`);
 }

@@ -12,7 +12,7 @@ import { openPlanBucket, watchKey, type KV, type NatsConnection, type Subscripti
 import type { Logger } from "./log.ts";
 
 /** How long a notice of a newer epoch waits for the watch before the watch is re-opened. */
-export const RESYNC_AFTER_MS = 1_000;
+const RESYNC_AFTER_MS = 1_000;
 
 /** Follows the plan in KV. */
 export class PlanView {
@@ -24,7 +24,6 @@ export class PlanView {
   private resync: NodeJS.Timeout | null = null;
   /** The newest epoch a notice named. */
   private announced = 0;
-  private closed = false;
   /** Times the watch was re-opened because a notice was ahead of it. */
   resyncs = 0;
   private constructor(private readonly log: Logger) {}
@@ -46,7 +45,6 @@ export class PlanView {
     const check = (epoch: number) => {
       view.resync = setTimeout(() => {
         view.resync = null;
-        if (view.closed) return;
         const held = view.plan?.epoch ?? 0;
         if (held < epoch) {
           resyncWatch();
@@ -63,7 +61,7 @@ export class PlanView {
           return; // (a plan notice that does not read changes nothing: the watch still runs)
         }
         view.announced = Math.max(view.announced, epoch);
-        if ((view.plan?.epoch ?? 0) >= epoch || view.resync || view.closed) return;
+        if ((view.plan?.epoch ?? 0) >= epoch || view.resync) return;
         check(epoch);
       },
     });
@@ -134,7 +132,6 @@ export class PlanView {
 
   /** Stops watching. */
   close(): void {
-    this.closed = true;
     this.watch.abort();
     this.notices?.unsubscribe();
     if (this.resync) clearTimeout(this.resync);

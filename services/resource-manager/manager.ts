@@ -39,8 +39,8 @@ export interface ResourceManagerOptions {
   /** Items on a model without workers for this long are purged (default 5 s). */
   purgeAfterMs?: number;
   log: Logger;
-  /** Called after every tick (metrics, spans), with the tick's wall time in ms. */
-  onTick?: (outcome: TickOutcome | null, error?: Error, tickMs?: number) => void;
+  /** Called after every tick (metrics, spans), with the tick's wall time in ms; its `close` (if any) at stop. */
+  onTick?: ((outcome: TickOutcome | null, error?: Error, tickMs?: number) => void) & { close?(): Promise<void> };
   version?: string;
 }
 
@@ -289,6 +289,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
       stats.unsubscribe();
       plans.close();
       await service.stop().catch(() => undefined);
+      await opts.onTick?.close?.();
       log.info("manager.stopped", {});
     },
   };

@@ -5,7 +5,7 @@
 import { fromPromise } from "xstate";
 import { fromWireError, HadisError, isWireError } from "../../contracts/errors.ts";
 import { moveTarget, type PendingItem, type PendingWork } from "./pending.ts";
-import { canStillAnswer, isKeyed, resultKey } from "../../actors/request/idempotent.ts";
+import { canStillAnswer, isKeyed, ownsPublish, resultKey } from "../../actors/request/idempotent.ts";
 import { decode, encode, parseRaw } from "../../contracts/envelope.ts";
 import { JudgeReplySchema, PROTOCOL_VERSION, type WorkItem } from "../../contracts/messages.ts";
 import { Headers, type Subjects } from "../../contracts/subjects.ts";
@@ -175,9 +175,7 @@ export function routerActors(deps: RouterActorDeps) {
       } else {
         const ack = keyed ? await enqueueKeyed(deps, model, data, msgId, keyed, headers) : await deps.queue.publish(model, data, msgId, headers);
         entry.seq = ack.seq;
-        // An unkeyed request's id is its own: a duplicate of its item is its own earlier publish
-        // (one that timed out, asked again), which it removes when it ends like any other.
-        entry.own = !ack.duplicate || !keyed;
+        entry.own = ownsPublish(ack, input.requestId);
         if (signal.aborted) {
           // The request ended while the publish was in flight: its item must not cost a GPU.
           if (entry.own) void deps.queue.remove(ack.seq).catch(() => false);

@@ -22,6 +22,12 @@ export interface MoverDeps {
   afterEnqueue: (entry: PendingItem) => void;
 }
 
+/** Queues a waiting entry's item (for its model) under `msgId`, carrying its stage span's trace context. */
+export function publishEntry(deps: Pick<MoverDeps, "queue" | "telemetry">, entry: PendingItem, msgId: string): Promise<{ seq: number; duplicate: boolean }> {
+  const headers = entry.span ? deps.telemetry.inject(entry.span.spanContext()) : undefined;
+  return deps.queue.publish(entry.item.model, encode(entry.item), msgId, headers);
+}
+
 /** The move function of one router; a move already under way for an entry is not started twice. */
 export function createMover(deps: MoverDeps): (entry: PendingItem, to: string, plan: Plan) => Promise<void> {
   const moving = new Set<PendingItem>();
@@ -42,8 +48,7 @@ export function createMover(deps: MoverDeps): (entry: PendingItem, to: string, p
     entry.seq = 0;
     entry.span?.addEvent("moved", { "hadis.from": from, "hadis.to": to, "hadis.plan_epoch": plan.epoch });
     try {
-      const headers = entry.span ? deps.telemetry.inject(entry.span.spanContext()) : undefined;
-      const ack = await deps.queue.publish(to, encode(entry.item), `${entry.item.requestId}/${entry.stage}/${to}/${plan.epoch}`, headers);
+      const ack = await publishEntry(deps, entry, `${entry.item.requestId}/${entry.stage}/${to}/${plan.epoch}`);
       entry.seq = ack.seq;
       entry.own = !ack.duplicate; // the copy is this router's to remove when its request ends
       // The request may have ended while the publish was in flight: its item must not cost a GPU.

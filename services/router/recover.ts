@@ -5,12 +5,12 @@
  * (queued, or in work), its result will come; gone, its result went by while we were away, so a
  * keyed request's is read from the results bucket and any other's item is queued again.
  */
-import { encode } from "../../contracts/envelope.ts";
-import { isKeyed, resultKey } from "../../actors/request/idempotent.ts";
+import { isKeyed, ownsPublish, resultKey } from "../../actors/request/idempotent.ts";
 import type { Logger } from "../lib/log.ts";
 import type { KV, WorkQueue } from "../lib/nats.ts";
 import type { ServiceTelemetry } from "../lib/telemetry.ts";
 import { storedResult } from "./adapters.ts";
+import { publishEntry } from "./mover.ts";
 import type { PendingWork } from "./pending.ts";
 
 /** How long after a reconnect the check waits: results already on their way arrive first. */
@@ -71,10 +71,8 @@ export async function recoverLost(deps: RecoverDeps): Promise<number> {
       continue;
     }
     try {
-      const headers = entry.span ? deps.telemetry.inject(entry.span.spanContext()) : undefined;
-      const ack = await deps.queue.publish(entry.item.model, encode(entry.item), `${requestId}/${entry.stage}/${entry.item.model}/lost@${seq}`, headers);
-      // (As the first publish: an unkeyed request's duplicate is its own item.)
-      const own = !ack.duplicate || !keyed;
+      const ack = await publishEntry(deps, entry, `${requestId}/${entry.stage}/${entry.item.model}/lost@${seq}`);
+      const own = ownsPublish(ack, requestId);
       if (!unchanged()) {
         // Answered (or moved) while this publish was in flight: the copy must not cost a GPU
         // (unless it is the very item the entry now waits on, queued by a move or another check).

@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { mapWithBrokenExport } from "../helpers/tiny-models.ts";
 import { stopStarted } from "../helpers/system.ts";
+import { waitFor } from "../helpers/processes.ts";
 import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
 import { connectNats, openPlanBucket, type NatsConnection } from "../../services/lib/nats.ts";
 import { HadisClient } from "../../services/lib/client.ts";
@@ -42,7 +43,7 @@ beforeAll(async () => {
   };
   await (await openPlanBucket(nc, subjects())).put("current", encode(plan));
   const agent = system.workers!.agents[0];
-  for (let i = 0; i < 400 && agent.status("x").state !== "serving"; i++) await new Promise((r) => setTimeout(r, 50));
+  await waitFor(() => agent.status("x").state === "serving", 20_000, "the worker serving");
 }, 60_000);
 
 afterAll(() => stopStarted({ nc, system, server, dirs: [modelsDir] }));

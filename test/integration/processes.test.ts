@@ -33,7 +33,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await stopSpawned(); // the services above, and any `hadis start` a failed test left running
-  for (const p of Object.values(procs)) p.child.kill("SIGKILL");
   await nc?.close();
   await server?.stop();
 });

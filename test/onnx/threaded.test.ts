@@ -2,6 +2,7 @@
 import { cpSync, renameSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { waitFor } from "../helpers/processes.ts";
 import { OnnxGenerationBackend } from "../../services/lib/onnx/generation-backend.ts";
 import { OnnxClipJudge } from "../../services/lib/onnx/clip-judge.ts";
 import { ThreadedClipJudge, ThreadedGenerationBackend } from "../../services/lib/onnx/threaded.ts";
@@ -88,8 +89,7 @@ describe("ThreadedGenerationBackend", () => {
       // Until it has finished, calls fail at once: no thread after thread, each holding its models.
       const meanwhile = (await b.load("turbo").catch((e: unknown) => e)) as HadisError;
       expect(meanwhile.message).toMatch(/left behind past its time limit is still running/);
-      const until = Date.now() + 10_000;
-      while (thread.leftBehind > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+      await waitFor(() => thread.leftBehind === 0, 10_000, "the thread left behind to finish");
       expect(thread.leftBehind).toBe(0); // finished, then ended
       // The worker swaps away (nothing to unload in a thread that is gone) and loads again: a new thread.
       await b.unload("large");

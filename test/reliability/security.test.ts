@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { PermissionViolationError } from "@nats-io/nats-core";
-import { generateCredentials, startSecureServer, type Role, type SecureServer } from "../helpers/secure.ts";
+import { generateCredentials, roleEnv, secureConfigText, startSecureServer, type Role, type SecureServer } from "../helpers/secure.ts";
 import { findNatsServer, startNatsServer } from "../../services/lib/nats-server.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
@@ -145,19 +145,19 @@ describe("per-role permissions", () => {
   it("a router records what an idempotency key is for (any router then refuses it for another prompt), and writes no image", async () => {
     const { Kvm } = await import("@nats-io/kv");
     const { claimKeyFor } = await import("../../services/router/idempotency.ts");
-    const { fingerprintOf } = await import("../../actors/request/idempotent.ts");
+    const { claimKey, fingerprintOf, keyedRequestId, resultKey } = await import("../../actors/request/idempotent.ts");
     const r = await as("router");
     const results = await new Kvm(r.nc).open("hadis-results");
-    const requestId = `k-${"5".repeat(32)}`;
+    const requestId = keyedRequestId("claim-test");
     await claimKeyFor(results, requestId, fingerprintOf("a red bicycle", undefined));
-    expect(await results.get(`${requestId}.claim`)).not.toBeNull();
+    expect(await results.get(claimKey(requestId))).not.toBeNull();
     const other = await as("router");
     await expect(claimKeyFor(await new Kvm(other.nc).open("hadis-results"), requestId, fingerprintOf("a blue bicycle", undefined))).rejects.toMatchObject({ code: "invalid_request" });
     await r.nc.flush();
     expect(r.violations).toEqual([]);
     // Images are the workers' to store.
-    r.nc.publish(`$KV.hadis-results.${requestId}.light`, new Uint8Array([1]));
-    await refused(r.violations, "publish", `$KV.hadis-results.${requestId}.light`);
+    r.nc.publish(`$KV.hadis-results.${resultKey(requestId, "light")}`, new Uint8Array([1]));
+    await refused(r.violations, "publish", `$KV.hadis-results.${resultKey(requestId, "light")}`);
   });
 
   it("only the resource manager writes the plan", async () => {
@@ -223,7 +223,6 @@ describe("the operator configs", () => {
     const dir = selfSignedCertificate();
     const { credentials, env } = generateCredentials();
     const tls = `tls {\n  cert_file: "${join(dir, "cert.pem")}"\n  key_file: "${join(dir, "key.pem")}"\n  timeout: 2\n}`;
-    const { secureConfigText } = await import("../helpers/secure.ts");
     const server = await startNatsServer({ env, extraConfig: secureConfigText(tls) });
     try {
       const nc = await connectNats(`tls://127.0.0.1:${server.port}`, "tls-client", { user: credentials.client.user, pass: credentials.client.pass, tls: { caFile: join(dir, "cert.pem") } });
@@ -241,7 +240,6 @@ describe("the operator configs", () => {
     const { credentials, env } = generateCredentials();
     const [cert, key] = [join(dir, "cert.pem"), join(dir, "key.pem")];
     const tls = `tls {\n  cert_file: "${cert}"\n  key_file: "${key}"\n  ca_file: "${cert}"\n  verify: true\n  timeout: 2\n}`;
-    const { secureConfigText, roleEnv } = await import("../helpers/secure.ts");
     const { spawnHadis } = await import("../helpers/processes.ts");
     const server = await startNatsServer({ env, extraConfig: secureConfigText(tls) });
     const observer = { [roleEnv("observer").user]: credentials.observer.user, [roleEnv("observer").pass]: credentials.observer.pass };

@@ -1,5 +1,6 @@
 /** The discriminator's answer when its judge fails: `judge_failed` (the router then serves the light image), whatever the judge threw. */
 import { describe, expect, it } from "vitest";
+import { waitFor } from "../helpers/processes.ts";
 import { Packr } from "msgpackr";
 import { HadisError } from "../../contracts/errors.ts";
 import { encode } from "../../contracts/envelope.ts";
@@ -40,7 +41,7 @@ describe("discriminator", () => {
     const ask = (i: number) => t.nc.request(s.judge, encode({ v: 1, requestId: `r${i}`, prompt: "a cat", model: "m", image: new Uint8Array([1]), planEpoch: 0 }), { timeout: 5_000 });
     try {
       const held = [0, 1, 2].map(ask);
-      while (release.length < 3) await new Promise((r) => setTimeout(r, 10));
+      await waitFor(() => release.length === 3, 5_000, "three requests held");
       const refused = packr.unpack((await ask(3)).data).error as { code: string; details: { retryAfterMs: number } };
       expect(refused.code).toBe("overloaded");
       expect(refused.details.retryAfterMs).toBeGreaterThan(0);
@@ -48,7 +49,7 @@ describe("discriminator", () => {
       for (const m of await Promise.all(held)) expect(packr.unpack(m.data).score).toBe(0.5);
       // Room again once they are answered.
       const again = ask(4);
-      while (release.length < 4) await new Promise((r) => setTimeout(r, 10));
+      await waitFor(() => release.length === 4, 5_000, "the fourth request held");
       release[3]();
       expect(packr.unpack((await again).data).score).toBe(0.5);
     } finally {

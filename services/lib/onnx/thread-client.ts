@@ -32,10 +32,12 @@ export class OnnxThread {
   private worker: Worker | null = null;
   private starting: Promise<void> | null = null;
   private readonly pending = new Map<number, Pending>();
-  /** Calls each thread was sent and has not answered (a thread left behind is ended once it has answered them all). */
-  private readonly outstanding = new Map<Worker, number>();
-  /** Threads left behind by a call that timed out, still running what they were sent. */
-  private readonly abandoned = new Set<Worker>();
+  /**
+   * Threads left behind by a call that timed out, still running what they were sent, with how
+   * many of those calls they have yet to answer (each is ended once it has answered them all).
+   * The running thread's are the pending calls: every pending call is the running thread's.
+   */
+  private readonly abandoned = new Map<Worker, number>();
   /** Fires when the running thread has made no progress for its oldest call's time limit. */
   private progress: NodeJS.Timeout | null = null;
   private nextId = 1;
@@ -97,7 +99,6 @@ export class OnnxThread {
     const id = this.nextId++;
     return new Promise<T>((resolve, reject) => {
       this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject, op, ...(timeoutMs !== undefined ? { timeoutMs } : {}) });
-      this.outstanding.set(worker, (this.outstanding.get(worker) ?? 0) + 1);
       if (this.pending.size === 1) worker.ref();
       if (!this.progress) this.armProgress();
       worker.postMessage({ id, op, args } satisfies ThreadCall);
@@ -124,16 +125,15 @@ export class OnnxThread {
   private hung(worker: Worker, op: string, timeoutMs: number): void {
     if (this.worker !== worker) return;
     this.worker = null;
-    this.abandoned.add(worker);
+    this.abandoned.set(worker, this.pending.size);
     worker.unref();
     this.failAll(`onnx thread did not answer ${op} within ${timeoutMs} ms; left behind, a new one takes the next call`);
-    if ((this.outstanding.get(worker) ?? 0) === 0) this.retire(worker);
+    if (this.abandoned.get(worker) === 0) this.retire(worker);
   }
 
   /** Ends a thread left behind, now idle. */
   private retire(worker: Worker): void {
     this.abandoned.delete(worker);
-    this.outstanding.delete(worker);
     void worker.terminate();
   }
 
@@ -176,10 +176,10 @@ export class OnnxThread {
       throw err;
     });
     worker.on("message", (reply: ThreadReply) => {
-      const left = (this.outstanding.get(worker) ?? 1) - 1;
-      this.outstanding.set(worker, left);
-      if (this.abandoned.has(worker)) {
-        if (left <= 0) this.retire(worker); // idle now: safe to end
+      const unanswered = this.abandoned.get(worker);
+      if (unanswered !== undefined) {
+        if (unanswered <= 1) this.retire(worker); // idle now: safe to end
+        else this.abandoned.set(worker, unanswered - 1);
         return;
       }
       const entry = this.settle(reply.id);
@@ -192,7 +192,6 @@ export class OnnxThread {
     worker.on("error", (err) => (crash = `: ${err.message}`));
     worker.once("exit", (code) => {
       this.abandoned.delete(worker);
-      this.outstanding.delete(worker);
       if (this.worker !== worker) return;
       this.worker = null;
       this.failAll(`onnx thread exited (code ${code})${crash}`);

@@ -26,15 +26,19 @@ export class ThreadedGenerationBackend implements GenerationBackend {
   /** Models loaded in the thread, least recently used first: what a restarted thread loads again. */
   private readonly loaded = new Set<string>();
   private readonly thread: OnnxThread;
+  private readonly loadMs: number;
+  private readonly generateMs: number;
 
-  constructor(private readonly options: OnnxGenerationBackendOptions, private readonly timeouts: ThreadTimeouts = {}) {
+  constructor(private readonly options: OnnxGenerationBackendOptions, timeouts: ThreadTimeouts = {}) {
+    this.loadMs = timeouts.loadMs ?? DEFAULT_THREAD_TIMEOUT_MS;
+    this.generateMs = timeouts.generateMs ?? DEFAULT_THREAD_TIMEOUT_MS;
     this.thread = new OnnxThread({ kind: "generation", options }, "generation_failed", async (send) => {
-      for (const model of [...this.loaded]) await send("load", [model], this.timeouts.loadMs ?? DEFAULT_THREAD_TIMEOUT_MS);
+      for (const model of [...this.loaded]) await send("load", [model], this.loadMs);
     });
   }
 
   async load(model: string): Promise<void> {
-    await this.thread.call("load", [model], this.timeouts.loadMs ?? DEFAULT_THREAD_TIMEOUT_MS);
+    await this.thread.call("load", [model], this.loadMs);
     this.loaded.delete(model);
     this.loaded.add(model);
     // The thread unloads its least recently used pipeline to stay within maxResident.
@@ -56,7 +60,7 @@ export class ThreadedGenerationBackend implements GenerationBackend {
   }
 
   async generate(model: string, batch: readonly GenerationInput[]): Promise<GeneratedImage[]> {
-    const images = await this.thread.call<GeneratedImage[]>("generate", [model, batch], this.timeouts.generateMs ?? DEFAULT_THREAD_TIMEOUT_MS);
+    const images = await this.thread.call<GeneratedImage[]>("generate", [model, batch], this.generateMs);
     this.loaded.delete(model);
     this.loaded.add(model);
     return images;
