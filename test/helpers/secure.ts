@@ -43,6 +43,8 @@ export interface SecureServer {
   credentials: Record<Role, NatsCredentials>;
   /** Server log since start (permission violations are logged there). */
   log(): string;
+  /** The log's lines where the server refused a publish or subscription for want of permission. */
+  violations(): string[];
   /** Connects as a role. */
   connectAs(role: Role, name?: string): Promise<NatsConnection>;
   /** `SystemOptions.credentials` for the four service roles. */
@@ -59,6 +61,15 @@ export function secureConfigText(extra = ""): string {
   return [extra, readFileSync(ACCOUNTS_CONF, "utf8")].join("\n");
 }
 
+/**
+ * Lines of a nats-server log where it refused a publish or subscription for want of permission:
+ * it logs them as `Publish Violation` and `Subscription Violation` (the client is told
+ * `Permissions Violation for …`, which the log does not say).
+ */
+export function permissionViolations(log: string): string[] {
+  return log.split("\n").filter((line) => /\b(Publish|Subscription) Violation\b/.test(line));
+}
+
 /** Starts one secured server in a temporary folder. */
 export async function startSecureServer(opts: LocalServerOptions = {}): Promise<SecureServer> {
   const { credentials, env } = generateCredentials();
@@ -68,6 +79,7 @@ export async function startSecureServer(opts: LocalServerOptions = {}): Promise<
     server,
     credentials,
     log: () => log,
+    violations: () => permissionViolations(log),
     connectAs: (role, name = `test-${role}`) => connectNats(server.url, name, { user: credentials[role].user, pass: credentials[role].pass, ...roleInbox(role) }),
     serviceCredentials: (kind) => ({ ...credentials[kind], ownRole: true }),
   };
