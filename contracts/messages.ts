@@ -232,6 +232,20 @@ export const PlanSchema = z.strictObject({
 /** A plan snapshot. */
 export type Plan = z.infer<typeof PlanSchema>;
 
+/**
+ * JetStream's max-deliveries advisory (`io.nats.jetstream.advisory.v1.max_deliver`, JSON): the
+ * item at `stream_seq` went to consumers `deliveries` times and was never acknowledged. Other
+ * fields the server sends (type, id, timestamp, domain) are let through.
+ */
+export const MaxDeliveriesAdvisorySchema = z.object({
+  stream: z.string(),
+  consumer: z.string(),
+  stream_seq: z.number().int().positive(),
+  deliveries: z.number().int().nonnegative(),
+});
+/** A max-deliveries advisory. */
+export type MaxDeliveriesAdvisory = z.infer<typeof MaxDeliveriesAdvisorySchema>;
+
 /** The resource manager's answer on its plan endpoint (`hadis.manager.plan`): the plan in force (none yet: null) and its demand estimate. */
 export const ManagerPlanReplySchema = z.strictObject({
   plan: PlanSchema.nullable(),

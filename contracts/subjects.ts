@@ -71,13 +71,18 @@ export interface Subjects {
   telemetrySpans: string;
   /** The resource manager's plan query endpoint. */
   managerPlan: string;
+  /**
+   * JetStream's advisories (JSON, sent by the server) that an item of the work stream was
+   * delivered max_deliver times and never acknowledged: the server will not deliver it again.
+   */
+  workGivenUp: string;
   readonly names: StreamNames;
 }
 
 /** Builds the subject set for a prefix (default `hadis`). */
 export function subjects(prefix: string = DEFAULT_PREFIX): Subjects {
   assertToken(prefix, "prefix");
-  const upper = prefix.toUpperCase().replace(/-/g, "_");
+  const workStream = `${prefix.toUpperCase().replace(/-/g, "_")}_WORK`;
   return {
     prefix,
     generate: `${prefix}.generate`,
@@ -93,8 +98,9 @@ export function subjects(prefix: string = DEFAULT_PREFIX): Subjects {
     workerControl: (workerId) => `${prefix}.control.worker.${assertToken(workerId, "worker id")}`,
     telemetrySpans: `${prefix}.telemetry.spans`,
     managerPlan: `${prefix}.manager.plan`,
+    workGivenUp: `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${workStream}.*`,
     names: {
-      workStream: `${upper}_WORK`,
+      workStream,
       workConsumer: (model) => `work-${assertToken(model, "model")}`,
       planBucket: `${prefix}-plan`,
       planKey: "current",

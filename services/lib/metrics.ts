@@ -82,6 +82,12 @@ const rejected = new Counter({
   labelNames: ["kind"] as const,
   registers: [registry],
 });
+const givenUp = new Counter({
+  name: "hadis_work_given_up_total",
+  help: "Work items JetStream delivered max_deliver times without an acknowledgement (each worker that took one crashed or stalled), by model: their requests' stages failed at once with generation_failed.",
+  labelNames: ["model"] as const,
+  registers: [registry],
+});
 const queueDepth = new Gauge({
   name: "hadis_queue_depth",
   help: "Work items waiting in a model's work queue (not yet delivered to a worker; what the planner reads).",
@@ -172,6 +178,11 @@ export function recordSpansLost(reason: SpanLoss, n: number): void {
 /** Counts a control message the resource manager refused. */
 export function recordRejected(kind: "heartbeat" | "router_stats"): void {
   rejected.inc({ kind });
+}
+
+/** Counts a work item JetStream gave up on (max-deliveries advisory). */
+export function recordGivenUp(model: string): void {
+  givenUp.inc({ model });
 }
 
 /** Records a batch a worker ran. */

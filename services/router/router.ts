@@ -17,6 +17,7 @@ import { PlanView } from "../lib/plan-view.ts";
 import { within, type RunningService } from "../lib/running.ts";
 import { claimKeyFor, detached, IdempotencyCache } from "./idempotency.ts";
 import { recoverLost, RECOVER_AFTER_MS, singleFlight } from "./recover.ts";
+import { failGivenUp } from "./given-up.ts";
 import { fingerprintOf, keyedRequestId, keyedSeed, keyReused } from "../../actors/request/idempotent.ts";
 import { NO_TIME_TO_JUDGE, routerActors } from "./adapters.ts";
 import { GenerationFloor } from "../../actors/routing/generation-floor.ts";
@@ -85,6 +86,10 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     if (plan && to) rescue(entry, to, plan);
   };
   const resultsSub = nc.subscribe(resultsSubject, { callback: (_e, m) => pending.deliver(m.data) });
+  // An item the server will not deliver again (its last delivery's worker crashed) fails its stage now, not at the deadline.
+  const givenUpSub = nc.subscribe(subjects.workGivenUp, {
+    callback: (_e, m) => void failGivenUp({ queue: opts.queue, pending, workStream: subjects.names.workStream, log }, m.data),
+  });
   // Results sent while the connection was down are gone: once back, what they answered is found again.
   const recover = singleFlight(() =>
     recoverLost({ queue: opts.queue, pending, results, telemetry: traces.telemetry, log })
@@ -331,6 +336,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       // The last, partial interval: without it the requests of a router's last second go uncounted.
       if (!nc.isClosed()) report();
       resultsSub.unsubscribe();
+      givenUpSub.unsubscribe();
       plans.close();
       await traces.telemetry.close();
       log.info("router.stopped", { routerId });

@@ -17,6 +17,7 @@ describe("subjects", () => {
     expect(s.workerControl("w")).toBe("hadis.control.worker.w");
     expect(s.telemetrySpans).toBe("hadis.telemetry.spans");
     expect(s.managerPlan).toBe("hadis.manager.plan");
+    expect(s.workGivenUp).toBe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.HADIS_WORK.*");
     expect(s.names).toMatchObject({ workStream: "HADIS_WORK", planBucket: "hadis-plan", planKey: "current" });
     expect(s.names.workConsumer("sdxl-lightning")).toBe("work-sdxl-lightning");
   });
@@ -25,6 +26,7 @@ describe("subjects", () => {
     const t = subjects("exp-2");
     expect(t.generate).toBe("exp-2.generate");
     expect(t.names.workStream).toBe("EXP_2_WORK");
+    expect(t.workGivenUp).toBe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.EXP_2_WORK.*");
     expect(t.work("m")).toBe("exp-2.work.m");
   });
 
