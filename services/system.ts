@@ -126,6 +126,8 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
     const nc = await connectNats(opts.natsUrl, name, {
       ...(credentials ? { user: credentials.user, pass: credentials.pass, ...(credentials.ownRole ? { inboxPrefix: inboxPrefixOf(kind) } : {}) } : {}),
       ...(opts.tls ? { tls: opts.tls } : {}),
+    }).catch((err: unknown) => {
+      throw new Error(`${name} cannot reach NATS at ${opts.natsUrl} (${(err as Error).message})${credentials ? `; are the credentials of ${credentials.user} right?` : ""}`, { cause: err });
     });
     connections.push(nc);
     watches.push(new ConnectionWatch(nc, name));

@@ -51,7 +51,10 @@ runOptions(
     .option("--metrics-port <port>", "serve Prometheus /metrics of this process on this port", port)
     .option("--metrics-host <host>", "address /metrics listens on (0.0.0.0 for a Prometheus on another host)", "127.0.0.1")
     .option("--replicas <n>", "JetStream replicas of the work stream and plan bucket (3 on a 3-node cluster)", count),
-).action((service, opts) => serveCommand(service, opts));
+).action((service, opts, cmd: Command) =>
+  // The options typed on the command line (not defaults): `serve` warns of those its service does not read.
+  serveCommand(service, opts, cmd.options.filter((o) => cmd.getOptionValueSource(o.attributeName()) === "cli").map((o) => ({ key: o.attributeName(), flag: o.long ?? o.flags }))),
+);
 
 program
   .command("generate")

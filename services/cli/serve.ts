@@ -42,6 +42,35 @@ function staticConfigOf(opts: RunOptions, command: string): StaticConfig | undef
   }
 }
 
+/** The services each `serve` option is read by (one missing here is read by every service). */
+const READ_BY: Partial<Record<keyof RunOptions, readonly ServiceKind[]>> = {
+  workers: ["worker"],
+  idPrefix: ["worker"],
+  routers: ["router"],
+  scorer: ["router"],
+  analyzerWeights: ["router"],
+  policy: ["resource-manager"],
+  staticConfig: ["resource-manager"],
+  backend: ["worker", "discriminator"],
+  zeroLatency: ["worker", "discriminator"],
+  modelMap: ["worker", "discriminator"],
+  modelsDir: ["worker", "discriminator"],
+  storage: ["router", "worker", "resource-manager"],
+};
+
+/**
+ * What `hadis serve <kind>` says of options given on the command line that the service does not
+ * read (`--workers` on `serve router`): one warning each, naming the services that do. Warned, not
+ * refused: one set of flags shared by every service's command line is a common way to deploy.
+ */
+export function unreadOptions(kind: string, given: readonly { key: string; flag: string }[]): string[] {
+  if (kind === "all") return [];
+  return given.flatMap(({ key, flag }) => {
+    const readers = READ_BY[key as keyof RunOptions];
+    return readers && !readers.includes(kind as ServiceKind) ? [`${flag} does nothing for the ${kind} service (read by: ${readers.join(", ")})`] : [];
+  });
+}
+
 /** Runs until SIGINT/SIGTERM, then stops in order and exits 0. */
 function untilSignal(stop: () => Promise<void>): void {
   let stopping = false;
@@ -153,8 +182,13 @@ async function startLocalDashboard(url: string, port: number | undefined, host: 
 }
 
 /** `hadis serve <service>`: one service against an existing NATS server. */
-export async function serveCommand(kind: string, opts: RunOptions & { nats: string; metricsPort?: number; metricsHost?: string; replicas?: number }): Promise<void> {
+export async function serveCommand(
+  kind: string,
+  opts: RunOptions & { nats: string; metricsPort?: number; metricsHost?: string; replicas?: number },
+  given: readonly { key: string; flag: string }[] = [],
+): Promise<void> {
   if (kind !== "all" && !SERVICE_KINDS.includes(kind as ServiceKind)) throw new Error(`unknown service "${kind}"; one of ${SERVICE_KINDS.join(", ")}, all`);
+  for (const line of unreadOptions(kind, given)) process.stderr.write(`hadis serve: warning: ${line}\n`);
   const staticConfig = staticConfigOf(opts, "serve");
   let system: RunningSystem | undefined;
   // The metrics port first: a taken one fails before any service has joined (and pulled work).

@@ -50,6 +50,9 @@ describe("services as separate processes", () => {
     const replies = settled.map((s) => (s as PromiseFulfilledResult<Awaited<ReturnType<HadisClient["generate"]>>>).value);
     expect(replies.map((r) => r.planEpoch).every((e) => e >= 1)).toBe(true);
     expect(procs.router.output()).toContain(`metrics on http://0.0.0.0:${metricsPort}/metrics`);
+    // The shared flags: the judge reads no work queue, and says so of --storage; the others read all they were given.
+    expect(procs.judge.output()).toContain("hadis serve: warning: --storage does nothing for the discriminator service (read by: router, worker, resource-manager)");
+    for (const name of ["manager", "workers", "router"]) expect(procs[name].output()).not.toContain("does nothing");
     const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
     const served = [...text.matchAll(/^hadis_requests_total\{[^}]*outcome="ok"[^}]*\} (\d+)$/gm)].reduce((a, m) => a + Number(m[1]), 0);
     expect(served).toBeGreaterThanOrEqual(20); // and waitUntilServing's probes

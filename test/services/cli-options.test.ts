@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { atLeastOne, count, idPrefix, integerIn, nonNegative, num, port, text } from "../../services/cli/options.ts";
+import { unreadOptions } from "../../services/cli/serve.ts";
 
 describe("CLI option parsers", () => {
   it("refuse empty and blank values instead of reading them as 0", () => {
@@ -33,5 +34,22 @@ describe("CLI option parsers", () => {
     expect(() => nonNegative("abc")).toThrow(/not a number/);
     expect(() => nonNegative("-1")).toThrow(/must not be negative/);
     expect(nonNegative("7.5")).toBe(7.5);
+  });
+
+  it("`serve` names each given option its service does not read, and the services that do", () => {
+    const given = [
+      { key: "workers", flag: "--workers" },
+      { key: "timeScale", flag: "--time-scale" },
+      { key: "nats", flag: "--nats" },
+      { key: "scorer", flag: "--scorer" },
+      { key: "storage", flag: "--storage" },
+    ];
+    expect(unreadOptions("router", given)).toEqual(["--workers does nothing for the router service (read by: worker)"]);
+    expect(unreadOptions("discriminator", given)).toEqual([
+      "--workers does nothing for the discriminator service (read by: worker)",
+      "--scorer does nothing for the discriminator service (read by: router)",
+      "--storage does nothing for the discriminator service (read by: router, worker, resource-manager)",
+    ]);
+    expect(unreadOptions("all", given)).toEqual([]);
   });
 });
