@@ -46,7 +46,7 @@ runOptions(
     .command("serve")
     .description("run one service against a NATS server: router | worker | discriminator | resource-manager | all")
     .argument("<service>")
-    .option("--nats <urls>", "NATS server URL (comma-separated for a cluster); credentials from HADIS_NATS_USER/PASS or HADIS_<ROLE>_NATS_USER/PASS", DEFAULT_NATS_URL)
+    .option("--nats <urls>", "NATS server URL (comma-separated for a cluster); credentials from HADIS_<ROLE>_NATS_USER/PASS, else HADIS_NATS_USER/PASS", DEFAULT_NATS_URL)
     .option("--id-prefix <prefix>", "worker ids are <prefix>-NN (default: random)", idPrefix)
     .option("--metrics-port <port>", "serve Prometheus /metrics of this process on this port", port)
     .option("--metrics-host <host>", "address /metrics listens on (0.0.0.0 for a Prometheus on another host)", "127.0.0.1")

@@ -80,8 +80,9 @@ function sendJson(res: ServerResponse, body: unknown, status = 200): void {
 export async function startDashboard(opts: DashboardOptions): Promise<RunningDashboard> {
   const { nc, subjects, log } = opts;
   // The dashboard's waterfalls need the services' spans: tracing on, unless the environment says
-  // off (then the dashboard shows no traces; an OTLP endpoint set as well exports nothing).
-  if ((opts.enableTracing ?? true) && !tracingEnabled() && !tracingOptedOut()) configureTelemetry({ enabled: true, spanSink: true, subjectPrefix: subjects.prefix });
+  // off (then the dashboard shows no traces; an OTLP endpoint set as well exports nothing). The
+  // span feed follows `HADIS_SPAN_SINK` (default on).
+  if ((opts.enableTracing ?? true) && !tracingEnabled() && !tracingOptedOut()) configureTelemetry({ enabled: true, subjectPrefix: subjects.prefix });
   const state = new DashboardState();
   const { view: plans } = await PlanView.open(nc, subjects, log);
   plans.onPlan((plan) => {

@@ -141,13 +141,13 @@ const solveSeconds = new Histogram({
 });
 const modelUnavailable = new Gauge({
   name: "hadis_model_unavailable",
-  help: "1 while a pool model is out of the planner's pool because its loads failed on several workers, else 0.",
+  help: "1 while a pool model is out of the planner's pool because it failed on several workers (its loads, or batch after batch), else 0.",
   labelNames: ["model"] as const,
   registers: [registry],
 });
 const workersBenched = new Gauge({
   name: "hadis_workers_benched",
-  help: "Workers left out of the plan because a model load failed on them alone.",
+  help: "Workers left out of the plan because a model failed on them alone.",
   registers: [registry],
 });
 const demand = new Gauge({ name: "hadis_demand_requests_per_second", help: "Demand estimate of the resource manager (EWMA of arrivals), requests per second.", registers: [registry] });

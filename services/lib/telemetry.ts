@@ -214,7 +214,8 @@ function fromEnv(): TelemetryOptions {
   return {
     enabled,
     otlpUrl,
-    spanSink: sink === undefined ? enabled : sink === "on" || sink === "true" || sink === "1",
+    // Unset: on whenever tracing is (`configureTelemetry`'s default), whoever turns tracing on.
+    ...(sink === undefined ? {} : { spanSink: sink === "on" || sink === "true" || sink === "1" }),
     ...(perSecond !== undefined && perSecond >= 0 ? { sinkTracesPerSecond: perSecond } : {}),
   };
 }
@@ -261,6 +262,11 @@ function current(): State {
 /** True when tracing is on in this process. */
 export function tracingEnabled(): boolean {
   return current().enabled;
+}
+
+/** Whether finished spans of the dashboard's traces are published on the span feed. */
+export function spanSinkEnabled(): boolean {
+  return current().spanSink;
 }
 
 /** The environment turns tracing off (`OTEL_SDK_DISABLED=true`, or `HADIS_TRACING=off`): nothing may turn it on. */

@@ -6,12 +6,12 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { createLogger } from "../../services/lib/log.ts";
-import { configureTelemetry, tracingEnabled } from "../../services/lib/telemetry.ts";
+import { configureTelemetry, spanSinkEnabled, tracingEnabled } from "../../services/lib/telemetry.ts";
 import { startDashboard } from "../../services/dashboard/dashboard.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 
 const t = useNatsServer("tracing-opt-out");
-const VARIABLES = ["HADIS_TRACING", "OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_ENDPOINT"] as const;
+const VARIABLES = ["HADIS_TRACING", "OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_ENDPOINT", "HADIS_SPAN_SINK"] as const;
 const saved = Object.fromEntries(VARIABLES.map((k) => [k, process.env[k]]));
 
 afterEach(() => {
@@ -22,14 +22,14 @@ afterEach(() => {
   configureTelemetry({ enabled: false });
 });
 
-/** Tracing in this process once a dashboard has started under `env` (the services' configuration read from it first). */
-async function tracingUnder(env: Partial<Record<(typeof VARIABLES)[number], string>>): Promise<boolean> {
+/** Tracing (or, with `read`, another switch) in this process once a dashboard has started under `env` (the services' configuration read from it first). */
+async function tracingUnder(env: Partial<Record<(typeof VARIABLES)[number], string>>, read: () => boolean = tracingEnabled): Promise<boolean> {
   for (const k of VARIABLES) delete process.env[k];
   Object.assign(process.env, env);
   configureTelemetry(); // from the environment, as a service process starts
   const dashboard = await startDashboard({ nc: t.nc, subjects: buildSubjects(), port: 0, log: createLogger("dashboard", "error") });
   try {
-    return tracingEnabled();
+    return read();
   } finally {
     await dashboard.stop();
   }
@@ -49,5 +49,11 @@ describe("the dashboard and the environment's tracing switch", () => {
       expect(await tracingUnder({ HADIS_TRACING: off })).toBe(false);
       expect(await tracingUnder({ HADIS_TRACING: off, OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:9/" })).toBe(false);
     }
+  });
+
+  it("feeds the dashboard's spans unless HADIS_SPAN_SINK says off (the dashboard's switch overrode it)", async () => {
+    expect(await tracingUnder({}, spanSinkEnabled)).toBe(true);
+    expect(await tracingUnder({ HADIS_SPAN_SINK: "off" }, spanSinkEnabled)).toBe(false);
+    expect(await tracingUnder({ HADIS_SPAN_SINK: "off" })).toBe(true); // tracing itself stays on
   });
 });
