@@ -99,6 +99,8 @@ describe("the live dashboard", () => {
     await page.click(`#requests tbody tr[data-trace="${traceId}"]`);
     await page.waitForFunction(`document.querySelector("#trace .tid")?.textContent === "${traceId}"`);
     await page.waitForTimeout(300);
+    // (The security policy alone blocks inline handlers such as the attack's onerror: the next
+    // lines check the escaping, this one the two together.)
     expect(await page.evaluate("window.__xss")).toBeUndefined();
     expect(await page.locator("#trace img, #requests img").count()).toBe(0);
     expect(await page.textContent("#trace h2")).toContain(attack(1));

@@ -94,9 +94,17 @@ describe("Prometheus /metrics", () => {
     expect(value("hadis_plan_epoch")).toBe(t.system.manager!.plans.current!.epoch);
     expect(samples.some((x) => x.name === "hadis_demand_requests_per_second")).toBe(true);
     // The queues are empty once every request is answered.
+    expect(samples.some((x) => x.name === "hadis_queue_depth" && x.labels.model === DEFAULT_STATIC.light)).toBe(true);
     expect(value("hadis_queue_depth", { model: DEFAULT_STATIC.light })).toBe(0);
-    // Every HADIS metric name follows the conventions: snake case, unit suffix or _total.
-    for (const name of types.keys()) if (name.startsWith("hadis_")) expect(name).toMatch(/^hadis_[a-z0-9_]+$/);
+    // Every HADIS metric name follows the conventions: snake case; counters end in _total, and a
+    // histogram's or a gauge's unit (when it has one) is a base unit's suffix.
+    for (const [name, type] of types) {
+      if (!name.startsWith("hadis_")) continue;
+      expect(name).toMatch(/^hadis_[a-z0-9_]+$/);
+      if (type === "counter") expect(name).toMatch(/_total$/);
+      if (type === "histogram") expect(name).toMatch(/_(seconds|bytes|size|ratio)$/);
+      expect(name, name).not.toMatch(/_(ms|milliseconds|minutes|kb|mb|percent)(_|$)/);
+    }
   });
 
   it("counts a deduplicated retry as a request but not its stages again; drops stale queues and FIDs", async () => {

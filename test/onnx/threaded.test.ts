@@ -90,7 +90,6 @@ describe("ThreadedGenerationBackend", () => {
       const meanwhile = (await b.load("turbo").catch((e: unknown) => e)) as HadisError;
       expect(meanwhile.message).toMatch(/left behind past its time limit is still running/);
       await waitFor(() => thread.leftBehind === 0, 10_000, "the thread left behind to finish");
-      expect(thread.leftBehind).toBe(0); // finished, then ended
       // The worker swaps away (nothing to unload in a thread that is gone) and loads again: a new thread.
       await b.unload("large");
       await b.load("turbo");

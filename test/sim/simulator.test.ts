@@ -63,8 +63,9 @@ describe("simulate", () => {
     expect(heavy.sloViolationRatio).toBeGreaterThan(0.5);
     // Every request ended in the run (none left to the end-of-run fallback); a drop is a refusal at arrival.
     expect(heavyRun.unfinished).toBe(0);
-    expect(heavyRun.records.filter((r) => r.outcome === "dropped").every((r) => r.latencyMs === 0)).toBe(true);
-    expect(heavyRun.records.filter((r) => r.outcome === "timedOut").every((r) => r.latencyMs === null)).toBe(true);
+    const dropped = heavyRun.records.filter((r) => r.outcome === "dropped");
+    expect(dropped.length).toBeGreaterThan(40);
+    expect(dropped.every((r) => r.latencyMs === 0)).toBe(true);
     // A served request takes at least its model's batch latency (130 ms for sd3.5-large-turbo at 0.1).
     expect(light.p50Ms).toBeGreaterThanOrEqual(130);
   });
