@@ -47,6 +47,10 @@ export interface ReplayResult {
   sloMs: number;
   /** The SLO the system's plan was made for. */
   planSloMs: number;
+  /** The time scale of the system's first plan (its profiled latencies times it). */
+  timeScale: number;
+  /** Workers the system's first plan assigns a model. */
+  workers: number;
 }
 
 /** Replays `arrivals` against `hadis.generate` on `natsUrl`; `stop()` ends sending early. */
@@ -123,7 +127,7 @@ export async function replayTrace(opts: {
   bar.stop();
   view.close();
   await nc.drain().catch(() => nc.close());
-  return { records: records.slice(0, sent).filter((r): r is RequestRecord => r !== undefined), plans, planLog, planSwaps, interrupted: sent < opts.arrivals.length, policy: first.policy, sloMs, planSloMs: first.sloMs };
+  return { records: records.slice(0, sent).filter((r): r is RequestRecord => r !== undefined), plans, planLog, planSwaps, interrupted: sent < opts.arrivals.length, policy: first.policy, sloMs, planSloMs: first.sloMs, timeScale: first.timeScale, workers: Object.keys(first.assignment).length };
 }
 
 /** Waits until every worker holds the model the plan assigns it (or `timeoutMs`). */
@@ -145,6 +149,8 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
   // Embedded, the SLO of our time scale; against a running system its plan's, unless --slo-ms says.
   let sloMs = embedded ? sloOf(opts, profiles.pool) : opts.sloMs;
   let planSloMs: number | undefined;
+  /** A running system's own time scale and planned workers, from its first plan. */
+  let runningShape: { workers: number; timeScale: number } | undefined;
   // Against a running system, one replay: whatever it runs (its plans name the policy).
   const policies = embedded ? policiesFor(opts.policy) : ["running"];
   const running = embedded ? null : natsUrls(opts.nats!);
@@ -176,6 +182,7 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
         const run = await replayTrace({ natsUrl: natsUrl!, arrivals, prompts, profiles, sloMs, label: policy, stopped: () => interrupted });
         sloMs = run.sloMs;
         planSloMs = run.planSloMs;
+        if (!embedded) runningShape = { workers: run.workers, timeScale: run.timeScale };
         const swaps = system?.workers ? system.workers.agents.reduce((s, a) => s + a.status("profile").swapsTotal, 0) : run.planSwaps;
         // A running system is named and scored as the policy its plans name (cascades by their plans' FID).
         const name = embedded ? policy : run.policy;
@@ -192,12 +199,13 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
   }
   if (systems.length === 0) return;
   process.stdout.write(renderTable(systems) + "\n");
-  // Against a running system its own workers and time scale apply: the report does not claim ours.
-  const report = { trace: opts.trace, sloMs: sloMs!, ...(planSloMs !== undefined && planSloMs !== sloMs ? { planSloMs } : {}), ...(embedded ? { workers: opts.workers, timeScale: opts.timeScale } : {}), mode: embedded ? "live-embedded" : `live ${opts.nats}`, systems };
+  // Against a running system its own workers and time scale apply (from its plan), not our options.
+  const shape = embedded ? { workers: opts.workers, timeScale: opts.timeScale } : runningShape;
+  const report = { trace: opts.trace, sloMs: sloMs!, ...(planSloMs !== undefined && planSloMs !== sloMs ? { planSloMs } : {}), ...shape, mode: embedded ? "live-embedded" : `live ${opts.nats}`, systems };
   if (opts.json) process.stdout.write(`wrote ${writeReport(opts.json, report)}\n`);
   if (opts.plots ?? systems.length > 1) {
     const name = basename(opts.trace).replace(/\.[^.]+$/, "");
-    const paths = await writePlots(systems, `live-${name}`, `live, ${name}, ${embedded ? `${opts.workers} workers, ` : ""}SLO ${sloMs} ms`);
+    const paths = await writePlots(systems, `live-${name}`, `live, ${name}, ${shape ? `${shape.workers} workers, ` : ""}SLO ${sloMs} ms`);
     process.stdout.write(`plots: ${paths.join(", ")}\n`);
   }
 }

@@ -1,26 +1,45 @@
-/** `hadis bench e1` in its default mode (`--embedded`: a fresh server and system per policy), on a few arrivals. */
+/** `hadis bench e1` in its default mode (`--embedded`: a fresh server and system per policy) and against a running system, on a few arrivals. */
 import { describe, expect, it, vi } from "vitest";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { benchE1Command } from "../../services/cli/bench-e1.ts";
 import { DEFAULT_PROMPTS } from "../../services/cli/e1-report.ts";
+import { startTestSystem } from "../helpers/system.ts";
+
+/** Runs bench e1 quietly on five arrivals; returns its JSON report. */
+async function benchReport(opts: Omit<Parameters<typeof benchE1Command>[0], "trace" | "prompts" | "json">): Promise<Record<string, unknown> & { systems: { name: string }[] }> {
+  const dir = mkdtempSync(join(tmpdir(), "hadis-bench-"));
+  const trace = join(dir, "trace.txt");
+  writeFileSync(trace, ["100,1", "200,2", "300,3", "400,4", "500,5"].join("\n") + "\n");
+  const quiet = [vi.spyOn(process.stdout, "write").mockImplementation(() => true), vi.spyOn(process.stderr, "write").mockImplementation(() => true)];
+  try {
+    await benchE1Command({ ...opts, trace, prompts: DEFAULT_PROMPTS, json: join(dir, "report.json") });
+    return JSON.parse(readFileSync(join(dir, "report.json"), "utf8"));
+  } finally {
+    quiet.forEach((q) => q.mockRestore());
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
 
 describe("hadis bench e1, embedded", () => {
   it("replays a trace against a fresh system and reports it under its policy, with the SLO of its time scale", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "hadis-bench-"));
-    const trace = join(dir, "trace.txt");
-    writeFileSync(trace, ["100,1", "200,2", "300,3", "400,4", "500,5"].join("\n") + "\n");
-    const quiet = [vi.spyOn(process.stdout, "write").mockImplementation(() => true), vi.spyOn(process.stderr, "write").mockImplementation(() => true)];
-    try {
-      await benchE1Command({ embedded: true, policy: "hadis", trace, prompts: DEFAULT_PROMPTS, workers: 2, timeScale: 0.01, json: join(dir, "report.json") });
-    } finally {
-      quiet.forEach((q) => q.mockRestore());
-    }
-    const report = JSON.parse(readFileSync(join(dir, "report.json"), "utf8"));
+    const report = await benchReport({ embedded: true, policy: "hadis", workers: 2, timeScale: 0.01 });
     expect(report.mode).toBe("live-embedded");
     expect(report.sloMs).toBe(600); // the pool's 60 s at 0.01
-    expect(report.systems.map((s: { name: string }) => s.name)).toEqual(["hadis"]);
-    rmSync(dir, { recursive: true, force: true });
+    expect(report).toMatchObject({ workers: 2, timeScale: 0.01 });
+    expect(report.systems.map((s) => s.name)).toEqual(["hadis"]);
+  }, 60_000);
+
+  it("against a running system, reports that system's time scale and workers (from its plan), not the options'", async () => {
+    const t = await startTestSystem({ workers: 3, timeScale: 0.02 });
+    try {
+      const report = await benchReport({ nats: t.server.url, policy: "all", workers: 16, timeScale: 0.1 });
+      expect(report.mode).toBe(`live ${t.server.url}`);
+      expect(report).toMatchObject({ workers: 3, timeScale: 0.02, sloMs: 1_200 });
+      expect(report.systems.map((s) => s.name)).toEqual(["static"]); // what its plans name
+    } finally {
+      await t.stop();
+    }
   }, 60_000);
 });
