@@ -98,7 +98,8 @@ export function buildMilp(
   const holding: Record<string, number> = {};
   for (const w of snapshot.workers) if (w.model) holding[w.model] = (holding[w.model] ?? 0) + 1;
 
-  // Batch sizes a model may run: batch latency + its queue delay (+ judge if it may be a light model) fits the SLO.
+  // Batch sizes a model may run: batch latency + its queue delay fits the SLO (the judge's time
+  // counts on a cascade's path, in the row filter below and the path constraint).
   const allowed = new Map<string, BatchTerm[]>();
   const batchesOf = (m: string): BatchTerm[] => {
     const hit = allowed.get(m);

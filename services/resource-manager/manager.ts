@@ -98,7 +98,12 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   // second; one beat late by a GC pause must not count). Ticking before that dropped every worker
   // not yet heard from the plan, and they unloaded, to load again a tick later. A first start (no
   // plan) has nobody to drop.
-  const warmUntilMs = plans.current ? Date.now() + opts.silentAfterMs : 0;
+  let warmUntilMs = plans.current ? Date.now() + opts.silentAfterMs : 0;
+  // A reconnect missed heartbeats as a restart does: the same wait before the next tick.
+  void (async () => {
+    for await (const s of nc.status()) if (s.type === "reconnect" && plans.current) warmUntilMs = Date.now() + opts.silentAfterMs;
+  })().catch(() => undefined);
+  const silence = new OutageLog(log, "manager.workers_silent", "manager.workers_heard_again");
   const arrivalRate = new ArrivalRate();
   const inventory = new WorkerInventory();
   const failures = new ModelFailures(opts.modelFailures);
@@ -193,6 +198,16 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     else depthOutage.works("depths");
     const { qps: arrivalsQps, routers } = arrivalRate.sample(nowMs, opts.silentAfterMs);
     const alive = inventory.live(nowMs, opts.silentAfterMs);
+    // No worker heard from at all while the plan in force has some: this manager missed their
+    // heartbeats (an event-loop stall, a connection the reconnect wait did not cover) or the
+    // whole fleet is down. A plan without workers would unload every worker still there, so the
+    // plan stays until one is heard from.
+    const planned = Object.keys(plans.current?.assignment ?? {}).length;
+    if (alive.length === 0 && planned > 0) {
+      silence.failed("all", { planned, held: `no worker heard from for ${opts.silentAfterMs} ms: the plan in force stays` });
+      return null;
+    }
+    silence.works("all", { workers: alive.length });
     // Models that failed on several workers are left out, and workers that failed alone (they idle).
     const out = failures.unavailable(nowMs, alive.map((w) => w.id));
     benchLog.track(out.workers, (workerId) => (out.workers.has(workerId) ? { workerId, model: out.workers.get(workerId) } : { workerId }));

@@ -16,6 +16,8 @@ import { createPolicy } from "../../services/resource-manager/policies.ts";
 import { startResourceManager, type ResourceManagerOptions } from "../../services/resource-manager/manager.ts";
 import { writePlan } from "../../services/resource-manager/plan-store.ts";
 import { useNatsServer } from "../helpers/nats.ts";
+import { startProxy } from "../helpers/proxy.ts";
+import { connectNats } from "../../services/lib/nats.ts";
 
 const t = useNatsServer("manager-test");
 const profiles = loadProfiles();
@@ -77,9 +79,9 @@ function options(prefix: string, log: Logger, failing: { on: boolean; purge?: bo
 }
 
 /** Heartbeats of idle workers, as the worker service sends them (`over` changes some workers' fields). */
-function beat(prefix: string, over: Record<string, Record<string, unknown>> = {}): void {
+function beat(prefix: string, over: Record<string, Record<string, unknown>> = {}, only: readonly string[] = WORKERS): void {
   const s = buildSubjects(prefix);
-  for (const workerId of WORKERS) {
+  for (const workerId of only) {
     t.nc.publish(s.workerHeartbeat(workerId), encode({
       v: PROTOCOL_VERSION, workerId, backend: "profile", model: null, state: "idle", batchSize: 1, inFlight: 0, servedTotal: 0, swapsTotal: 0, planEpoch: 0, sentAtMs: Date.now(),
       ...over[workerId],
@@ -339,6 +341,61 @@ describe("resource manager service", () => {
       expect(await restarted.tick()).not.toBeNull();
     } finally {
       await restarted.stop();
+    }
+  });
+
+  it("hears no worker at all: keeps the plan in force (one without workers would unload them all), says so once, and plans again once one is heard", async () => {
+    const log = recordingLog();
+    const manager = await startResourceManager(options("mgr-deaf", log, { on: false }, { silentAfterMs: 500 }));
+    try {
+      beat("mgr-deaf");
+      await t.nc.flush();
+      await manager.tick();
+      const planned = manager.plans.current!;
+      expect(Object.keys(planned.assignment).sort()).toEqual(WORKERS);
+      await new Promise((r) => setTimeout(r, 700)); // every worker silent past silentAfterMs
+      expect(await manager.tick()).toBeNull();
+      expect(await manager.tick()).toBeNull();
+      expect(manager.plans.current!.epoch).toBe(planned.epoch);
+      expect(log.events.filter((e) => e.event === "manager.workers_silent")).toEqual([{ level: "warn", event: "manager.workers_silent" }]);
+      beat("mgr-deaf");
+      await t.nc.flush();
+      expect(await manager.tick()).not.toBeNull();
+      expect(Object.keys(manager.plans.current!.assignment).sort()).toEqual(WORKERS);
+      expect(log.events.filter((e) => e.event === "manager.workers_heard_again")).toHaveLength(1);
+    } finally {
+      await manager.stop();
+    }
+  });
+
+  it("after its connection comes back, waits as a restarted one does: a worker not yet heard from again is not dropped", async () => {
+    const proxy = await startProxy(t.server.port);
+    const nc = await connectNats(proxy.url, "manager-behind-proxy");
+    const manager = await startResourceManager({ ...options("mgr-reconnect", recordingLog(), { on: false }, { silentAfterMs: 1_000 }), nc });
+    try {
+      await nc.flush(); // its heartbeat subscription has reached the server
+      beat("mgr-reconnect");
+      await t.nc.flush();
+      await new Promise((r) => setTimeout(r, 100)); // through the proxy
+      await manager.tick();
+      const planned = manager.plans.current!;
+      expect(Object.keys(planned.assignment).sort()).toEqual(WORKERS);
+      const reconnected = (async () => {
+        for await (const s of nc.status()) if (s.type === "reconnect") return;
+      })();
+      proxy.cut(1_500);
+      await reconnected;
+      await nc.flush(); // its subscriptions are back on the server
+      // Back, having missed both workers' beats for 1.5 s; the first to beat again is heard, the other not yet.
+      beat("mgr-reconnect", {}, [WORKERS[0]]);
+      await t.nc.flush();
+      await new Promise((r) => setTimeout(r, 100));
+      expect(await manager.tick()).toBeNull();
+      expect(manager.plans.current!.epoch).toBe(planned.epoch);
+    } finally {
+      await manager.stop();
+      await nc.close();
+      await proxy.close();
     }
   });
 });
