@@ -196,7 +196,10 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
     demandQps,
     queueDepth: obs.queueDepth,
     queueDelayMs: delays,
-    workers: obs.workers,
+    // What each worker will hold under the plan in force (a swap under way counts as done, as
+    // `assignWorkers` counts it), else what its heartbeat says: the planner's swap costs and
+    // its keep-workers-where-they-are spread read the same holdings the assignment does.
+    workers: obs.workers.map((w) => ({ ...w, model: obs.current?.assignment[w.id] ?? w.model })),
     current: obs.current,
     sloMs: config.sloMs,
     timeScale: config.timeScale,

@@ -33,6 +33,39 @@ describe("controlTick", () => {
     queueSafety: 1.5,
   });
 
+  it("plans on what each worker holds under the plan in force: a worker still loading its model counts as holding it", async () => {
+    const state = newControlState(1_000);
+    // Epoch 1 gives 4 workers to sd3.5-large-turbo and 12 to sd3.5-medium; their heartbeats
+    // still say none (all loading), and w00 still reports the model it had before.
+    let seen: (string | null)[] = [];
+    const scripted: TickConfig = {
+      ...config("hadis"),
+      policy: async (snapshot) => ((seen = snapshot.workers.map((w) => w.model)), scriptedDecision("sd35-large-turbo", "sd35-medium", 22.0, [4, 1], [12, 1])),
+    };
+    const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 2, queueDepth: {}, workers: workers(16), current: null }, scripted)).plan!;
+    expect(seen).toEqual(Array(16).fill(null)); // nothing in force yet: the heartbeats' models
+    const reported = workers(16).map((w) => (w.id === "w00" ? { ...w, model: "sdxl-lightning" } : w));
+    await controlTick(state, { nowMs: 1_000, arrivalsQps: 2, queueDepth: {}, workers: reported, current: first }, scripted);
+    expect(seen).toEqual(reported.map((w) => first.assignment[w.id]));
+    expect(seen.filter((m) => m === "sd35-large-turbo")).toHaveLength(4);
+  });
+
+  it("keeps workers mid-swap where the plan in force put them: the MILP moves none it need not (16 workers, 6 A / 10 B in force, 8 / 8 by heartbeat)", async () => {
+    const state = newControlState(1_000);
+    const A = "sd35-large-turbo", B = "sd35-medium";
+    const scripted: TickConfig = { ...config("hadis"), policy: async () => scriptedDecision(A, B, 22.0, [6, 1], [10, 1]) };
+    const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 1, queueDepth: {}, workers: workers(16), current: null }, scripted)).plan!;
+    // Heartbeats: the workers of A per the plan, but two of B's still report A (mid-swap).
+    const movingToB = Object.entries(first.assignment).filter(([, m]) => m === B).slice(0, 2).map(([id]) => id);
+    const beats = workers(16).map((w) => ({ ...w, model: movingToB.includes(w.id) ? A : first.assignment[w.id] }));
+    const milp = await controlTick(state, { nowMs: 60_000, arrivalsQps: 1, queueDepth: {}, workers: beats, current: first }, { ...config("hadis"), policy: getPolicy("hadis") });
+    const plan = milp.plan ?? first;
+    // Whatever the MILP picks, it counts both swaps as under way: no worker of the plan in force moves to keep A's count.
+    const moved = Object.keys(first.assignment).filter((id) => plan.assignment[id] !== first.assignment[id]);
+    if (plan.pair.light === A && plan.pair.heavy === B) expect(moved).toEqual([]);
+    expect(milp.snapshot.workers.filter((w) => w.model === A)).toHaveLength(6);
+  });
+
   /**
    * Epoch 1 of sd3.5-large-turbo → sd3.5-medium from a scripted policy on `n` workers at `qps`,
    * then a slightly better candidate (→ sd3.5-large) that moves workers which only just loaded,
@@ -55,7 +88,11 @@ describe("controlTick", () => {
     expect(first.plan?.epoch).toBe(1);
     expect(Object.keys(first.plan!.assignment)).toHaveLength(16);
     expect(first.plan!.policy).toBe("hadis");
-    const again = await controlTick(state, { nowMs: 2_000, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: first.plan }, config("hadis"));
+    // The next tick counts the workers as holding epoch 1's models (they are loading them): at most
+    // a batch size changes (swap costs no longer steer it: nothing moves), no worker.
+    const second = await controlTick(state, { nowMs: 2_000, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: first.plan }, config("hadis"));
+    if (second.plan) expect(second.plan.assignment).toEqual(first.plan!.assignment);
+    const again = await controlTick(state, { nowMs: 4_000, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: second.plan ?? first.plan }, config("hadis"));
     expect(again.plan).toBeNull();
     expect(again.held).toBe("unchanged");
   });
