@@ -140,6 +140,13 @@ describe("OnnxDiffusionPipeline load-time validation", () => {
     await expect(OnnxDiffusionPipeline.load(dir)).rejects.toThrow(/vae_decoder[/\\]model\.onnx: missing output "sample"/);
   });
 
+  it("refuses an SDXL text encoder without hidden_states outputs instead of conditioning on the wrong layer", async () => {
+    const dir = copyOf("sdxl", "sdxl-no-hidden-states");
+    // SD 1.x's encoder: last_hidden_state only, as an export made without output_hidden_states.
+    cpSync(join(tiny.dirs.sd15, "text_encoder", "model.onnx"), join(dir, "text_encoder", "model.onnx"));
+    await expect(OnnxDiffusionPipeline.load(dir)).rejects.toThrow(/text_encoder[/\\]model\.onnx: an SDXL text encoder needs its hidden_states\.N outputs/);
+  });
+
   it("says a transformer/ export (SD3, Flux) is not supported instead of only a missing unet", async () => {
     const dir = copyOf("sd15", "transformer-layout");
     renameSync(join(dir, "unet"), join(dir, "transformer"));

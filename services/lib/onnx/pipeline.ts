@@ -79,13 +79,21 @@ function readTokenizer(dir: string, defaultPad: string): ClipTokenizer {
   });
 }
 
-/** The deepest-but-one `hidden_states.N` output (SDXL conditions on the penultimate layer). */
+/**
+ * The deepest-but-one `hidden_states.N` output: SDXL conditions on each text encoder's
+ * penultimate layer. An export without them (made without `output_hidden_states`) is refused:
+ * `last_hidden_state` is the last layer after the final norm, and images made on it are wrong
+ * without any error saying so.
+ */
 function penultimateOutput(model: OnnxModel): string {
   const layers = model.outputs
     .map((o) => /^hidden_states\.(\d+)$/.exec(o.name)?.[1])
     .filter((n): n is string => n !== undefined)
     .map(Number);
-  return layers.length >= 2 ? `hidden_states.${Math.max(...layers) - 1}` : "last_hidden_state";
+  if (layers.length < 2) {
+    throw new Error(`${model.file}: an SDXL text encoder needs its hidden_states.N outputs (SDXL conditions on the penultimate layer); export it with output_hidden_states, e.g. optimum's stable-diffusion-xl export`);
+  }
+  return `hidden_states.${Math.max(...layers) - 1}`;
 }
 
 function requireFloat(model: OnnxModel, name: string): void {
