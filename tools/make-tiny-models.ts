@@ -41,6 +41,8 @@ export interface TinyModelDirs {
   sdxl: string;
   /** CLIP judge: image encoder, text encoder, P(real) head, tokenizer. */
   clip: string;
+  /** CLIP judge as Optimum's single-file `clip` export: `model.onnx` and the tokenizer files side by side, plus our `head/`. */
+  clipSingle: string;
 }
 
 /** Tiny vocabulary size the embeddings cover; ids are taken modulo this inside the graph. */
@@ -141,8 +143,13 @@ interface TextEncoderSpec {
 
 function textEncoder(w: Weights, spec: TextEncoderSpec): Uint8Array {
   const g = new GraphBuilder();
+  textTower(g, w, spec, g.input("input_ids", spec.idType, ["batch", "sequence"]));
+  return g.encode("text_encoder");
+}
+
+/** A CLIP-like text tower on `ids` in `g`, with the outputs `spec` asks for. */
+function textTower(g: GraphBuilder, w: Weights, spec: TextEncoderSpec, ids: string): void {
   const D = spec.hidden;
-  const ids = g.input("input_ids", spec.idType, ["batch", "sequence"]);
   const idx = g.node("Mod", [ids, g.int([], [EMBED_ROWS], spec.idType)], undefined, { fmod: 0 });
   const emb = g.node("Gather", [g.float([EMBED_ROWS, D], w.tensor(EMBED_ROWS * D, 1)), idx], undefined, { axis: 0 });
   const states = [g.node("Add", [emb, g.float([SEQ, D], w.tensor(SEQ * D, 0.5))])];
@@ -159,7 +166,6 @@ function textEncoder(w: Weights, spec: TextEncoderSpec): Uint8Array {
   g.output(last, "last_hidden_state", "float32", ["batch", "sequence", D]);
   if (!spec.projection) g.output(pooled, "pooler_output", "float32", ["batch", D]);
   if (spec.hiddenStates) states.forEach((s, i) => g.output(s, `hidden_states.${i}`, "float32", ["batch", "sequence", D]));
-  return g.encode("text_encoder");
 }
 
 interface UnetSpec {
@@ -220,11 +226,29 @@ function vaeDecoder(w: Weights): Uint8Array {
 
 function clipImageEncoder(w: Weights, embed: number): Uint8Array {
   const g = new GraphBuilder();
+  imageTower(g, w, embed);
+  return g.encode("image_encoder");
+}
+
+/** A CLIP-like image tower in `g`: `pixel_values` [B, 3, 224, 224] in, `image_embeds` [B, embed] out. */
+function imageTower(g: GraphBuilder, w: Weights, embed: number): void {
   const px = g.input("pixel_values", "float32", ["batch", 3, 224, 224]);
   const pooled = g.node("AveragePool", [px], undefined, { kernel_shape: [28, 28], strides: [28, 28] });
   const flat = g.node("Flatten", [pooled], undefined, { axis: 1 });
   g.output(g.node("MatMul", [flat, g.float([192, embed], w.tensor(192 * embed, 0.2))]), "image_embeds", "float32", ["batch", embed]);
-  return g.encode("image_encoder");
+}
+
+/**
+ * A whole CLIP model in one file, as Optimum's `clip` export lays it out: `pixel_values`,
+ * `input_ids` and `attention_mask` in; `image_embeds` and `text_embeds` (projected) out.
+ */
+function clipSingleFile(w: Weights, hidden: number, embed: number): Uint8Array {
+  const g = new GraphBuilder();
+  imageTower(g, w, embed);
+  const ids = g.input("input_ids", "int64", ["batch", "sequence"]);
+  g.input("attention_mask", "int64", ["batch", "sequence"]); // (the tiny tower reads every position)
+  textTower(g, w, { idType: "int64", hidden, layers: 1, hiddenStates: false, projection: embed }, ids);
+  return g.encode("clip");
 }
 
 function clipHead(w: Weights, embed: number): Uint8Array {
@@ -386,6 +410,7 @@ export function makeTinyModels(outDir: string, options: TinyModelOptions = {}): 
     lcm: join(outDir, "tiny-lcm"),
     sdxl: join(outDir, "tiny-sdxl"),
     clip: join(outDir, "tiny-clip-judge"),
+    clipSingle: join(outDir, "tiny-clip-single"),
   };
   writeSd({
     dir: dirs.sd15, weights: new Weights(seed), hidden, latent, padToken: "<|endoftext|>", xl: false,
@@ -409,6 +434,10 @@ export function makeTinyModels(outDir: string, options: TinyModelOptions = {}): 
   writeFile(join(dirs.clip, "text_encoder"), "model.onnx", textEncoder(w, { idType: "int64", hidden, layers: 1, hiddenStates: false, projection: embed }));
   writeFile(join(dirs.clip, "head"), "model.onnx", clipHead(w, embed));
   writeTokenizer(join(dirs.clip, "tokenizer"), "<|endoftext|>");
+  const single = new Weights(seed + 5);
+  writeFile(dirs.clipSingle, "model.onnx", clipSingleFile(single, hidden, embed));
+  writeFile(join(dirs.clipSingle, "head"), "model.onnx", clipHead(single, embed));
+  writeTokenizer(dirs.clipSingle, "<|endoftext|>");
   return dirs;
 }
 

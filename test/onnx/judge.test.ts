@@ -31,6 +31,29 @@ describe("OnnxClipJudge", () => {
     await judge.close();
   });
 
+  it.each(["head", "clip"] as const)("reads Optimum's single-file CLIP export: model.onnx with the tokenizer beside it (%s scoring)", async (scoring) => {
+    const judge = await OnnxClipJudge.load({ dir: tiny.dirs.clipSingle, scoring, intraOpNumThreads: 1 });
+    const batch = [1, 2, 3].map((seed) => ({ prompt: "a photo of a cat", model: "m", image: image(seed) }));
+    const scores = await judge.score(batch);
+    expect(scores).toHaveLength(3);
+    for (const s of scores) expect(s >= 0 && s <= 1).toBe(true);
+    expect(new Set(scores).size).toBeGreaterThan(1);
+    expect(await judge.score(batch)).toEqual(scores);
+    expect((await judge.score([batch[1]]))[0]).toBeCloseTo(scores[1], 5);
+    // CLIP scoring reads each image against its own prompt; the head reads the image alone.
+    const bridge = await judge.score(batch.map((b) => ({ ...b, prompt: "an old stone bridge over a river" })));
+    if (scoring === "clip") expect(bridge).not.toEqual(scores);
+    else expect(bridge).toEqual(scores);
+    await judge.close();
+  });
+
+  it("names a single-file export's missing tokenizer file", async () => {
+    const dir = join(tiny.root, "judge-single-no-vocab");
+    cpSync(tiny.dirs.clipSingle, dir, { recursive: true });
+    unlinkSync(join(dir, "vocab.json"));
+    await expect(OnnxClipJudge.load({ dir })).rejects.toThrow(/vocab\.json: missing file/);
+  });
+
   it("thresholds are the share quantile of a bounded per-model window", async () => {
     const judge = await OnnxClipJudge.load({ dir: tiny.dirs.clip, windowSize: 4, intraOpNumThreads: 1 });
     expect(judge.thresholdFor("m", 0.5)).toBe(0);

@@ -26,7 +26,12 @@ export type JudgeScoring = (typeof JudgeScoring)[keyof typeof JudgeScoring];
 
 /** Options for `OnnxClipJudge.load`. */
 export interface OnnxClipJudgeOptions extends RuntimeOptions {
-  /** Folder with `image_encoder/`, `head/` (head scoring), `text_encoder/` + `tokenizer/` (clip scoring). */
+  /**
+   * Folder of a CLIP export: either split (`image_encoder/`, and for clip scoring `text_encoder/`
+   * and `tokenizer/`) or one file as Optimum's `clip` export writes it (`model.onnx` taking
+   * `pixel_values`, `input_ids` and `attention_mask`, with the tokenizer files beside it or in
+   * `tokenizer/`). Head scoring also needs `head/`.
+   */
   dir: string;
   /** Default `head`. */
   scoring?: JudgeScoring;
@@ -41,6 +46,42 @@ function l2normalize(v: Float32Array): Float32Array {
   return v.map((x) => x * inv);
 }
 
+/** The CLIP models of a judge: separate image and text encoders, or one model taking both. */
+type Encoders =
+  | { layout: "split"; image: OnnxModel; text?: OnnxModel }
+  | { layout: "single"; model: OnnxModel };
+
+/** The tokenizer of `dir` (vocab.json, merges.txt, optional tokenizer_config.json). */
+function loadTokenizer(dir: string): ClipTokenizer {
+  for (const f of ["vocab.json", "merges.txt"]) {
+    if (!existsSync(join(dir, f))) throw new Error(`${join(dir, f)}: missing file`);
+  }
+  const configFile = join(dir, "tokenizer_config.json");
+  const config = existsSync(configFile) ? JSON.parse(readFileSync(configFile, "utf8")) : {};
+  return new ClipTokenizer(JSON.parse(readFileSync(join(dir, "vocab.json"), "utf8")), readFileSync(join(dir, "merges.txt"), "utf8"), {
+    padToken: padTokenFromConfig(config),
+  });
+}
+
+/** `input_ids` (and `attention_mask`, when the model takes one) of the prompts, in the model's integer type. */
+function tokenFeeds(model: OnnxModel, tokenizer: ClipTokenizer, prompts: readonly string[]): Record<string, TensorData> {
+  const n = prompts.length;
+  const seq = tokenizer.maxLength;
+  const int64 = model.input("input_ids")?.type === "int64";
+  const tensor = (values: number[]): TensorData =>
+    int64
+      ? { type: "int64", data: BigInt64Array.from(values, (v) => BigInt(v)), dims: [n, seq] }
+      : { type: "int32", data: Int32Array.from(values), dims: [n, seq] };
+  const feeds: Record<string, TensorData> = { input_ids: tensor(prompts.flatMap((p) => tokenizer.encodePadded(p))) };
+  if (model.input("attention_mask")) {
+    feeds.attention_mask = tensor(prompts.flatMap((p) => {
+      const len = tokenizer.encode(p).length;
+      return Array.from({ length: seq }, (_, i) => (i < len ? 1 : 0));
+    }));
+  }
+  return feeds;
+}
+
 /** Scores generated images with CLIP; see the module comment. */
 export class OnnxClipJudge implements JudgeBackend {
   readonly kind = "onnx-clip";
@@ -50,15 +91,14 @@ export class OnnxClipJudge implements JudgeBackend {
 
   private constructor(
     private readonly scoring: JudgeScoring,
-    private readonly image: OnnxModel,
+    private readonly encoders: Encoders,
     private readonly head: OnnxModel | undefined,
     private readonly headOutput: string,
-    private readonly text: OnnxModel | undefined,
     private readonly tokenizer: ClipTokenizer | undefined,
     windowSize: number,
   ) {
     this.windows = new ScoreWindows(windowSize);
-    const side = image.input("pixel_values")?.shape[2];
+    const side = (encoders.layout === "split" ? encoders.image : encoders.model).input("pixel_values")?.shape[2];
     this.imageSize = typeof side === "number" ? side : CLIP_IMAGE_SIZE;
   }
 
@@ -66,41 +106,45 @@ export class OnnxClipJudge implements JudgeBackend {
   static async load(options: OnnxClipJudgeOptions): Promise<OnnxClipJudge> {
     const scoring = options.scoring ?? JudgeScoring.Head;
     const opened: OnnxModel[] = [];
-    const open = async (component: string) => {
-      const model = await OnnxModel.open(join(options.dir, component, "model.onnx"), options);
+    const open = async (...path: string[]) => {
+      const model = await OnnxModel.open(join(options.dir, ...path), options);
       opened.push(model);
       return model;
     };
     try {
-      const image = await open("image_encoder");
-      image.validate([{ name: "pixel_values", rank: 4 }], [{ name: "image_embeds", rank: 2 }]);
+      let encoders: Encoders;
+      let tokenizer: ClipTokenizer | undefined;
+      // One file (Optimum's `clip` export) when there is no image_encoder/ folder beside it.
+      if (!existsSync(join(options.dir, "image_encoder")) && existsSync(join(options.dir, "model.onnx"))) {
+        const model = await open("model.onnx");
+        model.validate(
+          [{ name: "pixel_values", rank: 4 }, { name: "input_ids", rank: 2 }, { name: "attention_mask", rank: 2, optional: true }],
+          [{ name: "image_embeds", rank: 2 }, { name: "text_embeds", rank: 2 }],
+        );
+        encoders = { layout: "single", model };
+        tokenizer = loadTokenizer(existsSync(join(options.dir, "tokenizer")) ? join(options.dir, "tokenizer") : options.dir);
+      } else {
+        const image = await open("image_encoder", "model.onnx");
+        image.validate([{ name: "pixel_values", rank: 4 }], [{ name: "image_embeds", rank: 2 }]);
+        encoders = { layout: "split", image };
+        if (scoring === JudgeScoring.Clip) {
+          const text = await open("text_encoder", "model.onnx");
+          text.validate(
+            [{ name: "input_ids", rank: 2 }, { name: "attention_mask", rank: 2, optional: true }],
+            [{ name: "text_embeds", rank: 2 }],
+          );
+          encoders.text = text;
+          tokenizer = loadTokenizer(join(options.dir, "tokenizer"));
+        }
+      }
       let head: OnnxModel | undefined;
       let headOutput = "p_real";
-      let text: OnnxModel | undefined;
-      let tokenizer: ClipTokenizer | undefined;
       if (scoring === JudgeScoring.Head) {
-        head = await open("head");
+        head = await open("head", "model.onnx");
         headOutput = head.output("p_real") ? "p_real" : (head.outputs[0]?.name ?? "p_real");
         head.validate([{ name: "image_embeds", rank: 2 }], [{ name: headOutput, rank: 2 }]);
-      } else {
-        text = await open("text_encoder");
-        text.validate(
-          [{ name: "input_ids", rank: 2 }, { name: "attention_mask", rank: 2, optional: true }],
-          [{ name: "text_embeds", rank: 2 }],
-        );
-        const tokDir = join(options.dir, "tokenizer");
-        for (const f of ["vocab.json", "merges.txt"]) {
-          if (!existsSync(join(tokDir, f))) throw new Error(`${join(tokDir, f)}: missing file`);
-        }
-        const configFile = join(tokDir, "tokenizer_config.json");
-        const config = existsSync(configFile) ? JSON.parse(readFileSync(configFile, "utf8")) : {};
-        tokenizer = new ClipTokenizer(
-          JSON.parse(readFileSync(join(tokDir, "vocab.json"), "utf8")),
-          readFileSync(join(tokDir, "merges.txt"), "utf8"),
-          { padToken: padTokenFromConfig(config) },
-        );
       }
-      return new OnnxClipJudge(scoring, image, head, headOutput, text, tokenizer, options.windowSize ?? 1000);
+      return new OnnxClipJudge(scoring, encoders, head, headOutput, tokenizer, options.windowSize ?? 1000);
     } catch (err) {
       await Promise.all(opened.map((m) => m.release()));
       throw err;
@@ -114,14 +158,10 @@ export class OnnxClipJudge implements JudgeBackend {
     const plane = 3 * side * side;
     const pixels = new Float32Array(n * plane);
     batch.forEach((input, i) => pixels.set(clipPixelValues(decodePng(input.image), side), i * plane));
-    const imageOut = await this.image.run(
-      { pixel_values: { type: "float32", data: pixels, dims: [n, 3, side, side] } },
-      ["image_embeds"],
-    );
-    const embeds = imageOut.image_embeds;
+    const { image, text } = await this.embed(batch, { type: "float32", data: pixels, dims: [n, 3, side, side] });
     let scores: number[];
     if (this.scoring === JudgeScoring.Head && this.head) {
-      const out = await this.head.run({ image_embeds: { type: "float32", data: embeds.data, dims: embeds.dims } }, [this.headOutput]);
+      const out = await this.head.run({ image_embeds: { type: "float32", data: image.data, dims: image.dims } }, [this.headOutput]);
       const values = out[this.headOutput].data;
       const stride = values.length / n;
       const logits = this.headOutput.includes("logit");
@@ -130,7 +170,7 @@ export class OnnxClipJudge implements JudgeBackend {
         return logits ? 1 / (1 + Math.exp(-v)) : v;
       });
     } else {
-      scores = await this.clipScores(batch, embeds.data, embeds.dims[1]);
+      scores = this.clipScores(n, image.data, text!.data, image.dims[1]);
     }
     // A NaN is a broken model, not a low score: read as 0 it would escalate the image and drag the
     // model's threshold window down.
@@ -141,28 +181,23 @@ export class OnnxClipJudge implements JudgeBackend {
     return clamped;
   }
 
-  private async clipScores(batch: readonly JudgeInput[], imageEmbeds: Float32Array, dim: number): Promise<number[]> {
-    const tokenizer = this.tokenizer as ClipTokenizer;
-    const text = this.text as OnnxModel;
-    const n = batch.length;
-    const seq = tokenizer.maxLength;
-    const ids = batch.flatMap((b) => tokenizer.encodePadded(b.prompt));
-    const int64 = text.input("input_ids")?.type === "int64";
-    const tensor = (values: number[]): TensorData =>
-      int64
-        ? { type: "int64", data: BigInt64Array.from(values, (v) => BigInt(v)), dims: [n, seq] }
-        : { type: "int32", data: Int32Array.from(values), dims: [n, seq] };
-    const feeds: Record<string, TensorData> = { input_ids: tensor(ids) };
-    if (text.input("attention_mask")) {
-      feeds.attention_mask = tensor(
-        batch.flatMap((b) => {
-          const len = tokenizer.encode(b.prompt).length;
-          return Array.from({ length: seq }, (_, i) => (i < len ? 1 : 0));
-        }),
-      );
+  /** Image embeddings of the batch, and text embeddings of its prompts when clip scoring needs them (a single-file model gives both in one run). */
+  private async embed(batch: readonly JudgeInput[], pixels: TensorData & { type: "float32" }): Promise<{ image: { data: Float32Array; dims: readonly number[] }; text?: { data: Float32Array } }> {
+    const prompts = batch.map((b) => b.prompt);
+    if (this.encoders.layout === "single") {
+      const { model } = this.encoders;
+      const out = await model.run({ pixel_values: pixels, ...tokenFeeds(model, this.tokenizer!, prompts) }, ["image_embeds", "text_embeds"]);
+      return { image: out.image_embeds, text: out.text_embeds };
     }
-    const textEmbeds = (await text.run(feeds, ["text_embeds"])).text_embeds.data;
-    return batch.map((_, i) => {
+    const image = (await this.encoders.image.run({ pixel_values: pixels }, ["image_embeds"])).image_embeds;
+    const textModel = this.encoders.text;
+    if (this.scoring !== JudgeScoring.Clip || !textModel) return { image };
+    return { image, text: (await textModel.run(tokenFeeds(textModel, this.tokenizer!, prompts), ["text_embeds"])).text_embeds };
+  }
+
+  /** CLIP image–text cosine similarity of each image and its prompt, mapped to [0, 1]. */
+  private clipScores(n: number, imageEmbeds: Float32Array, textEmbeds: Float32Array, dim: number): number[] {
+    return Array.from({ length: n }, (_, i) => {
       const a = l2normalize(imageEmbeds.subarray(i * dim, (i + 1) * dim));
       const b = l2normalize(textEmbeds.subarray(i * dim, (i + 1) * dim));
       let cos = 0;
@@ -177,6 +212,7 @@ export class OnnxClipJudge implements JudgeBackend {
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.image.release(), this.head?.release(), this.text?.release()]);
+    const models = this.encoders.layout === "split" ? [this.encoders.image, this.encoders.text] : [this.encoders.model];
+    await Promise.all([...models, this.head].map((m) => m?.release()));
   }
 }
