@@ -31,13 +31,13 @@ export interface TinyModelOptions {
 
 /** Folders written by `makeTinyModels`. */
 export interface TinyModelDirs {
-  /** SD 1.x layout, Euler discrete (leading), int32 ids, float timestep. */
+  /** SD 1.x layout, Euler discrete (leading), int32 ids, scalar float timestep (as current Optimum exports). */
   sd15: string;
-  /** SD-Turbo-like: SD 2.x tokenizer (`!` pad), Euler trailing, meant for 1 step, guidance 0. */
+  /** SD-Turbo-like: SD 2.x tokenizer (`!` pad), Euler trailing, meant for 1 step, guidance 0; float timestep of rank 1. */
   turbo: string;
-  /** SD 1.x layout with an LCM scheduler config and a `timestep_cond` (guidance embedding) UNet input. */
+  /** SD 1.x layout with an LCM scheduler config and a `timestep_cond` (guidance embedding) UNet input; scalar timestep. */
   lcm: string;
-  /** SDXL layout: two encoders, pooled `text_embeds`, `time_ids`, int64 timestep. */
+  /** SDXL layout: two encoders, pooled `text_embeds`, `time_ids`, int64 timestep of rank 1 (older exports). */
   sdxl: string;
   /** CLIP judge: image encoder, text encoder, P(real) head, tokenizer. */
   clip: string;
@@ -171,6 +171,8 @@ function textTower(g: GraphBuilder, w: Weights, spec: TextEncoderSpec, ids: stri
 interface UnetSpec {
   hidden: number;
   timestepType: "float32" | "int64";
+  /** `timestep` a scalar (current Optimum exports: `"timestep": {}`) or rank 1 [steps] (older exports). */
+  timestepRank: 0 | 1;
   /** SDXL added conditions: pooled text embedding size (and `time_ids` [B, 6]). */
   pooled?: number;
   /** LCM guidance embedding width (`timestep_cond` [B, n]), as LCM-distilled UNets take. */
@@ -182,7 +184,7 @@ function unet(w: Weights, spec: UnetSpec): Uint8Array {
   const C = 8;
   const D = spec.hidden;
   const sample = g.input("sample", "float32", ["batch", 4, "height", "width"]);
-  let t = g.input("timestep", spec.timestepType, ["steps"]);
+  let t = g.input("timestep", spec.timestepType, spec.timestepRank === 0 ? [] : ["steps"]);
   const ehs = g.input("encoder_hidden_states", "float32", ["batch", "sequence", D]);
   const conv1 = g.node("Conv", [sample, g.float([C, 4, 3, 3], w.tensor(C * 36, 0.3)), g.float([C], w.tensor(C, 0.1))], undefined, {
     pads: [1, 1, 1, 1],
@@ -361,6 +363,8 @@ interface SdSpec {
   padToken: string;
   xl: boolean;
   timestepCond?: number;
+  /** Rank of the UNet's `timestep` input (see UnetSpec). */
+  timestepRank: 0 | 1;
 }
 
 function writeSd(spec: SdSpec): void {
@@ -393,7 +397,7 @@ function writeSd(spec: SdSpec): void {
     writeTokenizer(join(dir, "tokenizer_2"), "!");
     crossDim = 2 * D;
   }
-  writeFile(join(dir, "unet"), "model.onnx", unet(w, { hidden: crossDim, timestepType: spec.xl ? "int64" : "float32", pooled: spec.xl ? pooled : undefined, timestepCond: spec.timestepCond }));
+  writeFile(join(dir, "unet"), "model.onnx", unet(w, { hidden: crossDim, timestepType: spec.xl ? "int64" : "float32", timestepRank: spec.timestepRank, pooled: spec.xl ? pooled : undefined, timestepCond: spec.timestepCond }));
   writeFile(join(dir, "unet"), "config.json", JSON.stringify({ sample_size: latent, in_channels: 4, out_channels: 4, cross_attention_dim: crossDim }, null, 2));
   writeFile(join(dir, "vae_decoder"), "model.onnx", vaeDecoder(w));
   writeFile(join(dir, "vae_decoder"), "config.json", JSON.stringify({ scaling_factor: spec.xl ? 0.13025 : 0.18215, latent_channels: 4 }, null, 2));
@@ -413,19 +417,19 @@ export function makeTinyModels(outDir: string, options: TinyModelOptions = {}): 
     clipSingle: join(outDir, "tiny-clip-single"),
   };
   writeSd({
-    dir: dirs.sd15, weights: new Weights(seed), hidden, latent, padToken: "<|endoftext|>", xl: false,
+    dir: dirs.sd15, weights: new Weights(seed), hidden, latent, padToken: "<|endoftext|>", xl: false, timestepRank: 0,
     scheduler: { _class_name: "EulerDiscreteScheduler", ...SD_BETAS, prediction_type: "epsilon", timestep_spacing: "leading", steps_offset: 1 },
   });
   writeSd({
-    dir: dirs.turbo, weights: new Weights(seed + 1), hidden, latent, padToken: "!", xl: false,
+    dir: dirs.turbo, weights: new Weights(seed + 1), hidden, latent, padToken: "!", xl: false, timestepRank: 1,
     scheduler: { _class_name: "EulerDiscreteScheduler", ...SD_BETAS, prediction_type: "epsilon", timestep_spacing: "trailing", steps_offset: 1 },
   });
   writeSd({
-    dir: dirs.lcm, weights: new Weights(seed + 2), hidden, latent, padToken: "<|endoftext|>", xl: false, timestepCond: 32,
+    dir: dirs.lcm, weights: new Weights(seed + 2), hidden, latent, padToken: "<|endoftext|>", xl: false, timestepCond: 32, timestepRank: 0,
     scheduler: { _class_name: "LCMScheduler", ...SD_BETAS, prediction_type: "epsilon", original_inference_steps: 50, timestep_scaling: 10, set_alpha_to_one: true },
   });
   writeSd({
-    dir: dirs.sdxl, weights: new Weights(seed + 3), hidden, latent, padToken: "<|endoftext|>", xl: true,
+    dir: dirs.sdxl, weights: new Weights(seed + 3), hidden, latent, padToken: "<|endoftext|>", xl: true, timestepRank: 1,
     scheduler: { _class_name: "EulerDiscreteScheduler", ...SD_BETAS, prediction_type: "epsilon", timestep_spacing: "leading", steps_offset: 1 },
   });
   const w = new Weights(seed + 4);

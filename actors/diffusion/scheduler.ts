@@ -26,6 +26,9 @@ export interface SchedulerConfig {
   timestep_spacing?: string;
   steps_offset?: number;
   set_alpha_to_one?: boolean;
+  /** DDIM: clamp the predicted x0 to ±clip_sample_range (diffusers' default: true, 1). */
+  clip_sample?: boolean;
+  clip_sample_range?: number;
   original_inference_steps?: number;
   timestep_scaling?: number;
 }
@@ -195,6 +198,8 @@ export function ddimScheduler(config: SchedulerConfig, steps: number): Scheduler
     );
   }
   const stride = Math.floor(n / steps);
+  // diffusers clamps the predicted x0 unless the config says `clip_sample: false` (SD's configs do).
+  const clip = config.clip_sample ?? true ? (config.clip_sample_range ?? 1) : Number.POSITIVE_INFINITY;
   return {
     kind: SchedulerKind.Ddim,
     timesteps,
@@ -216,7 +221,8 @@ export function ddimScheduler(config: SchedulerConfig, steps: number): Scheduler
             : prediction === "v_prediction"
               ? Math.sqrt(alpha) * m + Math.sqrt(1 - alpha) * x
               : (x - Math.sqrt(alpha) * x0) / Math.sqrt(1 - alpha);
-        out[i] = Math.sqrt(alphaPrev) * x0 + Math.sqrt(1 - alphaPrev) * eps;
+        // (ε comes from the unclamped x0, as in diffusers.)
+        out[i] = Math.sqrt(alphaPrev) * Math.min(Math.max(x0, -clip), clip) + Math.sqrt(1 - alphaPrev) * eps;
       }
       return out;
     },

@@ -6,6 +6,7 @@ import { decodePng, PNG_SIGNATURE } from "../../actors/diffusion/png.ts";
 import { guidanceRows, guidedPrediction, OnnxDiffusionPipeline, vaeDecoderInput } from "../../services/lib/onnx/pipeline.ts";
 import { identityModel, nanVaeDecoder, type TinyModelDirs } from "../../tools/make-tiny-models.ts";
 import { useTinyModels } from "../helpers/tiny-models.ts";
+import { OnnxModel } from "../../services/lib/onnx/runtime.ts";
 
 const tiny = useTinyModels("pipeline");
 
@@ -138,6 +139,19 @@ describe("OnnxDiffusionPipeline load-time validation", () => {
     const dir = copyOf("sd15", "wrong-output");
     writeFileSync(join(dir, "vae_decoder", "model.onnx"), identityModel("latent_sample", ["batch", 4, "h", "w"], "image"));
     await expect(OnnxDiffusionPipeline.load(dir)).rejects.toThrow(/vae_decoder[/\\]model\.onnx: missing output "sample"/);
+  });
+
+  it("the tiny UNets cover both timestep layouts the pipelines above run: scalar float (current Optimum exports) and rank 1", async () => {
+    const layout = async (key: keyof TinyModelDirs) => {
+      const unet = await OnnxModel.open(join(tiny.dirs[key], "unet", "model.onnx"));
+      const info = unet.input("timestep");
+      await unet.release();
+      return [info?.type, info?.shape.length];
+    };
+    expect(await layout("sd15")).toEqual(["float32", 0]);
+    expect(await layout("lcm")).toEqual(["float32", 0]);
+    expect(await layout("turbo")).toEqual(["float32", 1]);
+    expect(await layout("sdxl")).toEqual(["int64", 1]);
   });
 
   it("refuses an SDXL text encoder without hidden_states outputs instead of conditioning on the wrong layer", async () => {

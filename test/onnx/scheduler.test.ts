@@ -116,6 +116,19 @@ describe("steps", () => {
     s.step(eps, 0, x, noNoise).forEach((v, i) => expect(v).toBeCloseTo(x0[i], 4));
   });
 
+  it("DDIM clamps the predicted x0 as diffusers does: to ±1 unless the config says clip_sample false, or to clip_sample_range", () => {
+    const far = Float32Array.of(2, -3, 0.5);
+    const land = (config: Record<string, unknown>) => {
+      const s = ddimScheduler({ ...SD, set_alpha_to_one: true, ...config }, 1);
+      const alpha = alphasCumprod(SD)[s.timesteps[0]];
+      const x = far.map((v, i) => Math.sqrt(alpha) * v + Math.sqrt(1 - alpha) * eps[i]);
+      return [...s.step(eps, 0, x, noNoise)].map((v) => Math.round(v * 1e4) / 1e4);
+    };
+    expect(land({})).toEqual([1, -1, 0.5]); // diffusers' default
+    expect(land({ clip_sample: false })).toEqual([2, -3, 0.5]); // SD's scheduler configs
+    expect(land({ clip_sample: true, clip_sample_range: 2.5 })).toEqual([2, -2.5, 0.5]);
+  });
+
   it("LCM draws noise between steps but not on the last one", () => {
     const s = lcmScheduler(SD, 2);
     let draws = 0;
