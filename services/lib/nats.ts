@@ -58,6 +58,15 @@ export function trustedHeaders(values: Record<string, string[]>): MsgHdrs {
 /** A unique inbox subject. */
 export const newInbox = createInbox;
 
+/** Calls `fn` after each reconnect of `nc` until the returned function is called (a service's stop: the connection may outlive it). */
+export function onReconnect(nc: NatsConnection, fn: () => void): () => void {
+  const status = nc.status() as AsyncIterable<{ type: string }> & { stop?: () => void };
+  void (async () => {
+    for await (const s of status) if (s.type === "reconnect") fn();
+  })().catch(() => undefined);
+  return () => status.stop?.();
+}
+
 /** The inbox prefix a connection was opened with (`inboxPrefix`; the default when none). */
 export function inboxPrefix(nc: NatsConnection): string | undefined {
   return (nc as NatsConnection & { options?: { inboxPrefix?: string } }).options?.inboxPrefix;

@@ -15,8 +15,8 @@ import { PurgeWindows } from "../../actors/control/purge-windows.ts";
 import { ArrivalRate } from "../../actors/control/arrivals.ts";
 import { controlTick, newControlState, noteSwaps, type TickConfig, type TickOutcome } from "../../actors/control/reconcile.ts";
 import { throttled, type Logger } from "../lib/log.ts";
-import { recordRejected } from "../lib/metrics.ts";
-import { startService, type NatsConnection, type WorkQueue } from "../lib/nats.ts";
+import { recordDemand, recordQueueDepths, recordRejected } from "../lib/metrics.ts";
+import { onReconnect, startService, type NatsConnection, type WorkQueue } from "../lib/nats.ts";
 import { PlanView } from "../lib/plan-view.ts";
 import { OutageLog } from "./outages.ts";
 import { writePlan, type PlanWrite } from "./plan-store.ts";
@@ -100,9 +100,9 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   // plan) has nobody to drop.
   let warmUntilMs = plans.current ? Date.now() + opts.silentAfterMs : 0;
   // A reconnect missed heartbeats as a restart does: the same wait before the next tick.
-  void (async () => {
-    for await (const s of nc.status()) if (s.type === "reconnect" && plans.current) warmUntilMs = Date.now() + opts.silentAfterMs;
-  })().catch(() => undefined);
+  const stopReconnectWatch = onReconnect(nc, () => {
+    if (plans.current) warmUntilMs = Date.now() + opts.silentAfterMs;
+  });
   const silence = new OutageLog(log, "manager.workers_silent", "manager.workers_heard_again");
   const arrivalRate = new ArrivalRate();
   const inventory = new WorkerInventory();
@@ -205,6 +205,11 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     const planned = Object.keys(plans.current?.assignment ?? {}).length;
     if (alive.length === 0 && planned > 0) {
       silence.failed("all", { planned, held: `no worker heard from for ${opts.silentAfterMs} ms: the plan in force stays` });
+      // Demand and queues are still read and reported (they grow most while nobody serves), and
+      // work abandoned on models without workers still purged.
+      recordDemand(state.demand.update(arrivalsQps, nowMs));
+      recordQueueDepths(queueDepth);
+      await purgeAbandoned(nowMs, queueDepth);
       return null;
     }
     silence.works("all", { workers: alive.length });
@@ -295,6 +300,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     tick,
     async stop() {
       stopped = true;
+      stopReconnectWatch();
       clearInterval(timer);
       clearTimeout(first);
       if (soon) clearTimeout(soon);

@@ -12,7 +12,7 @@ import { RequestMachine } from "../../actors/request/request-machine.ts";
 import { buildReply, sloOutcome, type SloOutcome } from "../../actors/request/reply.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
 import { throttled, type Logger } from "../lib/log.ts";
-import { newInbox, openResultsBucket, replyError, replyWith, requestEncoding, startService, type NatsConnection, type ServiceMsg, type WorkQueue } from "../lib/nats.ts";
+import { newInbox, onReconnect, openResultsBucket, replyError, replyWith, requestEncoding, startService, type NatsConnection, type ServiceMsg, type WorkQueue } from "../lib/nats.ts";
 import { PlanView } from "../lib/plan-view.ts";
 import { within, type RunningService } from "../lib/running.ts";
 import { claimKeyFor, detached, IdempotencyCache } from "./idempotency.ts";
@@ -88,7 +88,11 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   const resultsSub = nc.subscribe(resultsSubject, { callback: (_e, m) => pending.deliver(m.data) });
   // An item the server will not deliver again (its last delivery's worker crashed) fails its stage now, not at the deadline.
   const givenUpSub = nc.subscribe(subjects.workGivenUp, {
-    callback: (_e, m) => void failGivenUp({ queue: opts.queue, pending, workStream: subjects.names.workStream, log }, m.data),
+    callback: (err, m) => {
+      // Refused (a role without the permission): the server closes the subscription, said once.
+      if (err) log.error("router.given_up_unwatched", { error: err.message, fix: `allow this router's user to subscribe to ${subjects.workGivenUp}` });
+      else failGivenUp({ queue: opts.queue, pending, workStream: subjects.names.workStream, log }, m.data);
+    },
   });
   // Results sent while the connection was down are gone: once back, what they answered is found again.
   const recover = singleFlight(() =>
@@ -96,9 +100,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       .then((n) => n > 0 && log.warn("router.recovered_after_reconnect", { items: n }))
       .catch((err) => log.warn("router.recover_failed", { error: (err as Error).message })),
   );
-  void (async () => {
-    for await (const s of nc.status()) if (s.type === "reconnect") setTimeout(recover, RECOVER_AFTER_MS).unref();
-  })().catch(() => undefined);
+  const stopReconnectWatch = onReconnect(nc, () => setTimeout(recover, RECOVER_AFTER_MS).unref());
   const machine = RequestMachine.provide({
     actors: routerActors({
       nc,
@@ -337,6 +339,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       if (!nc.isClosed()) report();
       resultsSub.unsubscribe();
       givenUpSub.unsubscribe();
+      stopReconnectWatch();
       plans.close();
       await traces.telemetry.close();
       log.info("router.stopped", { routerId });

@@ -1,7 +1,7 @@
 /**
  * Items JetStream gave up on (max-deliveries advisories): the stage waiting on the named item
  * fails with generation_failed, its item is removed when it is this router's, and nothing else
- * changes. Unit level, on the advisory JSON as nats-server sends it; `given-up-live.test.ts`
+ * changes. Unit level, on the advisory JSON as nats-server sends it; `test/reliability/given-up.test.ts`
  * runs it against a real server.
  */
 import { describe, expect, it } from "vitest";

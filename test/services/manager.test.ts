@@ -17,6 +17,7 @@ import { startResourceManager, type ResourceManagerOptions } from "../../service
 import { writePlan } from "../../services/resource-manager/plan-store.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 import { startProxy } from "../helpers/proxy.ts";
+import { waitFor } from "../helpers/processes.ts";
 import { connectNats } from "../../services/lib/nats.ts";
 
 const t = useNatsServer("manager-test");
@@ -346,7 +347,7 @@ describe("resource manager service", () => {
 
   it("hears no worker at all: keeps the plan in force (one without workers would unload them all), says so once, and plans again once one is heard", async () => {
     const log = recordingLog();
-    const manager = await startResourceManager(options("mgr-deaf", log, { on: false }, { silentAfterMs: 500 }));
+    const manager = await startResourceManager(options("mgr-deaf", log, { on: false }, { silentAfterMs: 500, queue: queue({ on: false }, 7) }));
     try {
       beat("mgr-deaf");
       await t.nc.flush();
@@ -358,6 +359,8 @@ describe("resource manager service", () => {
       expect(await manager.tick()).toBeNull();
       expect(manager.plans.current!.epoch).toBe(planned.epoch);
       expect(log.events.filter((e) => e.event === "manager.workers_silent")).toEqual([{ level: "warn", event: "manager.workers_silent" }]);
+      // Queues are still read and reported meanwhile (they grow most while nobody serves).
+      expect(await metricsText()).toMatch(new RegExp(`^hadis_queue_depth\\{model="${planned.pair.light}"\\} 7$`, "m"));
       beat("mgr-deaf");
       await t.nc.flush();
       expect(await manager.tick()).not.toBeNull();
@@ -374,10 +377,14 @@ describe("resource manager service", () => {
     const manager = await startResourceManager({ ...options("mgr-reconnect", recordingLog(), { on: false }, { silentAfterMs: 1_000 }), nc });
     try {
       await nc.flush(); // its heartbeat subscription has reached the server
-      beat("mgr-reconnect");
-      await t.nc.flush();
-      await new Promise((r) => setTimeout(r, 100)); // through the proxy
-      await manager.tick();
+      // Ticks until both workers are planned (an automatic first tick may run before the beats came through the proxy).
+      await waitFor(async () => {
+        beat("mgr-reconnect");
+        await t.nc.flush();
+        await new Promise((r) => setTimeout(r, 100));
+        await manager.tick();
+        return Object.keys(manager.plans.current?.assignment ?? {}).length === WORKERS.length;
+      }, 10_000, "both workers planned");
       const planned = manager.plans.current!;
       expect(Object.keys(planned.assignment).sort()).toEqual(WORKERS);
       const reconnected = (async () => {

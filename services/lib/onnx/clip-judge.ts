@@ -5,14 +5,15 @@
  * bounded window of each model's recent scores.
  */
 import { HadisError } from "../../../contracts/errors.ts";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import type { JudgeBackend, JudgeInput } from "../../../actors/worker/backend.ts";
 import { clipPixelValues, CLIP_IMAGE_SIZE } from "../../../actors/diffusion/image.ts";
 import { decodePng } from "../../../actors/diffusion/png.ts";
-import { ClipTokenizer, padTokenFromConfig } from "../../../actors/diffusion/tokenizer.ts";
+import { CLIP_EOS_TOKEN, type ClipTokenizer } from "../../../actors/diffusion/tokenizer.ts";
 import { ScoreWindows } from "./score-windows.ts";
 import { OnnxModel, type RuntimeOptions, type TensorData } from "./runtime.ts";
+import { readTokenizer, tokenFeeds } from "./text-inputs.ts";
 
 /** How images are scored. */
 export const JudgeScoring = {
@@ -50,37 +51,6 @@ function l2normalize(v: Float32Array): Float32Array {
 type Encoders =
   | { layout: "split"; image: OnnxModel; text?: OnnxModel }
   | { layout: "single"; model: OnnxModel };
-
-/** The tokenizer of `dir` (vocab.json, merges.txt, optional tokenizer_config.json). */
-function loadTokenizer(dir: string): ClipTokenizer {
-  for (const f of ["vocab.json", "merges.txt"]) {
-    if (!existsSync(join(dir, f))) throw new Error(`${join(dir, f)}: missing file`);
-  }
-  const configFile = join(dir, "tokenizer_config.json");
-  const config = existsSync(configFile) ? JSON.parse(readFileSync(configFile, "utf8")) : {};
-  return new ClipTokenizer(JSON.parse(readFileSync(join(dir, "vocab.json"), "utf8")), readFileSync(join(dir, "merges.txt"), "utf8"), {
-    padToken: padTokenFromConfig(config),
-  });
-}
-
-/** `input_ids` (and `attention_mask`, when the model takes one) of the prompts, in the model's integer type. */
-function tokenFeeds(model: OnnxModel, tokenizer: ClipTokenizer, prompts: readonly string[]): Record<string, TensorData> {
-  const n = prompts.length;
-  const seq = tokenizer.maxLength;
-  const int64 = model.input("input_ids")?.type === "int64";
-  const tensor = (values: number[]): TensorData =>
-    int64
-      ? { type: "int64", data: BigInt64Array.from(values, (v) => BigInt(v)), dims: [n, seq] }
-      : { type: "int32", data: Int32Array.from(values), dims: [n, seq] };
-  const feeds: Record<string, TensorData> = { input_ids: tensor(prompts.flatMap((p) => tokenizer.encodePadded(p))) };
-  if (model.input("attention_mask")) {
-    feeds.attention_mask = tensor(prompts.flatMap((p) => {
-      const len = tokenizer.encode(p).length;
-      return Array.from({ length: seq }, (_, i) => (i < len ? 1 : 0));
-    }));
-  }
-  return feeds;
-}
 
 /** Scores generated images with CLIP; see the module comment. */
 export class OnnxClipJudge implements JudgeBackend {
@@ -122,7 +92,7 @@ export class OnnxClipJudge implements JudgeBackend {
           [{ name: "image_embeds", rank: 2 }, { name: "text_embeds", rank: 2 }],
         );
         encoders = { layout: "single", model };
-        tokenizer = loadTokenizer(existsSync(join(options.dir, "tokenizer")) ? join(options.dir, "tokenizer") : options.dir);
+        tokenizer = readTokenizer(existsSync(join(options.dir, "tokenizer")) ? join(options.dir, "tokenizer") : options.dir, CLIP_EOS_TOKEN);
       } else {
         const image = await open("image_encoder", "model.onnx");
         image.validate([{ name: "pixel_values", rank: 4 }], [{ name: "image_embeds", rank: 2 }]);
@@ -134,7 +104,7 @@ export class OnnxClipJudge implements JudgeBackend {
             [{ name: "text_embeds", rank: 2 }],
           );
           encoders.text = text;
-          tokenizer = loadTokenizer(join(options.dir, "tokenizer"));
+          tokenizer = readTokenizer(join(options.dir, "tokenizer"), CLIP_EOS_TOKEN);
         }
       }
       let head: OnnxModel | undefined;

@@ -6,15 +6,16 @@
  * same bytes as its images run one by one (an unguided one only with `batchInvariant`).
  * Transformer exports (SD3, Flux: `transformer/`, flow matching) are rejected at load.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import type { GeneratedImage, GenerationInput } from "../../../actors/worker/backend.ts";
 import { encodePng } from "../../../actors/diffusion/png.ts";
 import { vaeOutputToRgb } from "../../../actors/diffusion/image.ts";
 import { GaussianRng, combineGuidance, guidanceScaleEmbedding } from "../../../actors/diffusion/rng.ts";
 import { createScheduler, type SchedulerConfig, type SchedulerKind } from "../../../actors/diffusion/scheduler.ts";
-import { ClipTokenizer, CLIP_EOS_TOKEN, padTokenFromConfig } from "../../../actors/diffusion/tokenizer.ts";
+import { CLIP_EOS_TOKEN, type ClipTokenizer } from "../../../actors/diffusion/tokenizer.ts";
 import { OnnxModel, type RuntimeOptions, type TensorData, type ValueSpec } from "./runtime.ts";
+import { readJson, readTokenizer, tokenFeeds } from "./text-inputs.ts";
 
 /** Generation settings; the defaults are diffusers' (50 steps, guidance 7.5, the UNet's native size). */
 export interface PipelineOptions extends RuntimeOptions {
@@ -55,28 +56,6 @@ interface Encoder {
   hiddenOutput: string;
   /** Pooled output (SDXL second encoder's `text_embeds`). */
   pooledOutput?: string;
-}
-
-function readJson(file: string): Record<string, unknown> {
-  if (!existsSync(file)) throw new Error(`${file}: missing file`);
-  try {
-    return JSON.parse(readFileSync(file, "utf8")) as Record<string, unknown>;
-  } catch (err) {
-    throw new Error(`${file}: invalid JSON: ${(err as Error).message}`, { cause: err });
-  }
-}
-
-function readTokenizer(dir: string, defaultPad: string): ClipTokenizer {
-  const vocabFile = join(dir, "vocab.json");
-  const mergesFile = join(dir, "merges.txt");
-  if (!existsSync(mergesFile)) throw new Error(`${mergesFile}: missing file`);
-  const configFile = join(dir, "tokenizer_config.json");
-  const config = existsSync(configFile) ? readJson(configFile) : {};
-  const maxLength = typeof config.model_max_length === "number" && config.model_max_length < 1e6 ? config.model_max_length : 77;
-  return new ClipTokenizer(readJson(vocabFile) as Record<string, number>, readFileSync(mergesFile, "utf8"), {
-    padToken: padTokenFromConfig(config) ?? defaultPad,
-    maxLength,
-  });
 }
 
 /**
@@ -251,24 +230,8 @@ export class OnnxDiffusionPipeline {
     const n = prompts.length;
     let seq = 0;
     for (const enc of this.encoders) {
-      const ids = prompts.flatMap((p) => enc.tokenizer.encodePadded(p));
       seq = enc.tokenizer.maxLength;
-      const idInfo = enc.model.input("input_ids");
-      const ids64 = idInfo?.type === "int64";
-      const feeds: Record<string, TensorData> = {
-        input_ids: ids64
-          ? { type: "int64", data: BigInt64Array.from(ids, (v) => BigInt(v)), dims: [n, seq] }
-          : { type: "int32", data: Int32Array.from(ids), dims: [n, seq] },
-      };
-      if (enc.model.input("attention_mask")) {
-        const mask = prompts.flatMap((p) => {
-          const len = enc.tokenizer.encode(p).length;
-          return Array.from({ length: seq }, (_, i) => (i < len ? 1 : 0));
-        });
-        feeds.attention_mask = ids64
-          ? { type: "int64", data: BigInt64Array.from(mask, (v) => BigInt(v)), dims: [n, seq] }
-          : { type: "int32", data: Int32Array.from(mask), dims: [n, seq] };
-      }
+      const feeds = tokenFeeds(enc.model, enc.tokenizer, prompts);
       const outputs = [enc.hiddenOutput, ...(enc.pooledOutput ? [enc.pooledOutput] : [])];
       const result = await enc.model.run(feeds, outputs);
       const hidden = result[enc.hiddenOutput];

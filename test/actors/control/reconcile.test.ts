@@ -52,7 +52,8 @@ describe("controlTick", () => {
 
   it("keeps workers mid-swap where the plan in force put them: the MILP moves none it need not (16 workers, 6 A / 10 B in force, 8 / 8 by heartbeat)", async () => {
     const state = newControlState(1_000);
-    const A = "sd35-large-turbo", B = "sd35-medium";
+    // The pair the MILP picks at 1 qps on 16 workers, so that it keeps it.
+    const A = "sd35-medium", B = "sd35-large";
     const scripted: TickConfig = { ...config("hadis"), policy: async () => scriptedDecision(A, B, 22.0, [6, 1], [10, 1]) };
     const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 1, queueDepth: {}, workers: workers(16), current: null }, scripted)).plan!;
     // Heartbeats: the workers of A per the plan, but two of B's still report A (mid-swap).
@@ -60,9 +61,10 @@ describe("controlTick", () => {
     const beats = workers(16).map((w) => ({ ...w, model: movingToB.includes(w.id) ? A : first.assignment[w.id] }));
     const milp = await controlTick(state, { nowMs: 60_000, arrivalsQps: 1, queueDepth: {}, workers: beats, current: first }, { ...config("hadis"), policy: getPolicy("hadis") });
     const plan = milp.plan ?? first;
-    // Whatever the MILP picks, it counts both swaps as under way: no worker of the plan in force moves to keep A's count.
+    expect(plan.pair).toEqual({ light: A, heavy: B });
+    // It counts both swaps as under way: no worker of the plan in force moves to make up A's count.
     const moved = Object.keys(first.assignment).filter((id) => plan.assignment[id] !== first.assignment[id]);
-    if (plan.pair.light === A && plan.pair.heavy === B) expect(moved).toEqual([]);
+    expect(moved).toEqual([]);
     expect(milp.snapshot.workers.filter((w) => w.model === A)).toHaveLength(6);
   });
 

@@ -1,0 +1,48 @@
+/** What the pipelines and the CLIP judge read text with: JSON files, CLIP tokenizers, and token tensors for a text encoder. */
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { ClipTokenizer, padTokenFromConfig } from "../../../actors/diffusion/tokenizer.ts";
+import type { OnnxModel, TensorData } from "./runtime.ts";
+
+/** A JSON file; errors name it. */
+export function readJson(file: string): Record<string, unknown> {
+  if (!existsSync(file)) throw new Error(`${file}: missing file`);
+  try {
+    return JSON.parse(readFileSync(file, "utf8")) as Record<string, unknown>;
+  } catch (err) {
+    throw new Error(`${file}: invalid JSON: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** The CLIP tokenizer of `dir` (vocab.json, merges.txt, optional tokenizer_config.json); `defaultPad` when the config names none. */
+export function readTokenizer(dir: string, defaultPad: string): ClipTokenizer {
+  const vocabFile = join(dir, "vocab.json");
+  const mergesFile = join(dir, "merges.txt");
+  if (!existsSync(mergesFile)) throw new Error(`${mergesFile}: missing file`);
+  const configFile = join(dir, "tokenizer_config.json");
+  const config = existsSync(configFile) ? readJson(configFile) : {};
+  const maxLength = typeof config.model_max_length === "number" && config.model_max_length < 1e6 ? config.model_max_length : 77;
+  return new ClipTokenizer(readJson(vocabFile) as Record<string, number>, readFileSync(mergesFile, "utf8"), {
+    padToken: padTokenFromConfig(config) ?? defaultPad,
+    maxLength,
+  });
+}
+
+/** `input_ids` of the prompts padded to the tokenizer's length, and `attention_mask` when the model takes one, in the model's integer type. */
+export function tokenFeeds(model: OnnxModel, tokenizer: ClipTokenizer, prompts: readonly string[]): Record<string, TensorData> {
+  const n = prompts.length;
+  const seq = tokenizer.maxLength;
+  const int64 = model.input("input_ids")?.type === "int64";
+  const tensor = (values: number[]): TensorData =>
+    int64
+      ? { type: "int64", data: BigInt64Array.from(values, (v) => BigInt(v)), dims: [n, seq] }
+      : { type: "int32", data: Int32Array.from(values), dims: [n, seq] };
+  const feeds: Record<string, TensorData> = { input_ids: tensor(prompts.flatMap((p) => tokenizer.encodePadded(p))) };
+  if (model.input("attention_mask")) {
+    feeds.attention_mask = tensor(prompts.flatMap((p) => {
+      const len = tokenizer.encode(p).length;
+      return Array.from({ length: seq }, (_, i) => (i < len ? 1 : 0));
+    }));
+  }
+  return feeds;
+}
