@@ -18,21 +18,15 @@ function image(seed: number): Uint8Array {
 }
 
 describe("OnnxClipJudge", () => {
-  it.each(["head", "clip"] as const)("scores in [0, 1], deterministically (%s scoring)", async (scoring) => {
-    const judge = await OnnxClipJudge.load({ dir: tiny.dirs.clip, scoring, intraOpNumThreads: 1 });
-    const batch = [1, 2, 3].map((seed) => ({ prompt: "a photo of a cat", model: "m", image: image(seed) }));
-    const scores = await judge.score(batch);
-    expect(scores).toHaveLength(3);
-    for (const s of scores) expect(s >= 0 && s <= 1).toBe(true);
-    expect(new Set(scores).size).toBeGreaterThan(1);
-    expect(await judge.score(batch)).toEqual(scores);
-    const single = await judge.score([batch[1]]);
-    expect(single[0]).toBeCloseTo(scores[1], 5);
-    await judge.close();
-  });
-
-  it.each(["head", "clip"] as const)("reads Optimum's single-file CLIP export: model.onnx with the tokenizer beside it (%s scoring)", async (scoring) => {
-    const judge = await OnnxClipJudge.load({ dir: tiny.dirs.clipSingle, scoring, intraOpNumThreads: 1 });
+  // Split encoders (image_encoder/, text_encoder/, tokenizer/), and Optimum's single-file `clip`
+  // export (model.onnx with the tokenizer files beside it).
+  it.each([
+    ["split", "head"],
+    ["split", "clip"],
+    ["single-file", "head"],
+    ["single-file", "clip"],
+  ] as const)("%s export, %s scoring: scores in [0, 1], deterministically, each image against its own prompt", async (layout, scoring) => {
+    const judge = await OnnxClipJudge.load({ dir: layout === "split" ? tiny.dirs.clip : tiny.dirs.clipSingle, scoring, intraOpNumThreads: 1 });
     const batch = [1, 2, 3].map((seed) => ({ prompt: "a photo of a cat", model: "m", image: image(seed) }));
     const scores = await judge.score(batch);
     expect(scores).toHaveLength(3);
