@@ -173,8 +173,10 @@ interface UnetSpec {
   timestepType: "float32" | "int64";
   /** `timestep` a scalar (current Optimum exports: `"timestep": {}`) or rank 1 [steps] (older exports). */
   timestepRank: 0 | 1;
-  /** SDXL added conditions: pooled text embedding size (and `time_ids` [B, 6]). */
+  /** SDXL added conditions: pooled text embedding size (and `time_ids` [B, timeIds]). */
   pooled?: number;
+  /** Width of `time_ids` (default 6, the base model's; the refiner's is 5). */
+  timeIds?: number;
   /** LCM guidance embedding width (`timestep_cond` [B, n]), as LCM-distilled UNets take. */
   timestepCond?: number;
 }
@@ -198,10 +200,11 @@ function unet(w: Weights, spec: UnetSpec): Uint8Array {
   if (spec.pooled) {
     const P = spec.pooled;
     const textEmbeds = g.input("text_embeds", "float32", ["batch", P]);
-    const timeIds = g.input("time_ids", "float32", ["batch", 6]);
+    const T = spec.timeIds ?? 6;
+    const timeIds = g.input("time_ids", "float32", ["batch", T]);
     terms.push(toMap(g.node("MatMul", [textEmbeds, g.float([P, C], w.tensor(P * C, 0.3))])));
     const scaledIds = g.node("Mul", [timeIds, g.float([], Float32Array.of(1 / 1024))]);
-    terms.push(toMap(g.node("MatMul", [scaledIds, g.float([6, C], w.tensor(6 * C, 0.5))])));
+    terms.push(toMap(g.node("MatMul", [scaledIds, g.float([T, C], w.tensor(T * C, 0.5))])));
   }
   if (spec.timestepCond) {
     const n = spec.timestepCond;
@@ -261,6 +264,11 @@ function clipHead(w: Weights, embed: number): Uint8Array {
   const logit = g.node("Add", [g.node("MatMul", [h, g.float([H, 1], w.tensor(H, 0.5))]), g.float([1], w.tensor(1, 0.1))]);
   g.output(g.node("Sigmoid", [logit]), "p_real", "float32", ["batch", 1]);
   return g.encode("head");
+}
+
+/** An SDXL refiner-like UNet (`time_ids` of 5: sizes, crop and an aesthetic score) for the tiny SDXL export's text width. */
+export function refinerUnet(hidden = 8): Uint8Array {
+  return unet(new Weights(99), { hidden: 2 * hidden, timestepType: "int64", timestepRank: 1, pooled: 2 * hidden, timeIds: 5 });
 }
 
 /**

@@ -29,6 +29,15 @@ export interface SchedulerConfig {
   /** DDIM: clamp the predicted x0 to ±clip_sample_range (diffusers' default: true, 1). */
   clip_sample?: boolean;
   clip_sample_range?: number;
+  /** Read only to refuse a value other than their default (see UNIMPLEMENTED). */
+  use_karras_sigmas?: boolean;
+  use_exponential_sigmas?: boolean;
+  use_beta_sigmas?: boolean;
+  rescale_betas_zero_snr?: boolean;
+  thresholding?: boolean;
+  timestep_type?: string;
+  interpolation_type?: string;
+  final_sigmas_type?: string;
   original_inference_steps?: number;
   timestep_scaling?: number;
 }
@@ -277,6 +286,28 @@ export function lcmScheduler(config: SchedulerConfig, steps: number): Scheduler 
 const EULER_STAND_IN_CLASSES: readonly string[] = ["PNDMScheduler", "LMSDiscreteScheduler", "DPMSolverMultistepScheduler"];
 
 /** Why a scheduler class cannot run, naming the classes that can. */
+/**
+ * Options of diffusers' schedulers that change the sampling and that these schedulers do not
+ * implement, at a value other than their default: refused rather than silently run without.
+ */
+const UNIMPLEMENTED: { [K in keyof SchedulerConfig]?: (v: unknown) => boolean } = {
+  use_karras_sigmas: (v) => v === true,
+  use_exponential_sigmas: (v) => v === true,
+  use_beta_sigmas: (v) => v === true,
+  rescale_betas_zero_snr: (v) => v === true,
+  thresholding: (v) => v === true,
+  timestep_type: (v) => v !== undefined && v !== "discrete",
+  interpolation_type: (v) => v !== undefined && v !== "linear",
+  final_sigmas_type: (v) => v !== undefined && v !== "zero",
+};
+
+/** `name: value` of each option of `config` that UNIMPLEMENTED refuses. */
+function unimplementedOptions(config: SchedulerConfig): string[] {
+  return (Object.keys(UNIMPLEMENTED) as (keyof SchedulerConfig)[])
+    .filter((name) => UNIMPLEMENTED[name]!(config[name]))
+    .map((name) => `${name}: ${JSON.stringify(config[name])}`);
+}
+
 function unsupportedClassError(kind: string | undefined): Error {
   const named = kind === undefined ? "no _class_name" : `class "${kind}"`;
   // Flow-matching models (SD3, Flux) predict a velocity over sigmas in [0, 1]; DDPM-beta
@@ -295,6 +326,10 @@ function unsupportedClassError(kind: string | undefined): Error {
  */
 export function createScheduler(config: SchedulerConfig, steps: number, override?: SchedulerKind): Scheduler {
   const kind = override ?? config._class_name;
+  const unimplemented = unimplementedOptions(config);
+  if (unimplemented.length > 0) {
+    throw new Error(`scheduler: ${unimplemented.join(", ")} change the sampling in ways these schedulers do not implement (the images would differ from diffusers' without any error); set the default or use an export without them`);
+  }
   switch (kind) {
     case SchedulerKind.EulerDiscrete:
       return eulerScheduler(config, steps, false);

@@ -4,7 +4,7 @@ import { inflateSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodePng, PNG_SIGNATURE } from "../../actors/diffusion/png.ts";
 import { guidanceRows, guidedPrediction, OnnxDiffusionPipeline, vaeDecoderInput } from "../../services/lib/onnx/pipeline.ts";
-import { identityModel, nanVaeDecoder, type TinyModelDirs } from "../../tools/make-tiny-models.ts";
+import { identityModel, nanVaeDecoder, refinerUnet, type TinyModelDirs } from "../../tools/make-tiny-models.ts";
 import { useTinyModels } from "../helpers/tiny-models.ts";
 import { OnnxModel } from "../../services/lib/onnx/runtime.ts";
 
@@ -152,6 +152,12 @@ describe("OnnxDiffusionPipeline load-time validation", () => {
     expect(await layout("lcm")).toEqual(["float32", 0]);
     expect(await layout("turbo")).toEqual(["float32", 1]);
     expect(await layout("sdxl")).toEqual(["int64", 1]);
+  });
+
+  it("refuses an SDXL refiner's UNet (time_ids of 5, with an aesthetic score) naming what is made", async () => {
+    const dir = copyOf("sdxl", "sdxl-refiner");
+    writeFileSync(join(dir, "unet", "model.onnx"), refinerUnet());
+    await expect(OnnxDiffusionPipeline.load(dir)).rejects.toThrow(/unet[/\\]model\.onnx: input "time_ids" has 5 values; only the SDXL base model's 6/);
   });
 
   it("refuses an SDXL text encoder without hidden_states outputs instead of conditioning on the wrong layer", async () => {

@@ -171,4 +171,14 @@ describe("steps", () => {
     expect(() => createScheduler({ ...SD, _class_name: "HeunDiscreteScheduler" }, 4)).toThrow(/"HeunDiscreteScheduler"/);
     expect(() => createScheduler(SD, 4)).toThrow(/no _class_name/);
   });
+
+  it("createScheduler refuses options that change the sampling and are not implemented, instead of running without them", () => {
+    const euler = { ...SD, _class_name: "EulerDiscreteScheduler" };
+    expect(() => createScheduler({ ...euler, use_karras_sigmas: true }, 4)).toThrow(/scheduler: use_karras_sigmas: true change the sampling/);
+    expect(() => createScheduler({ ...euler, timestep_type: "continuous", rescale_betas_zero_snr: true }, 4)).toThrow(/rescale_betas_zero_snr: true, timestep_type: "continuous"/);
+    expect(() => createScheduler({ ...SD, _class_name: "DDIMScheduler", thresholding: true }, 4)).toThrow(/thresholding: true/);
+    // Their defaults, as SDXL's and SD-Turbo's configs spell them out, run.
+    const spelled = { ...euler, use_karras_sigmas: false, interpolation_type: "linear", timestep_type: "discrete", rescale_betas_zero_snr: false, final_sigmas_type: "zero" };
+    expect(createScheduler(spelled, 4).kind).toBe(SchedulerKind.EulerDiscrete);
+  });
 });

@@ -183,6 +183,11 @@ export class OnnxDiffusionPipeline {
       if (xl) unetInputs.push({ name: "text_embeds", rank: 2 }, { name: "time_ids", rank: 2 });
       unet.validate(unetInputs, [{ name: "out_sample", rank: 4 }]);
       for (const name of ["sample", "encoder_hidden_states", "text_embeds", "time_ids"]) requireFloat(unet, name);
+      const timeIds = unet.input("time_ids")?.shape[1];
+      if (xl && typeof timeIds === "number" && timeIds !== 6) {
+        // The refiner's time_ids carry an aesthetic score (5 values): not what the base model's conditioning makes.
+        throw new Error(`${unet.file}: input "time_ids" has ${timeIds} values; only the SDXL base model's 6 (size, crop, target size) are made (the refiner's aesthetic-score conditioning is not supported)`);
+      }
       const crossDim = unet.input("encoder_hidden_states")?.shape[2];
       const textDim = encoders.reduce<number | undefined>((sum, e) => {
         const d = e.model.output(e.hiddenOutput)?.shape[2];
