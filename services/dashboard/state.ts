@@ -126,6 +126,8 @@ export interface WorkerView extends WorkerHeartbeat {
 export interface DashboardLimits {
   traces: number;
   spansPerTrace: number;
+  /** Bytes of one trace's spans (a trace of huge spans must not take the whole budget). */
+  traceBytes: number;
   /** Bytes of span records in all (about: `recordBytes`); the oldest traces go first past it. */
   spanBytes: number;
   requests: number;
@@ -135,7 +137,7 @@ export interface DashboardLimits {
   workers: number;
 }
 
-const DASHBOARD_LIMITS: DashboardLimits = { traces: 2_000, spansPerTrace: 512, spanBytes: 64 * 1024 * 1024, requests: 300, seconds: 600, workerSilenceMs: 10_000, workers: 1_024 };
+const DASHBOARD_LIMITS: DashboardLimits = { traces: 2_000, spansPerTrace: 512, traceBytes: 2 * 1024 * 1024, spanBytes: 64 * 1024 * 1024, requests: 300, seconds: 600, workerSilenceMs: 10_000, workers: 1_024 };
 
 /** The dashboard's model of the running system. */
 export class DashboardState {
@@ -166,6 +168,8 @@ export class DashboardState {
     if (!b) {
       b = { t, arrivals: 0, served: 0, violations: 0, answered: 0 };
       this.seconds.set(t, b);
+      // (Seconds are made in time order but for a report's earlier seconds, a few at most: the
+      // first kept one stops the sweep, and one made late goes a sweep or two later.)
       for (const old of this.seconds.keys()) {
         if (old > t - this.limits.seconds) break;
         this.seconds.delete(old);
@@ -196,12 +200,15 @@ export class DashboardState {
       if (trace) this.traces.delete(span.t);
       else trace = { spans: [], bytes: 0 };
       this.traces.set(span.t, trace);
-      if (trace.spans.length < this.limits.spansPerTrace) {
-        const bytes = recordBytes(span);
+      const bytes = recordBytes(span);
+      if (trace.spans.length >= this.limits.spansPerTrace || trace.bytes + bytes > this.limits.traceBytes) {
+        this.spansDropped++;
+        if (span.n !== REQUEST_SPAN) continue;
+      } else {
         trace.spans.push(span);
         trace.bytes += bytes;
         this.spanBytes += bytes;
-      } else this.spansDropped++;
+      }
       // The oldest traces go first, while there are too many or they hold too much (never the one just added to).
       while (this.traces.size > 1 && (this.traces.size > this.limits.traces || this.spanBytes > this.limits.spanBytes)) {
         const [oldest, evicted] = this.traces.entries().next().value!;
@@ -268,13 +275,24 @@ export class DashboardState {
       .map(({ span: s, stage }) => ({ n: s.n, sv: s.sv, o: Math.max(0, s.st - startMs), d: s.d, ...(s.e ? { e: true } : {}), ...(stage ? { stage } : {}) }));
   }
 
-  /** Takes a router's load report. */
+  /**
+   * Takes a router's load report, received at `nowMs`. It covers the `intervalMs` before, so its
+   * counts are spread over the seconds of that interval in proportion: counted whole in the
+   * second they land in, reports a few ms either side of a second's edge made a steady 100
+   * requests a second read 100, 0, 200, 100.
+   */
   addRouterStats(stats: RouterStats, nowMs: number): void {
-    const b = this.bucket(nowMs);
-    b.arrivals += stats.arrivals;
-    b.served += stats.served ?? 0;
-    b.answered += stats.answered ?? 0;
-    b.violations += stats.violations ?? 0;
+    const from = Math.max(nowMs - Math.max(1, stats.intervalMs), nowMs - this.limits.seconds * 1_000);
+    const span = nowMs - from;
+    for (let t = Math.floor(from / 1_000); t * 1_000 < nowMs; t++) {
+      const share = (Math.min(nowMs, (t + 1) * 1_000) - Math.max(from, t * 1_000)) / span;
+      if (share <= 0) continue;
+      const b = this.bucket(t * 1_000);
+      b.arrivals += stats.arrivals * share;
+      b.served += (stats.served ?? 0) * share;
+      b.answered += (stats.answered ?? 0) * share;
+      b.violations += (stats.violations ?? 0) * share;
+    }
   }
 
   /** Takes a worker heartbeat. Returns the swaps it completed since the last one. */

@@ -22,7 +22,8 @@ describe("DashboardState", () => {
   it("takes demand, served and SLO outcomes from the routers' reports, not from the sampled traces", () => {
     const s = new DashboardState();
     const t0 = 1_700_000_000_000;
-    for (let i = 0; i < 10; i++) s.addRouterStats(stats(100, 98, 99, i === 0 ? 9 : 0), t0 + i * 1_000);
+    // Each report covers the second before it: these cover the ten seconds from t0.
+    for (let i = 0; i < 10; i++) s.addRouterStats(stats(100, 98, 99, i === 0 ? 9 : 0), t0 + (i + 1) * 1_000);
     // Two traced requests only: the headline figures must not follow them.
     const root = (t: string, met: boolean): SpanRecord => ({ t, s: id(t), n: "hadis.generate", sv: "hadis-router", k: 1, st: t0 + 500, d: 40, a: { "hadis.outcome": "ok", "hadis.slo_met": met, "hadis.route": "light" } });
     s.addSpans([root("a".repeat(32), true), root("b".repeat(32), false)]);
@@ -31,6 +32,29 @@ describe("DashboardState", () => {
     expect(sm.servedQps).toBe(98);
     expect(sm.sloViolationRatio).toBeCloseTo(9 / 990, 6);
     expect(s.recent()).toHaveLength(2);
+  });
+
+  it("spreads each report over the interval it covers: a steady load reads steady when reports land either side of a second's edge", () => {
+    const s = new DashboardState();
+    const t0 = 1_700_000_000_000;
+    // 100 requests a second, reported every second, landing between x.993 and x.007.
+    const jitter = [-7, 5, -3, 7, -6, 2, 6, -5, 4, -1, 3];
+    for (let i = 0; i < jitter.length; i++) s.addRouterStats(stats(100, 100, 100, 0), t0 + i * 1_000 + jitter[i]);
+    const perSecond = s.series(t0 + 10_000, 9).map((b) => Math.round(b.arrivals));
+    for (const n of perSecond) expect(n).toBeGreaterThanOrEqual(98);
+    for (const n of perSecond) expect(n).toBeLessThanOrEqual(102);
+    expect(s.summary(t0 + 10_000, 5).demandQps).toBeCloseTo(100, 0);
+  });
+
+  it("keeps at most traceBytes of one trace's spans, and still lists its requests", () => {
+    const s = new DashboardState({ traceBytes: 4_096 });
+    const t = "e".repeat(32);
+    const big = "x".repeat(1_000);
+    for (let i = 0; i < 10; i++) s.addSpans([{ t, s: id(`big${i}`), p: id("bigroot"), n: "route", sv: "hadis-router", k: 0, st: i, d: 1, a: { note: big } }]);
+    s.addSpans([{ t, s: id("bigroot"), n: "hadis.generate", sv: "hadis-router", k: 1, st: 0, d: 10, a: { "hadis.outcome": "ok", note: big } }]);
+    expect(s.trace(t).length).toBeLessThan(5);
+    expect(s.summary(Date.now()).spansDropped).toBeGreaterThan(5);
+    expect(s.recent()[0].traceId).toBe(t);
   });
 
   it("groups a trace's stage spans under its request, by start time", () => {

@@ -72,7 +72,16 @@ function lineChart(el, series, { yMax, fmt = (v) => v.toFixed(0), right } = {}) 
   for (const s of series) {
     const pts = s.values.map((v, i) => (v == null ? null : `${x(i).toFixed(1)},${y(v, s.right).toFixed(1)}`));
     const d = pts.reduce((acc, p, i) => (p ? acc + (acc && pts[i - 1] ? "L" : "M") + p : acc), "");
-    if (s.fill && d) svg += `<path d="${d}L${x(n - 1)},${y(0, s.right)}L${x(pts.findIndex((p) => p))},${y(0, s.right)}Z" fill="${s.color}" opacity="0.16"/>`;
+    if (s.fill) {
+      // Each run of values between gaps (seconds with nothing to show) is filled down to the axis on its own.
+      const base = y(0, s.right).toFixed(1);
+      for (let i = 0; i < pts.length; i++) {
+        if (!pts[i] || pts[i - 1]) continue;
+        let j = i;
+        while (pts[j + 1]) j++;
+        svg += `<path d="M${x(i).toFixed(1)},${base}L${pts.slice(i, j + 1).join("L")}L${x(j).toFixed(1)},${base}Z" fill="${s.color}" opacity="0.16"/>`;
+      }
+    }
     svg += `<path d="${d}" fill="none" stroke="${s.color}" stroke-width="${s.width ?? 1.8}" stroke-linejoin="round" ${s.dash ? 'stroke-dasharray="3 3"' : ""}/>`;
   }
   el.innerHTML = svg + "</svg>";
@@ -128,7 +137,9 @@ function renderPlan(s) {
   const live = {};
   for (const w of s.workers) {
     const model = workerModel(w, p);
-    if (model) (live[model] ??= { serving: 0, other: 0 })[w.state === "serving" ? "serving" : "other"]++;
+    // Loading or unloading is a swap in progress; a failed or draining worker is neither serving nor swapping.
+    const kind = w.state === "serving" ? "serving" : w.state === "loading" || w.state === "unloading" ? "swapping" : w.state === "failed" || w.state === "draining" ? "down" : null;
+    if (model && kind) (live[model] ??= { serving: 0, swapping: 0, down: 0 })[kind]++;
   }
   const models = Object.entries(p.models).sort((a, b) => b[1].workers - a[1].workers);
   $("#plan").innerHTML = `
@@ -142,8 +153,8 @@ function renderPlan(s) {
       <div class="fact"><div class="k">expected FID</div><div class="v">${p.expectedFid == null ? "–" : p.expectedFid.toFixed(2)}</div></div>
       <div class="fact"><div class="k">time scale</div><div class="v">${p.timeScale}</div></div>
     </div>
-    <table><thead><tr><th>model</th><th class="num">workers (plan)</th><th class="num">batch</th><th class="num">serving now</th><th class="num">swapping</th></tr></thead><tbody>
-    ${models.map(([m, a]) => `<tr><td><span class="model-chip" style="background:${modelColor(m)}"></span>${esc(m)}</td><td class="num">${a.workers}</td><td class="num">${a.batchSize}</td><td class="num">${live[m]?.serving ?? 0}</td><td class="num">${live[m]?.other ?? 0}</td></tr>`).join("")}
+    <table><thead><tr><th>model</th><th class="num">workers (plan)</th><th class="num">batch</th><th class="num">serving now</th><th class="num">swapping</th><th class="num">failed or draining</th></tr></thead><tbody>
+    ${models.map(([m, a]) => `<tr><td><span class="model-chip" style="background:${modelColor(m)}"></span>${esc(m)}</td><td class="num">${a.workers}</td><td class="num">${a.batchSize}</td><td class="num">${live[m]?.serving ?? 0}</td><td class="num">${live[m]?.swapping ?? 0}</td><td class="num">${live[m]?.down ?? 0}</td></tr>`).join("")}
     </tbody></table>
     <div class="reason">${esc(p.reason)}</div>`;
 }
