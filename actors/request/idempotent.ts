@@ -1,7 +1,10 @@
 /**
- * Requests with an idempotency key get a request id and a seed derived from the key, so a retry
- * through any router names the same work: JetStream drops the re-queued items as duplicates
- * (same message ids) and the retry picks up the results the workers left in the results bucket.
+ * Requests with an idempotency key get a request id derived from the key and what it asks
+ * (prompt, seed), and a seed derived from the key, so a retry through any router names the same
+ * work: JetStream drops the re-queued items as duplicates (same message ids) and the retry picks
+ * up the results the workers left in the results bucket. A key reused for another request names
+ * other work: within the claim's 10 minutes it is refused (`keyReused`); after them, or when the
+ * claim could not be checked, it can never be answered with the earlier request's image.
  */
 import { createHash } from "node:crypto";
 import { decode } from "../../contracts/envelope.ts";
@@ -10,9 +13,9 @@ import { WorkItemSchema } from "../../contracts/messages.ts";
 
 const PREFIX = "k-";
 
-/** The request id of a keyed request. */
-export function keyedRequestId(idempotencyKey: string): string {
-  return PREFIX + createHash("sha256").update(idempotencyKey).digest("hex").slice(0, 32);
+/** The request id of a keyed request: its key and its `fingerprintOf`. */
+export function keyedRequestId(idempotencyKey: string, fingerprint: string): string {
+  return PREFIX + createHash("sha256").update(`${idempotencyKey}\n${fingerprint}`).digest("hex").slice(0, 32);
 }
 
 /** The seed of a keyed request that gave none (the same image on every retry). */
@@ -44,9 +47,9 @@ export function keyReused(): HadisError {
   return new HadisError("invalid_request", "this idempotency key was used for another request (prompt or seed) in the last 10 minutes: a retry must repeat its request, a new request needs a new key", { field: "idempotencyKey" });
 }
 
-/** The results-bucket key under which a keyed request's first router records what it asked (`claimKey`). */
-export function claimKey(requestId: string): string {
-  return `${requestId}.claim`;
+/** The results-bucket key under which the first router to see an idempotency key records what it asked (its fingerprint). */
+export function claimKey(idempotencyKey: string): string {
+  return `c-${createHash("sha256").update(`claim\n${idempotencyKey}`).digest("hex").slice(0, 32)}.claim`;
 }
 
 /** The results-bucket key of a keyed request's stage. */

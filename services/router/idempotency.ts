@@ -9,9 +9,9 @@ import { within } from "../lib/running.ts";
  * see the key writes it, the others compare. A bucket that cannot answer does not stop the
  * request (the check is lost, not the image): `unchecked` hears why.
  */
-export async function claimKeyFor(results: KV, requestId: string, fingerprint: string, unchecked: (reason: string) => void = () => {}, timeoutMs = CLAIM_TIMEOUT_MS): Promise<void> {
+export async function claimKeyFor(results: KV, idempotencyKey: string, fingerprint: string, unchecked: (reason: string) => void = () => {}, timeoutMs = CLAIM_TIMEOUT_MS): Promise<void> {
   // A bucket slow to answer costs the check, not the request's deadline.
-  const claimed = claim(results, requestId, fingerprint, unchecked);
+  const claimed = claim(results, idempotencyKey, fingerprint, unchecked);
   if (await within(claimed, timeoutMs)) await claimed;
   else unchecked(`the results bucket did not answer within ${timeoutMs} ms`);
 }
@@ -19,8 +19,8 @@ export async function claimKeyFor(results: KV, requestId: string, fingerprint: s
 /** Longest wait for the results bucket to say whether a key is free. */
 export const CLAIM_TIMEOUT_MS = 1_000;
 
-async function claim(results: KV, requestId: string, fingerprint: string, unchecked: (reason: string) => void): Promise<void> {
-  const key = claimKey(requestId);
+async function claim(results: KV, idempotencyKey: string, fingerprint: string, unchecked: (reason: string) => void): Promise<void> {
+  const key = claimKey(idempotencyKey);
   const bytes = new TextEncoder().encode(fingerprint);
   let refusal: unknown;
   try {

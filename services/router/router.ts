@@ -153,7 +153,9 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     }
     const arrivedAtMs = Date.now();
     const key = request.idempotencyKey;
-    const requestId = key ? keyedRequestId(key) : newInbox().slice(-22);
+    /** What a keyed request asks: a retry repeats it; a key reused for another request differs. */
+    const fingerprint = key ? fingerprintOf(prompt, request.seed) : "";
+    const requestId = key ? keyedRequestId(key, fingerprint) : newInbox().slice(-22);
     const run = async (): Promise<GenerateReply> => {
       // Accepted: this request runs (or is refused for capacity, which counts). Demand and the SLO
       // figures count it; bad input refused at the edge, a key reused for another request, and a
@@ -211,7 +213,6 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       }
     };
     if (!key) return run();
-    const fingerprint = fingerprintOf(prompt, request.seed);
     const deadlineMs = deadlineOf(request, plans.current?.sloMs ?? opts.defaultSloMs);
     // An attempt with this key may be running: its reply, waited for no longer than this retry's
     // own deadline. If it fails meanwhile (its own deadline, say), this retry tries again, unless
@@ -232,7 +233,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     }
     // Remembered before anything is awaited: a second attempt arriving meanwhile waits on this one.
     // (One that matched an attempt here was claimed by it: the bucket would answer the same.)
-    const reply = matched ? run() : claimKeyFor(results, requestId, fingerprint, (reason) => keyUnchecked({ requestId, reason })).then(run);
+    const reply = matched ? run() : claimKeyFor(results, key, fingerprint, (reason) => keyUnchecked({ requestId, reason })).then(run);
     idempotency.set(key, reply.then(detached), fingerprint);
     return reply;
   }

@@ -1,20 +1,28 @@
 import { describe, expect, it } from "vitest";
-import { isKeyed, keyedRequestId, keyedSeed, resultKey } from "../../actors/request/idempotent.ts";
+import { claimKey, fingerprintOf, isKeyed, keyedRequestId, keyedSeed, resultKey } from "../../actors/request/idempotent.ts";
 import { subjects } from "../../contracts/subjects.ts";
 
 describe("keyed requests", () => {
-  it("derive the same request id and seed from the same key on any router, different ones from other keys", () => {
-    expect(keyedRequestId("order-42")).toBe(keyedRequestId("order-42"));
-    expect(keyedRequestId("order-42")).not.toBe(keyedRequestId("order-43"));
+  it("derive the same request id and seed from the same key and request on any router, different ones from other keys or requests", () => {
+    const cat = fingerprintOf("a cat", undefined);
+    expect(keyedRequestId("order-42", cat)).toBe(keyedRequestId("order-42", fingerprintOf("a cat", undefined)));
+    expect(keyedRequestId("order-42", cat)).not.toBe(keyedRequestId("order-43", cat));
+    // The key reused for another prompt or seed names other work (its stored images are not this one's).
+    expect(keyedRequestId("order-42", cat)).not.toBe(keyedRequestId("order-42", fingerprintOf("a dog", undefined)));
+    expect(keyedRequestId("order-42", cat)).not.toBe(keyedRequestId("order-42", fingerprintOf("a cat", 7)));
+    // ...but the claim that refuses such reuse is the key's alone.
+    expect(claimKey("order-42")).toBe(claimKey("order-42"));
+    expect(claimKey("order-42")).not.toBe(claimKey("order-43"));
+    expect(claimKey("order-42")).toMatch(/^c-[0-9a-f]{32}\.claim$/);
     expect(keyedSeed("order-42")).toBe(keyedSeed("order-42"));
     expect(keyedSeed("order-42")).not.toBe(keyedSeed("order-43"));
     expect(keyedSeed("x")).toBeLessThanOrEqual(0xffffffff);
-    expect(isKeyed(keyedRequestId("a"))).toBe(true);
+    expect(isKeyed(keyedRequestId("a", cat))).toBe(true);
     expect(isKeyed("Xy12abc")).toBe(false);
   });
 
   it("name results with valid KV keys and a subject-safe request id", () => {
-    const id = keyedRequestId("any key: with spaces/and.dots");
+    const id = keyedRequestId("any key: with spaces/and.dots", fingerprintOf("a cat", undefined));
     expect(resultKey(id, "heavy")).toMatch(/^[-/_=.a-zA-Z0-9]+$/);
     expect(() => subjects().results(id)).not.toThrow();
   });

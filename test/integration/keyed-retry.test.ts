@@ -9,6 +9,7 @@ import type { RunningSystem } from "../../services/system.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import { claimKey, fingerprintOf, keyedRequestId, resultKey } from "../../actors/request/idempotent.ts";
 import { claimKeyFor } from "../../services/router/idempotency.ts";
+import { storedResult } from "../../services/router/adapters.ts";
 import { metricsText } from "../../services/lib/metrics.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION, type WorkItem } from "../../contracts/messages.ts";
@@ -20,10 +21,12 @@ import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 let t: TestSystem;
 let more: RunningSystem | undefined;
 let third: RunningSystem | undefined;
+let fresh: RunningSystem | undefined;
 beforeAll(async () => {
   t = await startTestSystem({ workers: 2 });
 });
 afterAll(async () => {
+  await fresh?.stop(2_000);
   await third?.stop(2_000);
   await more?.stop(2_000);
   await t?.stop();
@@ -76,7 +79,7 @@ describe("a keyed retry after an attempt that ended without an image", () => {
     await Promise.all(more!.workers!.agents.map((a) => a.stop()));
     const key = `orphan-${Date.now()}`;
     const prompt = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold).light;
-    const requestId = keyedRequestId(key);
+    const requestId = keyedRequestId(key, fingerprintOf(prompt, 7));
     const model = t.system.routers[0].plans.current!.pair.light;
     const queue = await WorkQueue.open(t.nc, subjects(), { ...DEFAULT_WORK_QUEUE, storage: "memory" });
     const stale: WorkItem = { v: PROTOCOL_VERSION, requestId, stage: "light", prompt, seed: 7, model, replyTo: "hadis.result.gone", enqueuedAtMs: Date.now() - 5_000, deadlineAtMs: Date.now() - 1_000, planEpoch: 1 };
@@ -93,7 +96,7 @@ describe("a keyed retry after an attempt that ended without an image", () => {
   it("answers a stage stored in the results bucket without generating it again, and any router refuses the key for another prompt", async () => {
     const key = `stored-${Date.now()}`;
     const prompt = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold).light;
-    const requestId = keyedRequestId(key);
+    const requestId = keyedRequestId(key, fingerprintOf(prompt, undefined));
     const model = t.system.routers[0].plans.current!.pair.light;
     // The light image of an earlier attempt, stored by a worker (past JetStream's 2-minute duplicate window, say).
     const results = await openResultsBucket(t.nc, subjects());
@@ -106,9 +109,9 @@ describe("a keyed retry after an attempt that ended without an image", () => {
     expect(reply.route).toBe("light");
     expect(served()).toBe(before);
     // What the key was used for is in the bucket too: a router that never saw the key refuses it for another prompt.
-    expect(new TextDecoder().decode((await results.get(claimKey(requestId)))!.value)).toBe(fingerprintOf(prompt, undefined));
-    await expect(claimKeyFor(results, requestId, fingerprintOf("another prompt", undefined))).rejects.toMatchObject({ code: "invalid_request", details: { field: "idempotencyKey" } });
-    await expect(claimKeyFor(results, requestId, fingerprintOf(prompt, undefined))).resolves.toBeUndefined();
+    expect(new TextDecoder().decode((await results.get(claimKey(key)))!.value)).toBe(fingerprintOf(prompt, undefined));
+    await expect(claimKeyFor(results, key, fingerprintOf("another prompt", undefined))).rejects.toMatchObject({ code: "invalid_request", details: { field: "idempotencyKey" } });
+    await expect(claimKeyFor(results, key, fingerprintOf(prompt, undefined))).resolves.toBeUndefined();
   }, 40_000);
 
   it("a keyed request this router queued itself opens no watch on the results bucket (each is a consumer the server keeps for minutes)", async () => {
@@ -122,4 +125,23 @@ describe("a keyed retry after an attempt that ended without an image", () => {
     expect(reply.image.byteLength).toBeGreaterThan(0);
     expect(await consumers()).toBe(before);
   }, 20_000);
+
+  it("a key reused for another request once its claim is gone (10 minutes on) is generated anew, not answered with the earlier request's stored image", async () => {
+    const key = `reused-${Date.now()}`;
+    const prompt = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold).light;
+    const first = await t.client.generate({ prompt, idempotencyKey: key, deadlineMs: 10_000 });
+    // Ten minutes on: the claim has expired (deleted here), and so has every router's memory of
+    // the key (here a fresh router), while the first request's light image may still be stored.
+    const results = await openResultsBucket(t.nc, subjects());
+    expect(await storedResult(results, resultKey(first.requestId, "light"))).not.toBeNull();
+    await results.delete(claimKey(key));
+    await t.system.routers[0].stop(2_000);
+    fresh = await startTestServices(t.server.url, { services: ["router"] });
+    const served = () => third!.workers!.agents.reduce((n, a) => n + a.status("x").servedTotal, 0);
+    const before = served();
+    const reused = await t.client.generate({ prompt, seed: 12_345, idempotencyKey: key, deadlineMs: 10_000 });
+    expect(reused.requestId).not.toBe(first.requestId);
+    expect(reused.seed).toBe(12_345);
+    expect(served()).toBeGreaterThan(before); // generated, not read from the bucket
+  }, 40_000);
 });

@@ -96,18 +96,17 @@ describe("claimKeyFor: the idempotency key check", () => {
     const own = subjects("hclaim");
     const results = await openResultsBucket(t.nc, own);
     const reasons: string[] = [];
-    const requestId = keyedRequestId("k1");
-    await claimKeyFor(results, requestId, fingerprintOf("a red bicycle", undefined), (r) => reasons.push(r));
-    await claimKeyFor(results, requestId, fingerprintOf("a red bicycle", undefined), (r) => reasons.push(r)); // the retry: claimed by the first
+    await claimKeyFor(results, "k1", fingerprintOf("a red bicycle", undefined), (r) => reasons.push(r));
+    await claimKeyFor(results, "k1", fingerprintOf("a red bicycle", undefined), (r) => reasons.push(r)); // the retry: claimed by the first
     expect(reasons).toEqual([]);
     // The bucket deleted under the router (an operator's mistake, a lost stream): the request goes on, unchecked, and says so.
     await (await jetstreamManager(t.nc)).streams.delete(`KV_${own.names.resultsBucket}`);
-    await claimKeyFor(results, keyedRequestId("k2"), fingerprintOf("a blue bicycle", undefined), (r) => reasons.push(r));
+    await claimKeyFor(results, "k2", fingerprintOf("a blue bicycle", undefined), (r) => reasons.push(r));
     expect(reasons).toHaveLength(1);
     expect(reasons[0]).toMatch(/stream not found|no responders|did not answer within 1000 ms/i);
     // A bucket that never answers costs the check its timeout, not the request's deadline.
     const silent = { create: () => new Promise(() => {}), get: () => new Promise(() => {}) } as unknown as KV;
-    await claimKeyFor(silent, keyedRequestId("k3"), "f", (r) => reasons.push(r), 50);
+    await claimKeyFor(silent, "k3", "f", (r) => reasons.push(r), 50);
     expect(reasons[1]).toBe("the results bucket did not answer within 50 ms");
   });
 });
