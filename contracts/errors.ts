@@ -112,7 +112,8 @@ export function isWireError(value: unknown): value is WireError {
 
 /** Reads a typed error body back into a HadisError. */
 export function fromWireError(body: WireError): HadisError {
-  const code = (body.error.code in ErrorCodes ? body.error.code : "internal") as ErrorCode;
+  // (Own keys only: `"toString" in ErrorCodes` is true, and read as a code it made a status of a function.)
+  const code = (Object.hasOwn(ErrorCodes, body.error.code) ? body.error.code : "internal") as ErrorCode;
   // Details from another process: facts (strings, numbers, flags), not structures of any size.
   const details: ErrorDetails = {};
   const given = typeof body.error.details === "object" && body.error.details !== null ? body.error.details : {};

@@ -157,6 +157,9 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     const fingerprint = key ? fingerprintOf(prompt, request.seed) : "";
     const requestId = key ? keyedRequestId(key, fingerprint) : newInbox().slice(-22);
     const run = async (): Promise<GenerateReply> => {
+      // A keyed retry that waited on an attempt abandoned by this router's stop: it must not start
+      // new work (its result could no longer reach a router that has stopped listening).
+      if (!accepting) throw new HadisError("overloaded", "router is shutting down", { retryAfterMs: 100 });
       // Accepted: this request runs (or is refused for capacity, which counts). Demand and the SLO
       // figures count it; bad input refused at the edge, a key reused for another request, and a
       // retry answered from its first attempt do not (that attempt is counted).

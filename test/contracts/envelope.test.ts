@@ -57,6 +57,11 @@ describe("errors", () => {
   it("turns unknown throwables into internal errors and unknown codes into internal", () => {
     expect(toWireError(new Error("boom"), 1).error.code).toBe("internal");
     expect(fromWireError({ v: 1, error: { code: "nope" as never, status: 500, message: "m", retryable: false } }).code).toBe("internal");
+    for (const inherited of ["toString", "constructor", "__proto__", "hasOwnProperty"]) {
+      const back = fromWireError({ v: 1, error: { code: inherited as never, status: 500, message: "m", retryable: false } });
+      expect(back.code).toBe("internal");
+      expect(back.status).toBe(500);
+    }
     expect(isWireError({ error: "x" })).toBe(false);
   });
 

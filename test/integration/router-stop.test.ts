@@ -26,10 +26,16 @@ describe("stopping a router with requests in flight", () => {
     const client = new HadisClient(nc);
     const started = Date.now();
     const pending = Array.from({ length: 3 }, (_, i) => client.generate({ prompt: `a harbour at night ${i}`, deadlineMs: 30_000 }, { timeoutMs: 10_000 }).catch((e: unknown) => e));
-    await new Promise((r) => setTimeout(r, 200));
+    // A keyed request and its retry, waiting on it: when the stop abandons the first, the retry
+    // must not start new work whose result nobody would listen for.
+    const keyed = { prompt: "a lighthouse in fog", idempotencyKey: `stop-${Date.now()}`, deadlineMs: 30_000 };
+    pending.push(client.generate(keyed, { timeoutMs: 10_000 }).catch((e: unknown) => e));
+    await new Promise((r) => setTimeout(r, 100));
+    pending.push(client.generate(keyed, { timeoutMs: 10_000 }).catch((e: unknown) => e));
+    await new Promise((r) => setTimeout(r, 100));
     await system.stop(300);
     const answers = await Promise.all(pending);
-    expect(answers.map((a) => (a as HadisError).code)).toEqual(["overloaded", "overloaded", "overloaded"]);
+    expect(answers.map((a) => (a as HadisError).code)).toEqual(Array(5).fill("overloaded"));
     expect(answers.every((a) => a instanceof HadisError && a.retryable && a.details.retryAfterMs === 100)).toBe(true);
     expect(Date.now() - started).toBeLessThan(5_000); // answered, not timed out
   }, 30_000);
