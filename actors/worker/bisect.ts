@@ -14,6 +14,8 @@ export interface SplitPorts<I, R> {
   served(items: readonly I[], results: R[]): void;
   /** True to split no further (the worker stops, or leaves the model). */
   stopped(): boolean;
+  /** Of a part about to run after a failure, the items still worth running (the others, e.g. past their deadline, are `dropped`). */
+  keep?(items: readonly I[]): I[];
 }
 
 /** How a batch ran. */
@@ -22,6 +24,8 @@ export interface SplitOutcome<I> {
   failed: { item: I; error: Error }[];
   /** Items never run (stopped before their part was). */
   notRun: I[];
+  /** Items `keep` left out of a later part (not run, not failed). */
+  dropped: I[];
   /** Items served. */
   served: number;
   /** Runs made. */
@@ -34,12 +38,16 @@ export interface SplitOutcome<I> {
 
 /** Runs `items` at once; if that fails, in halves, and so on (see above). */
 export async function runSplitting<I, R>(items: readonly I[], attempt: Attempt<I, R>, ports: SplitPorts<I, R>): Promise<SplitOutcome<I>> {
-  const out: SplitOutcome<I> = { failed: [], notRun: [], served: 0, runs: 0, whole: false, largestRun: 0 };
-  const run = async (part: readonly I[]): Promise<void> => {
+  const out: SplitOutcome<I> = { failed: [], notRun: [], dropped: [], served: 0, runs: 0, whole: false, largestRun: 0 };
+  const run = async (given: readonly I[]): Promise<void> => {
     if (out.runs > 0 && ports.stopped()) {
-      out.notRun.push(...part);
+      out.notRun.push(...given);
       return;
     }
+    // A failed run took time: what has meanwhile become pointless (a deadline passed) is not run again.
+    const part = out.runs > 0 && ports.keep ? ports.keep(given) : given;
+    if (part.length < given.length) out.dropped.push(...given.filter((item) => !part.includes(item)));
+    if (part.length === 0) return;
     out.runs++;
     const r = await attempt(part);
     if (r.ok) {

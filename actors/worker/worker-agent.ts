@@ -337,6 +337,7 @@ export class WorkerAgent {
         // Each part's images go out as soon as it ran, timed as its own batch.
         served: (part, images) => this.answer(model, part, images, partStartedMs),
         stopped: () => this.stopping || this.desiredModel !== model,
+        keep: (part) => part.filter((entry) => entry.item.deadlineAtMs > this.ports.now()),
       });
     } finally {
       ticker?.stop(); // first: nothing below may leave the items' deadlines extended forever
@@ -345,6 +346,11 @@ export class WorkerAgent {
     try {
       // Not run (the worker stopped or left the model mid-way): back to the queue, as a pull abandoned.
       for (const entry of run.notRun) this.handBack(entry);
+      // Past their deadline by the time their part came (a failed run took the time): answered already by their routers.
+      for (const entry of run.dropped) {
+        this.dropped.expired++;
+        entry.delivery.term();
+      }
       this.record.learn(batch.map((b) => b.item.prompt), run, this.planBatchSize);
       if (failure) this.fail(model, run.failed.map((f) => f.item), failure, run.runs);
     } finally {

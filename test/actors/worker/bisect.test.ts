@@ -17,7 +17,7 @@ describe("runSplitting", () => {
   it("runs a batch that works once, whole", async () => {
     const t = setup(() => false);
     const run = await t.go([1, 2, 3]);
-    expect(run).toEqual({ failed: [], notRun: [], served: 3, runs: 1, whole: true, largestRun: 3 });
+    expect(run).toEqual({ failed: [], notRun: [], dropped: [], served: 3, runs: 1, whole: true, largestRun: 3 });
     expect(t.served).toEqual([[10, 20, 30]]);
   });
 
@@ -52,4 +52,21 @@ describe("runSplitting", () => {
     expect(run.failed.map((f) => f.item)).toEqual([1, 2]);
     expect(run.notRun).toEqual([3, 4, 5, 6, 7, 8]);
   });
+
+  it("does not run again what `keep` leaves out after a failure (a deadline passed meanwhile), and counts it dropped", async () => {
+    const seen: number[][] = [];
+    let expired = new Set<number>();
+    const run = await runSplitting([1, 2, 3, 4], async (items) => {
+      seen.push([...items]);
+      if (items.length === 4) {
+        expired = new Set([2, 3]); // the failed run took long enough for two deadlines to pass
+        return { ok: false as const, error: new Error("out of memory") };
+      }
+      return { ok: true as const, results: items.map((i) => i * 10) };
+    }, { served: () => undefined, stopped: () => false, keep: (items) => items.filter((i) => !expired.has(i)) });
+    expect(seen).toEqual([[1, 2, 3, 4], [1], [4]]);
+    expect(run.dropped).toEqual([2, 3]);
+    expect([run.served, run.failed.length, run.notRun.length]).toEqual([2, 0, 0]);
+  });
 });
+

@@ -342,6 +342,28 @@ describe("WorkerAgent", () => {
     await agent.stop();
   });
 
+  it("a batch that failed does not run again, in its halves, the items whose deadline passed while it ran", async () => {
+    const { agent, queue, results } = setup(1);
+    // The worker's clock, moved on by two minutes while the whole batch fails: two of its items expire meanwhile.
+    const ports = agent as unknown as { ports: { now: () => number } };
+    let offsetMs = 0;
+    ports.ports.now = () => Date.now() + offsetMs;
+    const sizes = failWhen(agent, (_m, batch) => {
+      if (batch.length !== 4) return null;
+      offsetMs = 120_000;
+      return "CUDA out of memory";
+    });
+    for (let i = 0; i < 4; i++) queue.push("a", item("a", `d${i}`, Date.now() + (i % 2 ? 60_000 : 600_000), `prompt ${i}`));
+    agent.applyPlan(plan(1, "a", 4));
+    agent.start();
+    await until(() => results.length === 2 && agent.dropped.expired === 2);
+    expect(sizes).toEqual([4, 1, 1]); // each half held one live item
+    expect(results.map((r) => r.requestId).sort()).toEqual(["d0", "d2"]);
+    expect(results.every((r) => r.ok)).toBe(true);
+    expect(queue.termed).toHaveLength(2);
+    await agent.stop();
+  });
+
   it("items on their last delivery are answered, not handed back to sit in the queue until their deadline", async () => {
     const { agent, queue, results } = setup(1);
     queue.maxDeliver = 1; // every delivery is the last
