@@ -285,7 +285,6 @@ export function lcmScheduler(config: SchedulerConfig, steps: number): Scheduler 
  */
 const EULER_STAND_IN_CLASSES: readonly string[] = ["PNDMScheduler", "LMSDiscreteScheduler", "DPMSolverMultistepScheduler"];
 
-/** Why a scheduler class cannot run, naming the classes that can. */
 /**
  * Options of diffusers' schedulers that change the sampling and that these schedulers do not
  * implement, at a value other than their default: refused rather than silently run without.
@@ -308,6 +307,7 @@ function unimplementedOptions(config: SchedulerConfig): string[] {
     .map((name) => `${name}: ${JSON.stringify(config[name])}`);
 }
 
+/** Why a scheduler class cannot run, naming the classes that can. */
 function unsupportedClassError(kind: string | undefined): Error {
   const named = kind === undefined ? "no _class_name" : `class "${kind}"`;
   // Flow-matching models (SD3, Flux) predict a velocity over sigmas in [0, 1]; DDPM-beta

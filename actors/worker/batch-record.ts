@@ -48,6 +48,9 @@ export class BatchRecord {
    * theirs is the fault, not the size's.
    */
   learn(prompts: readonly string[], run: SplitOutcome<unknown>, planned: number): void {
+    // Nothing ran and nothing failed alone: what the first run left had expired by its turn (the
+    // size may be at fault, or the model: nothing to learn either way).
+    if (run.served === 0 && run.failed.length === 0) return;
     if (run.served === 0) {
       this.failedInARow++;
       for (const p of prompts) if (this.failedPrompts.size < 2) this.failedPrompts.add(p);
@@ -57,7 +60,7 @@ export class BatchRecord {
     this.failedPrompts.clear();
     if (run.whole) {
       if (prompts.length >= this.capSize && ++this.capRuns >= CAP_RUNS_TO_GROW) this.capAt(this.capSize * 2 >= planned ? Number.POSITIVE_INFINITY : this.capSize * 2);
-    } else if (run.served + run.notRun.length === prompts.length) {
+    } else if (run.served + run.notRun.length + run.dropped.length === prompts.length) {
       this.capAt(run.largestRun);
     }
   }

@@ -26,6 +26,8 @@ export interface SplitOutcome<I> {
   notRun: I[];
   /** Items `keep` left out of a later part (not run, not failed). */
   dropped: I[];
+  /** The first run's error, when a run failed (its items may have been served in parts, or dropped, since). */
+  firstError?: Error;
   /** Items served. */
   served: number;
   /** Runs made. */
@@ -50,6 +52,7 @@ export async function runSplitting<I, R>(items: readonly I[], attempt: Attempt<I
     if (part.length === 0) return;
     out.runs++;
     const r = await attempt(part);
+    if (!r.ok) out.firstError ??= r.error;
     if (r.ok) {
       out.served += part.length;
       out.largestRun = Math.max(out.largestRun, part.length);

@@ -342,7 +342,9 @@ export class WorkerAgent {
     } finally {
       ticker?.stop(); // first: nothing below may leave the items' deadlines extended forever
     }
-    const failure = run.failed.length > 0 ? asHadisError(run.failed[0].error) : undefined;
+    // Items that failed alone; or, when none ran at all, the first run's failure (what was left of
+    // the batch expired before its part ran): said, counted and paused on the same way.
+    const failure = run.failed.length > 0 ? asHadisError(run.failed[0].error) : run.served === 0 && run.firstError ? asHadisError(run.firstError) : undefined;
     try {
       // Not run (the worker stopped or left the model mid-way): back to the queue, as a pull abandoned.
       for (const entry of run.notRun) this.handBack(entry);
@@ -355,9 +357,10 @@ export class WorkerAgent {
       if (failure) this.fail(model, run.failed.map((f) => f.item), failure, run.runs);
     } finally {
       this.inFlight = 0;
-      // Which items failed matters only when others were served.
-      const failedIdx = failure && run.served > 0 ? new Set(run.failed.map((f) => batch.indexOf(f.item))) : undefined;
-      this.observing(() => observed?.ended(this.ports.now(), failure?.message, failedIdx));
+      // Which items failed (or were dropped, expired, after a failed run) matters only when others were served.
+      const spanError = failure?.message ?? (run.dropped.length > 0 ? `past its deadline before its part of a failed batch ran (${run.firstError?.message ?? "failed"})` : undefined);
+      const failedIdx = spanError && run.served > 0 ? new Set([...run.failed.map((f) => f.item), ...run.dropped].map((entry) => batch.indexOf(entry))) : undefined;
+      this.observing(() => observed?.ended(this.ports.now(), spanError, failedIdx));
     }
     if (run.served === 0 && failure && !this.stopping && this.desiredModel === model) {
       // A worker whose batches fail (a model that no longer runs) must not drain its queue into

@@ -151,7 +151,7 @@ export class DashboardState {
   private prunedAtMs = -Infinity;
   plan: Plan | null = null;
   spansReceived = 0;
-  /** Spans not kept because their trace already held `limits.spansPerTrace` (a caller that puts many requests in one trace). */
+  /** Spans not kept because their trace already held `limits.spansPerTrace` spans or `limits.traceBytes` (a caller that puts many requests in one trace). */
   spansDropped = 0;
   /** Sink messages or records that were not span batches or spans (`spanRecordOf`). */
   spansMalformed = 0;
@@ -282,10 +282,11 @@ export class DashboardState {
    * requests a second read 100, 0, 200, 100.
    */
   addRouterStats(stats: RouterStats, nowMs: number): void {
-    const from = Math.max(nowMs - Math.max(1, stats.intervalMs), nowMs - this.limits.seconds * 1_000);
-    const span = nowMs - from;
+    const interval = Math.max(1, stats.intervalMs);
+    // (Only the part of a long interval that falls in the seconds kept.)
+    const from = Math.max(nowMs - interval, nowMs - this.limits.seconds * 1_000);
     for (let t = Math.floor(from / 1_000); t * 1_000 < nowMs; t++) {
-      const share = (Math.min(nowMs, (t + 1) * 1_000) - Math.max(from, t * 1_000)) / span;
+      const share = (Math.min(nowMs, (t + 1) * 1_000) - Math.max(from, t * 1_000)) / interval;
       if (share <= 0) continue;
       const b = this.bucket(t * 1_000);
       b.arrivals += stats.arrivals * share;

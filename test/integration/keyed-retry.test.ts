@@ -137,7 +137,9 @@ describe("a keyed retry after an attempt that ended without an image", () => {
     await results.delete(claimKey(key));
     await t.system.routers[0].stop(2_000);
     fresh = await startTestServices(t.server.url, { services: ["router"] });
-    const served = () => third!.workers!.agents.reduce((n, a) => n + a.status("x").servedTotal, 0);
+    await t.client.waitUntilServing(10_000);
+    // (Every worker this file started: the test may run alone.)
+    const served = () => [t.system, more, third].flatMap((s) => s?.workers?.agents ?? []).reduce((n, a) => n + a.status("x").servedTotal, 0);
     const before = served();
     const reused = await t.client.generate({ prompt, seed: 12_345, idempotencyKey: key, deadlineMs: 10_000 });
     expect(reused.requestId).not.toBe(first.requestId);

@@ -8,6 +8,7 @@ import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import { startTestServices } from "../helpers/system.ts";
+import { waitFor } from "../helpers/processes.ts";
 
 let server: LocalServer | undefined;
 let nc: NatsConnection | undefined;
@@ -32,7 +33,8 @@ describe("stopping a router with requests in flight", () => {
     pending.push(client.generate(keyed, { timeoutMs: 10_000 }).catch((e: unknown) => e));
     await new Promise((r) => setTimeout(r, 100));
     pending.push(client.generate(keyed, { timeoutMs: 10_000 }).catch((e: unknown) => e));
-    await new Promise((r) => setTimeout(r, 100));
+    // All five reached the router before it stops (the retry must be waiting, not refused at the door).
+    await waitFor(() => system.routers[0].stats().received >= 5, 5_000, "five requests received");
     await system.stop(300);
     const answers = await Promise.all(pending);
     expect(answers.map((a) => (a as HadisError).code)).toEqual(Array(5).fill("overloaded"));

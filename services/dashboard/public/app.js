@@ -50,7 +50,11 @@ function stageOf(span, stage, plan) {
 
 /** The model a worker shows: the one it runs, or the one it is loading (the plan's for it). */
 function workerModel(w, plan) {
-  return w.model ?? (w.state === "loading" ? plan?.assignment?.[w.workerId] ?? null : null);
+  // A worker loading its model holds none yet; one whose load failed holds none: both are the plan's (or the failed model's).
+  if (w.model) return w.model;
+  if (w.state === "loading") return plan?.assignment?.[w.workerId] ?? null;
+  if (w.state === "failed") return w.failedModel ?? plan?.assignment?.[w.workerId] ?? null;
+  return null;
 }
 
 function lineChart(el, series, { yMax, fmt = (v) => v.toFixed(0), right } = {}) {

@@ -18,6 +18,17 @@ describe("BatchRecord", () => {
     expect([r.inARow, r.failing(1)]).toEqual([0, false]);
   });
 
+  it("reads items dropped (expired) between the parts of a failed batch as neither served nor failed", () => {
+    const r = new BatchRecord();
+    // Four items: the whole batch failed, two expired, the other two ran alone: too big, cap 1.
+    r.learn(["a", "b", "c", "d"], ran({ served: 2, dropped: [null, null], runs: 3, largestRun: 1 }), 8);
+    expect(r.size(8)).toBe(1);
+    // Nothing ran and nothing failed alone (all expired after the first run): no failure of the model.
+    const s = new BatchRecord();
+    s.learn(["a", "b"], ran({ dropped: [null, null], runs: 1, firstError: new Error("out of memory") }), 8);
+    expect([s.inARow, s.size(8)]).toEqual([0, 8]);
+  });
+
   it("takes the largest part that ran after a batch too big, not after a bad item, and doubles back after enough whole runs", () => {
     const r = new BatchRecord();
     // A bad item failed alone, the rest ran in parts: no cap.
