@@ -44,6 +44,10 @@ describe("DashboardState", () => {
     for (const n of perSecond) expect(n).toBeGreaterThanOrEqual(98);
     for (const n of perSecond) expect(n).toBeLessThanOrEqual(102);
     expect(s.summary(t0 + 10_000, 5).demandQps).toBeCloseTo(100, 0);
+    // A report over an hour (the longest a router may send) keeps its rate: 3,600 in an hour is 1 a second.
+    const hour = new DashboardState();
+    hour.addRouterStats({ ...stats(3_600, 3_600, 3_600, 0), intervalMs: 3_600_000 }, t0);
+    expect(hour.summary(t0 + 1_000, 10).demandQps).toBeCloseTo(1, 6);
   });
 
   it("keeps at most traceBytes of one trace's spans, and still lists its requests", () => {
