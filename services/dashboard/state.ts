@@ -242,9 +242,9 @@ export class DashboardState {
       models: Array.isArray(models) ? models.filter((m): m is string => typeof m === "string") : undefined,
       score: number(a["hadis.disc.score"]),
       threshold: number(a["hadis.disc.threshold"]),
+      // (Filled at the end of the batch with the others of its trace: once, with any stage span the batch also holds.)
       stages: [],
     };
-    summary.stages = this.stagesOf(root.t, root.s, root.st);
     this.requests.unshift(summary);
     if (this.requests.length > this.limits.requests) this.requests.pop();
   }
