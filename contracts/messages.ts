@@ -243,9 +243,6 @@ export const MaxDeliveriesAdvisorySchema = z.object({
   stream_seq: z.number().int().positive(),
   deliveries: z.number().int().nonnegative(),
 });
-/** A max-deliveries advisory. */
-export type MaxDeliveriesAdvisory = z.infer<typeof MaxDeliveriesAdvisorySchema>;
-
 /** The resource manager's answer on its plan endpoint (`hadis.manager.plan`): the plan in force (none yet: null) and its demand estimate. */
 export const ManagerPlanReplySchema = z.strictObject({
   plan: PlanSchema.nullable(),

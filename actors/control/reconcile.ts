@@ -5,7 +5,7 @@
  */
 import type { Plan } from "../../contracts/messages.ts";
 import { withBatchCaps, withoutModels, type ProfileSet } from "../profile/profile-set.ts";
-import { assignWorkers, swappedWorkers } from "../planner/assignment.ts";
+import { assignWorkers, holdingOf, swappedWorkers } from "../planner/assignment.ts";
 import { dampPlan, planShortfall, type DampingOptions, type DampingVerdict } from "../planner/damping.ts";
 import { decisionToPlan, workerCapacityQps, type PlanDecision } from "../planner/decision.ts";
 import type { PlannerPolicy } from "../planner/policies.ts";
@@ -199,7 +199,7 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
     // What each worker will hold under the plan in force (a swap under way counts as done, as
     // `assignWorkers` counts it), else what its heartbeat says: the planner's swap costs and
     // its keep-workers-where-they-are spread read the same holdings the assignment does.
-    workers: obs.workers.map((w) => ({ ...w, model: obs.current?.assignment[w.id] ?? w.model })),
+    workers: obs.workers.map((w) => ({ ...w, model: holdingOf(w, obs.current?.assignment) })),
     current: obs.current,
     sloMs: config.sloMs,
     timeScale: config.timeScale,
@@ -269,7 +269,7 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   /** Adopts `plan`: every worker whose model it changes (joiners included) starts its dwell now. */
   const adopt = (plan: Plan, verdict: DampingVerdict | null): TickOutcome => {
     const swapped = swappedWorkers(held, plan.assignment);
-    for (const w of obs.workers) if (plan.assignment[w.id] !== undefined && plan.assignment[w.id] !== (held[w.id] ?? w.model)) state.lastSwapAtMs[w.id] = obs.nowMs;
+    for (const w of obs.workers) if (plan.assignment[w.id] !== undefined && plan.assignment[w.id] !== holdingOf(w, held)) state.lastSwapAtMs[w.id] = obs.nowMs;
     return outcome(plan, verdict, swapped);
   };
   const candidate = planOf(decision);

@@ -104,9 +104,14 @@ export class ClipTokenizer {
 
   /** `encode(text)` padded with the pad token to exactly `maxLength` ids. */
   encodePadded(text: string): number[] {
-    const ids = this.encode(text);
-    while (ids.length < this.maxLength) ids.push(this.padId);
-    return ids;
+    return this.padded(this.encode(text));
+  }
+
+  /** Encoded ids (from `encode`) padded with the pad token to exactly `maxLength` ids. */
+  padded(ids: readonly number[]): number[] {
+    const out = [...ids];
+    while (out.length < this.maxLength) out.push(this.padId);
+    return out;
   }
 
   private bpeIds(word: string): number[] {

@@ -9,6 +9,11 @@ export interface AssignOptions {
   lastSwapAtMs?: Record<string, number>;
 }
 
+/** The model a worker holds for planning: its current assignment if any (a swap in flight counts as done), else the one it reports. */
+export function holdingOf(w: WorkerInventoryItem, assignment: Readonly<Record<string, string>> | undefined): string | null {
+  return assignment?.[w.id] ?? w.model ?? null;
+}
+
 /**
  * Assigns workers to models to meet `targetCounts`, moving the fewest. A worker's model is
  * its current assignment if any (a swap in flight counts as done), else the model it holds.
@@ -25,7 +30,7 @@ export function assignWorkers(
   const lastSwap = options.lastSwapAtMs ?? {};
   const remaining: Record<string, number> = {};
   for (const [m, c] of Object.entries(targetCounts)) remaining[m] = Math.max(0, Math.floor(c));
-  const holding = (w: WorkerInventoryItem) => currentAssignment[w.id] ?? w.model ?? null;
+  const holding = (w: WorkerInventoryItem) => holdingOf(w, currentAssignment);
   // Workers that were swapped most recently are kept first, so they can dwell.
   const byKeepPriority = [...workers].sort(
     (a, b) => (lastSwap[b.id] ?? -Infinity) - (lastSwap[a.id] ?? -Infinity) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),

@@ -316,8 +316,7 @@ export class WorkerAgent {
       }
       if (item.deadlineAtMs <= now) {
         // The router has already answered this request with deadline_exceeded: do not spend a GPU on it.
-        this.dropped.expired++;
-        delivery.term();
+        this.dropExpired(delivery);
         continue;
       }
       batch.push({ item, delivery });
@@ -349,10 +348,7 @@ export class WorkerAgent {
       // Not run (the worker stopped or left the model mid-way): back to the queue, as a pull abandoned.
       for (const entry of run.notRun) this.handBack(entry);
       // Past their deadline by the time their part came (a failed run took the time): answered already by their routers.
-      for (const entry of run.dropped) {
-        this.dropped.expired++;
-        entry.delivery.term();
-      }
+      for (const entry of run.dropped) this.dropExpired(entry.delivery);
       this.record.learn(batch.map((b) => b.item.prompt), run, this.planBatchSize);
       if (failure) this.fail(model, run.failed.map((f) => f.item), failure, run.runs);
     } finally {
@@ -368,6 +364,12 @@ export class WorkerAgent {
       this.state = WorkerStates.failed;
       await this.pause(this.options.loadRetryMs);
     }
+  }
+
+  /** Drops an item past its deadline (its router has answered it): counted, and terminated in the queue. */
+  private dropExpired(delivery: Delivery): void {
+    this.dropped.expired++;
+    delivery.term();
   }
 
   /** Runs the observer's (tracing) code: its failure is logged, and never fails a batch. */

@@ -269,11 +269,6 @@ export class WorkQueue {
     return { pending: info.num_pending, ackPending: info.num_ack_pending };
   }
 
-  /**
-   * Pulls up to `max` items of a model: waits at most `waitMs` for the first, then takes what is
-   * there (JetStream's no_wait + expires). An aborted pull stops listening at once (the server
-   * then drops it), handing back what was already on its way.
-   */
   /** Last deliveries of each model that reached a pull already ended (see `pull`). */
   private readonly lateDeliveries = new Map<string, Delivery[]>();
   private late(model: string): Delivery[] {
@@ -282,15 +277,20 @@ export class WorkQueue {
     return list;
   }
 
+  /**
+   * Pulls up to `max` items of a model: waits at most `waitMs` for the first, then takes what is
+   * there (JetStream's no_wait + expires). An aborted pull stops listening at once (the server
+   * then drops it), handing back what was already on its way.
+   */
   async pull(model: string, max: number, waitMs: number, signal: AbortSignal, lastCalledOff?: (delivery: Delivery) => void): Promise<Delivery[]> {
     const durable = await this.ensureConsumer(model);
     if (signal.aborted) return [];
-    // Under the connection's inbox prefix, as the libraries' own inboxes: a role's deliveries
-    // go where only that role may subscribe.
-    const inbox = createInbox(inboxPrefix(this.nc));
     // Last deliveries that came after an earlier pull ended go first, at once (within the batch size).
     const late = this.late(model).splice(0, max);
     if (late.length > 0) return late;
+    // Under the connection's inbox prefix, as the libraries' own inboxes: a role's deliveries
+    // go where only that role may subscribe.
+    const inbox = createInbox(inboxPrefix(this.nc));
     const out: Delivery[] = [];
     return new Promise<Delivery[]>((resolve, reject) => {
       let finished = false;

@@ -8,7 +8,7 @@ import { decodeFromSender, encode } from "../../contracts/envelope.ts";
 import { asHadisError } from "../../contracts/errors.ts";
 import { PROTOCOL_VERSION, RouterStatsSchema, WorkerHeartbeatSchema, type ManagerPlanReply, type Plan, type PlanNotice } from "../../contracts/messages.ts";
 import { ServiceNames, type Subjects } from "../../contracts/subjects.ts";
-import { WorkerInventory } from "../../actors/control/inventory.ts";
+import { unheardFleet, WorkerInventory } from "../../actors/control/inventory.ts";
 import { ModelFailures, type ModelFailureOptions } from "../../actors/control/model-failures.ts";
 import { BatchCaps } from "../../actors/control/batch-caps.ts";
 import { PurgeWindows } from "../../actors/control/purge-windows.ts";
@@ -198,12 +198,9 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     else depthOutage.works("depths");
     const { qps: arrivalsQps, routers } = arrivalRate.sample(nowMs, opts.silentAfterMs);
     const alive = inventory.live(nowMs, opts.silentAfterMs);
-    // No worker heard from at all while the plan in force has some: this manager missed their
-    // heartbeats (an event-loop stall, a connection the reconnect wait did not cover) or the
-    // whole fleet is down. A plan without workers would unload every worker still there, so the
-    // plan stays until one is heard from.
-    const planned = Object.keys(plans.current?.assignment ?? {}).length;
-    if (alive.length === 0 && planned > 0) {
+    // (See `unheardFleet`: the plan in force stays until a worker is heard from.)
+    const planned = unheardFleet(alive, plans.current);
+    if (planned > 0) {
       silence.failed("all", { planned, held: `no worker heard from for ${opts.silentAfterMs} ms: the plan in force stays` });
       // Demand and queues are still read and reported (they grow most while nobody serves), and
       // work abandoned on models without workers still purged.

@@ -6,23 +6,10 @@
  */
 import { describe, expect, it } from "vitest";
 import { failGivenUp } from "../../services/router/given-up.ts";
-import { PendingWork, type PendingItem } from "../../services/router/pending.ts";
+import { PendingWork } from "../../services/router/pending.ts";
 import { createLogger } from "../../services/lib/log.ts";
 import { HadisError } from "../../contracts/errors.ts";
-import { PROTOCOL_VERSION } from "../../contracts/messages.ts";
-
-/** A waiting light entry at `seq`, recording how it ended. */
-function waiting(pending: PendingWork, requestId: string, seq: number, own = true): PendingItem & { ended: unknown[] } {
-  const ended: unknown[] = [];
-  const entry: PendingItem & { ended: unknown[] } = {
-    item: { v: PROTOCOL_VERSION, requestId, stage: "light" as const, prompt: "a cat", seed: 1, model: "m", replyTo: "hadis.result.r1", enqueuedAtMs: 0, deadlineAtMs: Date.now() + 60_000, planEpoch: 1 },
-    stage: "light", seq, own, ended,
-    resolve: (x: unknown) => void ended.push(x),
-    reject: (err: unknown) => void ended.push(err),
-  };
-  pending.wait(entry);
-  return entry;
-}
+import { waiting } from "../helpers/pending.ts";
 
 /** An advisory as nats-server 2.x sends it. */
 const advisory = (seq: number, stream = "HADIS_WORK") => new TextEncoder().encode(JSON.stringify({

@@ -1,21 +1,10 @@
 /** The router's check after a reconnect (`recoverLost`), against a scripted work queue: what it queues again, and what it leaves alone. */
 import { describe, expect, it } from "vitest";
 import { recoverLost, singleFlight } from "../../services/router/recover.ts";
-import { PendingWork, type PendingItem } from "../../services/router/pending.ts";
+import { PendingWork } from "../../services/router/pending.ts";
 import { ServiceTelemetry } from "../../services/lib/telemetry.ts";
 import { createLogger } from "../../services/lib/log.ts";
-import { PROTOCOL_VERSION, type WorkItem } from "../../contracts/messages.ts";
-
-const item = (requestId: string): WorkItem => ({
-  v: PROTOCOL_VERSION, requestId, stage: "light", prompt: "a cat", seed: 1, model: "m", replyTo: "hadis.result.r1",
-  enqueuedAtMs: 0, deadlineAtMs: Date.now() + 60_000, planEpoch: 1,
-});
-
-function waiting(pending: PendingWork, requestId: string, seq: number): PendingItem {
-  const entry: PendingItem = { item: item(requestId), stage: "light", seq, own: true, resolve: () => undefined, reject: () => undefined };
-  pending.wait(entry);
-  return entry;
-}
+import { waiting } from "../helpers/pending.ts";
 
 /** A queue whose `itemAt` and `publish` run `during` before they answer (the request answered or moved meanwhile). */
 function queue(held: Record<number, boolean>, during: { itemAt?: () => void; publish?: () => void } = {}) {

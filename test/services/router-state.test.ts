@@ -1,7 +1,7 @@
 /** Per-request state the router keeps must go when its request does: the idempotency cache and the plan waiters. */
 import { describe, expect, it } from "vitest";
 import { claimKeyFor, detached, IdempotencyCache } from "../../services/router/idempotency.ts";
-import { fingerprintOf, keyedRequestId } from "../../actors/request/idempotent.ts";
+import { fingerprintOf } from "../../actors/request/idempotent.ts";
 import { openResultsBucket, RESULTS_MAX_BYTES, type KV } from "../../services/lib/nats.ts";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { PlanView } from "../../services/lib/plan-view.ts";

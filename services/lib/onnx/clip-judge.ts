@@ -161,7 +161,7 @@ export class OnnxClipJudge implements JudgeBackend {
     }
     const image = (await this.encoders.image.run({ pixel_values: pixels }, ["image_embeds"])).image_embeds;
     const textModel = this.encoders.text;
-    if (this.scoring !== JudgeScoring.Clip || !textModel) return { image };
+    if (!textModel) return { image }; // (loaded for clip scoring only)
     return { image, text: (await textModel.run(tokenFeeds(textModel, this.tokenizer!, prompts), ["text_embeds"])).text_embeds };
   }
 

@@ -37,12 +37,10 @@ export function tokenFeeds(model: OnnxModel, tokenizer: ClipTokenizer, prompts: 
     int64
       ? { type: "int64", data: BigInt64Array.from(values, (v) => BigInt(v)), dims: [n, seq] }
       : { type: "int32", data: Int32Array.from(values), dims: [n, seq] };
-  const feeds: Record<string, TensorData> = { input_ids: tensor(prompts.flatMap((p) => tokenizer.encodePadded(p))) };
+  const encoded = prompts.map((p) => tokenizer.encode(p));
+  const feeds: Record<string, TensorData> = { input_ids: tensor(encoded.flatMap((ids) => tokenizer.padded(ids))) };
   if (model.input("attention_mask")) {
-    feeds.attention_mask = tensor(prompts.flatMap((p) => {
-      const len = tokenizer.encode(p).length;
-      return Array.from({ length: seq }, (_, i) => (i < len ? 1 : 0));
-    }));
+    feeds.attention_mask = tensor(encoded.flatMap((ids) => Array.from({ length: seq }, (_, i) => (i < ids.length ? 1 : 0))));
   }
   return feeds;
 }
