@@ -171,6 +171,11 @@ export const JudgeRequestSchema = z.strictObject({
   model: modelName,
   image: bytes,
   planEpoch: z.number().int().nonnegative(),
+  /**
+   * Epoch ms after which the router no longer waits for the verdict: a discriminator that reaches
+   * the image later drops it unscored. Absent (routers before it), the image is always scored.
+   */
+  answerByMs: nonNegMs.optional(),
 });
 /** A judge request. */
 export type JudgeRequest = z.infer<typeof JudgeRequestSchema>;

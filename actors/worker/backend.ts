@@ -41,6 +41,14 @@ export interface JudgeInput {
 /** The discriminator's scorer: higher is better (P(real) in the reference design). */
 export interface JudgeBackend {
   readonly kind: string;
+  /**
+   * Score calls worth running at once (default: no limit). The discriminator holds the rest in
+   * its queue, where an image whose verdict is no longer awaited is dropped unscored: a judge on
+   * one thread says 1, since calls past it would only wait in the thread, out of that queue's reach.
+   */
+  readonly concurrency?: number;
+  /** Images the discriminator may put into one score call (default 1). */
+  readonly maxBatch?: number;
   /** Scores a batch of images; one score in [0, 1] per input. */
   score(batch: readonly JudgeInput[]): Promise<number[]>;
   /**

@@ -9,9 +9,10 @@ import { JudgeRequestSchema, PROTOCOL_VERSION, type JudgeReply } from "../../con
 import { QueueGroups, ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import type { JudgeBackend } from "../../actors/worker/backend.ts";
 import { acceptsLight } from "../../actors/judge/verdict.ts";
+import { JudgeQueue } from "../../actors/judge/judge-queue.ts";
 import { throttled, type Logger } from "../lib/log.ts";
 import { replyError, startService, type MsgHdrs, type NatsConnection } from "../lib/nats.ts";
-import { recordVerdict } from "../lib/metrics.ts";
+import { recordJudgeExpired, recordVerdict } from "../lib/metrics.ts";
 import { endWithError, ServiceTelemetry, SpanKind } from "../lib/telemetry.ts";
 import { PlanView } from "../lib/plan-view.ts";
 import { within, type RunningService } from "../lib/running.ts";
@@ -45,6 +46,12 @@ export async function startDiscriminator(opts: DiscriminatorOptions): Promise<Ru
   const inFlight = new Set<Promise<unknown>>();
   const telemetry = new ServiceTelemetry(ServiceNames.discriminator, nc);
   const refusedBusy = throttled(log, "warn", "discriminator.busy");
+  const queue = new JudgeQueue((batch) => judge.score(batch), {
+    concurrency: judge.concurrency ?? Infinity,
+    maxBatch: judge.maxBatch ?? 1,
+    now: Date.now,
+    onExpired: recordJudgeExpired,
+  });
 
   async function handle(data: Uint8Array): Promise<JudgeReply> {
     const request = decode(JudgeRequestSchema, data, "judge request");
@@ -55,9 +62,9 @@ export async function startDiscriminator(opts: DiscriminatorOptions): Promise<Ru
     const startedMs = performance.now();
     let score: number;
     try {
-      [score] = await judge.score([{ prompt: request.prompt, model: request.model, image: request.image }]);
+      score = await queue.submit({ prompt: request.prompt, model: request.model, image: request.image }, request.answerByMs);
     } catch (err) {
-      // A typed refusal stands; anything else (an error from the judge's thread arrives as
+      // A typed refusal (an expired verdict too) stands; anything else (an error from the judge's thread arrives as
       // `internal`) is the judge failing, which the router answers with the light image.
       if (err instanceof HadisError && err.code !== "internal") throw err;
       throw new HadisError("judge_failed", (err as Error).message, {}, { cause: err });

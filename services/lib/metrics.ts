@@ -64,6 +64,11 @@ const judgeFailures = new Counter({
   help: "Light images served unjudged because the judge failed or had not answered 25 ms before the request's deadline.",
   registers: [registry],
 });
+const judgeExpired = new Counter({
+  name: "hadis_judge_expired_total",
+  help: "Light images the discriminator dropped unscored: the router had stopped waiting for the verdict before the judge reached them.",
+  registers: [registry],
+});
 const lightFallbacks = new Counter({
   name: "hadis_light_fallbacks_total",
   help: "Requests served a light image because their heavy generation failed, by what sent them to the heavy model: judge (a rejected light image) or router (a hard prompt).",
@@ -203,6 +208,11 @@ export function recordEscalationSkipped(): void {
 /** Counts a light image served unjudged because the judge failed or did not answer in time. */
 export function recordJudgeFailure(): void {
   judgeFailures.inc();
+}
+
+/** Counts light images the discriminator dropped unscored (their verdict no longer awaited). */
+export function recordJudgeExpired(n: number): void {
+  judgeExpired.inc(n);
 }
 
 /** Records a request served a light image because its heavy generation failed. */

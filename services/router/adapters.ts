@@ -211,7 +211,7 @@ export function routerActors(deps: RouterActorDeps) {
     if (timeout < 1) throw new HadisError("judge_failed", NO_TIME_TO_JUDGE);
     const reply = await deps.nc.request(
       deps.subjects.judge,
-      encode({ v: PROTOCOL_VERSION, requestId: input.requestId, prompt: input.prompt, model: input.model, image: input.image, planEpoch: input.planEpoch }),
+      encode({ v: PROTOCOL_VERSION, requestId: input.requestId, prompt: input.prompt, model: input.model, image: input.image, planEpoch: input.planEpoch, answerByMs: Date.now() + timeout }),
       { timeout, ...(traced ? { headers: deps.traces!.telemetry.inject(traced) } : {}) },
     );
     if (reply.headers?.get(Headers.serviceErrorCode)) {

@@ -5,6 +5,8 @@ import { promptsByRoute } from "../helpers/prompts.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 import type { HadisError } from "../../contracts/errors.ts";
 import { metricsText } from "../../services/lib/metrics.ts";
+import { decode } from "../../contracts/envelope.ts";
+import { JudgeRequestSchema } from "../../contracts/messages.ts";
 
 let t: TestSystem;
 beforeAll(async () => {
@@ -20,14 +22,25 @@ describe("a judge that does not answer", () => {
     const failures = async () => Number(/^hadis_judge_failures_total (\S+)$/m.exec(await metricsText())?.[1] ?? 0);
     const before = await failures();
     let asked = 0;
-    const silent = t.nc.subscribe("hadis.judge", { callback: () => void asked++ });
+    let answerByMs: number | undefined;
+    const silent = t.nc.subscribe("hadis.judge", {
+      callback: (_err, msg) => {
+        asked++;
+        answerByMs = decode(JudgeRequestSchema, msg.data, "judge request").answerByMs;
+      },
+    });
     await t.nc.flush();
     const routes = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold);
     const started = performance.now();
+    const sentAt = Date.now();
     const reply = await t.client.generate({ prompt: routes.light, deadlineMs: 1_500 });
     const tookMs = performance.now() - started;
     silent.unsubscribe();
     expect(asked).toBe(1);
+    // The request says when the router stops waiting (its deadline less the reply margin): a
+    // discriminator reaching it later drops it unscored.
+    expect(answerByMs).toBeGreaterThan(sentAt + 1_400);
+    expect(answerByMs).toBeLessThanOrEqual(sentAt + 1_500);
     expect(reply.route).toBe("light");
     expect(reply.score).toBeUndefined(); // no verdict came
     expect(reply.image.length).toBeGreaterThan(0);

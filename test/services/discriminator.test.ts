@@ -8,6 +8,7 @@ import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { startDiscriminator } from "../../services/discriminator/discriminator.ts";
 import { createLogger } from "../../services/lib/log.ts";
 import { useNatsServer } from "../helpers/nats.ts";
+import { metricsText } from "../../services/lib/metrics.ts";
 
 const t = useNatsServer("discriminator-test");
 const packr = new Packr({ useRecords: false });
@@ -52,6 +53,46 @@ describe("discriminator", () => {
       await waitFor(() => release.length === 4, 5_000, "the fourth request held");
       release[3]();
       expect(packr.unpack((await again).data).score).toBe(0.5);
+    } finally {
+      await disc.stop();
+    }
+  });
+  it("drops unscored a judge request whose router has stopped waiting (answerByMs) while it waited behind a slow judge, and counts it", async () => {
+    const s = buildSubjects("disc-expired");
+    const scored: string[] = [];
+    const release: (() => void)[] = [];
+    const judge = {
+      kind: "one-thread",
+      concurrency: 1,
+      maxBatch: 4,
+      score: (batch: readonly { prompt: string }[]) => {
+        scored.push(...batch.map((b) => b.prompt));
+        return new Promise<number[]>((r) => release.push(() => r(batch.map(() => 0.5))));
+      },
+      thresholdFor: () => 0,
+      close: async () => undefined,
+    };
+    const expiredCount = async () => Number(/^hadis_judge_expired_total (\S+)$/m.exec(await metricsText())?.[1] ?? 0);
+    const before = await expiredCount();
+    const disc = await startDiscriminator({ nc: t.nc, subjects: s, judge, models: ["m"], log: createLogger("test", "silent") });
+    const ask = (prompt: string, answerByMs?: number) =>
+      t.nc.request(s.judge, encode({ v: 1, requestId: prompt, prompt, model: "m", image: new Uint8Array([1]), planEpoch: 0, ...(answerByMs ? { answerByMs } : {}) }), { timeout: 5_000 });
+    try {
+      const first = ask("first");
+      await waitFor(() => release.length === 1, 5_000, "the first request scoring");
+      const late = ask("late", Date.now() + 150);
+      const live = ask("live", Date.now() + 60_000);
+      const unbounded = ask("unbounded");
+      await new Promise((r) => setTimeout(r, 300));
+      release.shift()!();
+      await waitFor(() => release.length === 1, 5_000, "the second call");
+      release.shift()!();
+      expect(packr.unpack((await first).data).score).toBe(0.5);
+      expect((packr.unpack((await late).data).error as { code: string }).code).toBe("deadline_exceeded");
+      expect(packr.unpack((await live).data).score).toBe(0.5);
+      expect(packr.unpack((await unbounded).data).score).toBe(0.5);
+      expect(scored).toEqual(["first", "live", "unbounded"]); // one batch of the two still awaited
+      expect((await expiredCount()) - before).toBe(1);
     } finally {
       await disc.stop();
     }

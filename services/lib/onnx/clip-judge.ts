@@ -8,6 +8,7 @@ import { HadisError } from "../../../contracts/errors.ts";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import type { JudgeBackend, JudgeInput } from "../../../actors/worker/backend.ts";
+import { JUDGE_MAX_BATCH } from "../../../actors/judge/judge-queue.ts";
 import { clipPixelValues, CLIP_IMAGE_SIZE } from "../../../actors/diffusion/image.ts";
 import { decodePng } from "../../../actors/diffusion/png.ts";
 import { CLIP_EOS_TOKEN, type ClipTokenizer } from "../../../actors/diffusion/tokenizer.ts";
@@ -55,6 +56,9 @@ type Encoders =
 /** Scores generated images with CLIP; see the module comment. */
 export class OnnxClipJudge implements JudgeBackend {
   readonly kind = "onnx-clip";
+  // One session run at a time; the discriminator batches what waits.
+  readonly concurrency = 1;
+  readonly maxBatch = JUDGE_MAX_BATCH;
   private readonly windows: ScoreWindows;
 
   private readonly imageSize: number;

@@ -5,6 +5,7 @@
  */
 import type { GeneratedImage, GenerationBackend, GenerationInput, JudgeBackend, JudgeInput } from "../../../actors/worker/backend.ts";
 import type { OnnxClipJudgeOptions } from "./clip-judge.ts";
+import { JUDGE_MAX_BATCH } from "../../../actors/judge/judge-queue.ts";
 import type { OnnxGenerationBackendOptions } from "./generation-backend.ts";
 import { ScoreWindows } from "./score-windows.ts";
 import { OnnxThread } from "./thread-client.ts";
@@ -75,6 +76,9 @@ export class ThreadedGenerationBackend implements GenerationBackend {
 /** `OnnxClipJudge` in a worker thread; thresholds come from the scores it returned. */
 export class ThreadedClipJudge implements JudgeBackend {
   readonly kind = "onnx-clip";
+  // The thread scores one batch after another.
+  readonly concurrency = 1;
+  readonly maxBatch = JUDGE_MAX_BATCH;
   private readonly windows: ScoreWindows;
 
   private constructor(private readonly thread: OnnxThread, windowSize: number, private readonly scoreTimeoutMs: number) {
