@@ -58,16 +58,16 @@ export function resultKey(requestId: string, stage: "light" | "heavy"): string {
 }
 
 /**
- * Whether an earlier attempt's item, as the stream still holds it, can bring a result: not gone
- * (null), not past its deadline at `nowMs` (a worker would drop it unrun). Unsure (undefined, or
- * unreadable) reads as able.
+ * Until when (epoch ms) an earlier attempt's item, as the stream still holds it, can bring a
+ * result: its deadline (a worker drops it unrun after that). Gone (null): never (-Infinity).
+ * Unsure (undefined, or unreadable): always (Infinity).
  */
-export function canStillAnswer(held: Uint8Array | null | undefined, nowMs: number): boolean {
-  if (held === undefined) return true;
-  if (held === null) return false;
+export function answerableUntil(held: Uint8Array | null | undefined): number {
+  if (held === undefined) return Infinity;
+  if (held === null) return -Infinity;
   try {
-    return decode(WorkItemSchema, held, "work item").deadlineAtMs > nowMs;
+    return decode(WorkItemSchema, held, "work item").deadlineAtMs;
   } catch {
-    return true;
+    return Infinity;
   }
 }

@@ -5,7 +5,8 @@
 import { fromPromise } from "xstate";
 import { fromWireError, HadisError, isWireError } from "../../contracts/errors.ts";
 import { moveTarget, type PendingItem, type PendingWork } from "./pending.ts";
-import { canStillAnswer, isKeyed, ownsPublish, resultKey } from "../../actors/request/idempotent.ts";
+import { isKeyed, ownsPublish, resultKey } from "../../actors/request/idempotent.ts";
+import { enqueueKeyed, RIDE_MARGIN_MS, storedResult, watchResult, type KeyedAck } from "./keyed-work.ts";
 import { decode, encode, parseRaw } from "../../contracts/envelope.ts";
 import { JudgeReplySchema, PROTOCOL_VERSION, type WorkItem } from "../../contracts/messages.ts";
 import { Headers, type Subjects } from "../../contracts/subjects.ts";
@@ -14,48 +15,19 @@ import { REPLY_MARGIN_MS } from "../../actors/request/types.ts";
 import { decideRoute } from "../../actors/routing/route-policy.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
 import type { Logger } from "../lib/log.ts";
-import { type KV, type MsgHdrs, type NatsConnection, type WorkQueue } from "../lib/nats.ts";
+import { type KV, type NatsConnection, type WorkQueue } from "../lib/nats.ts";
 import type { PlanView } from "../lib/plan-view.ts";
 import { endWithError, SpanKind, spanClockMs } from "../lib/telemetry.ts";
 import type { GenerationFloor } from "../../actors/routing/generation-floor.ts";
 import type { RequestTraces } from "./tracing.ts";
 
-/** Delivers the stored result of a keyed request's stage once it appears; stops when the stage settles. */
-function watchResult(deps: RouterActorDeps, key: string, settled: Promise<unknown>): void {
-  void deps.results!.watch({ key }).then((iter) => {
-    // Either way (a failed or expired stage too): `finally` would hand on the rejection, unhandled.
-    const stop = () => iter.stop();
-    settled.then(stop, stop);
-    void (async () => {
-      for await (const entry of iter) {
-        if (entry.operation === "PUT" && entry.value.length > 0) deps.pending.deliver(entry.value);
-      }
-    })();
-  }, () => undefined);
-}
-
-/**
- * Queues a keyed request's item. Dropped as a duplicate, the item is an earlier attempt's (a retry
- * through this router or another): while that item is queued or in work, its result will reach
- * the results bucket. Gone or past its deadline with no result stored (its request ended and
- * removed it, a worker dropped it as expired, its generation failed), nothing will come: queued again
- * under an id naming the dead one, so that retries through several routers still queue it once.
- */
-async function enqueueKeyed(deps: RouterActorDeps, model: string, data: Uint8Array, msgId: string, key: string, headers: MsgHdrs | undefined): Promise<{ seq: number; duplicate: boolean }> {
-  let id = msgId;
-  for (let attempt = 0; ; attempt++) {
-    const ack = await deps.queue.publish(model, data, id, headers);
-    if (!ack.duplicate || attempt >= 8 || canStillAnswer(await deps.queue.itemAt(ack.seq), Date.now())) return ack;
-    if (await storedResult(deps.results, key)) return ack;
-    id = `${msgId}@${ack.seq}`;
+/** The error of a publish to a model's work queue that failed. */
+function enqueueError(model: string, err: unknown): HadisError {
+  const message = (err as Error).message ?? String(err);
+  if (/maximum messages|resource limits|insufficient resources|exceeded/i.test(message)) {
+    return new HadisError("overloaded", `work queue of ${model} is full`, { retryAfterMs: 1_000 }, { cause: err });
   }
-}
-
-/** A keyed request's stage's result in the results bucket, if it is there already. */
-export async function storedResult(results: KV | undefined, key: string): Promise<Uint8Array | null> {
-  if (!results) return null;
-  const stored = await results.get(key).catch(() => null);
-  return stored?.operation === "PUT" && stored.value.length > 0 ? stored.value : null;
+  return new HadisError("no_capacity", `cannot enqueue for ${model}: ${message}`, {}, { cause: err });
 }
 
 /** What the router's actors need. */
@@ -162,11 +134,42 @@ export function routerActors(deps: RouterActorDeps) {
     });
     // The request may end (deadline) while the publish is in flight: nobody awaits `result` then.
     result.catch(() => undefined);
+    const msgId = `${input.requestId}/${input.stage}/${model}`;
+    const headers = stage ? deps.traces!.telemetry.inject(stage.spanContext()) : undefined;
+    const data = encode(item);
+    const keyed = isKeyed(input.requestId) && deps.results ? resultKey(input.requestId, input.stage) : null;
+    /**
+     * Riding on an earlier attempt's item (another router's) that is due before this request: once
+     * its deadline has passed with no image, a worker drops it unrun (or its router removed it), so
+     * this request queues its own item then, rather than wait out its own deadline for nothing.
+     */
+    const rideUntil = (ack: KeyedAck): void => {
+      if (ack.ridesUntilMs >= input.deadlineAtMs) return;
+      const timer = setTimeout(() => {
+        // Settled, ended, or no longer riding on that item (the mover queued a copy of its own).
+        if (signal.aborted || deps.pending.get(input.requestId) !== entry || entry.own || entry.seq !== ack.seq) return;
+        enqueueKeyed(deps, model, data, msgId, keyed!, headers).then(
+          (again) => {
+            if (signal.aborted || deps.pending.get(input.requestId) !== entry) {
+              if (ownsPublish(again, input.requestId)) void deps.queue.remove(again.seq).catch(() => false);
+              return;
+            }
+            entry.seq = again.seq;
+            entry.own = ownsPublish(again, input.requestId);
+            deps.afterEnqueue?.(entry);
+            deps.log.debug("router.ride_ended", { requestId: input.requestId, stage: input.stage, seq: again.seq, duplicate: again.duplicate });
+            if (again.duplicate) rideUntil(again);
+          },
+          (err: unknown) => {
+            cancel();
+            entry.reject(enqueueError(model, err));
+          },
+        );
+      }, Math.max(0, ack.ridesUntilMs - Date.now()) + RIDE_MARGIN_MS);
+      const stop = () => clearTimeout(timer);
+      result.then(stop, stop);
+    };
     try {
-      const msgId = `${input.requestId}/${input.stage}/${model}`;
-      const headers = stage ? deps.traces!.telemetry.inject(stage.spanContext()) : undefined;
-      const data = encode(item);
-      const keyed = isKeyed(input.requestId) && deps.results ? resultKey(input.requestId, input.stage) : null;
       const stored = keyed ? await storedResult(deps.results, keyed) : null;
       if (stored) {
         // A retry of a stage already answered (through any router, past JetStream's duplicate
@@ -185,16 +188,15 @@ export function routerActors(deps: RouterActorDeps) {
         // A keyed request may be a retry of one queued through another router (its item was just
         // dropped as a duplicate): its result arrives in the results bucket, not on our inbox.
         // (Only then: each watch is a consumer the server keeps for minutes after it stops.)
-        if (keyed && ack.duplicate) watchResult(deps, keyed, result);
+        if (keyed && ack.duplicate) {
+          watchResult(deps, keyed, result);
+          rideUntil(ack as KeyedAck);
+        }
       }
     } catch (err) {
       cancel();
       if (stage) endWithError(stage, err);
-      const message = (err as Error).message ?? String(err);
-      if (/maximum messages|resource limits|insufficient resources|exceeded/i.test(message)) {
-        throw new HadisError("overloaded", `work queue of ${input.model} is full`, { retryAfterMs: 1_000 }, { cause: err });
-      }
-      throw new HadisError("no_capacity", `cannot enqueue for ${input.model}: ${message}`, {}, { cause: err });
+      throw enqueueError(input.model, err);
     }
     const outcome = await result;
     deps.floor?.observe(outcome.model, outcome.execMs);

@@ -9,7 +9,7 @@ import { isKeyed, ownsPublish, resultKey } from "../../actors/request/idempotent
 import type { Logger } from "../lib/log.ts";
 import type { KV, WorkQueue } from "../lib/nats.ts";
 import type { ServiceTelemetry } from "../lib/telemetry.ts";
-import { storedResult } from "./adapters.ts";
+import { storedResult } from "./keyed-work.ts";
 import { publishEntry } from "./mover.ts";
 import type { PendingWork } from "./pending.ts";
 

@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { claimKey, fingerprintOf, isKeyed, keyedRequestId, keyedSeed, resultKey } from "../../actors/request/idempotent.ts";
+import { answerableUntil, claimKey, fingerprintOf, isKeyed, keyedRequestId, keyedSeed, resultKey } from "../../actors/request/idempotent.ts";
+import { encode } from "../../contracts/envelope.ts";
+import { PROTOCOL_VERSION } from "../../contracts/messages.ts";
 import { subjects } from "../../contracts/subjects.ts";
 
 describe("keyed requests", () => {
@@ -25,5 +27,13 @@ describe("keyed requests", () => {
     const id = keyedRequestId("any key: with spaces/and.dots", fingerprintOf("a cat", undefined));
     expect(resultKey(id, "heavy")).toMatch(/^[-/_=.a-zA-Z0-9]+$/);
     expect(() => subjects().results(id)).not.toThrow();
+  });
+
+  it("read an earlier attempt's item as answerable until its deadline: gone never, unsure always", () => {
+    const item = { v: PROTOCOL_VERSION, requestId: "r", stage: "light", prompt: "a cat", seed: 1, model: "m", replyTo: "x", enqueuedAtMs: 1, deadlineAtMs: 5_000, planEpoch: 1 };
+    expect(answerableUntil(encode(item))).toBe(5_000);
+    expect(answerableUntil(null)).toBe(-Infinity);
+    expect(answerableUntil(undefined)).toBe(Infinity);
+    expect(answerableUntil(new Uint8Array([0xc1]))).toBe(Infinity);
   });
 });

@@ -9,7 +9,7 @@ import type { RunningSystem } from "../../services/system.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import { claimKey, fingerprintOf, keyedRequestId, resultKey } from "../../actors/request/idempotent.ts";
 import { claimKeyFor } from "../../services/router/idempotency.ts";
-import { storedResult } from "../../services/router/adapters.ts";
+import { storedResult } from "../../services/router/keyed-work.ts";
 import { metricsText } from "../../services/lib/metrics.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION, type WorkItem } from "../../contracts/messages.ts";
@@ -22,11 +22,13 @@ let t: TestSystem;
 let more: RunningSystem | undefined;
 let third: RunningSystem | undefined;
 let fresh: RunningSystem | undefined;
+let fourth: RunningSystem | undefined;
 beforeAll(async () => {
   t = await startTestSystem({ workers: 2 });
 });
 afterAll(async () => {
   await fresh?.stop(2_000);
+  await fourth?.stop(2_000);
   await third?.stop(2_000);
   await more?.stop(2_000);
   await t?.stop();
@@ -93,6 +95,27 @@ describe("a keyed retry after an attempt that ended without an image", () => {
     expect(reply.route).toBe("light"); // the stage whose item was stale
   }, 40_000);
 
+  it("queues its own item once the item it rode on (another router's, due sooner) passes its deadline without an image", async () => {
+    // The earlier attempt went through another router with a shorter deadline; no worker pulls
+    // until that deadline has passed, so a worker drops that item unrun.
+    await Promise.all(third!.workers!.agents.map((a) => a.stop()));
+    const key = `rider-${Date.now()}`;
+    const prompt = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold).light;
+    const requestId = keyedRequestId(key, fingerprintOf(prompt, 9));
+    const model = t.system.routers[0].plans.current!.pair.light;
+    const queue = await WorkQueue.open(t.nc, subjects(), { ...DEFAULT_WORK_QUEUE, storage: "memory" });
+    const earlier: WorkItem = { v: PROTOCOL_VERSION, requestId, stage: "light", prompt, seed: 9, model, replyTo: "hadis.result.other-router", enqueuedAtMs: Date.now(), deadlineAtMs: Date.now() + 400, planEpoch: 1 };
+    await queue.publish(model, encode(earlier), `${requestId}/light/${model}`);
+    const started = performance.now();
+    const retry = t.client.generate({ prompt, idempotencyKey: key, seed: 9, deadlineMs: 4_000 });
+    await new Promise((r) => setTimeout(r, 900));
+    fourth = await startTestServices(t.server.url, { services: ["worker"], workers: 2, workerIdPrefix: "w-fourth" });
+    const reply = await retry;
+    expect(reply.image.byteLength).toBeGreaterThan(0);
+    expect(reply.route).toBe("light");
+    expect(performance.now() - started).toBeLessThan(3_500); // served, not waiting out its own deadline
+  }, 40_000);
+
   it("answers a stage stored in the results bucket without generating it again, and any router refuses the key for another prompt", async () => {
     const key = `stored-${Date.now()}`;
     const prompt = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold).light;
@@ -139,7 +162,7 @@ describe("a keyed retry after an attempt that ended without an image", () => {
     fresh = await startTestServices(t.server.url, { services: ["router"] });
     await t.client.waitUntilServing(10_000);
     // (Every worker this file started: the test may run alone.)
-    const served = () => [t.system, more, third].flatMap((s) => s?.workers?.agents ?? []).reduce((n, a) => n + a.status("x").servedTotal, 0);
+    const served = () => [t.system, more, third, fourth].flatMap((s) => s?.workers?.agents ?? []).reduce((n, a) => n + a.status("x").servedTotal, 0);
     const before = served();
     const reused = await t.client.generate({ prompt, seed: 12_345, idempotencyKey: key, deadlineMs: 10_000 });
     expect(reused.requestId).not.toBe(first.requestId);
