@@ -41,11 +41,17 @@ export function verdictExpired(): HadisError {
 export class JudgeQueue {
   private waiting: Waiting[] = [];
   private running = 0;
+  private closedWith: Error | null = null;
+  private readonly concurrency: number;
+  private readonly maxBatch: number;
 
   constructor(
     private readonly score: (batch: readonly JudgeInput[]) => Promise<number[]>,
     private readonly opts: JudgeQueueOptions,
-  ) {}
+  ) {
+    this.concurrency = Math.max(1, Math.floor(opts.concurrency) || 1);
+    this.maxBatch = Math.max(1, Math.floor(opts.maxBatch) || 1);
+  }
 
   /** Images waiting for a score call. */
   get queued(): number {
@@ -54,26 +60,54 @@ export class JudgeQueue {
 
   /** The image's score; rejects with `deadline_exceeded` if `answerByMs` passes before its turn, or with the judge's error. */
   submit(input: JudgeInput, answerByMs = Infinity): Promise<number> {
+    if (this.closedWith) return Promise.reject(this.closedWith);
     return new Promise((resolve, reject) => {
       this.waiting.push({ input, answerByMs, resolve, reject });
       this.pump();
     });
   }
 
+  /** Refuses what waits and what comes with `err`; the calls running finish. */
+  close(err: Error): void {
+    this.closedWith = err;
+    for (const w of this.waiting.splice(0)) w.reject(err);
+  }
+
   private pump(): void {
-    while (this.running < this.opts.concurrency && this.waiting.length > 0) {
-      const batch = this.live(this.waiting.splice(0, Math.max(1, this.opts.maxBatch)));
-      if (batch.length === 0) continue;
+    while (this.running < this.concurrency && this.waiting.length > 0) {
+      const batch = this.take();
+      if (batch.length === 0) return;
       this.running++;
-      void this.run(batch).finally(() => {
-        this.running--;
-        this.pump();
-      });
+      void this.run(batch)
+        .catch((err: unknown) => batch.forEach((w) => w.reject(err)))
+        .finally(() => {
+          this.running--;
+          this.pump();
+        });
     }
   }
 
+  /** The oldest images still awaited, up to a batch; the expired ones before them are answered as such. */
+  private take(): Waiting[] {
+    const now = this.opts.now();
+    const batch: Waiting[] = [];
+    let expired = 0;
+    let i = 0;
+    for (; i < this.waiting.length && batch.length < this.maxBatch; i++) {
+      const w = this.waiting[i];
+      if (w.answerByMs > now) batch.push(w);
+      else {
+        w.reject(verdictExpired());
+        expired++;
+      }
+    }
+    this.waiting.splice(0, i);
+    if (expired > 0) this.opts.onExpired?.(expired);
+    return batch;
+  }
+
   /** Of `items`, those still awaited; the others are answered as expired. */
-  private live(items: Waiting[]): Waiting[] {
+  private live(items: readonly Waiting[]): Waiting[] {
     const now = this.opts.now();
     const keep = items.filter((w) => w.answerByMs > now);
     if (keep.length < items.length) {
@@ -89,6 +123,9 @@ export class JudgeQueue {
       async (part) => {
         try {
           const scores = await this.score(part.map((w) => w.input));
+          if (!Array.isArray(scores) || scores.length !== part.length) {
+            throw new Error(`the judge gave ${Array.isArray(scores) ? scores.length : "no"} scores for ${part.length} images`);
+          }
           return { ok: true as const, results: scores };
         } catch (err) {
           return { ok: false as const, error: err as Error };
@@ -96,10 +133,12 @@ export class JudgeQueue {
       },
       {
         served: (part, scores) => part.forEach((w, i) => w.resolve(scores[i])),
-        stopped: () => false,
-        keep: (part) => this.live([...part]),
+        // Closed, a failed batch is not split further: what it held fails with it or is refused.
+        stopped: () => this.closedWith !== null,
+        keep: (part) => this.live(part),
       },
     );
     for (const { item, error } of outcome.failed) item.reject(error);
+    for (const item of outcome.notRun) item.reject(this.closedWith);
   }
 }

@@ -141,6 +141,8 @@ export async function startDiscriminator(opts: DiscriminatorOptions): Promise<Ru
     async stop(graceMs = 5_000) {
       await service.stop().catch(() => undefined);
       await within(Promise.allSettled([...inFlight]), graceMs);
+      // Past the grace, what still waits for the judge is refused (the router serves its light image), not run on a closing judge.
+      queue.close(new HadisError("overloaded", "the discriminator is stopping", { retryAfterMs: 100 }));
       plans.close();
       await telemetry.close();
       await judge.close().catch(() => undefined);

@@ -145,22 +145,28 @@ export function routerActors(deps: RouterActorDeps) {
      */
     const rideUntil = (ack: KeyedAck): void => {
       if (ack.ridesUntilMs >= input.deadlineAtMs) return;
+      // Still riding on that item: not settled or ended, and no copy of its own queued since (the mover's, or recovery's).
+      const riding = () => !signal.aborted && deps.pending.get(input.requestId) === entry && !entry.own && entry.seq === ack.seq && entry.item.model === model;
       const timer = setTimeout(() => {
-        // Settled, ended, or no longer riding on that item (the mover queued a copy of its own).
-        if (signal.aborted || deps.pending.get(input.requestId) !== entry || entry.own || entry.seq !== ack.seq) return;
+        if (!riding()) return;
         enqueueKeyed(deps, model, data, msgId, keyed!, headers).then(
           (again) => {
-            if (signal.aborted || deps.pending.get(input.requestId) !== entry) {
-              if (ownsPublish(again, input.requestId)) void deps.queue.remove(again.seq).catch(() => false);
+            const own = ownsPublish(again, input.requestId);
+            if (!riding()) {
+              if (own) void deps.queue.remove(again.seq).catch(() => false);
               return;
             }
             entry.seq = again.seq;
-            entry.own = ownsPublish(again, input.requestId);
+            entry.own = own;
             deps.afterEnqueue?.(entry);
             deps.log.debug("router.ride_ended", { requestId: input.requestId, stage: input.stage, seq: again.seq, duplicate: again.duplicate });
             if (again.duplicate) rideUntil(again);
+            // The item ridden on may answer after all (a batch finishing it past its deadline): then
+            // this one, if still queued, must not cost a GPU.
+            else if (own) void result.then(() => entry.own && entry.seq === again.seq && deps.queue.remove(again.seq).catch(() => false), () => undefined);
           },
           (err: unknown) => {
+            if (!riding()) return;
             cancel();
             entry.reject(enqueueError(model, err));
           },

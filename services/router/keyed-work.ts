@@ -47,8 +47,9 @@ export async function enqueueKeyed(deps: RouterActorDeps, model: string, data: U
 }
 
 /**
- * How long after the deadline of the item a keyed retry rides on it looks again: a batch that held
- * the item then may still be finishing it (its image reaches the results bucket, which the retry watches).
+ * How long after the deadline of the item a keyed retry rides on it looks again. A worker that took
+ * the item before its deadline may still be finishing it: its image still reaches the results
+ * bucket, and the retry's own item, queued meanwhile, is removed if it is still waiting then.
  */
 export const RIDE_MARGIN_MS = 50;
 

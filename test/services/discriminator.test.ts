@@ -59,14 +59,14 @@ describe("discriminator", () => {
   });
   it("drops unscored a judge request whose router has stopped waiting (answerByMs) while it waited behind a slow judge, and counts it", async () => {
     const s = buildSubjects("disc-expired");
-    const scored: string[] = [];
+    const scored: string[][] = [];
     const release: (() => void)[] = [];
     const judge = {
       kind: "one-thread",
       concurrency: 1,
       maxBatch: 4,
       score: (batch: readonly { prompt: string }[]) => {
-        scored.push(...batch.map((b) => b.prompt));
+        scored.push(batch.map((b) => b.prompt));
         return new Promise<number[]>((r) => release.push(() => r(batch.map(() => 0.5))));
       },
       thresholdFor: () => 0,
@@ -80,10 +80,13 @@ describe("discriminator", () => {
     try {
       const first = ask("first");
       await waitFor(() => release.length === 1, 5_000, "the first request scoring");
-      const late = ask("late", Date.now() + 150);
+      const lateBy = Date.now() + 150;
+      const late = ask("late", lateBy);
       const live = ask("live", Date.now() + 60_000);
       const unbounded = ask("unbounded");
-      await new Promise((r) => setTimeout(r, 300));
+      // The discriminator (on this connection) has them once the server answers a flush; then "late"'s time passes.
+      await t.nc.flush();
+      while (Date.now() <= lateBy + 20) await new Promise((r) => setTimeout(r, 50));
       release.shift()!();
       await waitFor(() => release.length === 1, 5_000, "the second call");
       release.shift()!();
@@ -91,7 +94,7 @@ describe("discriminator", () => {
       expect((packr.unpack((await late).data).error as { code: string }).code).toBe("deadline_exceeded");
       expect(packr.unpack((await live).data).score).toBe(0.5);
       expect(packr.unpack((await unbounded).data).score).toBe(0.5);
-      expect(scored).toEqual(["first", "live", "unbounded"]); // one batch of the two still awaited
+      expect(scored).toEqual([["first"], ["live", "unbounded"]]); // one batch of the two still awaited
       expect((await expiredCount()) - before).toBe(1);
     } finally {
       await disc.stop();

@@ -88,4 +88,41 @@ describe("JudgeQueue", () => {
     await judge.release();
     expect(await Promise.all(scores)).toEqual([1, 2, 3]);
   });
+  it("fills a batch with images still awaited, past the expired ones ahead of them", async () => {
+    const judge = gatedJudge();
+    let now = 0;
+    const q = new JudgeQueue(judge.score, { concurrency: 1, maxBatch: 3, now: () => now });
+    const first = q.submit(image("x"));
+    const late = [1, 2].map((i) => q.submit(image(`late${i}`), 10).then(() => null, (e: unknown) => (e as HadisError).code));
+    const live = ["a", "bb", "ccc", "dddd"].map((p) => q.submit(image(p), 1_000));
+    await flush();
+    now = 20;
+    await judge.release();
+    expect(judge.calls).toEqual([["x"], ["a", "bb", "ccc"]]);
+    expect(await Promise.all(late)).toEqual(["deadline_exceeded", "deadline_exceeded"]);
+    await judge.release();
+    await judge.release();
+    expect(await Promise.all([first, ...live])).toEqual([1, 1, 2, 3, 4]);
+  });
+
+  it("fails the images of a judge call that gives the wrong number of scores (no unscored verdict), and goes on", async () => {
+    let calls = 0;
+    const q = new JudgeQueue(async (batch) => (++calls === 1 ? [] : batch.map(() => 0.5)), { concurrency: 1, maxBatch: 1, now: () => 0 });
+    await expect(q.submit(image("a"))).rejects.toThrow(/gave 0 scores for 1 images/);
+    expect(await q.submit(image("b"))).toBe(0.5);
+  });
+
+  it("closed, refuses what waits and what comes; the call running finishes", async () => {
+    const judge = gatedJudge();
+    const q = new JudgeQueue(judge.score, { concurrency: 1, maxBatch: 4, now: () => 0 });
+    const running = q.submit(image("run"));
+    const waiting = q.submit(image("wait"));
+    await flush();
+    q.close(new Error("stopping"));
+    await expect(waiting).rejects.toThrow("stopping");
+    await expect(q.submit(image("new"))).rejects.toThrow("stopping");
+    await judge.release();
+    expect(await running).toBe(3);
+    expect(judge.calls).toEqual([["run"]]);
+  });
 });
