@@ -9,10 +9,17 @@ import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import { spawnHadis, stopSpawned, waitFor, type Spawned } from "../helpers/processes.ts";
 import { freePort } from "../../services/lib/nats-server.ts";
+import { ServiceNames } from "../../contracts/subjects.ts";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+
+/** Requests the router instance that answers has taken in so far (its service stats). */
+async function routerTaken(conn: NatsConnection): Promise<number> {
+  const msg = await conn.request(`$SRV.STATS.${ServiceNames.router}`, new Uint8Array(), { timeout: 2_000 });
+  return (JSON.parse(new TextDecoder().decode(msg.data)).endpoints as { num_requests: number }[]).reduce((n, e) => n + e.num_requests, 0);
+}
 
 let server: LocalServer;
 let nc: NatsConnection;
@@ -61,8 +68,10 @@ describe("services as separate processes", () => {
   it("each exits 0 on SIGTERM after finishing in-flight work", async () => {
     const client = new HadisClient(nc);
     // Requests in flight while the router is asked to stop are still answered.
+    const taken = await routerTaken(nc);
     const inFlight = Array.from({ length: 10 }, (_, i) => client.generate({ prompt: `a kite ${i}`, deadlineMs: 20_000 }));
-    await new Promise((r) => setTimeout(r, 20));
+    // In flight means the router has them (a request still on its way when it stops is refused).
+    await waitFor(async () => (await routerTaken(nc)) >= taken + 10, 10_000, "the router taking the 10 requests");
     procs.router.child.kill("SIGTERM");
     const settled = await Promise.allSettled(inFlight);
     expect(settled.filter((s) => s.status === "fulfilled").length).toBe(10);
@@ -107,8 +116,9 @@ describe("services as separate processes", () => {
     // Ctrl-C at a terminal signals the whole group (nats-server too, were it in it) with requests
     // in flight: each is answered before the server goes.
     const nc3 = await connectNats(`nats://127.0.0.1:${port}`, "t3");
+    const taken = await routerTaken(nc3);
     const inFlight = Array.from({ length: 5 }, (_, i) => new HadisClient(nc3).generate({ prompt: `an old stone bridge over a river ${i}`, deadlineMs: 20_000 }));
-    await new Promise((r) => setTimeout(r, 100));
+    await waitFor(async () => (await routerTaken(nc3)) >= taken + 5, 10_000, "the router taking the 5 requests");
     process.kill(-start.child.pid!, "SIGINT");
     const answered = await Promise.allSettled(inFlight);
     expect(answered.map((a) => a.status)).toEqual(Array(5).fill("fulfilled"));

@@ -241,9 +241,10 @@ describe("LeanTracer sampling and marks", () => {
     given.end();
     const [a, b] = exporter.getFinishedSpans();
     const ms = (h: [number, number]) => h[0] * 1e3 + h[1] / 1e6;
-    expect(Math.abs(ms(a.startTime) - before)).toBeLessThan(5);
+    // (Bounds a mixed-up clock misses by seconds, and a busy machine's pause does not reach.)
+    expect(Math.abs(ms(a.startTime) - before)).toBeLessThan(50);
     expect(ms(a.duration)).toBeGreaterThanOrEqual(19);
-    expect(ms(a.duration)).toBeLessThan(200);
+    expect(ms(a.duration)).toBeLessThan(1_000);
     expect(ms(b.duration)).toBeGreaterThanOrEqual(68);
   });
 });

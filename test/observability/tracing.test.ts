@@ -165,7 +165,15 @@ describe("the dashboard's span sink", () => {
       const ids = new Set(replies.map((r) => r.requestId));
       const exportedRoots = () => all.getFinishedSpans().filter((s) => s.name === "hadis.generate" && ids.has(String(s.attributes["hadis.request_id"])));
       await waitFor(async () => (await flushTelemetry(), exportedRoots().length === 12), 5_000, "every root exported");
-      await new Promise((r) => setTimeout(r, 300)); // the sinks publish every 100 ms
+      // The sinks publish every 100 ms, each service on its own: wait until what reached the sink is
+      // whole (a root for every trace, each from three services), then check it (a bounded wait).
+      const requestTraces = new Set(exportedRoots().map((s) => s.spanContext().traceId));
+      const whole = () => {
+        const rooted = new Set(records.filter((r) => r.n === "hadis.generate").map((r) => r.t));
+        const sunkNow = new Set(records.map((r) => r.t).filter((id) => requestTraces.has(id)));
+        return [...sunkNow].every((id) => rooted.has(id) && new Set(records.filter((r) => r.t === id).map((r) => r.sv)).size === 3);
+      };
+      await waitFor(whole, 5_000, "whole traces at the sink").catch(() => undefined);
       const roots = records.filter((r) => r.n === "hadis.generate" && ids.has(String(r.a["hadis.request_id"])));
       // A bucket of 2 tokens, refilled at 2 a second while the requests ran.
       expect(roots.length).toBeGreaterThanOrEqual(1);
@@ -176,7 +184,6 @@ describe("the dashboard's span sink", () => {
         expect(services).toEqual(new Set(["hadis-router", "hadis-worker", "hadis-discriminator"]));
       }
       // Nothing of the unmarked requests' traces reaches the sink.
-      const requestTraces = new Set(exportedRoots().map((s) => s.spanContext().traceId));
       const sunk = new Set(records.map((r) => r.t).filter((id) => requestTraces.has(id)));
       expect(sunk).toEqual(marked);
     } finally {

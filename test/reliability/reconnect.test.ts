@@ -12,6 +12,7 @@ import type { RunningSystem } from "../../services/system.ts";
 import { startTestServices } from "../helpers/system.ts";
 import { startProxy, type Proxy } from "../helpers/proxy.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
+import { waitFor } from "../helpers/processes.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 
 let server: LocalServer;
@@ -42,12 +43,14 @@ describe("a router that loses its connection while its result is sent", () => {
     const client = new HadisClient(nc);
     await client.waitUntilServing(20_000);
     const served = () => back.workers!.agents.reduce((n, a) => n + a.status("x").servedTotal, 0);
-    const before = served();
     const prompt = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold).light;
+    const inWork = () => back.workers!.agents.some((a) => a.status("x").inFlight > 0);
+    await waitFor(() => !inWork(), 10_000, "the readiness probes' generations done");
+    const before = served();
     const started = Date.now();
     const reply = client.generate({ prompt, seed: 3, deadlineMs: 20_000 });
     // The item is in work; the router is cut off until after the worker has sent its image and acknowledged it.
-    await new Promise((r) => setTimeout(r, 300));
+    await waitFor(inWork, 5_000, "the item in work");
     proxy.cut(2_500);
     const answer = await reply;
     expect(answer.image.byteLength).toBeGreaterThan(0);

@@ -3,9 +3,11 @@ import { describe, expect, it, vi } from "vitest";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { execFileSync } from "node:child_process";
 import { benchE1Command } from "../../services/cli/bench-e1.ts";
-import { DEFAULT_PROMPTS } from "../../services/cli/e1-report.ts";
+import { DEFAULT_PROMPTS, DEFAULT_TRACE, reportPath } from "../../services/cli/e1-report.ts";
 import { startTestSystem } from "../helpers/system.ts";
+import { spawnHadis, stopSpawned, waitFor } from "../helpers/processes.ts";
 
 /** Runs bench e1 quietly on five arrivals; returns its JSON report. */
 async function benchReport(opts: Omit<Parameters<typeof benchE1Command>[0], "trace" | "prompts" | "json">): Promise<Record<string, unknown> & { systems: { name: string }[] }> {
@@ -29,6 +31,45 @@ describe("hadis bench e1, embedded", () => {
     expect(report.sloMs).toBe(600); // the pool's 60 s at 0.01
     expect(report).toMatchObject({ workers: 2, timeScale: 0.01 });
     expect(report.systems.map((s) => s.name)).toEqual(["hadis"]);
+    expect(report.trace).toMatch(/^\/.*trace\.txt$/); // outside the repository: as given
+  }, 60_000);
+
+  it("names a trace inside the repository by its path there (a committed report names no machine's folders)", () => {
+    expect(reportPath(DEFAULT_TRACE)).toBe("profiles/reference/traces/azure_1to64qps.txt");
+  });
+
+  it("on SIGTERM stops like Ctrl-C: the replay ends, and its nats-server goes with it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hadis-bench-term-"));
+    const trace = join(dir, "trace.txt");
+    writeFileSync(trace, Array.from({ length: 600 }, (_, i) => `${i * 100},${i % 50}`).join("\n") + "\n");
+    const bench = spawnHadis(["bench", "e1", "--embedded", "--policy", "hadis", "--workers", "2", "--time-scale", "0.01", "--trace", trace]);
+    const natsChild = () => {
+      try {
+        return Number(execFileSync("pgrep", ["-P", String(bench.child.pid), "nats-server"], { encoding: "utf8" }).trim().split("\n")[0]) || 0;
+      } catch {
+        return 0;
+      }
+    };
+    try {
+      await waitFor(() => natsChild() > 0, 30_000, "the bench's nats-server");
+      const nats = natsChild();
+      await new Promise((r) => setTimeout(r, 2_000)); // replaying
+      bench.child.kill("SIGTERM");
+      expect(await bench.exited).toBe(0);
+      expect(bench.output()).toMatch(/stopping \(SIGTERM\)/);
+      const alive = () => {
+        try {
+          process.kill(nats, 0);
+          return true;
+        } catch {
+          return false;
+        }
+      };
+      expect(alive()).toBe(false);
+    } finally {
+      await stopSpawned();
+      rmSync(dir, { recursive: true, force: true });
+    }
   }, 60_000);
 
   it("against a running system, reports that system's time scale and workers (from its plan), not the options'", async () => {
