@@ -155,12 +155,15 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
   const policies = embedded ? policiesFor(opts.policy) : ["running"];
   const running = embedded ? null : natsUrls(opts.nats!);
   let interrupted = false;
-  const onSigint = () => {
-    if (interrupted) process.exit(130);
+  // SIGTERM too: left to Node's default it ended the process on the spot, leaving the embedded
+  // nats-server running (and its data folder behind).
+  const onSigint = (signal: NodeJS.Signals) => {
+    if (interrupted) process.exit(signal === "SIGTERM" ? 143 : 130);
     interrupted = true;
-    process.stderr.write("\nstopping: no new requests; waiting for those in flight (Ctrl-C again to quit now)\n");
+    process.stderr.write(`\nstopping (${signal}): no new requests; waiting for those in flight (Ctrl-C again to quit now)\n`);
   };
   process.on("SIGINT", onSigint);
+  process.on("SIGTERM", onSigint);
   const systems: SystemSummary[] = [];
   try {
     for (const policy of policies) {
@@ -196,6 +199,7 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
     }
   } finally {
     process.off("SIGINT", onSigint);
+    process.off("SIGTERM", onSigint);
   }
   if (systems.length === 0) return;
   process.stdout.write(renderTable(systems) + "\n");

@@ -4,7 +4,7 @@
  * and the Figure 7-style plots.
  */
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import Table from "cli-table3";
 import { parsePrompts, parseTrace, type Arrival } from "../../actors/profile/reference.ts";
@@ -107,11 +107,19 @@ export function renderTable(systems: readonly SystemSummary[]): string {
   return table.toString();
 }
 
+const REPO_ROOT = fileURLToPath(new URL("../../", import.meta.url));
+
+/** A file as a report names it: relative to the repository when inside it, so a committed report names no machine's directories. */
+export function reportPath(file: string): string {
+  const inRepo = relative(REPO_ROOT, resolve(file));
+  return inRepo.startsWith("..") || isAbsolute(inRepo) ? file : inRepo;
+}
+
 /** Writes the JSON report; `full` keeps the per-window series. */
 export function writeReport(file: string, report: { trace: string; sloMs: number; workers?: number; systems: SystemSummary[] } & Record<string, unknown>): string {
   const path = resolve(file);
   mkdirSync(dirname(path), { recursive: true });
-  writeFileSync(path, JSON.stringify(report, null, 2) + "\n");
+  writeFileSync(path, JSON.stringify({ ...report, trace: reportPath(report.trace) }, null, 2) + "\n");
   return path;
 }
 
