@@ -160,7 +160,7 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
   const onSigint = (signal: NodeJS.Signals) => {
     if (interrupted) process.exit(signal === "SIGTERM" ? 143 : 130);
     interrupted = true;
-    process.stderr.write(`\nstopping (${signal}): no new requests; waiting for those in flight (Ctrl-C again to quit now)\n`);
+    process.stderr.write(`\nstopping (${signal}): no new requests; waiting for those in flight (${signal === "SIGINT" ? "Ctrl-C" : signal} again to quit now)\n`);
   };
   process.on("SIGINT", onSigint);
   process.on("SIGTERM", onSigint);

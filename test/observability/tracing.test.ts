@@ -171,7 +171,7 @@ describe("the dashboard's span sink", () => {
       const whole = () => {
         const rooted = new Set(records.filter((r) => r.n === "hadis.generate").map((r) => r.t));
         const sunkNow = new Set(records.map((r) => r.t).filter((id) => requestTraces.has(id)));
-        return [...sunkNow].every((id) => rooted.has(id) && new Set(records.filter((r) => r.t === id).map((r) => r.sv)).size === 3);
+        return sunkNow.size > 0 && [...sunkNow].every((id) => rooted.has(id) && new Set(records.filter((r) => r.t === id).map((r) => r.sv)).size === 3);
       };
       await waitFor(whole, 5_000, "whole traces at the sink").catch(() => undefined);
       const roots = records.filter((r) => r.n === "hadis.generate" && ids.has(String(r.a["hadis.request_id"])));

@@ -333,8 +333,8 @@ describe("resource manager service", () => {
     const ready = Date.now();
     try {
       expect(restarted.plans.current?.epoch).toBe(first.plans.current!.epoch);
-      // Past half the silence limit of 1 s it waited before (2 s here: a busy machine's slack): no tick yet.
-      await new Promise((r) => setTimeout(r, 600));
+      // Past half the silence limit (what it waited before): no tick yet.
+      await new Promise((r) => setTimeout(r, Math.max(0, ready + 1_400 - Date.now())));
       expect(await restarted.tick()).toBeNull();
       await new Promise((r) => setTimeout(r, Math.max(0, ready + 2_100 - Date.now())));
       beat("mgr-restart");
