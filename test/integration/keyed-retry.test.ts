@@ -37,6 +37,22 @@ afterAll(async () => {
   await t?.stop();
 });
 
+/**
+ * An earlier attempt of a keyed light-routed request, as another router queued it: its item for
+ * the light model, due `dueInMs` from now (negative: past), with no worker pulling.
+ */
+async function earlierAttempt(label: string, seed: number, dueInMs: number) {
+  const key = `${label}-${Date.now()}`;
+  const prompt = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold).light;
+  const requestId = keyedRequestId(key, fingerprintOf(prompt, seed));
+  const model = t.system.routers[0].plans.current!.pair.light;
+  const queue = await WorkQueue.open(t.nc, subjects(), { ...DEFAULT_WORK_QUEUE, storage: "memory" });
+  const now = Date.now();
+  const item: WorkItem = { v: PROTOCOL_VERSION, requestId, stage: "light", prompt, seed, model, replyTo: "hadis.result.other-router", enqueuedAtMs: dueInMs < 0 ? now + dueInMs - 4_000 : now, deadlineAtMs: now + dueInMs, planEpoch: 1 };
+  const { seq } = await queue.publish(model, encode(item), `${requestId}/light/${model}`);
+  return { key, prompt, requestId, model, queue, seq };
+}
+
 describe("a keyed retry after an attempt that ended without an image", () => {
   it("generates anew once the first attempt's item is gone, and the one after it is deduplicated", async () => {
     // No worker pulls: the first attempt's item waits in the queue until its deadline removes it.
@@ -82,13 +98,7 @@ describe("a keyed retry after an attempt that ended without an image", () => {
   it("does not wait on an earlier attempt's item that is still queued but past its deadline (its router died)", async () => {
     // The earlier attempt: its router died, so nothing removed its item; no worker has pulled it.
     await Promise.all(more!.workers!.agents.map((a) => a.stop()));
-    const key = `orphan-${Date.now()}`;
-    const prompt = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold).light;
-    const requestId = keyedRequestId(key, fingerprintOf(prompt, 7));
-    const model = t.system.routers[0].plans.current!.pair.light;
-    const queue = await WorkQueue.open(t.nc, subjects(), { ...DEFAULT_WORK_QUEUE, storage: "memory" });
-    const stale: WorkItem = { v: PROTOCOL_VERSION, requestId, stage: "light", prompt, seed: 7, model, replyTo: "hadis.result.gone", enqueuedAtMs: Date.now() - 5_000, deadlineAtMs: Date.now() - 1_000, planEpoch: 1 };
-    await queue.publish(model, encode(stale), `${requestId}/light/${model}`);
+    const { key, prompt } = await earlierAttempt("orphan", 7, -1_000);
     // The retry, sent while no worker runs; workers come back a moment later.
     const retry = t.client.generate({ prompt, idempotencyKey: key, seed: 7, deadlineMs: 10_000 });
     await new Promise((r) => setTimeout(r, 300));
@@ -102,13 +112,7 @@ describe("a keyed retry after an attempt that ended without an image", () => {
     // The earlier attempt went through another router with a shorter deadline; no worker pulls
     // until that deadline has passed, so a worker drops that item unrun.
     await Promise.all(third!.workers!.agents.map((a) => a.stop()));
-    const key = `rider-${Date.now()}`;
-    const prompt = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold).light;
-    const requestId = keyedRequestId(key, fingerprintOf(prompt, 9));
-    const model = t.system.routers[0].plans.current!.pair.light;
-    const queue = await WorkQueue.open(t.nc, subjects(), { ...DEFAULT_WORK_QUEUE, storage: "memory" });
-    const earlier: WorkItem = { v: PROTOCOL_VERSION, requestId, stage: "light", prompt, seed: 9, model, replyTo: "hadis.result.other-router", enqueuedAtMs: Date.now(), deadlineAtMs: Date.now() + 400, planEpoch: 1 };
-    await queue.publish(model, encode(earlier), `${requestId}/light/${model}`);
+    const { key, prompt } = await earlierAttempt("rider", 9, 400);
     // (Before, the retry waited out its own deadline: `deadline_exceeded`.)
     const started = performance.now();
     const retry = t.client.generate({ prompt, idempotencyKey: key, seed: 9, deadlineMs: 8_000 });
@@ -122,13 +126,7 @@ describe("a keyed retry after an attempt that ended without an image", () => {
 
   it("removes the item it queued after riding when the item it rode on answers after all (one generation, not two)", async () => {
     await Promise.all(fourth!.workers!.agents.map((a) => a.stop()));
-    const key = `rider-late-${Date.now()}`;
-    const prompt = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold).light;
-    const requestId = keyedRequestId(key, fingerprintOf(prompt, 11));
-    const model = t.system.routers[0].plans.current!.pair.light;
-    const queue = await WorkQueue.open(t.nc, subjects(), { ...DEFAULT_WORK_QUEUE, storage: "memory" });
-    const earlier: WorkItem = { v: PROTOCOL_VERSION, requestId, stage: "light", prompt, seed: 11, model, replyTo: "hadis.result.other-router", enqueuedAtMs: Date.now(), deadlineAtMs: Date.now() + 300, planEpoch: 1 };
-    const { seq } = await queue.publish(model, encode(earlier), `${requestId}/light/${model}`);
+    const { key, prompt, requestId, model, queue, seq } = await earlierAttempt("rider-late", 11, 300);
     const retry = t.client.generate({ prompt, idempotencyKey: key, seed: 11, deadlineMs: 8_000 });
     // Past the earlier item's deadline the retry queues its own (the next item in the stream).
     await waitFor(async () => {
