@@ -89,20 +89,8 @@ export class JudgeQueue {
 
   /** The oldest images still awaited, up to a batch; the expired ones before them are answered as such. */
   private take(): Waiting[] {
-    const now = this.opts.now();
     const batch: Waiting[] = [];
-    let expired = 0;
-    let i = 0;
-    for (; i < this.waiting.length && batch.length < this.maxBatch; i++) {
-      const w = this.waiting[i];
-      if (w.answerByMs > now) batch.push(w);
-      else {
-        w.reject(verdictExpired());
-        expired++;
-      }
-    }
-    this.waiting.splice(0, i);
-    if (expired > 0) this.opts.onExpired?.(expired);
+    while (batch.length < this.maxBatch && this.waiting.length > 0) batch.push(...this.live(this.waiting.splice(0, this.maxBatch - batch.length)));
     return batch;
   }
 

@@ -157,13 +157,13 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
   let interrupted = false;
   // SIGTERM too: left to Node's default it ended the process on the spot, leaving the embedded
   // nats-server running (and its data folder behind).
-  const onSigint = (signal: NodeJS.Signals) => {
+  const onSignal = (signal: NodeJS.Signals) => {
     if (interrupted) process.exit(signal === "SIGTERM" ? 143 : 130);
     interrupted = true;
     process.stderr.write(`\nstopping (${signal}): no new requests; waiting for those in flight (${signal === "SIGINT" ? "Ctrl-C" : signal} again to quit now)\n`);
   };
-  process.on("SIGINT", onSigint);
-  process.on("SIGTERM", onSigint);
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
   const systems: SystemSummary[] = [];
   try {
     for (const policy of policies) {
@@ -198,8 +198,8 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
       }
     }
   } finally {
-    process.off("SIGINT", onSigint);
-    process.off("SIGTERM", onSigint);
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
   }
   if (systems.length === 0) return;
   process.stdout.write(renderTable(systems) + "\n");

@@ -61,6 +61,12 @@ export async function startTestSystem(opts: Partial<SystemOptions> = {}): Promis
   };
 }
 
+/** The `$SRV.STATS` of the instance of a micro service that answers first. */
+export async function serviceStats(nc: NatsConnection, name: string): Promise<{ endpoints: { num_requests: number; data: Record<string, unknown> }[] }> {
+  const msg = await nc.request(`$SRV.STATS.${name}`, new Uint8Array(), { timeout: 2_000 });
+  return JSON.parse(new TextDecoder().decode(msg.data));
+}
+
 /** Names of the micro services that answer `$SRV.PING` within half a second. */
 export async function pingServices(nc: NatsConnection): Promise<string[]> {
   const seen = new Set<string>();

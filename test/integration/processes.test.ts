@@ -8,6 +8,7 @@ import { startNatsServer, type LocalServer } from "../../services/lib/nats-serve
 import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import { spawnHadis, stopSpawned, waitFor, type Spawned } from "../helpers/processes.ts";
+import { serviceStats } from "../helpers/system.ts";
 import { freePort } from "../../services/lib/nats-server.ts";
 import { ServiceNames } from "../../contracts/subjects.ts";
 import { spawnSync } from "node:child_process";
@@ -17,8 +18,7 @@ import { join } from "node:path";
 
 /** Requests the router instance that answers has taken in so far (its service stats). */
 async function routerTaken(conn: NatsConnection): Promise<number> {
-  const msg = await conn.request(`$SRV.STATS.${ServiceNames.router}`, new Uint8Array(), { timeout: 2_000 });
-  return (JSON.parse(new TextDecoder().decode(msg.data)).endpoints as { num_requests: number }[]).reduce((n, e) => n + e.num_requests, 0);
+  return (await serviceStats(conn, ServiceNames.router)).endpoints.reduce((n, e) => n + e.num_requests, 0);
 }
 
 let server: LocalServer;

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Packr } from "msgpackr";
 import { jetstream } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
-import { pingServices, startTestSystem, type TestSystem } from "../helpers/system.ts";
+import { pingServices, serviceStats, startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { fuzzPayloads, pooled, type FuzzCase, type FuzzKind } from "../helpers/fuzz.ts";
 import { waitFor } from "../helpers/processes.ts";
 import { newHeaders, type Msg } from "../../services/lib/nats.ts";
@@ -93,11 +93,6 @@ async function fuzzRequests(subject: string, cases: Iterable<FuzzCase>, concurre
   return { sent, byCode, byKind, failures };
 }
 
-async function srvStats(name: string) {
-  const msg = await t.nc.request(`$SRV.STATS.${name}`, new Uint8Array(), { timeout: 2_000 });
-  return JSON.parse(new TextDecoder().decode(msg.data));
-}
-
 async function workerDrops(): Promise<{ malformed: number; expired: number; wrongModel: number }> {
   const msg = await t.nc.request(`hadis.control.worker.${WORKER_PREFIX}`, new Uint8Array(), { timeout: 2_000 });
   const statuses = packr.unpack(msg.data) as { dropped: { malformed: number; expired: number; wrongModel: number } }[];
@@ -150,7 +145,7 @@ describe("fuzzing every subject with malformed payloads", () => {
 
     // Results to the router: counted as malformed.
     const resultTemplate = { v: 1, ok: true, requestId: "no-such-request", model: plan.pair.light, workerId: "w", image: new Uint8Array([1]), width: 1, height: 1, batchSize: 1, queueWaitMs: 0, execMs: 1 };
-    const malformedBefore = (await srvStats(ServiceNames.router)).endpoints[0].data.malformedResults as number;
+    const malformedBefore = (await serviceStats(t.nc, ServiceNames.router)).endpoints[0].data.malformedResults as number;
     const resultCount = 1_000;
     for (const c of fuzzPayloads(resultTemplate, resultCount, { seed: 41, hugeBytes: 64 * 1024 })) t.nc.publish(`hadis.result.${routerId}`, c.data);
     await t.nc.flush();
@@ -159,7 +154,7 @@ describe("fuzzing every subject with malformed payloads", () => {
     const resultDeadline = Date.now() + 10_000;
     while (malformedAfter - malformedBefore < resultCount && Date.now() < resultDeadline) {
       await new Promise((r) => setTimeout(r, 100));
-      malformedAfter = (await srvStats(ServiceNames.router)).endpoints[0].data.malformedResults;
+      malformedAfter = (await serviceStats(t.nc, ServiceNames.router)).endpoints[0].data.malformedResults as number;
     }
     figures.results = { sent: resultCount, countedMalformed: malformedAfter - malformedBefore };
     expect(malformedAfter - malformedBefore).toBe(resultCount);
