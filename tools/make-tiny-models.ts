@@ -1,23 +1,18 @@
 /**
  * Builds TINY ONNX models with the folder layout, input and output names of real
- * optimum/diffusers exports (SD 1.x, a one-step turbo variant, an LCM variant, SDXL and a
- * CLIP judge), so the ONNX pipeline runs end to end without downloadable weights.
+ * optimum/diffusers exports (SD 1.x, a one-step turbo variant, an LCM variant, SDXL, SD3 in
+ * tiny-sd3.ts, and a CLIP judge), so the ONNX pipeline runs end to end without downloadable
+ * weights. The building blocks are in tiny-parts.ts.
  * Weights are deterministic from a seed; a full pipeline run takes milliseconds on CPU.
  *
  * Usage: `npx tsx tools/make-tiny-models.ts [outDir]` (default `tmp/tiny-models`).
  */
-import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import onnxProto from "onnx-proto";
-import type * as OnnxTypes from "onnx-proto";
-import { bytesToUnicode } from "../actors/diffusion/tokenizer.ts";
+import { DataType, GraphBuilder, textEncoder, textTower, vaeDecoder, Weights, writeFile, writeTokenizer, type Dim } from "./tiny-parts.ts";
+import { writeSd3 } from "./tiny-sd3.ts";
 
-const { onnx } = onnxProto;
-const DataType = onnx.TensorProto.DataType;
-const AttrType = onnx.AttributeProto.AttributeType;
-type Dim = number | string;
-type ElemType = "float32" | "int32" | "int64";
+export { tinyClipVocab } from "./tiny-parts.ts";
 
 /** Options for `makeTinyModels`. */
 export interface TinyModelOptions {
@@ -39,133 +34,12 @@ export interface TinyModelDirs {
   lcm: string;
   /** SDXL layout: two encoders, pooled `text_embeds`, `time_ids`, int64 timestep of rank 1 (older exports). */
   sdxl: string;
+  /** SD3 layout: CLIP-L, CLIP-G and T5 encoders, a `transformer/` over 16-channel latents, flow-matching Euler (shift 3). */
+  sd3: string;
   /** CLIP judge: image encoder, text encoder, P(real) head, tokenizer. */
   clip: string;
   /** CLIP judge as Optimum's single-file `clip` export: `model.onnx` and the tokenizer files side by side, plus our `head/`. */
   clipSingle: string;
-}
-
-/** Tiny vocabulary size the embeddings cover; ids are taken modulo this inside the graph. */
-const EMBED_ROWS = 997;
-const SEQ = 77;
-
-class Weights {
-  private state: number;
-  constructor(seed: number) {
-    this.state = seed >>> 0;
-  }
-  uniform(): number {
-    this.state = (this.state + 0x6d2b79f5) >>> 0;
-    let t = this.state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  }
-  /** Uniform in ±scale. */
-  tensor(count: number, scale: number): Float32Array {
-    return Float32Array.from({ length: count }, () => (this.uniform() * 2 - 1) * scale);
-  }
-}
-
-class GraphBuilder {
-  readonly nodes: OnnxTypes.onnx.INodeProto[] = [];
-  readonly inits: OnnxTypes.onnx.ITensorProto[] = [];
-  readonly inputs: OnnxTypes.onnx.IValueInfoProto[] = [];
-  readonly outputs: OnnxTypes.onnx.IValueInfoProto[] = [];
-  private counter = 0;
-
-  private valueInfo(name: string, type: ElemType, dims: Dim[]): OnnxTypes.onnx.IValueInfoProto {
-    const elemType = { float32: DataType.FLOAT, int32: DataType.INT32, int64: DataType.INT64 }[type];
-    return {
-      name,
-      type: {
-        tensorType: {
-          elemType,
-          shape: { dim: dims.map((d) => (typeof d === "number" ? { dimValue: d } : { dimParam: d })) },
-        },
-      },
-    };
-  }
-  input(name: string, type: ElemType, dims: Dim[]): string {
-    this.inputs.push(this.valueInfo(name, type, dims));
-    return name;
-  }
-  output(value: string, name: string, type: ElemType, dims: Dim[]): void {
-    this.node("Identity", [value], [name]);
-    this.outputs.push(this.valueInfo(name, type, dims));
-  }
-  float(dims: number[], data: Float32Array): string {
-    const name = `w${this.counter++}`;
-    this.inits.push({ name, dims, dataType: DataType.FLOAT, rawData: new Uint8Array(data.buffer.slice(0)) });
-    return name;
-  }
-  int(dims: number[], values: number[], type: "int32" | "int64" = "int64"): string {
-    const name = `c${this.counter++}`;
-    const raw =
-      type === "int64"
-        ? new Uint8Array(BigInt64Array.from(values.map(BigInt)).buffer)
-        : new Uint8Array(Int32Array.from(values).buffer);
-    this.inits.push({ name, dims, dataType: type === "int64" ? DataType.INT64 : DataType.INT32, rawData: raw });
-    return name;
-  }
-  node(op: string, inputs: string[], outputs?: string[], attrs: Record<string, number | number[]> = {}): string {
-    const out = outputs ?? [`t${this.counter++}`];
-    const attribute = Object.entries(attrs).map(([name, v]) =>
-      Array.isArray(v)
-        ? { name, type: AttrType.INTS, ints: v }
-        : Number.isInteger(v)
-          ? { name, type: AttrType.INT, i: v }
-          : { name, type: AttrType.FLOAT, f: v },
-    );
-    this.nodes.push({ opType: op, input: inputs, output: out, name: `n${this.counter++}`, attribute });
-    return out[0];
-  }
-  encode(name: string): Uint8Array {
-    const model = onnx.ModelProto.create({
-      irVersion: 8,
-      producerName: "hadis-ts make-tiny-models",
-      opsetImport: [{ domain: "", version: 17 }],
-      graph: { name, node: this.nodes, initializer: this.inits, input: this.inputs, output: this.outputs },
-    });
-    return onnx.ModelProto.encode(model).finish();
-  }
-}
-
-interface TextEncoderSpec {
-  idType: "int32" | "int64";
-  hidden: number;
-  layers: number;
-  /** Write `hidden_states.0..layers` outputs (as exports with output_hidden_states). */
-  hiddenStates: boolean;
-  /** CLIPTextModelWithProjection: `text_embeds` of this size instead of `pooler_output`. */
-  projection?: number;
-}
-
-function textEncoder(w: Weights, spec: TextEncoderSpec): Uint8Array {
-  const g = new GraphBuilder();
-  textTower(g, w, spec, g.input("input_ids", spec.idType, ["batch", "sequence"]));
-  return g.encode("text_encoder");
-}
-
-/** A CLIP-like text tower on `ids` in `g`, with the outputs `spec` asks for. */
-function textTower(g: GraphBuilder, w: Weights, spec: TextEncoderSpec, ids: string): void {
-  const D = spec.hidden;
-  const idx = g.node("Mod", [ids, g.int([], [EMBED_ROWS], spec.idType)], undefined, { fmod: 0 });
-  const emb = g.node("Gather", [g.float([EMBED_ROWS, D], w.tensor(EMBED_ROWS * D, 1)), idx], undefined, { axis: 0 });
-  const states = [g.node("Add", [emb, g.float([SEQ, D], w.tensor(SEQ * D, 0.5))])];
-  for (let l = 0; l < spec.layers; l++) {
-    const mm = g.node("MatMul", [states[l], g.float([D, D], w.tensor(D * D, 1 / Math.sqrt(D)))]);
-    states.push(g.node("Tanh", [g.node("Add", [mm, g.float([D], w.tensor(D, 0.1))])]));
-  }
-  const last = states[states.length - 1];
-  const pooled = g.node("ReduceMean", [last], undefined, { axes: [1], keepdims: 0 });
-  if (spec.projection) {
-    const P = spec.projection;
-    g.output(g.node("MatMul", [pooled, g.float([D, P], w.tensor(D * P, 0.5))]), "text_embeds", "float32", ["batch", P]);
-  }
-  g.output(last, "last_hidden_state", "float32", ["batch", "sequence", D]);
-  if (!spec.projection) g.output(pooled, "pooler_output", "float32", ["batch", D]);
-  if (spec.hiddenStates) states.forEach((s, i) => g.output(s, `hidden_states.${i}`, "float32", ["batch", "sequence", D]));
 }
 
 interface UnetSpec {
@@ -218,15 +92,6 @@ function unet(w: Weights, spec: UnetSpec): Uint8Array {
   });
   g.output(out, "out_sample", "float32", ["batch", 4, "height", "width"]);
   return g.encode("unet");
-}
-
-function vaeDecoder(w: Weights): Uint8Array {
-  const g = new GraphBuilder();
-  const z = g.input("latent_sample", "float32", ["batch", 4, "latent_height", "latent_width"]);
-  const conv = g.node("Conv", [z, g.float([192, 4, 1, 1], w.tensor(192 * 4, 0.6)), g.float([192], w.tensor(192, 0.2))]);
-  const image = g.node("Tanh", [g.node("DepthToSpace", [conv], undefined, { blocksize: 8 })]);
-  g.output(image, "sample", "float32", ["batch", 3, "image_height", "image_width"]);
-  return g.encode("vae_decoder");
 }
 
 function clipImageEncoder(w: Weights, embed: number): Uint8Array {
@@ -305,61 +170,6 @@ export function identityModel(inputName: string, dims: Dim[], outputName: string
   return g.encode("identity");
 }
 
-/**
- * A small real CLIP-layout vocabulary: the 256 byte symbols and their `</w>` forms at their
- * CLIP ids (0–511), bos/eos at 49406/49407, and merges building a few whole words whose
- * final tokens carry their published CLIP ids (a 320, photo 1125, of 539, cat 2368,
- * hello 3306, world 1002). Intermediate merge tokens use ids from 40000 up (not CLIP's).
- */
-export function tinyClipVocab(): { vocab: Record<string, number>; merges: string } {
-  const vocab: Record<string, number> = {};
-  const chars = bytesToUnicode();
-  const order: string[] = [];
-  for (let b = 33; b <= 126; b++) order.push(chars[b]);
-  for (let b = 161; b <= 172; b++) order.push(chars[b]);
-  for (let b = 174; b <= 255; b++) order.push(chars[b]);
-  for (let b = 0; b < 256; b++) if (!order.includes(chars[b])) order.push(chars[b]);
-  order.forEach((c, i) => {
-    vocab[c] = i;
-    vocab[`${c}</w>`] = 256 + i;
-  });
-  const words: [string[], string, number][] = [
-    [["o f</w>"], "of</w>", 539],
-    [["p h", "ph o", "pho t", "phot o</w>"], "photo</w>", 1125],
-    [["c a", "ca t</w>"], "cat</w>", 2368],
-    [["h e", "l l", "he ll", "hell o</w>"], "hello</w>", 3306],
-    [["w o", "r l", "wo rl", "worl d</w>"], "world</w>", 1002],
-  ];
-  const merges: string[] = ["#version: 0.2"];
-  let next = 40000;
-  for (const [steps, final, id] of words) {
-    for (const step of steps) {
-      merges.push(step);
-      const token = step.replace(" ", "");
-      if (vocab[token] === undefined) vocab[token] = token === final ? id : next++;
-    }
-  }
-  vocab["<|startoftext|>"] = 49406;
-  vocab["<|endoftext|>"] = 49407;
-  return { vocab, merges: merges.join("\n") + "\n" };
-}
-
-function writeTokenizer(dir: string, padToken: string): void {
-  mkdirSync(dir, { recursive: true });
-  const { vocab, merges } = tinyClipVocab();
-  writeFileSync(join(dir, "vocab.json"), JSON.stringify(vocab));
-  writeFileSync(join(dir, "merges.txt"), merges);
-  writeFileSync(
-    join(dir, "tokenizer_config.json"),
-    JSON.stringify({ tokenizer_class: "CLIPTokenizer", model_max_length: SEQ, pad_token: padToken, bos_token: "<|startoftext|>", eos_token: "<|endoftext|>", unk_token: "<|endoftext|>", do_lower_case: true }, null, 2),
-  );
-}
-
-function writeFile(dir: string, name: string, data: Uint8Array | string): void {
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, name), data);
-}
-
 const SD_BETAS = { num_train_timesteps: 1000, beta_start: 0.00085, beta_end: 0.012, beta_schedule: "scaled_linear" };
 
 interface SdSpec {
@@ -407,7 +217,7 @@ function writeSd(spec: SdSpec): void {
   }
   writeFile(join(dir, "unet"), "model.onnx", unet(w, { hidden: crossDim, timestepType: spec.xl ? "int64" : "float32", timestepRank: spec.timestepRank, pooled: spec.xl ? pooled : undefined, timestepCond: spec.timestepCond }));
   writeFile(join(dir, "unet"), "config.json", JSON.stringify({ sample_size: latent, in_channels: 4, out_channels: 4, cross_attention_dim: crossDim }, null, 2));
-  writeFile(join(dir, "vae_decoder"), "model.onnx", vaeDecoder(w));
+  writeFile(join(dir, "vae_decoder"), "model.onnx", vaeDecoder(w, 4));
   writeFile(join(dir, "vae_decoder"), "config.json", JSON.stringify({ scaling_factor: spec.xl ? 0.13025 : 0.18215, latent_channels: 4 }, null, 2));
 }
 
@@ -421,6 +231,7 @@ export function makeTinyModels(outDir: string, options: TinyModelOptions = {}): 
     turbo: join(outDir, "tiny-turbo"),
     lcm: join(outDir, "tiny-lcm"),
     sdxl: join(outDir, "tiny-sdxl"),
+    sd3: join(outDir, "tiny-sd3"),
     clip: join(outDir, "tiny-clip-judge"),
     clipSingle: join(outDir, "tiny-clip-single"),
   };
@@ -440,6 +251,7 @@ export function makeTinyModels(outDir: string, options: TinyModelOptions = {}): 
     dir: dirs.sdxl, weights: new Weights(seed + 3), hidden, latent, padToken: "<|endoftext|>", xl: true, timestepRank: 1,
     scheduler: { _class_name: "EulerDiscreteScheduler", ...SD_BETAS, prediction_type: "epsilon", timestep_spacing: "leading", steps_offset: 1 },
   });
+  writeSd3(dirs.sd3, new Weights(seed + 6), hidden, latent);
   const w = new Weights(seed + 4);
   const embed = 16;
   writeFile(join(dirs.clip, "image_encoder"), "model.onnx", clipImageEncoder(w, embed));

@@ -5,12 +5,16 @@
  * epsilon/v_prediction/sample targets). Latents are flat Float32Arrays (batch-major).
  */
 
-/** The scheduler families implemented here. */
+import { FLOW_MATCH_EULER, flowMatchScheduler } from "./flow-match.ts";
+
+/** The scheduler families implemented here and in flow-match.ts. */
 export const SchedulerKind = {
   EulerDiscrete: "EulerDiscreteScheduler",
   EulerAncestral: "EulerAncestralDiscreteScheduler",
   Ddim: "DDIMScheduler",
   Lcm: "LCMScheduler",
+  /** SD3/SD3.5: only for flow-matching models (flow-match.ts). */
+  FlowMatchEuler: FLOW_MATCH_EULER,
 } as const;
 /** One scheduler family. */
 export type SchedulerKind = (typeof SchedulerKind)[keyof typeof SchedulerKind];
@@ -310,9 +314,9 @@ function unimplementedOptions(config: SchedulerConfig): string[] {
 /** Why a scheduler class cannot run, naming the classes that can. */
 function unsupportedClassError(kind: string | undefined): Error {
   const named = kind === undefined ? "no _class_name" : `class "${kind}"`;
-  // Flow-matching models (SD3, Flux) predict a velocity over sigmas in [0, 1]; DDPM-beta
-  // Euler sigmas would run without error and produce noise, hence the explicit note.
-  const flow = kind?.includes("FlowMatch") ? " Flow-matching models (SD3, Flux) are not supported." : "";
+  // Flow-matching models predict a velocity over sigmas in [0, 1]; DDPM-beta Euler sigmas would
+  // run without error and produce noise, hence the explicit note.
+  const flow = kind?.includes("FlowMatch") ? ` Of the flow-matching schedulers only ${FLOW_MATCH_EULER} (SD3, SD3.5) is implemented.` : "";
   return new Error(
     `scheduler: unsupported scheduler ${named}; supported: ${Object.values(SchedulerKind).join(", ")}` +
       ` (${EULER_STAND_IN_CLASSES.join(", ")} run as ${SchedulerKind.EulerDiscrete}).${flow}`,
@@ -339,6 +343,8 @@ export function createScheduler(config: SchedulerConfig, steps: number, override
       return ddimScheduler(config, steps);
     case SchedulerKind.Lcm:
       return lcmScheduler(config, steps);
+    case SchedulerKind.FlowMatchEuler:
+      return flowMatchScheduler(config, steps);
     default:
       if (kind !== undefined && EULER_STAND_IN_CLASSES.includes(kind)) return eulerScheduler(config, steps, false);
       throw unsupportedClassError(kind);

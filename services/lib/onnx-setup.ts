@@ -42,7 +42,8 @@ export function prepareOnnx(opts: OnnxSetupOptions) {
   const base = resolve(opts.modelsDir);
   const at = (dir: string) => (isAbsolute(dir) ? dir : join(base, dir));
   const folders = [...Object.values(map.models).map((m) => m.dir), map.judge.dir];
-  if (folders.some((d) => !existsSync(join(at(d), d === map.judge.dir ? "head" : "unet")))) {
+  // A folder from before a stand-in was added (tiny-sd3) is missing it: generate them again.
+  if (folders.some((d) => !existsSync(join(at(d), d === map.judge.dir ? "head" : "model_index.json")))) {
     if (folders.every((d) => d.startsWith("tiny-"))) makeTinyModels(base);
   }
   const models: Record<string, OnnxModelEntry> = {};

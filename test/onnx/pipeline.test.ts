@@ -49,6 +49,8 @@ describe.each([
   ["turbo, 1 step, guidance 0", "turbo", { steps: 1, guidanceScale: 0 }, false],
   ["LCM, 4 steps, guidance embedded as timestep_cond", "lcm", { steps: 4, guidanceScale: 8 }, false],
   ["SDXL, Euler, guidance 5", "sdxl", { steps: 2, guidanceScale: 5 }, true],
+  ["SD3, flow matching, guidance 4.5", "sd3", { steps: 3, guidanceScale: 4.5 }, true],
+  ["SD3.5 turbo-like, flow matching, 4 steps, guidance 0", "sd3", { steps: 4, guidanceScale: 0 }, false],
 ] as const)("OnnxDiffusionPipeline %s", (_label, key, options, guided) => {
   let pipeline: OnnxDiffusionPipeline;
   beforeAll(async () => {
@@ -164,14 +166,14 @@ describe("OnnxDiffusionPipeline load-time validation", () => {
     const dir = copyOf("sdxl", "sdxl-no-hidden-states");
     // SD 1.x's encoder: last_hidden_state only, as an export made without output_hidden_states.
     cpSync(join(tiny.dirs.sd15, "text_encoder", "model.onnx"), join(dir, "text_encoder", "model.onnx"));
-    await expect(OnnxDiffusionPipeline.load(dir)).rejects.toThrow(/text_encoder[/\\]model\.onnx: an SDXL text encoder needs its hidden_states\.N outputs/);
+    await expect(OnnxDiffusionPipeline.load(dir)).rejects.toThrow(/text_encoder[/\\]model\.onnx: an SDXL or SD3 text encoder needs its hidden_states\.N outputs/);
   });
 
-  it("says a transformer/ export (SD3, Flux) is not supported instead of only a missing unet", async () => {
+  it("says a transformer/ export that is not SD3's (Flux, PixArt) is not supported instead of only a missing unet", async () => {
     const dir = copyOf("sd15", "transformer-layout");
     renameSync(join(dir, "unet"), join(dir, "transformer"));
     await expect(OnnxDiffusionPipeline.load(dir)).rejects.toThrow(
-      /unet[/\\]model\.onnx: missing model file; .* transformer\/ denoiser .*only UNet exports \(SD 1\.x\/2\.x, SDXL\)/,
+      /unet[/\\]model\.onnx: missing model file; .* transformer\/ denoiser but is not an SD3 export .*only SD3\/SD3\.5 are supported \(not Flux or PixArt\)/,
     );
   });
 
@@ -187,14 +189,24 @@ describe("OnnxDiffusionPipeline load-time validation", () => {
   });
 
   it("names an unsupported scheduler class against scheduler_config.json", async () => {
-    const dir = copyOf("sd15", "flow-scheduler");
+    const dir = copyOf("sd3", "heun-scheduler");
     writeFileSync(
       join(dir, "scheduler", "scheduler_config.json"),
-      JSON.stringify({ _class_name: "FlowMatchEulerDiscreteScheduler", num_train_timesteps: 1000, shift: 3 }),
+      JSON.stringify({ _class_name: "FlowMatchHeunDiscreteScheduler", num_train_timesteps: 1000, shift: 3 }),
     );
     await expect(OnnxDiffusionPipeline.load(dir)).rejects.toThrow(
-      /scheduler_config\.json: scheduler: unsupported scheduler class "FlowMatchEulerDiscreteScheduler"; supported: /,
+      /scheduler_config\.json: scheduler: unsupported scheduler class "FlowMatchHeunDiscreteScheduler"; supported: .*only FlowMatchEulerDiscreteScheduler \(SD3, SD3\.5\)/,
     );
+  });
+
+  it("refuses a flow-matching scheduler for a UNet model, and any other for an SD3 transformer, naming the file", async () => {
+    const unet = copyOf("sd15", "unet-flow-scheduler");
+    cpSync(join(tiny.dirs.sd3, "scheduler", "scheduler_config.json"), join(unet, "scheduler", "scheduler_config.json"));
+    await expect(OnnxDiffusionPipeline.load(unet)).rejects.toThrow(/scheduler_config\.json: scheduler FlowMatchEulerDiscreteScheduler does not fit a UNet model/);
+    const sd3 = copyOf("sd3", "sd3-euler-scheduler");
+    cpSync(join(tiny.dirs.sd15, "scheduler", "scheduler_config.json"), join(sd3, "scheduler", "scheduler_config.json"));
+    await expect(OnnxDiffusionPipeline.load(sd3)).rejects.toThrow(/scheduler EulerDiscreteScheduler does not fit a flow-matching \(SD3\) transformer, which needs FlowMatchEulerDiscreteScheduler/);
+    await expect(OnnxDiffusionPipeline.load(tiny.dirs.sd3, { scheduler: "DDIMScheduler" })).rejects.toThrow(/does not fit a flow-matching/);
   });
 
   it("names an SDXL encoder without pooled text_embeds", async () => {

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { flowMatchScheduler, flowMatchSigmas } from "../../actors/diffusion/flow-match.ts";
 import {
   alphasCumprod,
   createScheduler,
@@ -164,10 +165,10 @@ describe("steps", () => {
     expect(createScheduler({ ...SD, _class_name: "DPMSolverMultistepScheduler" }, 4).kind).toBe(SchedulerKind.EulerDiscrete);
   });
 
-  it("createScheduler rejects flow matching (SD3.5) and other unknown classes, naming the supported ones", () => {
-    const sd35 = { _class_name: "FlowMatchEulerDiscreteScheduler", num_train_timesteps: 1000, shift: 3 };
-    expect(() => createScheduler(sd35, 28)).toThrow(/unsupported scheduler class "FlowMatchEulerDiscreteScheduler"/);
-    expect(() => createScheduler(sd35, 28)).toThrow(/supported: EulerDiscreteScheduler, .*LCMScheduler.*Flow-matching/);
+  it("createScheduler rejects unknown classes (other flow-matching ones too), naming the supported ones", () => {
+    const heun = { _class_name: "FlowMatchHeunDiscreteScheduler", num_train_timesteps: 1000, shift: 3 };
+    expect(() => createScheduler(heun, 28)).toThrow(/unsupported scheduler class "FlowMatchHeunDiscreteScheduler"/);
+    expect(() => createScheduler(heun, 28)).toThrow(/supported: EulerDiscreteScheduler, .*LCMScheduler, FlowMatchEulerDiscreteScheduler.*only FlowMatchEulerDiscreteScheduler \(SD3, SD3\.5\) is implemented/);
     expect(() => createScheduler({ ...SD, _class_name: "HeunDiscreteScheduler" }, 4)).toThrow(/"HeunDiscreteScheduler"/);
     expect(() => createScheduler(SD, 4)).toThrow(/no _class_name/);
   });
@@ -180,5 +181,56 @@ describe("steps", () => {
     // Their defaults, as SDXL's and SD-Turbo's configs spell them out, run.
     const spelled = { ...euler, use_karras_sigmas: false, interpolation_type: "linear", timestep_type: "discrete", rescale_betas_zero_snr: false, final_sigmas_type: "zero" };
     expect(createScheduler(spelled, 4).kind).toBe(SchedulerKind.EulerDiscrete);
+  });
+});
+
+describe("flow-matching Euler (SD3, SD3.5: FlowMatchEulerDiscreteScheduler, shift 3)", () => {
+  const SD35 = { _class_name: "FlowMatchEulerDiscreteScheduler", num_train_timesteps: 1000, shift: 3 };
+
+  it("spans the shifted training schedule's ends, σ = 1 down to shift(1/1000) in float32, before shifting again", () => {
+    // diffusers' set_timesteps(2) spaces timesteps [1000, 2.99401209] (quoted in diffusers issue #14013), then shifts them.
+    expect(Math.fround(3 * 0.001 / (1 + 2 * 0.001)) * 1000).toBeCloseTo(2.99401209, 7);
+    const two = flowMatchSigmas(SD35, 2);
+    expect(two).toHaveLength(3);
+    expect(two[0]).toBe(1);
+    // shift(0.00299401209) = 3·s / (1 + 2·s) = 0.0089285714…: the smallest sigma is shifted twice, as diffusers releases do.
+    expect(two[1]).toBeCloseTo(0.008928571, 8);
+    expect(two[2]).toBe(0);
+  });
+
+  it("4 steps: sigmas, and timesteps σ·1000 in float32", () => {
+    // linspace(1000, 2.994012, 4) / 1000 shifted: 1, 0.857692, 0.602151, 0.008929 (computed apart, in float64 then float32).
+    const s = flowMatchScheduler(SD35, 4);
+    expect(s.kind).toBe(SchedulerKind.FlowMatchEuler);
+    expect(s.sigmas!.map((x) => Number(x.toFixed(6)))).toEqual([1, 0.857692, 0.602151, 0.008929, 0]);
+    expect(s.timesteps.map((t) => Number(t.toFixed(3)))).toEqual([1000, 857.692, 602.151, 8.929]);
+    expect(s.initNoiseSigma).toBe(1);
+    expect(createScheduler(SD35, 4).timesteps).toEqual(s.timesteps);
+    // shift 1 is the plain linear schedule.
+    expect(flowMatchSigmas({ ...SD35, shift: 1 }, 3).map((x) => Number(x.toFixed(4)))).toEqual([1, 0.5005, 0.001, 0]);
+  });
+
+  it("a step moves along the predicted velocity by the sigma gap; the input is not scaled", () => {
+    const s = flowMatchScheduler(SD35, 2);
+    const x = Float32Array.of(1, -2);
+    expect(s.scaleModelInput(x, 0)).toBe(x);
+    const v = Float32Array.of(0.5, 1);
+    const dt = Math.fround(s.sigmas![1] - s.sigmas![0]);
+    const next = s.step(v, 0, x, noNoise);
+    expect(next[0]).toBeCloseTo(1 + dt * 0.5, 6);
+    expect(next[1]).toBeCloseTo(-2 + dt, 6);
+    // The last step lands on σ = 0: x − σ·v, the model's clean estimate.
+    const last = s.step(v, 1, x, noNoise);
+    expect(last[0]).toBeCloseTo(1 - s.sigmas![1] * 0.5, 6);
+  });
+
+  it("refuses options that change the sampling and are not implemented (dynamic shifting is Flux's), and bad step counts", () => {
+    expect(() => flowMatchScheduler({ ...SD35, use_dynamic_shifting: true }, 4)).toThrow(/use_dynamic_shifting: true change the sampling/);
+    expect(() => flowMatchScheduler({ ...SD35, invert_sigmas: true, stochastic_sampling: true }, 4)).toThrow(/invert_sigmas: true, stochastic_sampling: true/);
+    expect(() => createScheduler({ ...SD35, use_karras_sigmas: true }, 4)).toThrow(/use_karras_sigmas: true/);
+    expect(() => flowMatchScheduler({ ...SD35, shift_terminal: 0.1 }, 4)).toThrow(/shift_terminal: 0.1/);
+    expect(() => flowMatchScheduler(SD35, 0)).toThrow(/steps must be a whole number from 1/);
+    // Their defaults, spelled out as some configs do, run.
+    expect(flowMatchScheduler({ ...SD35, use_dynamic_shifting: false, invert_sigmas: false, shift_terminal: null, time_shift_type: "exponential" }, 2).timesteps).toHaveLength(2);
   });
 });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ClipTokenizer, bytesToUnicode, padTokenFromConfig } from "../../actors/diffusion/tokenizer.ts";
 import { tinyClipVocab } from "../../tools/make-tiny-models.ts";
+import { METASPACE, UnigramTokenizer, unigramFromJson } from "../../actors/diffusion/unigram.ts";
 
 const { vocab, merges } = tinyClipVocab();
 const sd15 = new ClipTokenizer(vocab, merges);
@@ -82,5 +83,45 @@ describe("BPE merge order on a hand-made vocabulary", () => {
     expect(table[33]).toBe("!");
     expect(table[32]).toBe("Ġ");
     expect(new Set(table).size).toBe(256);
+  });
+});
+
+describe("UnigramTokenizer (T5, SD3's third text encoder)", () => {
+  const M = METASPACE;
+  // <pad> 0, </s> 1, <unk> 2 as T5's; scores are log probabilities.
+  const vocab: [string, number][] = [
+    ["<pad>", 0], ["</s>", 0], ["<unk>", 0], [M, -3], [`${M}a`, -2], [`${M}photo`, -4], [`${M}of`, -3], [`${M}cat`, -4],
+    [`${M}ab`, -10], ["bc", -2], ["c", -1], ["b", -5], ["a", -5], [`${M}x`, -4], ["y", -4],
+  ];
+  const id = (piece: string) => vocab.findIndex(([p]) => p === piece);
+  const t5 = (maxLength = 16) => new UnigramTokenizer(vocab, { unkId: 2, eosId: 1, padId: 0, maxLength });
+
+  it("prefixes every word with ▁ and ends with </s>", () => {
+    expect(t5().encode("a photo of a cat")).toEqual([id(`${M}a`), id(`${M}photo`), id(`${M}of`), id(`${M}a`), id(`${M}cat`), 1]);
+    expect(t5().encode("  a \n cat ")).toEqual([id(`${M}a`), id(`${M}cat`), 1]);
+    expect(t5().encode("")).toEqual([1]);
+  });
+
+  it("takes the segmentation of highest total score, not the longest first piece", () => {
+    // ▁ab + c scores −11; ▁a + bc scores −4.
+    expect(t5().encode("abc")).toEqual([id(`${M}a`), id("bc"), 1]);
+  });
+
+  it("reads characters outside the vocabulary as one <unk> per run, and normalises NFKC (full-width letters)", () => {
+    expect(t5().encode("x€€y")).toEqual([id(`${M}x`), 2, id("y"), 1]);
+    expect(t5().encode("ｃａｔ")).toEqual(t5().encode("cat"));
+  });
+
+  it("truncates to keep </s> within maxLength, and pads with <pad>", () => {
+    const short = t5(4);
+    expect(short.encode("a photo of a cat")).toEqual([id(`${M}a`), id(`${M}photo`), id(`${M}of`), 1]);
+    expect(short.padded(short.encode("cat"))).toEqual([id(`${M}cat`), 1, 0, 0]);
+  });
+
+  it("reads a tokenizer.json's Unigram model and names what it cannot read", () => {
+    const tok = unigramFromJson({ model: { type: "Unigram", unk_id: 2, vocab } }, 8);
+    expect(tok.encode("a cat")).toEqual([id(`${M}a`), id(`${M}cat`), 1]);
+    expect(() => unigramFromJson({ model: { type: "WordPiece" } }, 8)).toThrow(/model type "WordPiece"; only a Unigram/);
+    expect(() => unigramFromJson({ model: { type: "Unigram", vocab: [["a", -1]] } }, 8)).toThrow(/no "<unk>" piece/);
   });
 });

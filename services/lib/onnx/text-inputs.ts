@@ -1,7 +1,8 @@
-/** What the pipelines and the CLIP judge read text with: JSON files, CLIP tokenizers, and token tensors for a text encoder. */
+/** What the pipelines and the CLIP judge read text with: JSON files, CLIP and T5 tokenizers, and token tensors for a text encoder. */
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ClipTokenizer, padTokenFromConfig } from "../../../actors/diffusion/tokenizer.ts";
+import { unigramFromJson, type UnigramTokenizer } from "../../../actors/diffusion/unigram.ts";
 import type { OnnxModel, TensorData } from "./runtime.ts";
 
 /** A JSON file; errors name it. */
@@ -28,8 +29,29 @@ export function readTokenizer(dir: string, defaultPad: string): ClipTokenizer {
   });
 }
 
+/** What `tokenFeeds` needs of a tokenizer: ids with the special tokens, and padding to a fixed length. */
+export type TextTokenizer = Pick<ClipTokenizer, "maxLength" | "encode" | "padded">;
+
+/**
+ * The T5 tokenizer of `dir` (`tokenizer.json`, Unigram; `tokenizer_config.json` for the eos and
+ * pad tokens when it names them), padded to `maxLength` (SD3 reads 256 tokens, whatever the
+ * tokenizer's own limit).
+ */
+export function readT5Tokenizer(dir: string, maxLength: number): UnigramTokenizer {
+  const configFile = join(dir, "tokenizer_config.json");
+  const config = existsSync(configFile) ? readJson(configFile) : {};
+  const eos = typeof config.eos_token === "string" ? config.eos_token : undefined;
+  const file = join(dir, "tokenizer.json");
+  const json = readJson(file);
+  try {
+    return unigramFromJson(json, maxLength, { eos, pad: padTokenFromConfig(config) });
+  } catch (err) {
+    throw new Error(`${file}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
 /** `input_ids` of the prompts padded to the tokenizer's length, and `attention_mask` when the model takes one, in the model's integer type. */
-export function tokenFeeds(model: OnnxModel, tokenizer: ClipTokenizer, prompts: readonly string[]): Record<string, TensorData> {
+export function tokenFeeds(model: OnnxModel, tokenizer: TextTokenizer, prompts: readonly string[]): Record<string, TensorData> {
   const n = prompts.length;
   const seq = tokenizer.maxLength;
   const int64 = model.input("input_ids")?.type === "int64";

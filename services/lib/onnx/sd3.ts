@@ -1,0 +1,165 @@
+/**
+ * The parts of an SD3/SD3.5 export (optimum/diffusers layout) that differ from a UNet pipeline's:
+ * three text encoders (CLIP-L and CLIP-G with projection, T5) whose outputs join into one
+ * sequence, and a `transformer/` denoiser that takes latents of 16 channels and the pooled CLIP
+ * embeddings. `pipeline.ts` runs the loop (flow-matching Euler) and the VAE.
+ */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { CLIP_EOS_TOKEN } from "../../../actors/diffusion/tokenizer.ts";
+import type { UnigramTokenizer } from "../../../actors/diffusion/unigram.ts";
+import type { OnnxModel, ValueSpec } from "./runtime.ts";
+import { readJson, readT5Tokenizer, readTokenizer, tokenFeeds, type TextTokenizer } from "./text-inputs.ts";
+
+/** Per-token embeddings `[1, seq, dim]` (row-major) and pooled embeddings of one prompt. */
+export interface TextConditioning {
+  hidden: Float32Array;
+  pooled?: Float32Array;
+  dim: number;
+}
+
+/** What the denoising loop feeds and reads: a UNet's input and output names, or a transformer's. */
+export interface Denoiser {
+  model: OnnxModel;
+  /** The latents' input. */
+  sample: string;
+  /** The pooled text embeddings' input (SDXL's `text_embeds`, SD3's `pooled_projections`). */
+  pooled?: string;
+  output: string;
+  /** Latent channels (4 for SD and SDXL, 16 for SD3). */
+  channels: number;
+  /** SDXL's size conditioning (`time_ids`). */
+  timeIds: boolean;
+}
+
+/** T5 tokens SD3 reads (diffusers' `max_sequence_length` default). */
+export const SD3_T5_TOKENS = 256;
+/** CLIP tokens per prompt, and the length of the zero T5 sequence when an export has no T5. */
+const CLIP_TOKENS = 77;
+
+/** True when `dir` is an SD3-layout export: a `transformer/` denoiser and a third text encoder or tokenizer, or model_index saying so. */
+export function isSd3Export(dir: string, index: Record<string, unknown>): boolean {
+  if (existsSync(join(dir, "unet", "model.onnx")) || !existsSync(join(dir, "transformer"))) return false;
+  return /StableDiffusion3/.test(String(index._class_name ?? "")) || "text_encoder_3" in index || "tokenizer_3" in index;
+}
+
+/**
+ * The joint text sequence of one prompt, as diffusers builds it: each CLIP encoder's penultimate
+ * hidden states side by side (`[77, d1 + d2]`), padded with zeros to the T5 width, then the T5
+ * states (`[T, width]`) after them; `[77 + T, width]` in all. Without a T5 its rows are zeros.
+ */
+export function jointSequence(clip: readonly { data: Float32Array; dim: number }[], t5: { data: Float32Array; rows: number } | { rows: number }, width: number): Float32Array {
+  const clipWidth = clip.reduce((s, c) => s + c.dim, 0);
+  if (clipWidth > width) throw new Error(`SD3 text: the CLIP encoders' width ${clipWidth} exceeds the joint width ${width}`);
+  const out = new Float32Array((CLIP_TOKENS + t5.rows) * width);
+  for (let row = 0; row < CLIP_TOKENS; row++) {
+    let offset = row * width;
+    for (const c of clip) {
+      out.set(c.data.subarray(row * c.dim, (row + 1) * c.dim), offset);
+      offset += c.dim;
+    }
+  }
+  if ("data" in t5) out.set(t5.data, CLIP_TOKENS * width);
+  return out;
+}
+
+interface ClipEncoder {
+  model: OnnxModel;
+  tokenizer: TextTokenizer;
+  hidden: string;
+}
+
+/** SD3's text side: encodes one prompt into the joint sequence and the pooled CLIP embeddings. */
+export class Sd3Text {
+  private constructor(
+    private readonly clip: ClipEncoder[],
+    private readonly t5: { model: OnnxModel; tokenizer: UnigramTokenizer } | null,
+    readonly width: number,
+  ) {}
+
+  /**
+   * Opens the encoders (`open` opens a component's model.onnx and owns it). `width` is the
+   * transformer's `encoder_hidden_states` width (its `joint_attention_dim`).
+   */
+  static async open(dir: string, open: (component: string) => Promise<OnnxModel>, penultimate: (m: OnnxModel) => string, width: number): Promise<Sd3Text> {
+    const textInputs: ValueSpec[] = [{ name: "input_ids", rank: 2 }, { name: "attention_mask", rank: 2, optional: true }];
+    const clip: ClipEncoder[] = [];
+    for (const [component, tokenizer, pad] of [["text_encoder", "tokenizer", CLIP_EOS_TOKEN], ["text_encoder_2", "tokenizer_2", "!"]] as const) {
+      const model = await open(component);
+      model.validate(textInputs, [{ name: "text_embeds", rank: 2 }, { name: "last_hidden_state", rank: 3 }]);
+      clip.push({ model, tokenizer: readTokenizer(join(dir, tokenizer), pad), hidden: penultimate(model) });
+    }
+    let t5: { model: OnnxModel; tokenizer: UnigramTokenizer } | null = null;
+    if (existsSync(join(dir, "text_encoder_3", "model.onnx"))) {
+      const model = await open("text_encoder_3");
+      model.validate([{ name: "input_ids", rank: 2 }, { name: "attention_mask", rank: 2, optional: true }], [{ name: "last_hidden_state", rank: 3 }]);
+      const t5Width = model.output("last_hidden_state")?.shape[2];
+      if (typeof t5Width === "number" && t5Width !== width) throw new Error(`${model.file}: output "last_hidden_state" has width ${t5Width}; the transformer's encoder_hidden_states take ${width}`);
+      t5 = { model, tokenizer: readT5Tokenizer(join(dir, "tokenizer_3"), SD3_T5_TOKENS) };
+    }
+    const clipWidth = clip.reduce<number | undefined>((s, c) => {
+      const d = c.model.output(c.hidden)?.shape[2];
+      return typeof d === "number" && s !== undefined ? s + d : undefined;
+    }, 0);
+    if (clipWidth !== undefined && clipWidth > width) throw new Error(`${join(dir, "transformer")}: encoder_hidden_states width ${width} is narrower than the CLIP encoders' ${clipWidth}`);
+    return new Sd3Text(clip, t5, width);
+  }
+
+  /** Pooled width: the two CLIP projections side by side (`pooled_projections`). */
+  pooledWidth(): number | undefined {
+    const dims = this.clip.map((c) => c.model.output("text_embeds")?.shape[1]);
+    return dims.every((d) => typeof d === "number") ? (dims as number[]).reduce((a, b) => a + b, 0) : undefined;
+  }
+
+  /** The joint sequence `[1, 77 + T, width]` and pooled embeddings of one prompt. */
+  async encode(prompt: string): Promise<TextConditioning> {
+    const states: { data: Float32Array; dim: number }[] = [];
+    const pooled: Float32Array[] = [];
+    for (const c of this.clip) {
+      const result = await c.model.run(tokenFeeds(c.model, c.tokenizer, [prompt]), [c.hidden, "text_embeds"]);
+      states.push({ data: result[c.hidden].data, dim: result[c.hidden].dims[2] });
+      pooled.push(result.text_embeds.data);
+    }
+    let t5: { data: Float32Array; rows: number } | { rows: number } = { rows: CLIP_TOKENS };
+    if (this.t5) {
+      const result = await this.t5.model.run(tokenFeeds(this.t5.model, this.t5.tokenizer, [prompt]), ["last_hidden_state"]);
+      const [, rows, dim] = result.last_hidden_state.dims;
+      if (dim !== this.width) throw new Error(`${this.t5.model.file}: output "last_hidden_state" has width ${dim}, expected ${this.width}`);
+      t5 = { data: result.last_hidden_state.data, rows };
+    }
+    const joined = new Float32Array(pooled.reduce((n, p) => n + p.length, 0));
+    pooled.reduce((offset, p) => (joined.set(p, offset), offset + p.length), 0);
+    return { hidden: jointSequence(states, t5, this.width), pooled: joined, dim: this.width };
+  }
+
+  /** The sessions opened. */
+  models(): OnnxModel[] {
+    return [...this.clip.map((c) => c.model), ...(this.t5 ? [this.t5.model] : [])];
+  }
+}
+
+/** Opens and checks an SD3 transformer; a Flux-style one (`img_ids`, `txt_ids`, `guidance`) is refused by name. */
+export async function openSd3Transformer(dir: string, open: (component: string) => Promise<OnnxModel>): Promise<{ denoiser: Denoiser; width: number; sampleSize: number }> {
+  const model = await open("transformer");
+  const flux = ["img_ids", "txt_ids", "guidance"].filter((n) => model.input(n) !== undefined);
+  if (flux.length > 0) throw new Error(`${model.file}: inputs ${flux.join(", ")} make this a Flux-style transformer; only SD3/SD3.5 transformers are supported`);
+  const output = model.output("out_hidden_states") ? "out_hidden_states" : "out_sample";
+  model.validate(
+    [
+      { name: "hidden_states", rank: 4 },
+      { name: "encoder_hidden_states", rank: 3 },
+      { name: "pooled_projections", rank: 2 },
+      { name: "timestep", rank: model.input("timestep")?.shape.length === 0 ? 0 : 1 },
+    ],
+    [{ name: output, rank: 4 }],
+  );
+  const configFile = join(dir, "transformer", "config.json");
+  const config = existsSync(configFile) ? readJson(configFile) : {};
+  const width = model.input("encoder_hidden_states")?.shape[2] ?? config.joint_attention_dim;
+  if (typeof width !== "number") throw new Error(`${model.file}: input "encoder_hidden_states" has no fixed width and ${configFile} names no joint_attention_dim`);
+  const fixedChannels = model.input("hidden_states")?.shape[1];
+  const channels = typeof fixedChannels === "number" ? fixedChannels : typeof config.in_channels === "number" ? config.in_channels : 16;
+  const fixedSide = model.input("hidden_states")?.shape[2];
+  const sampleSize = typeof config.sample_size === "number" ? config.sample_size : typeof fixedSide === "number" ? fixedSide : 128;
+  return { denoiser: { model, sample: "hidden_states", pooled: "pooled_projections", output, channels, timeIds: false }, width, sampleSize };
+}
