@@ -189,7 +189,6 @@ describe("flow-matching Euler (SD3, SD3.5: FlowMatchEulerDiscreteScheduler, shif
 
   it("spans the shifted training schedule's ends, σ = 1 down to shift(1/1000) in float32, before shifting again", () => {
     // diffusers' set_timesteps(2) spaces timesteps [1000, 2.99401209] (quoted in diffusers issue #14013), then shifts them.
-    expect(Math.fround(3 * 0.001 / (1 + 2 * 0.001)) * 1000).toBeCloseTo(2.99401209, 7);
     const two = flowMatchSigmas(SD35, 2);
     expect(two).toHaveLength(3);
     expect(two[0]).toBe(1);

@@ -17,6 +17,17 @@ function copyOf(name: string): string {
   return dir;
 }
 
+/** A copy without the T5 encoder and tokenizer, whose model_index.json lists them as `[null, null]` (diffusers' "none"). */
+function withoutT5(name: string): string {
+  const dir = copyOf(name);
+  rmSync(join(dir, "text_encoder_3"), { recursive: true });
+  rmSync(join(dir, "tokenizer_3"), { recursive: true });
+  const indexFile = join(dir, "model_index.json");
+  const index = JSON.parse(readFileSync(indexFile, "utf8"));
+  writeFileSync(indexFile, JSON.stringify({ ...index, text_encoder_3: [null, null], tokenizer_3: [null, null] }));
+  return dir;
+}
+
 describe("SD3 text conditioning", () => {
   it("joins CLIP-L and CLIP-G side by side per token, zero-padded to the T5 width, then the T5 rows", () => {
     // 77 CLIP rows of widths 1 and 2 (row r: L = r, G = 100 + r, 200 + r), a T5 of 2 rows of width 4.
@@ -44,18 +55,18 @@ describe("SD3 text conditioning", () => {
 });
 
 describe("OnnxDiffusionPipeline on an SD3 export", () => {
-  it("loads as sd3 with flow-matching Euler and 64×64 images from the transformer's sample size", async () => {
-    const p = await OnnxDiffusionPipeline.load(tiny.dirs.sd3, { steps: 4, ...threads });
+  it("loads as sd3 with flow-matching Euler, diffusers' SD3 defaults (28 steps, guidance 7) and 64×64 images from the transformer's sample size", async () => {
+    const p = await OnnxDiffusionPipeline.load(tiny.dirs.sd3, threads);
     try {
-      expect(p.info).toMatchObject({ family: "sd3", scheduler: "FlowMatchEulerDiscreteScheduler", height: 64, width: 64, guidanceScale: 7 });
+      expect(p.info).toMatchObject({ family: "sd3", scheduler: "FlowMatchEulerDiscreteScheduler", height: 64, width: 64, steps: 28, guidanceScale: 7 });
     } finally {
       await p.release();
     }
   });
 
   it("the prompt, the guidance scale and the T5 encoder each change the image", async () => {
-    const dir = copyOf("sd3-no-t5");
-    rmSync(join(dir, "text_encoder_3"), { recursive: true });
+    // An export without T5, as diffusers takes one.
+    const dir = withoutT5("sd3-no-t5");
     const base = await OnnxDiffusionPipeline.load(tiny.dirs.sd3, { steps: 3, guidanceScale: 4.5, ...threads });
     const other = await OnnxDiffusionPipeline.load(tiny.dirs.sd3, { steps: 3, guidanceScale: 2, ...threads });
     const noT5 = await OnnxDiffusionPipeline.load(dir, { steps: 3, guidanceScale: 4.5, ...threads });
@@ -94,6 +105,18 @@ describe("OnnxDiffusionPipeline on an SD3 export", () => {
     }
   });
 
+  it("a T5 the index names but whose file is missing is an error naming it, not a silent run on zeros", async () => {
+    const dir = copyOf("sd3-t5-file-missing");
+    rmSync(join(dir, "text_encoder_3"), { recursive: true });
+    await expect(OnnxDiffusionPipeline.load(dir)).rejects.toThrow(/text_encoder_3[/\\]model\.onnx: missing model file/);
+  });
+
+  it("an SD3 export without its transformer names the transformer file", async () => {
+    const dir = copyOf("sd3-no-transformer");
+    rmSync(join(dir, "transformer"), { recursive: true });
+    await expect(OnnxDiffusionPipeline.load(dir)).rejects.toThrow(/transformer[/\\]model\.onnx: missing model file/);
+  });
+
   it("refuses a Flux-style transformer by its inputs", async () => {
     const dir = copyOf("flux-like");
     writeFileSync(join(dir, "transformer", "model.onnx"), identityModel("img_ids", ["batch", "sequence", 3], "out_hidden_states"));
@@ -120,6 +143,8 @@ describe("OnnxDiffusionPipeline on an SD3 export", () => {
   it("names a T5 tokenizer that is not a Unigram one", async () => {
     const dir = copyOf("sd3-bpe-t5");
     writeFileSync(join(dir, "tokenizer_3", "tokenizer.json"), JSON.stringify({ model: { type: "BPE", vocab: {}, merges: [] } }));
+    // Read before any session opens: the tokenizer is named, not the (here missing) transformer.
+    rmSync(join(dir, "transformer", "model.onnx"));
     await expect(OnnxDiffusionPipeline.load(dir)).rejects.toThrow(/tokenizer_3[/\\]tokenizer\.json: model type "BPE"; only a Unigram/);
   });
 });

@@ -16,21 +16,21 @@ import { GaussianRng, combineGuidance, guidanceScaleEmbedding } from "../../../a
 import { createScheduler, SchedulerKind, type SchedulerConfig } from "../../../actors/diffusion/scheduler.ts";
 import { CLIP_EOS_TOKEN, type ClipTokenizer } from "../../../actors/diffusion/tokenizer.ts";
 import { OnnxModel, type RuntimeOptions, type TensorData, type ValueSpec } from "./runtime.ts";
-import { readJson, readTokenizer, tokenFeeds } from "./text-inputs.ts";
-import { isSd3Export, openSd3Transformer, Sd3Text, type Denoiser, type TextConditioning } from "./sd3.ts";
+import { readJson, readTokenizer, TEXT_INPUTS, tokenFeeds } from "./text-inputs.ts";
+import { isSd3Export, openSd3Transformer, readSd3Tokenizers, Sd3Text, type Denoiser, type TextConditioning } from "./sd3.ts";
 
-/** Generation settings; the defaults are diffusers' (50 steps, guidance 7.5, the UNet's native size). */
+/** Generation settings; the defaults are diffusers' (50 steps and guidance 7.5, SD3's 28 and 7; the denoiser's native size). */
 export interface PipelineOptions extends RuntimeOptions {
-  /** Denoising steps (default 50; 1–4 for turbo/LCM/SDXS models). */
+  /** Denoising steps (default 50, SD3 28; 1–4 for turbo/LCM/SDXS models and SD3.5 large turbo). */
   steps?: number;
-  /** Classifier-free guidance scale; ≤ 1 runs the UNet once per step without guidance (default 7.5). */
+  /** Classifier-free guidance scale; ≤ 1 runs the denoiser once per step without guidance (default 7.5, SD3 7). */
   guidanceScale?: number;
-  /** Output size in pixels, multiples of 8 (default: UNet `sample_size` · 8). */
+  /** Output size in pixels, multiples of 8, of 16 for SD3 (default: the denoiser's `sample_size` · 8). */
   height?: number;
   width?: number;
   /** Scheduler to use instead of the one `scheduler_config.json` names. */
   scheduler?: SchedulerKind;
-  /** Negative prompt for guidance; unset means "" (SD) or zero embeddings (SDXL, as diffusers). */
+  /** Negative prompt for guidance; unset means "" (SD, SD3) or zero embeddings (SDXL, as diffusers). */
   negativePrompt?: string;
   /**
    * Make a batch byte-identical to its images run one by one, at the price of running a
@@ -195,13 +195,12 @@ async function openUnetModel(dir: string, open: Open, xl: boolean): Promise<Mode
   const tokenizer = readTokenizer(join(dir, "tokenizer"), CLIP_EOS_TOKEN);
   const tokenizer2 = xl ? readTokenizer(join(dir, "tokenizer_2"), "!") : undefined;
   const encoders: Encoder[] = [];
-  const textInputs: ValueSpec[] = [{ name: "input_ids", rank: 2 }, { name: "attention_mask", rank: 2, optional: true }];
   const te = await open("text_encoder");
-  te.validate(textInputs, [{ name: "last_hidden_state", rank: 3 }]);
+  te.validate(TEXT_INPUTS, [{ name: "last_hidden_state", rank: 3 }]);
   encoders.push({ model: te, tokenizer, hiddenOutput: xl ? penultimateOutput(te) : "last_hidden_state" });
   if (xl && tokenizer2) {
     const te2 = await open("text_encoder_2");
-    te2.validate(textInputs, [{ name: "text_embeds", rank: 2 }, { name: "last_hidden_state", rank: 3 }]);
+    te2.validate(TEXT_INPUTS, [{ name: "text_embeds", rank: 2 }, { name: "last_hidden_state", rank: 3 }]);
     encoders.push({ model: te2, tokenizer: tokenizer2, hiddenOutput: penultimateOutput(te2), pooledOutput: "text_embeds" });
   }
   const unet = await open("unet");
@@ -239,10 +238,12 @@ async function openUnetModel(dir: string, open: Open, xl: boolean): Promise<Mode
 }
 
 /** SD3/SD3.5: CLIP-L, CLIP-G and T5 (optional, as in diffusers) joined, and a transformer. */
-async function openSd3(dir: string, open: Open): Promise<ModelParts> {
+async function openSd3(dir: string, index: Record<string, unknown>, open: Open): Promise<ModelParts> {
+  // Tokenizers first: a bad one must not cost the transformer's load.
+  const tokenizers = readSd3Tokenizers(dir, index);
   const { denoiser, width, sampleSize } = await openSd3Transformer(dir, open);
   for (const name of ["hidden_states", "encoder_hidden_states", "pooled_projections", "timestep"]) requireFloat(denoiser.model, name);
-  const text = await Sd3Text.open(dir, open, penultimateOutput, width);
+  const text = await Sd3Text.open(open, tokenizers, penultimateOutput, width);
   const pooledIn = denoiser.model.input("pooled_projections")?.shape[1];
   const pooledOut = text.pooledWidth();
   if (typeof pooledIn === "number" && pooledOut !== undefined && pooledIn !== pooledOut) {
@@ -275,7 +276,7 @@ export class OnnxDiffusionPipeline {
     const family: PipelineInfo["family"] = sd3 ? "sd3" : xl ? "sdxl" : "sd";
     const schedulerFile = join(dir, "scheduler", "scheduler_config.json");
     const schedulerConfig = readJson(schedulerFile) as SchedulerConfig;
-    const steps = options.steps ?? 50;
+    const steps = options.steps ?? (sd3 ? 28 : 50);
     // Before any session opens: an unsupported scheduler must not cost a model load.
     const schedulerKind = checkScheduler(schedulerFile, schedulerConfig, steps, sd3, options.scheduler);
     const opened: OnnxModel[] = [];
@@ -285,7 +286,7 @@ export class OnnxDiffusionPipeline {
       return model;
     };
     try {
-      const { encode, denoiser, sampleSize } = sd3 ? await openSd3(dir, open) : await openUnetModel(dir, open, xl);
+      const { encode, denoiser, sampleSize } = sd3 ? await openSd3(dir, index, open) : await openUnetModel(dir, open, xl);
       const vae = await open("vae_decoder");
       vae.validate([{ name: "latent_sample", rank: 4 }], [{ name: "sample", rank: 4 }]);
       requireFloat(vae, "latent_sample");

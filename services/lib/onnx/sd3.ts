@@ -8,8 +8,8 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { CLIP_EOS_TOKEN } from "../../../actors/diffusion/tokenizer.ts";
 import type { UnigramTokenizer } from "../../../actors/diffusion/unigram.ts";
-import type { OnnxModel, ValueSpec } from "./runtime.ts";
-import { readJson, readT5Tokenizer, readTokenizer, tokenFeeds, type TextTokenizer } from "./text-inputs.ts";
+import type { OnnxModel } from "./runtime.ts";
+import { readJson, readT5Tokenizer, readTokenizer, TEXT_INPUTS, tokenFeeds, type TextTokenizer } from "./text-inputs.ts";
 
 /** Per-token embeddings `[1, seq, dim]` (row-major) and pooled embeddings of one prompt. */
 export interface TextConditioning {
@@ -37,10 +37,38 @@ export const SD3_T5_TOKENS = 256;
 /** CLIP tokens per prompt, and the length of the zero T5 sequence when an export has no T5. */
 const CLIP_TOKENS = 77;
 
-/** True when `dir` is an SD3-layout export: a `transformer/` denoiser and a third text encoder or tokenizer, or model_index saying so. */
+/**
+ * True when `dir` is an SD3-layout export: no UNet, and model_index.json names an SD3 pipeline or
+ * a third text encoder or tokenizer (a missing `transformer/` is then reported as missing).
+ */
 export function isSd3Export(dir: string, index: Record<string, unknown>): boolean {
-  if (existsSync(join(dir, "unet", "model.onnx")) || !existsSync(join(dir, "transformer"))) return false;
+  if (existsSync(join(dir, "unet", "model.onnx"))) return false;
   return /StableDiffusion3/.test(String(index._class_name ?? "")) || "text_encoder_3" in index || "tokenizer_3" in index;
+}
+
+/** A model_index.json component entry that names a model (`[library, class]`), not `[null, null]` (diffusers' "none"). */
+const names = (entry: unknown) => Array.isArray(entry) && entry.some((x) => x !== null);
+
+/** SD3's tokenizers: the two CLIP ones, and T5's when the export has a T5 encoder. */
+export interface Sd3Tokenizers {
+  dir: string;
+  clip: [TextTokenizer, TextTokenizer];
+  t5: UnigramTokenizer | null;
+}
+
+/**
+ * Reads the tokenizers (before any session opens: a bad one must not cost a model load). The T5
+ * encoder is used when its model file is there or model_index.json names one (then a missing file
+ * is an error, not a silent run without T5); only an index that lists it as `[null, null]`, or
+ * not at all, with no file, runs on zeros in its place, as diffusers does.
+ */
+export function readSd3Tokenizers(dir: string, index: Record<string, unknown>): Sd3Tokenizers {
+  const t5 = existsSync(join(dir, "text_encoder_3", "model.onnx")) || names(index.text_encoder_3);
+  return {
+    dir,
+    clip: [readTokenizer(join(dir, "tokenizer"), CLIP_EOS_TOKEN), readTokenizer(join(dir, "tokenizer_2"), "!")],
+    t5: t5 ? readT5Tokenizer(join(dir, "tokenizer_3"), SD3_T5_TOKENS) : null,
+  };
 }
 
 /**
@@ -81,27 +109,26 @@ export class Sd3Text {
    * Opens the encoders (`open` opens a component's model.onnx and owns it). `width` is the
    * transformer's `encoder_hidden_states` width (its `joint_attention_dim`).
    */
-  static async open(dir: string, open: (component: string) => Promise<OnnxModel>, penultimate: (m: OnnxModel) => string, width: number): Promise<Sd3Text> {
-    const textInputs: ValueSpec[] = [{ name: "input_ids", rank: 2 }, { name: "attention_mask", rank: 2, optional: true }];
+  static async open(open: (component: string) => Promise<OnnxModel>, tokenizers: Sd3Tokenizers, penultimate: (m: OnnxModel) => string, width: number): Promise<Sd3Text> {
     const clip: ClipEncoder[] = [];
-    for (const [component, tokenizer, pad] of [["text_encoder", "tokenizer", CLIP_EOS_TOKEN], ["text_encoder_2", "tokenizer_2", "!"]] as const) {
+    for (const [i, component] of (["text_encoder", "text_encoder_2"] as const).entries()) {
       const model = await open(component);
-      model.validate(textInputs, [{ name: "text_embeds", rank: 2 }, { name: "last_hidden_state", rank: 3 }]);
-      clip.push({ model, tokenizer: readTokenizer(join(dir, tokenizer), pad), hidden: penultimate(model) });
+      model.validate(TEXT_INPUTS, [{ name: "text_embeds", rank: 2 }, { name: "last_hidden_state", rank: 3 }]);
+      clip.push({ model, tokenizer: tokenizers.clip[i], hidden: penultimate(model) });
     }
     let t5: { model: OnnxModel; tokenizer: UnigramTokenizer } | null = null;
-    if (existsSync(join(dir, "text_encoder_3", "model.onnx"))) {
+    if (tokenizers.t5) {
       const model = await open("text_encoder_3");
-      model.validate([{ name: "input_ids", rank: 2 }, { name: "attention_mask", rank: 2, optional: true }], [{ name: "last_hidden_state", rank: 3 }]);
+      model.validate(TEXT_INPUTS, [{ name: "last_hidden_state", rank: 3 }]);
       const t5Width = model.output("last_hidden_state")?.shape[2];
       if (typeof t5Width === "number" && t5Width !== width) throw new Error(`${model.file}: output "last_hidden_state" has width ${t5Width}; the transformer's encoder_hidden_states take ${width}`);
-      t5 = { model, tokenizer: readT5Tokenizer(join(dir, "tokenizer_3"), SD3_T5_TOKENS) };
+      t5 = { model, tokenizer: tokenizers.t5 };
     }
     const clipWidth = clip.reduce<number | undefined>((s, c) => {
       const d = c.model.output(c.hidden)?.shape[2];
       return typeof d === "number" && s !== undefined ? s + d : undefined;
     }, 0);
-    if (clipWidth !== undefined && clipWidth > width) throw new Error(`${join(dir, "transformer")}: encoder_hidden_states width ${width} is narrower than the CLIP encoders' ${clipWidth}`);
+    if (clipWidth !== undefined && clipWidth > width) throw new Error(`${join(tokenizers.dir, "transformer")}: encoder_hidden_states width ${width} is narrower than the CLIP encoders' ${clipWidth}`);
     return new Sd3Text(clip, t5, width);
   }
 
@@ -130,11 +157,6 @@ export class Sd3Text {
     const joined = new Float32Array(pooled.reduce((n, p) => n + p.length, 0));
     pooled.reduce((offset, p) => (joined.set(p, offset), offset + p.length), 0);
     return { hidden: jointSequence(states, t5, this.width), pooled: joined, dim: this.width };
-  }
-
-  /** The sessions opened. */
-  models(): OnnxModel[] {
-    return [...this.clip.map((c) => c.model), ...(this.t5 ? [this.t5.model] : [])];
   }
 }
 

@@ -3,7 +3,10 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ClipTokenizer, padTokenFromConfig } from "../../../actors/diffusion/tokenizer.ts";
 import { unigramFromJson, type UnigramTokenizer } from "../../../actors/diffusion/unigram.ts";
-import type { OnnxModel, TensorData } from "./runtime.ts";
+import type { OnnxModel, TensorData, ValueSpec } from "./runtime.ts";
+
+/** The inputs of a text encoder export: ids, and a mask when it takes one. */
+export const TEXT_INPUTS: readonly ValueSpec[] = [{ name: "input_ids", rank: 2 }, { name: "attention_mask", rank: 2, optional: true }];
 
 /** A JSON file; errors name it. */
 export function readJson(file: string): Record<string, unknown> {
