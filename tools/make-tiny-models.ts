@@ -131,6 +131,14 @@ function clipHead(w: Weights, embed: number): Uint8Array {
   return g.encode("head");
 }
 
+/**
+ * The tiny SD 1.x export's text encoder (same weights) with an `attention_mask` input that zeroes
+ * the masked rows of its output: fed no mask (all ones), it gives what the original gives.
+ */
+export function maskedSd15TextEncoder(seed = 1, hidden = 8): Uint8Array {
+  return textEncoder(new Weights(seed), { idType: "int32", hidden, layers: 2, hiddenStates: false, maskInput: true });
+}
+
 /** An SDXL refiner-like UNet (`time_ids` of 5: sizes, crop and an aesthetic score) for the tiny SDXL export's text width. */
 export function refinerUnet(hidden = 8): Uint8Array {
   return unet(new Weights(99), { hidden: 2 * hidden, timestepType: "int64", timestepRank: 1, pooled: 2 * hidden, timeIds: 5 });

@@ -109,16 +109,20 @@ export interface TextEncoderSpec {
   hiddenStates: boolean;
   /** CLIPTextModelWithProjection: `text_embeds` of this size instead of `pooler_output`. */
   projection?: number;
+  /** Take an `attention_mask` too, and zero the last hidden state where it is 0 (so a test sees which mask was fed). */
+  maskInput?: boolean;
 }
 
 export function textEncoder(w: Weights, spec: TextEncoderSpec): Uint8Array {
   const g = new GraphBuilder();
-  textTower(g, w, spec, g.input("input_ids", spec.idType, ["batch", "sequence"]));
+  const ids = g.input("input_ids", spec.idType, ["batch", "sequence"]);
+  const mask = spec.maskInput ? g.input("attention_mask", spec.idType, ["batch", "sequence"]) : undefined;
+  textTower(g, w, spec, ids, mask);
   return g.encode("text_encoder");
 }
 
 /** A CLIP-like text tower on `ids` in `g`, with the outputs `spec` asks for. */
-export function textTower(g: GraphBuilder, w: Weights, spec: TextEncoderSpec, ids: string): void {
+export function textTower(g: GraphBuilder, w: Weights, spec: TextEncoderSpec, ids: string, mask?: string): void {
   const D = spec.hidden;
   const idx = g.node("Mod", [ids, g.int([], [EMBED_ROWS], spec.idType)], undefined, { fmod: 0 });
   const emb = g.node("Gather", [g.float([EMBED_ROWS, D], w.tensor(EMBED_ROWS * D, 1)), idx], undefined, { axis: 0 });
@@ -127,7 +131,11 @@ export function textTower(g: GraphBuilder, w: Weights, spec: TextEncoderSpec, id
     const mm = g.node("MatMul", [states[l], g.float([D, D], w.tensor(D * D, 1 / Math.sqrt(D)))]);
     states.push(g.node("Tanh", [g.node("Add", [mm, g.float([D], w.tensor(D, 0.1))])]));
   }
-  const last = states[states.length - 1];
+  let last = states[states.length - 1];
+  if (mask) {
+    const m = g.node("Unsqueeze", [g.node("Cast", [mask], undefined, { to: DataType.FLOAT }), g.int([1], [2])]);
+    last = g.node("Mul", [last, m]);
+  }
   const pooled = g.node("ReduceMean", [last], undefined, { axes: [1], keepdims: 0 });
   if (spec.projection) {
     const P = spec.projection;

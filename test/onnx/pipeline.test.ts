@@ -4,7 +4,7 @@ import { inflateSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodePng, PNG_SIGNATURE } from "../../actors/diffusion/png.ts";
 import { guidanceRows, guidedPrediction, OnnxDiffusionPipeline, vaeDecoderInput } from "../../services/lib/onnx/pipeline.ts";
-import { identityModel, nanVaeDecoder, refinerUnet, type TinyModelDirs } from "../../tools/make-tiny-models.ts";
+import { identityModel, maskedSd15TextEncoder, nanVaeDecoder, refinerUnet, type TinyModelDirs } from "../../tools/make-tiny-models.ts";
 import { useTinyModels } from "../helpers/tiny-models.ts";
 import { OnnxModel } from "../../services/lib/onnx/runtime.ts";
 
@@ -213,6 +213,23 @@ describe("OnnxDiffusionPipeline load-time validation", () => {
     const dir = copyOf("sdxl", "xl-no-pooled");
     cpSync(join(tiny.dirs.sdxl, "text_encoder", "model.onnx"), join(dir, "text_encoder_2", "model.onnx"));
     await expect(OnnxDiffusionPipeline.load(dir)).rejects.toThrow(/text_encoder_2[/\\]model\.onnx: missing output "text_embeds"/);
+  });
+});
+
+describe("OnnxDiffusionPipeline text encoder mask", () => {
+  it("runs an encoder that takes attention_mask without masking (as diffusers): the image is the mask-less encoder's", async () => {
+    const dir = join(tiny.root, "sd15-masked-encoder");
+    cpSync(tiny.dirs.sd15, dir, { recursive: true });
+    writeFileSync(join(dir, "text_encoder", "model.onnx"), maskedSd15TextEncoder());
+    const masked = await OnnxDiffusionPipeline.load(dir, { steps: 2, ...threads });
+    const plain = await OnnxDiffusionPipeline.load(tiny.dirs.sd15, { steps: 2, ...threads });
+    try {
+      const [a] = await masked.generate([{ prompt: "a photo of a cat", seed: 4 }]);
+      const [b] = await plain.generate([{ prompt: "a photo of a cat", seed: 4 }]);
+      expect(same(a.image, b.image)).toBe(true);
+    } finally {
+      await Promise.all([masked.release(), plain.release()]);
+    }
   });
 });
 

@@ -150,7 +150,8 @@ async function encodeWith(encoders: readonly Encoder[], prompts: readonly string
   let seq = 0;
   for (const enc of encoders) {
     seq = enc.tokenizer.maxLength;
-    const feeds = tokenFeeds(enc.model, enc.tokenizer, prompts);
+    // No mask, as diffusers' SD and SDXL pipelines run their text encoders.
+    const feeds = tokenFeeds(enc.model, enc.tokenizer, prompts, "none");
     const outputs = [enc.hiddenOutput, ...(enc.pooledOutput ? [enc.pooledOutput] : [])];
     const result = await enc.model.run(feeds, outputs);
     const hidden = result[enc.hiddenOutput];

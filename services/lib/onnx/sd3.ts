@@ -143,13 +143,14 @@ export class Sd3Text {
     const states: { data: Float32Array; dim: number }[] = [];
     const pooled: Float32Array[] = [];
     for (const c of this.clip) {
-      const result = await c.model.run(tokenFeeds(c.model, c.tokenizer, [prompt]), [c.hidden, "text_embeds"]);
+      // No mask, as diffusers' SD3 pipeline runs every text encoder.
+      const result = await c.model.run(tokenFeeds(c.model, c.tokenizer, [prompt], "none"), [c.hidden, "text_embeds"]);
       states.push({ data: result[c.hidden].data, dim: result[c.hidden].dims[2] });
       pooled.push(result.text_embeds.data);
     }
     let t5: { data: Float32Array; rows: number } | { rows: number } = { rows: CLIP_TOKENS };
     if (this.t5) {
-      const result = await this.t5.model.run(tokenFeeds(this.t5.model, this.t5.tokenizer, [prompt]), ["last_hidden_state"]);
+      const result = await this.t5.model.run(tokenFeeds(this.t5.model, this.t5.tokenizer, [prompt], "none"), ["last_hidden_state"]);
       const [, rows, dim] = result.last_hidden_state.dims;
       if (dim !== this.width) throw new Error(`${this.t5.model.file}: output "last_hidden_state" has width ${dim}, expected ${this.width}`);
       t5 = { data: result.last_hidden_state.data, rows };

@@ -53,8 +53,13 @@ export function readT5Tokenizer(dir: string, maxLength: number): UnigramTokenize
   }
 }
 
-/** `input_ids` of the prompts padded to the tokenizer's length, and `attention_mask` when the model takes one, in the model's integer type. */
-export function tokenFeeds(model: OnnxModel, tokenizer: TextTokenizer, prompts: readonly string[]): Record<string, TensorData> {
+/**
+ * `input_ids` of the prompts padded to the tokenizer's length, and `attention_mask` when the model
+ * takes one, in the model's integer type. The mask covers the tokens (`padding`: what a CLIP
+ * processor gives, for the judge) or every position (`none`: no mask, what diffusers' pipelines
+ * run their text encoders with; padding rows then differ, and the denoiser attends to all of them).
+ */
+export function tokenFeeds(model: OnnxModel, tokenizer: TextTokenizer, prompts: readonly string[], mask: "padding" | "none" = "padding"): Record<string, TensorData> {
   const n = prompts.length;
   const seq = tokenizer.maxLength;
   const int64 = model.input("input_ids")?.type === "int64";
@@ -65,7 +70,7 @@ export function tokenFeeds(model: OnnxModel, tokenizer: TextTokenizer, prompts: 
   const encoded = prompts.map((p) => tokenizer.encode(p));
   const feeds: Record<string, TensorData> = { input_ids: tensor(encoded.flatMap((ids) => tokenizer.padded(ids))) };
   if (model.input("attention_mask")) {
-    feeds.attention_mask = tensor(encoded.flatMap((ids) => Array.from({ length: seq }, (_, i) => (i < ids.length ? 1 : 0))));
+    feeds.attention_mask = tensor(encoded.flatMap((ids) => Array.from({ length: seq }, (_, i) => (mask === "none" || i < ids.length ? 1 : 0))));
   }
   return feeds;
 }
