@@ -15,8 +15,12 @@ export interface TestSystem {
   stop(): Promise<void>;
 }
 
-/** The services of a test: 4 fast workers, fixed routes, in-memory queues, quiet logs; `opts` override. */
-export async function startTestServices(natsUrl: string, opts: Partial<SystemOptions> = {}): Promise<RunningSystem> {
+/**
+ * The services of a test: 4 fast workers, fixed routes, in-memory queues, quiet logs; `opts`
+ * override. Resolves once the first plan assigns every worker and they serve; throws (after
+ * stopping them) when that takes longer than `readyWithinMs`.
+ */
+export async function startTestServices(natsUrl: string, opts: Partial<SystemOptions> = {}, readyWithinMs = 10_000): Promise<RunningSystem> {
   const system = await startSystem({
     natsUrl,
     workers: 4,
@@ -29,18 +33,23 @@ export async function startTestServices(natsUrl: string, opts: Partial<SystemOpt
     log: createLogger("test", (process.env.HADIS_LOG as "info") ?? "error"),
     ...opts,
   });
-  // Wait (up to 10 s) until the first plan assigns every worker and they all serve (no wait without workers).
+  // Wait until the first plan assigns every worker and they all serve (no wait without workers).
   const want = !opts.services || opts.services.includes("worker") ? (opts.workers ?? 4) : 0;
-  const deadline = Date.now() + 10_000;
-  while (Date.now() < deadline) {
+  const deadline = Date.now() + readyWithinMs;
+  for (;;) {
     const plan = system.manager?.plans.current;
-    const ready = system.workers?.agents.filter((a) => a.status("x").state === "serving").length ?? 0;
+    const states = system.workers?.agents.map((a) => a.status("x").state) ?? [];
+    const ready = states.filter((s) => s === "serving").length;
     // Without a manager of its own (more workers for a running system), serving is the sign.
     const planned = !system.manager || (plan && Object.keys(plan.assignment).length >= want);
-    if (planned && ready >= want) break;
+    if (planned && ready >= want) return system;
+    if (Date.now() >= deadline) {
+      // A test on a system that never got ready would test something else than it says.
+      await system.stop(2_000).catch(() => undefined);
+      throw new Error(`test system not ready after ${readyWithinMs} ms: plan ${plan ? `epoch ${plan.epoch} assigning ${Object.keys(plan.assignment).length} of ${want} workers` : system.manager ? "none yet" : "not ours"}, workers ${JSON.stringify(states)}`);
+    }
     await new Promise((r) => setTimeout(r, 50));
   }
-  return system;
 }
 
 /** Starts everything; waits until the first plan assigns every worker. */

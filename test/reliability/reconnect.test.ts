@@ -25,7 +25,8 @@ beforeAll(async () => {
   server = await startNatsServer();
   proxy = await startProxy(server.port);
   // Real latencies (time scale 1): a light image takes about 1.3 s, long enough to cut the router meanwhile.
-  back = await startTestServices(server.url, { services: ["resource-manager", "worker", "discriminator"], workers: 2, timeScale: 1 });
+  // At time scale 1 a worker loads sd3.5-large in 13.7 s (its profile's loadMs).
+  back = await startTestServices(server.url, { services: ["resource-manager", "worker", "discriminator"], workers: 2, timeScale: 1 }, 30_000);
   front = await startTestServices(proxy.url, { services: ["router"], timeScale: 1 });
   nc = await connectNats(server.url, "test");
 }, 60_000);
