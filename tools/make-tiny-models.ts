@@ -230,6 +230,14 @@ function writeSd(spec: SdSpec): void {
 }
 
 /** Writes the tiny model folders under `outDir` and returns their paths. */
+/**
+ * The generator's version, written beside the folders (`TINY_MODELS_STAMP`): raise it whenever
+ * what `makeTinyModels` writes changes, so that folders an older one wrote are made again.
+ */
+export const TINY_MODELS_VERSION = 2;
+/** The file that records which generator version wrote a folder of tiny models. */
+export const TINY_MODELS_STAMP = "tiny-models.json";
+
 export function makeTinyModels(outDir: string, options: TinyModelOptions = {}): TinyModelDirs {
   const seed = options.seed ?? 1;
   const hidden = options.hiddenSize ?? 8;
@@ -270,6 +278,7 @@ export function makeTinyModels(outDir: string, options: TinyModelOptions = {}): 
   writeFile(dirs.clipSingle, "model.onnx", clipSingleFile(single, hidden, embed));
   writeFile(join(dirs.clipSingle, "head"), "model.onnx", clipHead(single, embed));
   writeTokenizer(dirs.clipSingle, "<|endoftext|>");
+  writeFile(outDir, TINY_MODELS_STAMP, JSON.stringify({ version: TINY_MODELS_VERSION, seed, hidden, latent }));
   return dirs;
 }
 

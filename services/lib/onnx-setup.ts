@@ -1,12 +1,13 @@
 /**
  * Builds the onnx backends from a model map (`profiles/onnx/*.json`): pool model name → export
- * folder and settings. When the folders are missing and the map names the tiny generated
- * models, they are generated first (so `npm start -- --backend onnx` works on a fresh clone).
+ * folder and settings. When the map names the tiny generated models and they are missing, or
+ * an older generator made them, they are generated first (so `npm start -- --backend onnx` works
+ * on a fresh clone, and after an update that adds or changes a stand-in).
  */
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import { z } from "zod";
-import { makeTinyModels } from "../../tools/make-tiny-models.ts";
+import { makeTinyModels, TINY_MODELS_STAMP, TINY_MODELS_VERSION } from "../../tools/make-tiny-models.ts";
 import { ThreadedClipJudge, ThreadedGenerationBackend, type OnnxModelEntry } from "./onnx/index.ts";
 import { DEFAULT_PROFILES_DIR } from "./profiles.ts";
 
@@ -36,16 +37,24 @@ export interface OnnxSetupOptions {
   warmUp?: boolean;
 }
 
-/** Reads the map, generating the tiny models if they are what is missing. */
+/** True unless `dir` holds tiny models this generator version wrote. */
+export function tinyModelsStale(dir: string): boolean {
+  try {
+    return (JSON.parse(readFileSync(join(dir, TINY_MODELS_STAMP), "utf8")) as { version?: unknown }).version !== TINY_MODELS_VERSION;
+  } catch {
+    return true;
+  }
+}
+
+/** Reads the map, generating the tiny models if they are what is missing or stale. */
 export function prepareOnnx(opts: OnnxSetupOptions) {
   const map = ModelMapSchema.parse(JSON.parse(readFileSync(opts.modelMap ?? DEFAULT_MODEL_MAP, "utf8")));
   const base = resolve(opts.modelsDir);
   const at = (dir: string) => (isAbsolute(dir) ? dir : join(base, dir));
   const folders = [...Object.values(map.models).map((m) => m.dir), map.judge.dir];
-  // A folder from before a stand-in was added (tiny-sd3) is missing it: generate them again.
-  if (folders.some((d) => !existsSync(join(at(d), d === map.judge.dir ? "head" : "model_index.json")))) {
-    if (folders.every((d) => d.startsWith("tiny-"))) makeTinyModels(base);
-  }
+  // Tiny stand-ins are made when missing, and again when an older generator made them (a stand-in
+  // added since, such as tiny-sd3, or changed).
+  if (folders.every((d) => d.startsWith("tiny-")) && tinyModelsStale(base)) makeTinyModels(base);
   const models: Record<string, OnnxModelEntry> = {};
   for (const [name, m] of Object.entries(map.models)) {
     models[name] = { dir: at(m.dir), steps: m.steps, guidanceScale: m.guidanceScale, intraOpNumThreads: opts.intraOpNumThreads ?? 1 };
