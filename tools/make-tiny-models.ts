@@ -229,7 +229,6 @@ function writeSd(spec: SdSpec): void {
   writeFile(join(dir, "vae_decoder"), "config.json", JSON.stringify({ scaling_factor: spec.xl ? 0.13025 : 0.18215, latent_channels: 4 }, null, 2));
 }
 
-/** Writes the tiny model folders under `outDir` and returns their paths. */
 /**
  * The generator's version, written beside the folders (`TINY_MODELS_STAMP`): raise it whenever
  * what `makeTinyModels` writes changes, so that folders an older one wrote are made again.
@@ -238,6 +237,7 @@ export const TINY_MODELS_VERSION = 2;
 /** The file that records which generator version wrote a folder of tiny models. */
 export const TINY_MODELS_STAMP = "tiny-models.json";
 
+/** Writes the tiny model folders under `outDir` (and the version stamp) and returns their paths. */
 export function makeTinyModels(outDir: string, options: TinyModelOptions = {}): TinyModelDirs {
   const seed = options.seed ?? 1;
   const hidden = options.hiddenSize ?? 8;

@@ -4,7 +4,7 @@
  * an older generator made them, they are generated first (so `npm start -- --backend onnx` works
  * on a fresh clone, and after an update that adds or changes a stand-in).
  */
-import { readFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import { z } from "zod";
 import { makeTinyModels, TINY_MODELS_STAMP, TINY_MODELS_VERSION } from "../../tools/make-tiny-models.ts";
@@ -46,15 +46,49 @@ export function tinyModelsStale(dir: string): boolean {
   }
 }
 
+/** Renames `from` to `to`; false when another process got there first (`to` exists, or `from` is gone). */
+function renamed(from: string, to: string): boolean {
+  try {
+    renameSync(from, to);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Generates the tiny models into a folder of its own, then moves each into `base` (the stamp
+ * last), so a process reading them (another service started on the same folder) never reads a
+ * half-written file; two generating at once make the same bytes, and the last move wins.
+ */
+function generateTinyModels(base: string): void {
+  mkdirSync(base, { recursive: true });
+  const fresh = mkdtempSync(join(base, ".tiny-"));
+  try {
+    makeTinyModels(fresh);
+    for (const name of readdirSync(fresh).filter((n) => n !== TINY_MODELS_STAMP)) {
+      const target = join(base, name);
+      const old = `${fresh}-old-${name}`;
+      const moved = existsSync(target) && renamed(target, old);
+      renamed(join(fresh, name), target);
+      if (moved) rmSync(old, { recursive: true, force: true });
+    }
+    renameSync(join(fresh, TINY_MODELS_STAMP), join(base, TINY_MODELS_STAMP));
+  } finally {
+    rmSync(fresh, { recursive: true, force: true });
+  }
+}
+
 /** Reads the map, generating the tiny models if they are what is missing or stale. */
 export function prepareOnnx(opts: OnnxSetupOptions) {
   const map = ModelMapSchema.parse(JSON.parse(readFileSync(opts.modelMap ?? DEFAULT_MODEL_MAP, "utf8")));
   const base = resolve(opts.modelsDir);
   const at = (dir: string) => (isAbsolute(dir) ? dir : join(base, dir));
   const folders = [...Object.values(map.models).map((m) => m.dir), map.judge.dir];
-  // Tiny stand-ins are made when missing, and again when an older generator made them (a stand-in
-  // added since, such as tiny-sd3, or changed).
-  if (folders.every((d) => d.startsWith("tiny-")) && tinyModelsStale(base)) makeTinyModels(base);
+  // Tiny stand-ins are made when one is missing, and again when an older generator made them (a
+  // stand-in added since, such as tiny-sd3, or changed).
+  const missing = folders.some((d) => !existsSync(join(at(d), d === map.judge.dir ? "head" : "model_index.json")));
+  if (folders.every((d) => d.startsWith("tiny-")) && (missing || tinyModelsStale(base))) generateTinyModels(base);
   const models: Record<string, OnnxModelEntry> = {};
   for (const [name, m] of Object.entries(map.models)) {
     models[name] = { dir: at(m.dir), steps: m.steps, guidanceScale: m.guidanceScale, intraOpNumThreads: opts.intraOpNumThreads ?? 1 };

@@ -55,7 +55,11 @@ export async function startTestServices(natsUrl: string, opts: Partial<SystemOpt
 /** Starts everything; waits until the first plan assigns every worker. */
 export async function startTestSystem(opts: Partial<SystemOptions> = {}): Promise<TestSystem> {
   const server = await startNatsServer();
-  const system = await startTestServices(server.url, opts);
+  // Not ready in time: the services are stopped, and so must the server be.
+  const system = await startTestServices(server.url, opts).catch(async (err: unknown) => {
+    await server.stop();
+    throw err;
+  });
   const nc = await connectNats(server.url, "test-client");
   return {
     server,
