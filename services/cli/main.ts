@@ -25,7 +25,7 @@ const runOptions = (cmd: Command) =>
     .addOption(new Option("--backend <kind>", "worker and judge backend").choices(["profile", "onnx"]).default("profile"))
     .option("--zero-latency", "profile backends do not wait (overhead benchmarks)")
     .option("--model-map <file>", "onnx backend: pool model name → export folder (default profiles/onnx/tiny-pool.json)")
-    .option("--models-dir <dir>", "onnx backend: folder of the exports (tiny models are generated there when missing)", ".hadis/models")
+    .option("--models-dir <dir>", "onnx backend: folder of the exports (tiny models are generated there when missing or made by an older generator)", ".hadis/models")
     .option("--profiles <dir>", "profiles folder (default: the repository's profiles/)")
     .option("--static-config <json>", 'static policy configuration, e.g. \'{"light":"sdxl-lightning","heavy":"sd35-large","routerThreshold":0.3,"discThreshold":0.1}\'')
     .addOption(new Option("--storage <kind>", "JetStream storage of the work queue").choices(["file", "memory"]).default("file"));
