@@ -5,6 +5,7 @@
  * (σ' = s·σ / (1 + (s − 1)·σ), `shift`, 3.0 for SD3/SD3.5); the model's timestep is σ·1000.
  */
 import type { Scheduler, SchedulerConfig } from "./scheduler.ts";
+import { refusedOptions, type RefusalTable } from "./refused-options.ts";
 
 /** The class name in `scheduler_config.json`. */
 export const FLOW_MATCH_EULER = "FlowMatchEulerDiscreteScheduler";
@@ -25,7 +26,7 @@ export interface FlowMatchConfig extends SchedulerConfig {
  * default: dynamic shifting (Flux, SD3 at other resolutions: a shift from the image size), inverted
  * or terminal-stretched sigmas, stochastic sampling, and the sigma schedules shared with Euler.
  */
-const FLOW_UNIMPLEMENTED: { [K in keyof FlowMatchConfig]?: (v: unknown) => boolean } = {
+const FLOW_UNIMPLEMENTED: RefusalTable<FlowMatchConfig> = {
   use_dynamic_shifting: (v) => v === true,
   invert_sigmas: (v) => v === true,
   shift_terminal: (v) => v !== undefined && v !== null && v !== 0,
@@ -66,9 +67,7 @@ export function flowMatchSigmas(config: FlowMatchConfig, steps: number): number[
 /** Flow-matching Euler for `steps` steps. */
 export function flowMatchScheduler(config: FlowMatchConfig, steps: number): Scheduler {
   if (!Number.isInteger(steps) || steps < 1) throw new Error(`scheduler: steps must be a whole number from 1 (got ${steps})`);
-  const refused = (Object.keys(FLOW_UNIMPLEMENTED) as (keyof FlowMatchConfig)[])
-    .filter((name) => FLOW_UNIMPLEMENTED[name]!(config[name]))
-    .map((name) => `${name}: ${JSON.stringify(config[name])}`);
+  const refused = refusedOptions(config, FLOW_UNIMPLEMENTED);
   if (refused.length > 0) {
     throw new Error(`scheduler: ${refused.join(", ")} change the sampling in ways ${FLOW_MATCH_EULER} here does not implement (the images would differ from diffusers' without any error); set the default or use an export without them`);
   }

@@ -6,6 +6,7 @@
  */
 
 import { FLOW_MATCH_EULER, flowMatchScheduler } from "./flow-match.ts";
+import { refusedOptions, type RefusalTable } from "./refused-options.ts";
 
 /** The scheduler families implemented here and in flow-match.ts. */
 export const SchedulerKind = {
@@ -293,7 +294,7 @@ const EULER_STAND_IN_CLASSES: readonly string[] = ["PNDMScheduler", "LMSDiscrete
  * Options of diffusers' schedulers that change the sampling and that these schedulers do not
  * implement, at a value other than their default: refused rather than silently run without.
  */
-const UNIMPLEMENTED: { [K in keyof SchedulerConfig]?: (v: unknown) => boolean } = {
+const UNIMPLEMENTED: RefusalTable<SchedulerConfig> = {
   use_karras_sigmas: (v) => v === true,
   use_exponential_sigmas: (v) => v === true,
   use_beta_sigmas: (v) => v === true,
@@ -303,13 +304,6 @@ const UNIMPLEMENTED: { [K in keyof SchedulerConfig]?: (v: unknown) => boolean } 
   interpolation_type: (v) => v !== undefined && v !== "linear",
   final_sigmas_type: (v) => v !== undefined && v !== "zero",
 };
-
-/** `name: value` of each option of `config` that UNIMPLEMENTED refuses. */
-function unimplementedOptions(config: SchedulerConfig): string[] {
-  return (Object.keys(UNIMPLEMENTED) as (keyof SchedulerConfig)[])
-    .filter((name) => UNIMPLEMENTED[name]!(config[name]))
-    .map((name) => `${name}: ${JSON.stringify(config[name])}`);
-}
 
 /** Why a scheduler class cannot run, naming the classes that can. */
 function unsupportedClassError(kind: string | undefined): Error {
@@ -330,7 +324,7 @@ function unsupportedClassError(kind: string | undefined): Error {
  */
 export function createScheduler(config: SchedulerConfig, steps: number, override?: SchedulerKind): Scheduler {
   const kind = override ?? config._class_name;
-  const unimplemented = unimplementedOptions(config);
+  const unimplemented = refusedOptions(config, UNIMPLEMENTED);
   if (unimplemented.length > 0) {
     throw new Error(`scheduler: ${unimplemented.join(", ")} change the sampling in ways these schedulers do not implement (the images would differ from diffusers' without any error); set the default or use an export without them`);
   }

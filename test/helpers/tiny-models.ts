@@ -5,6 +5,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll } from "vitest";
 import { identityModel, makeTinyModels, type TinyModelDirs } from "../../tools/make-tiny-models.ts";
 import { DEFAULT_MODEL_MAP } from "../../services/lib/onnx-setup.ts";
+import { OnnxDiffusionPipeline, type PipelineOptions } from "../../services/lib/onnx/pipeline.ts";
+import type { GeneratedImage, GenerationInput } from "../../actors/worker/backend.ts";
 
 /** A test file's tiny models: `root` is its temporary folder (for copies), `dirs` the exports; both set before its tests run. */
 export interface TinyModels {
@@ -21,6 +23,18 @@ export function useTinyModels(name: string): TinyModels {
   });
   afterAll(() => rmSync(tiny.root, { recursive: true, force: true }));
   return tiny;
+}
+
+/** The images of `inputs`, each made on its own, by the export at `dir` loaded with `options` for the call. */
+export async function imagesOf(dir: string, options: PipelineOptions, inputs: readonly GenerationInput[]): Promise<GeneratedImage[]> {
+  const pipeline = await OnnxDiffusionPipeline.load(dir, options);
+  try {
+    const out: GeneratedImage[] = [];
+    for (const input of inputs) out.push(...(await pipeline.generate([input])));
+    return out;
+  } finally {
+    await pipeline.release();
+  }
 }
 
 /** One model of a model map: its export folder (under the models folder) and generation settings. */

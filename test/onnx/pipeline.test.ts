@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodePng, PNG_SIGNATURE } from "../../actors/diffusion/png.ts";
 import { guidanceRows, guidedPrediction, OnnxDiffusionPipeline, vaeDecoderInput } from "../../services/lib/onnx/pipeline.ts";
 import { identityModel, maskedSd15TextEncoder, nanVaeDecoder, refinerUnet, type TinyModelDirs } from "../../tools/make-tiny-models.ts";
-import { useTinyModels } from "../helpers/tiny-models.ts";
+import { imagesOf, useTinyModels } from "../helpers/tiny-models.ts";
 import { OnnxModel } from "../../services/lib/onnx/runtime.ts";
 
 const tiny = useTinyModels("pipeline");
@@ -221,41 +221,29 @@ describe("OnnxDiffusionPipeline text encoder mask", () => {
     const dir = join(tiny.root, "sd15-masked-encoder");
     cpSync(tiny.dirs.sd15, dir, { recursive: true });
     writeFileSync(join(dir, "text_encoder", "model.onnx"), maskedSd15TextEncoder());
-    const masked = await OnnxDiffusionPipeline.load(dir, { steps: 2, ...threads });
-    const plain = await OnnxDiffusionPipeline.load(tiny.dirs.sd15, { steps: 2, ...threads });
-    try {
-      const [a] = await masked.generate([{ prompt: "a photo of a cat", seed: 4 }]);
-      const [b] = await plain.generate([{ prompt: "a photo of a cat", seed: 4 }]);
-      expect(same(a.image, b.image)).toBe(true);
-    } finally {
-      await Promise.all([masked.release(), plain.release()]);
-    }
+    const cat = [{ prompt: "a photo of a cat", seed: 4 }];
+    const [a] = await imagesOf(dir, { steps: 2, ...threads }, cat);
+    const [b] = await imagesOf(tiny.dirs.sd15, { steps: 2, ...threads }, cat);
+    expect(same(a.image, b.image)).toBe(true);
   });
 });
 
 describe("OnnxDiffusionPipeline guidance embedding", () => {
   it("feeds the guidance scale to an LCM UNet through timestep_cond", async () => {
-    const low = await OnnxDiffusionPipeline.load(tiny.dirs.lcm, { steps: 2, guidanceScale: 2, ...threads });
-    const high = await OnnxDiffusionPipeline.load(tiny.dirs.lcm, { steps: 2, guidanceScale: 8, ...threads });
-    const [a] = await low.generate([{ prompt: "a photo of a cat", seed: 5 }]);
-    const [b] = await high.generate([{ prompt: "a photo of a cat", seed: 5 }]);
+    const cat = [{ prompt: "a photo of a cat", seed: 5 }];
+    const [a] = await imagesOf(tiny.dirs.lcm, { steps: 2, guidanceScale: 2, ...threads }, cat);
+    const [b] = await imagesOf(tiny.dirs.lcm, { steps: 2, guidanceScale: 8, ...threads }, cat);
     expect(same(a.image, b.image)).toBe(false);
-    await Promise.all([low.release(), high.release()]);
   });
 });
 
 describe("OnnxDiffusionPipeline SDXL negative prompt", () => {
   it("encodes an explicit empty negative prompt; only an unset one gives zero embeddings", async () => {
     const options = { steps: 2, guidanceScale: 5, ...threads };
-    const unset = await OnnxDiffusionPipeline.load(tiny.dirs.sdxl, options);
-    const empty = await OnnxDiffusionPipeline.load(tiny.dirs.sdxl, { ...options, negativePrompt: "" });
-    try {
-      const [a] = await unset.generate([{ prompt: "a photo of a cat", seed: 5 }]);
-      const [b] = await empty.generate([{ prompt: "a photo of a cat", seed: 5 }]);
-      expect(same(a.image, b.image)).toBe(false);
-    } finally {
-      await Promise.all([unset.release(), empty.release()]);
-    }
+    const cat = [{ prompt: "a photo of a cat", seed: 5 }];
+    const [a] = await imagesOf(tiny.dirs.sdxl, options, cat);
+    const [b] = await imagesOf(tiny.dirs.sdxl, { ...options, negativePrompt: "" }, cat);
+    expect(same(a.image, b.image)).toBe(false);
   });
 });
 

@@ -5,7 +5,7 @@ import { OnnxDiffusionPipeline, vaeDecoderInput } from "../../services/lib/onnx/
 import { jointSequence } from "../../services/lib/onnx/sd3.ts";
 import { METASPACE } from "../../actors/diffusion/unigram.ts";
 import { identityModel } from "../../tools/make-tiny-models.ts";
-import { useTinyModels } from "../helpers/tiny-models.ts";
+import { imagesOf, useTinyModels } from "../helpers/tiny-models.ts";
 
 const tiny = useTinyModels("sd3");
 const threads = { intraOpNumThreads: 1 };
@@ -67,20 +67,13 @@ describe("OnnxDiffusionPipeline on an SD3 export", () => {
   it("the prompt, the guidance scale and the T5 encoder each change the image", async () => {
     // An export without T5, as diffusers takes one.
     const dir = withoutT5("sd3-no-t5");
-    const base = await OnnxDiffusionPipeline.load(tiny.dirs.sd3, { steps: 3, guidanceScale: 4.5, ...threads });
-    const other = await OnnxDiffusionPipeline.load(tiny.dirs.sd3, { steps: 3, guidanceScale: 2, ...threads });
-    const noT5 = await OnnxDiffusionPipeline.load(dir, { steps: 3, guidanceScale: 4.5, ...threads });
-    try {
-      const [a] = await base.generate([{ prompt: "a photo of a cat", seed: 3 }]);
-      const [b] = await base.generate([{ prompt: "a red bicycle", seed: 3 }]);
-      const [c] = await other.generate([{ prompt: "a photo of a cat", seed: 3 }]);
-      const [d] = await noT5.generate([{ prompt: "a photo of a cat", seed: 3 }]);
-      expect(same(a.image, b.image)).toBe(false);
-      expect(same(a.image, c.image)).toBe(false);
-      expect(same(a.image, d.image)).toBe(false);
-    } finally {
-      await Promise.all([base.release(), other.release(), noT5.release()]);
-    }
+    const cat = { prompt: "a photo of a cat", seed: 3 };
+    const [a, b] = await imagesOf(tiny.dirs.sd3, { steps: 3, guidanceScale: 4.5, ...threads }, [cat, { prompt: "a red bicycle", seed: 3 }]);
+    const [c] = await imagesOf(tiny.dirs.sd3, { steps: 3, guidanceScale: 2, ...threads }, [cat]);
+    const [d] = await imagesOf(dir, { steps: 3, guidanceScale: 4.5, ...threads }, [cat]);
+    expect(same(a.image, b.image)).toBe(false);
+    expect(same(a.image, c.image)).toBe(false);
+    expect(same(a.image, d.image)).toBe(false);
   });
 
   it("the T5 states themselves reach the transformer: a T5 vocabulary that cuts the prompt otherwise changes the image", async () => {
@@ -90,19 +83,13 @@ describe("OnnxDiffusionPipeline on an SD3 export", () => {
     // "▁cat" scored below ▁ c a t: the word takes those pieces (other T5 ids; every id, CLIP's and the sequence length unchanged).
     for (const entry of json.model.vocab) if (entry[0] === `${METASPACE}cat`) entry[1] = -100;
     writeFileSync(file, JSON.stringify(json));
-    const base = await OnnxDiffusionPipeline.load(tiny.dirs.sd3, { steps: 2, guidanceScale: 4.5, ...threads });
-    const other = await OnnxDiffusionPipeline.load(dir, { steps: 2, guidanceScale: 4.5, ...threads });
-    try {
-      const [a] = await base.generate([{ prompt: "a photo of a cat", seed: 3 }]);
-      const [b] = await other.generate([{ prompt: "a photo of a cat", seed: 3 }]);
-      const [c] = await other.generate([{ prompt: "a photo of a dog", seed: 3 }]);
-      const [d] = await base.generate([{ prompt: "a photo of a dog", seed: 3 }]);
-      expect(same(a.image, b.image)).toBe(false);
-      // A prompt both vocabularies cut alike gives the same image.
-      expect(same(c.image, d.image)).toBe(true);
-    } finally {
-      await Promise.all([base.release(), other.release()]);
-    }
+    const options = { steps: 2, guidanceScale: 4.5, ...threads };
+    const prompts = [{ prompt: "a photo of a cat", seed: 3 }, { prompt: "a photo of a dog", seed: 3 }];
+    const [a, d] = await imagesOf(tiny.dirs.sd3, options, prompts);
+    const [b, c] = await imagesOf(dir, options, prompts);
+    expect(same(a.image, b.image)).toBe(false);
+    // A prompt both vocabularies cut alike gives the same image.
+    expect(same(c.image, d.image)).toBe(true);
   });
 
   it("a T5 the index names but whose file is missing is an error naming it, not a silent run on zeros", async () => {

@@ -16,8 +16,29 @@ import { GaussianRng, combineGuidance, guidanceScaleEmbedding } from "../../../a
 import { createScheduler, SchedulerKind, type SchedulerConfig } from "../../../actors/diffusion/scheduler.ts";
 import { CLIP_EOS_TOKEN, type ClipTokenizer } from "../../../actors/diffusion/tokenizer.ts";
 import { OnnxModel, type RuntimeOptions, type TensorData, type ValueSpec } from "./runtime.ts";
-import { readJson, readTokenizer, TEXT_INPUTS, tokenFeeds } from "./text-inputs.ts";
-import { isSd3Export, openSd3Transformer, readSd3Tokenizers, Sd3Text, type Denoiser, type TextConditioning } from "./sd3.ts";
+import { declaredWidth, readJson, readTokenizer, sideBySide, TEXT_INPUTS, tokenFeeds } from "./text-inputs.ts";
+import { isSd3Export, openSd3Transformer, readSd3Tokenizers, Sd3Text } from "./sd3.ts";
+
+/** Per-token embeddings `[N, seq, dim]` (row-major) and pooled embeddings of prompts. */
+export interface TextConditioning {
+  hidden: Float32Array;
+  pooled?: Float32Array;
+  dim: number;
+}
+
+/** What the denoising loop feeds and reads: a UNet's input and output names, or a transformer's (sd3.ts). */
+export interface Denoiser {
+  model: OnnxModel;
+  /** The latents' input. */
+  sample: string;
+  /** The pooled text embeddings' input (SDXL's `text_embeds`, SD3's `pooled_projections`). */
+  pooled?: string;
+  output: string;
+  /** Latent channels (4 for SD and SDXL, 16 for SD3). */
+  channels: number;
+  /** SDXL's size conditioning (`time_ids`). */
+  timeIds: boolean;
+}
 
 /** Generation settings; the defaults are diffusers' (50 steps and guidance 7.5, SD3's 28 and 7; the denoiser's native size). */
 export interface PipelineOptions extends RuntimeOptions {
@@ -160,15 +181,7 @@ async function encodeWith(encoders: readonly Encoder[], prompts: readonly string
   }
   if (perEncoder.length === 1) return { hidden: perEncoder[0].data, pooled, dim: perEncoder[0].dim };
   const dim = perEncoder.reduce((s, e) => s + e.dim, 0);
-  const hidden = new Float32Array(n * seq * dim);
-  for (let row = 0; row < n * seq; row++) {
-    let offset = row * dim;
-    for (const e of perEncoder) {
-      hidden.set(e.data.subarray(row * e.dim, (row + 1) * e.dim), offset);
-      offset += e.dim;
-    }
-  }
-  return { hidden, pooled, dim };
+  return { hidden: sideBySide(perEncoder, n * seq, dim), pooled, dim };
 }
 
 /** The VAE's `scaling_factor` and `shift_factor` (config.json, else the family's published values). */
@@ -220,10 +233,7 @@ async function openUnetModel(dir: string, open: Open, xl: boolean): Promise<Mode
     throw new Error(`${unet.file}: input "time_ids" has ${timeIds} values; only the SDXL base model's 6 (size, crop, target size) are made (the refiner's aesthetic-score conditioning is not supported)`);
   }
   const crossDim = unet.input("encoder_hidden_states")?.shape[2];
-  const textDim = encoders.reduce<number | undefined>((sum, e) => {
-    const d = e.model.output(e.hiddenOutput)?.shape[2];
-    return typeof d === "number" && sum !== undefined ? sum + d : undefined;
-  }, 0);
+  const textDim = declaredWidth(encoders.map((e) => ({ model: e.model, output: e.hiddenOutput })));
   if (typeof crossDim === "number" && textDim !== undefined && crossDim !== textDim) {
     throw new Error(`${unet.file}: input "encoder_hidden_states" has width ${crossDim}, text encoder(s) produce ${textDim}`);
   }

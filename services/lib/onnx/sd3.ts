@@ -9,28 +9,8 @@ import { join } from "node:path";
 import { CLIP_EOS_TOKEN } from "../../../actors/diffusion/tokenizer.ts";
 import type { UnigramTokenizer } from "../../../actors/diffusion/unigram.ts";
 import type { OnnxModel } from "./runtime.ts";
-import { readJson, readT5Tokenizer, readTokenizer, TEXT_INPUTS, tokenFeeds, type TextTokenizer } from "./text-inputs.ts";
-
-/** Per-token embeddings `[1, seq, dim]` (row-major) and pooled embeddings of one prompt. */
-export interface TextConditioning {
-  hidden: Float32Array;
-  pooled?: Float32Array;
-  dim: number;
-}
-
-/** What the denoising loop feeds and reads: a UNet's input and output names, or a transformer's. */
-export interface Denoiser {
-  model: OnnxModel;
-  /** The latents' input. */
-  sample: string;
-  /** The pooled text embeddings' input (SDXL's `text_embeds`, SD3's `pooled_projections`). */
-  pooled?: string;
-  output: string;
-  /** Latent channels (4 for SD and SDXL, 16 for SD3). */
-  channels: number;
-  /** SDXL's size conditioning (`time_ids`). */
-  timeIds: boolean;
-}
+import type { Denoiser, TextConditioning } from "./pipeline.ts";
+import { declaredWidth, readJson, readT5Tokenizer, readTokenizer, sideBySide, TEXT_INPUTS, tokenFeeds, type TextTokenizer } from "./text-inputs.ts";
 
 /** T5 tokens SD3 reads (diffusers' `max_sequence_length` default). */
 export const SD3_T5_TOKENS = 256;
@@ -79,14 +59,7 @@ export function readSd3Tokenizers(dir: string, index: Record<string, unknown>): 
 export function jointSequence(clip: readonly { data: Float32Array; dim: number }[], t5: { data: Float32Array; rows: number } | { rows: number }, width: number): Float32Array {
   const clipWidth = clip.reduce((s, c) => s + c.dim, 0);
   if (clipWidth > width) throw new Error(`SD3 text: the CLIP encoders' width ${clipWidth} exceeds the joint width ${width}`);
-  const out = new Float32Array((CLIP_TOKENS + t5.rows) * width);
-  for (let row = 0; row < CLIP_TOKENS; row++) {
-    let offset = row * width;
-    for (const c of clip) {
-      out.set(c.data.subarray(row * c.dim, (row + 1) * c.dim), offset);
-      offset += c.dim;
-    }
-  }
+  const out = sideBySide(clip, CLIP_TOKENS, width, new Float32Array((CLIP_TOKENS + t5.rows) * width));
   if ("data" in t5) out.set(t5.data, CLIP_TOKENS * width);
   return out;
 }
@@ -124,10 +97,7 @@ export class Sd3Text {
       if (typeof t5Width === "number" && t5Width !== width) throw new Error(`${model.file}: output "last_hidden_state" has width ${t5Width}; the transformer's encoder_hidden_states take ${width}`);
       t5 = { model, tokenizer: tokenizers.t5 };
     }
-    const clipWidth = clip.reduce<number | undefined>((s, c) => {
-      const d = c.model.output(c.hidden)?.shape[2];
-      return typeof d === "number" && s !== undefined ? s + d : undefined;
-    }, 0);
+    const clipWidth = declaredWidth(clip.map((c) => ({ model: c.model, output: c.hidden })));
     if (clipWidth !== undefined && clipWidth > width) throw new Error(`${join(tokenizers.dir, "transformer")}: encoder_hidden_states width ${width} is narrower than the CLIP encoders' ${clipWidth}`);
     return new Sd3Text(clip, t5, width);
   }

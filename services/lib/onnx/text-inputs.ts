@@ -8,6 +8,29 @@ import type { OnnxModel, TensorData, ValueSpec } from "./runtime.ts";
 /** The inputs of a text encoder export: ids, and a mask when it takes one. */
 export const TEXT_INPUTS: readonly ValueSpec[] = [{ name: "input_ids", rank: 2 }, { name: "attention_mask", rank: 2, optional: true }];
 
+/**
+ * Several text encoders' per-token embeddings joined on the feature axis: row r of the output is
+ * each part's row r side by side, then zeros up to `width` (SD3 pads its CLIP rows to the T5 width).
+ */
+export function sideBySide(parts: readonly { data: Float32Array; dim: number }[], rows: number, width: number, out = new Float32Array(rows * width)): Float32Array {
+  for (let row = 0; row < rows; row++) {
+    let offset = row * width;
+    for (const p of parts) {
+      out.set(p.data.subarray(row * p.dim, (row + 1) * p.dim), offset);
+      offset += p.dim;
+    }
+  }
+  return out;
+}
+
+/** The summed width of text encoders' per-token outputs as their models declare them; undefined when any is not fixed. */
+export function declaredWidth(outputs: readonly { model: OnnxModel; output: string }[]): number | undefined {
+  return outputs.reduce<number | undefined>((sum, o) => {
+    const d = o.model.output(o.output)?.shape[2];
+    return typeof d === "number" && sum !== undefined ? sum + d : undefined;
+  }, 0);
+}
+
 /** A JSON file; errors name it. */
 export function readJson(file: string): Record<string, unknown> {
   if (!existsSync(file)) throw new Error(`${file}: missing file`);
