@@ -3,7 +3,7 @@ import { fromWireError, HadisError, isWireError } from "../../contracts/errors.t
 import { decode, encode, encodeJson, parseRaw } from "../../contracts/envelope.ts";
 import { GenerateReplySchema, MAX_DEADLINE_MS, type GenerateReply, type GenerateRequest } from "../../contracts/messages.ts";
 import { ContentTypes, Headers, subjects as buildSubjects } from "../../contracts/subjects.ts";
-import { newHeaders, type Msg, type NatsConnection } from "./nats.ts";
+import { newHeaders, watchConnection, type Msg, type NatsConnection } from "./nats.ts";
 
 /** Reads a generate reply message: the reply, or the typed error it carries. */
 export function readGenerateReply(msg: Msg): GenerateReply {
@@ -29,7 +29,25 @@ export function replyWaitMs(request: Pick<GenerateRequest, "deadlineMs">): numbe
   return (request.deadlineMs ?? MAX_DEADLINE_MS) + 5_000;
 }
 
-/** Calls `hadis.generate`. */
+/**
+ * After a reconnect, how long "no responders" reads as routers still reconnecting (asked again
+ * every `ASK_AGAIN_MS`) rather than as no router serving (answered at once).
+ */
+const ROUTERS_RECONNECT_MS = 5_000;
+const ASK_AGAIN_MS = 200;
+
+/** One send's end: the reply, the library's error, or a drop of the connection before either. */
+type Attempt = { msg: Msg } | { err: unknown; dropped: boolean } | "dropped";
+
+/**
+ * Calls `hadis.generate`. Core NATS is at most once, and nats.js drops what is published while
+ * the connection is down (its buffer is reset on each reconnect). So a request is sent only while
+ * connected (waiting for the reconnect, within its time); "no responders" just after a reconnect
+ * is asked again while the routers reconnect too (a restarted nats-server); a request with an
+ * idempotency key whose connection drops while it waits is sent again once reconnected (a retry
+ * never generates twice: it rides on the first attempt or reads its results). One without a key
+ * is not: its timeout says the connection dropped.
+ */
 export class HadisClient {
   private readonly subject: string;
   constructor(private readonly nc: NatsConnection, prefix?: string) {
@@ -38,19 +56,59 @@ export class HadisClient {
 
   /** Sends one request; resolves with the reply or rejects with a HadisError. */
   async generate(request: GenerateRequest, opts: { timeoutMs?: number; json?: boolean } = {}): Promise<GenerateReply> {
-    const headers = newHeaders();
-    headers.set(Headers.contentType, opts.json ? ContentTypes.json : ContentTypes.msgpack);
     const timeout = opts.timeoutMs ?? replyWaitMs(request);
-    let msg: Msg;
-    try {
-      msg = await this.nc.request(this.subject, opts.json ? encodeJson(request) : encode(request), { timeout, headers });
-    } catch (err) {
-      const message = (err as Error).message ?? String(err);
-      if (/no responders/i.test(message)) throw new HadisError("no_capacity", "no router is serving hadis.generate", {}, { cause: err });
-      if (/timeout/i.test(message)) throw new HadisError("deadline_exceeded", `no reply within ${timeout} ms`, {}, { cause: err });
-      throw new HadisError("internal", message, {}, { cause: err });
+    const end = Date.now() + timeout;
+    const link = watchConnection(this.nc);
+    const keyed = request.idempotencyKey !== undefined;
+    let asked = request;
+    let dropped = false;
+    for (;;) {
+      if (!link.connected && !(await link.untilConnected(end - Date.now()))) {
+        throw new HadisError("no_capacity", `not connected to NATS: no reply within ${timeout} ms`, { retryAfterMs: 1_000 });
+      }
+      const attempt = await this.send(asked, opts.json ?? false, Math.max(1, end - Date.now()), keyed);
+      if (attempt === "dropped") {
+        // Sent again with the time the caller has left (a retry's deadline may be shorter: the key names the same work).
+        dropped = true;
+        if (request.deadlineMs !== undefined) {
+          const margin = timeout - request.deadlineMs; // the wait past the deadline, for the reply to travel
+          asked = { ...request, deadlineMs: Math.max(1, Math.min(request.deadlineMs, end - Date.now() - margin)) };
+        }
+        continue;
+      }
+      if ("msg" in attempt) return readGenerateReply(attempt.msg);
+      dropped ||= attempt.dropped;
+      const message = (attempt.err as Error)?.message ?? String(attempt.err);
+      if (/no responders/i.test(message)) {
+        if (Date.now() - link.reconnectedAtMs < ROUTERS_RECONNECT_MS && end - Date.now() > ASK_AGAIN_MS) {
+          await new Promise((r) => setTimeout(r, ASK_AGAIN_MS));
+          continue;
+        }
+        throw new HadisError("no_capacity", "no router is serving hadis.generate", {}, { cause: attempt.err });
+      }
+      if (/timeout/i.test(message)) {
+        const why = dropped ? "; the connection to NATS dropped meanwhile, so the request or its reply may be lost (with an idempotency key it is sent again after a reconnect)" : "";
+        throw new HadisError("deadline_exceeded", `no reply within ${timeout} ms${why}`, {}, { cause: attempt.err });
+      }
+      throw new HadisError("internal", message, {}, { cause: attempt.err });
     }
-    return readGenerateReply(msg);
+  }
+
+  /** One request on the wire; with `resendOnDrop`, ends as "dropped" when the connection drops first. */
+  private send(request: GenerateRequest, json: boolean, timeout: number, resendOnDrop: boolean): Promise<Attempt> {
+    const headers = newHeaders();
+    headers.set(Headers.contentType, json ? ContentTypes.json : ContentTypes.msgpack);
+    return new Promise<Attempt>((resolve) => {
+      let dropped = false;
+      const forget = watchConnection(this.nc).onNextDrop(() => {
+        dropped = true;
+        if (resendOnDrop) resolve("dropped");
+      });
+      this.nc
+        .request(this.subject, json ? encodeJson(request) : encode(request), { timeout, headers })
+        .then((msg) => resolve({ msg }), (err: unknown) => resolve({ err, dropped }))
+        .finally(forget);
+    });
   }
 
   /**

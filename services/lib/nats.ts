@@ -67,6 +67,78 @@ export function onReconnect(nc: NatsConnection, fn: () => void): () => void {
   return () => status.stop?.();
 }
 
+/** A connection's ups and downs, as a caller waiting on replies needs them. */
+export interface ConnectionWatch {
+  /** True while the connection is up: what is published now goes out (nats.js drops what is published while it is down). */
+  readonly connected: boolean;
+  /** When the connection last came back (epoch ms); 0 when it never dropped. */
+  readonly reconnectedAtMs: number;
+  /** Resolves true once connected (at once when it is), false after `ms` or when the connection closes. */
+  untilConnected(ms: number): Promise<boolean>;
+  /** Calls `fn` when the connection next drops; the returned function forgets it. */
+  onNextDrop(fn: () => void): () => void;
+}
+
+class StatusWatch implements ConnectionWatch {
+  reconnectedAtMs = 0;
+  private readonly drops = new Set<() => void>();
+  private readonly ups = new Set<() => void>();
+
+  constructor(private readonly nc: NatsConnection) {
+    void (async () => {
+      for await (const s of nc.status()) {
+        if (s.type === "disconnect") StatusWatch.call(this.drops);
+        else if (s.type === "reconnect") {
+          this.reconnectedAtMs = Date.now();
+          StatusWatch.call(this.ups);
+        }
+      }
+      StatusWatch.call(this.ups); // closed: nobody waits for a reconnect any more
+    })().catch(() => undefined);
+  }
+
+  private static call(fns: Set<() => void>): void {
+    const now = [...fns];
+    fns.clear();
+    for (const fn of now) fn();
+  }
+
+  get connected(): boolean {
+    if (this.nc.isClosed()) return false;
+    // The library's own flag (nats.js keeps no public one): false from a drop until the reconnect.
+    return (this.nc as NatsConnection & { protocol?: { connected?: boolean } }).protocol?.connected ?? true;
+  }
+
+  untilConnected(ms: number): Promise<boolean> {
+    if (this.connected || this.nc.isClosed() || ms <= 0) return Promise.resolve(this.connected);
+    return new Promise((resolve) => {
+      const up = () => {
+        clearTimeout(timer);
+        resolve(this.connected);
+      };
+      const timer = setTimeout(() => {
+        this.ups.delete(up);
+        resolve(this.connected);
+      }, ms);
+      this.ups.add(up);
+    });
+  }
+
+  onNextDrop(fn: () => void): () => void {
+    this.drops.add(fn);
+    return () => this.drops.delete(fn);
+  }
+}
+
+const watches = new WeakMap<NatsConnection, ConnectionWatch>();
+
+/** The watch of `nc` (one per connection, however many callers ask). */
+export function watchConnection(nc: NatsConnection): ConnectionWatch {
+  let watch = watches.get(nc);
+  if (!watch) watches.set(nc, (watch = new StatusWatch(nc)));
+  return watch;
+}
+
 /** The inbox prefix a connection was opened with (`inboxPrefix`; the default when none). */
 export function inboxPrefix(nc: NatsConnection): string | undefined {
   return (nc as NatsConnection & { options?: { inboxPrefix?: string } }).options?.inboxPrefix;
@@ -102,6 +174,8 @@ export const DEFAULT_WORK_QUEUE: WorkQueueOptions = {
 };
 
 const ms2ns = (ms: number) => Math.round(ms * 1_000_000);
+/** How long a JetStream publish waits for its acknowledgement by default (nats.js's own default). */
+const PUBLISH_TIMEOUT_MS = 5_000;
 /** Publish failures that a stream leader election explains (no responders, 503, timeouts, a closed-then-reopened connection). */
 const RETRYABLE_PUBLISH = /no responders|not enabled|503|timeout|timed out|disconnect|reconnect|connection/i;
 
@@ -207,6 +281,12 @@ export class WorkQueue {
   async publish(model: string, data: Uint8Array, msgId: string, hdrs?: MsgHdrs): Promise<{ seq: number; duplicate: boolean }> {
     const h = hdrs ?? natsHeaders();
     const retryMs = this.options.publishRetryMs ?? 0;
+    // Published while the connection is down, an item would be dropped by the library and the
+    // publish would wait out its timeout: it waits for the reconnect instead (as long as a publish waits).
+    const link = watchConnection(this.nc);
+    if (!link.connected && !(await link.untilConnected(Math.max(retryMs, PUBLISH_TIMEOUT_MS)))) {
+      throw new Error(`publish to ${this.subjects.work(model)}: not connected to NATS`);
+    }
     if (retryMs <= 0) {
       try {
         const ack = await this.js.publish(this.subjects.work(model), data, { msgID: msgId, headers: h });
@@ -288,6 +368,11 @@ export class WorkQueue {
     // Last deliveries that came after an earlier pull ended go first, at once (within the batch size).
     const late = this.late(model).splice(0, max);
     if (late.length > 0) return late;
+    // nats.js drops what is published while the connection is down (its buffer is reset on each
+    // reconnect): a pull asked then would never be heard. Asked once the connection is back.
+    const link = watchConnection(this.nc);
+    if (!link.connected && !(await link.untilConnected(waitMs))) return [];
+    if (signal.aborted) return [];
     // Under the connection's inbox prefix, as the libraries' own inboxes: a role's deliveries
     // go where only that role may subscribe.
     const inbox = createInbox(inboxPrefix(this.nc));
@@ -299,6 +384,7 @@ export class WorkQueue {
         if (finished) return;
         finished = true;
         clearTimeout(timer);
+        forgetDrop();
         signal.removeEventListener("abort", finish);
         if (failure && out.length === 0) reject(failure);
         else resolve(out);
@@ -351,6 +437,10 @@ export class WorkQueue {
         finish();
       }, waitMs + 3_000);
       signal.addEventListener("abort", finish, { once: true });
+      // A pull the connection drops under is gone with it (a restarted server never heard of
+      // it): ended at once, so the worker asks again once reconnected, instead of idling until
+      // the silence above and then pausing as after an error.
+      const forgetDrop = link.onNextDrop(finish);
       const request = { batch: max, expires: ms2ns(Math.max(waitMs, 1)), no_wait: true };
       this.nc.publish(`$JS.API.CONSUMER.MSG.NEXT.${this.subjects.names.workStream}.${durable}`, JSON.stringify(request), { reply: inbox });
     });

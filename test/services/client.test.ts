@@ -1,6 +1,7 @@
 /** The client's wait for a serving system, against a real nats-server and a stand-in router. */
-import { describe, expect, it } from "vitest";
-import { replyError } from "../../services/lib/nats.ts";
+import { afterEach, describe, expect, it } from "vitest";
+import { connectNats, replyError, type NatsConnection } from "../../services/lib/nats.ts";
+import { startProxy, type Proxy } from "../helpers/proxy.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import { HadisError, type ErrorCode } from "../../contracts/errors.ts";
@@ -42,5 +43,79 @@ describe("HadisClient.waitUntilServing", () => {
     await new HadisClient(t.nc).waitUntilServing(2_000, 500).catch(() => undefined);
     sub.unsubscribe();
     expect(sub.asked()).toBe(1);
+  });
+});
+
+/**
+ * Connections cut under the client, through TCP proxies: nats.js drops what is published while a
+ * connection is down (its buffer is reset on each reconnect), and core NATS is at most once.
+ */
+describe("HadisClient across a dropped connection", () => {
+  const proxies: Proxy[] = [];
+  const conns: NatsConnection[] = [];
+  afterEach(async () => {
+    for (const c of conns.splice(0)) await c.close().catch(() => undefined);
+    for (const p of proxies.splice(0)) await p.close();
+  });
+  async function through(name: string): Promise<{ proxy: Proxy; nc: NatsConnection }> {
+    const proxy = await startProxy(t.server.port);
+    const nc = await connectNats(proxy.url, name);
+    proxies.push(proxy);
+    conns.push(nc);
+    return { proxy, nc };
+  }
+  /** A stand-in router on `nc` that answers `overloaded` after `delayMs`. */
+  async function slowRouter(nc: NatsConnection, delayMs: number) {
+    let asked = 0;
+    nc.subscribe("hadis.generate", { callback: (_e, m) => void (asked++, setTimeout(() => replyError(m, new HadisError("overloaded", "stand-in"), "msgpack"), delayMs)) });
+    await nc.flush();
+    return { asked: () => asked };
+  }
+
+  it("sends a request made while disconnected once reconnected, and asks again while the routers reconnect too", async () => {
+    const client = await through("client");
+    const router = await through("router");
+    const stand = await slowRouter(router.nc, 0);
+    // Both connections drop; the client's comes back first (no router is subscribed then).
+    router.proxy.cut(1_500);
+    client.proxy.cut(400);
+    await new Promise((r) => setTimeout(r, 50));
+    const started = Date.now();
+    const err = await new HadisClient(client.nc).generate({ prompt: "a red bicycle", deadlineMs: 3_000 }).catch((e: unknown) => e);
+    expect((err as HadisError).code).toBe("overloaded"); // the stand-in's answer: the request reached it
+    expect(stand.asked()).toBe(1);
+    expect(Date.now() - started).toBeLessThan(3_000);
+  });
+
+  it("sends a keyed request again when the connection drops before its reply", async () => {
+    const client = await through("client");
+    const stand = await slowRouter(t.nc, 300);
+    const reply = new HadisClient(client.nc).generate({ prompt: "a red bicycle", deadlineMs: 3_000, idempotencyKey: "cut-1" }).catch((e: unknown) => e);
+    await new Promise((r) => setTimeout(r, 100));
+    client.proxy.cut(500); // the first answer comes while the client is away
+    const err = await reply;
+    expect((err as HadisError).code).toBe("overloaded");
+    expect(stand.asked()).toBe(2);
+  });
+
+  it("does not send a request without a key twice, and says why no reply came", async () => {
+    const client = await through("client");
+    const stand = await slowRouter(t.nc, 300);
+    const reply = new HadisClient(client.nc).generate({ prompt: "a red bicycle", deadlineMs: 500 }, { timeoutMs: 1_500 }).catch((e: unknown) => e);
+    await new Promise((r) => setTimeout(r, 100));
+    client.proxy.cut(500);
+    const err = (await reply) as HadisError;
+    expect(err.code).toBe("deadline_exceeded");
+    expect(err.message).toMatch(/no reply within 1500 ms; the connection to NATS dropped meanwhile/);
+    expect(stand.asked()).toBe(1);
+  });
+
+  it("answers no_capacity when the connection does not come back in time", async () => {
+    const client = await through("client");
+    client.proxy.cut(3_000);
+    await new Promise((r) => setTimeout(r, 50));
+    const err = (await new HadisClient(client.nc).generate({ prompt: "a red bicycle" }, { timeoutMs: 600 }).catch((e: unknown) => e)) as HadisError;
+    expect(err.code).toBe("no_capacity");
+    expect(err.message).toMatch(/not connected to NATS/);
   });
 });

@@ -1,7 +1,8 @@
 /** The JetStream work queue against a real nats-server: pulls that nobody answers, items by sequence. */
 import { describe, expect, it } from "vitest";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { DEFAULT_WORK_QUEUE, deliveryCountOf, WORK_ITEM_MAX_AGE_MS, WorkQueue } from "../../services/lib/nats.ts";
+import { connectNats, DEFAULT_WORK_QUEUE, deliveryCountOf, WORK_ITEM_MAX_AGE_MS, WorkQueue } from "../../services/lib/nats.ts";
+import { startProxy } from "../helpers/proxy.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 import { waitFor } from "../helpers/processes.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
@@ -199,5 +200,36 @@ describe("opening the work stream", () => {
     await WorkQueue.open(own.nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "file" });
     await expect(WorkQueue.open(own.nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "memory" })).rejects.toThrow(/already exists with file storage, not the memory/);
     await expect(WorkQueue.open(own.nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "file" })).resolves.toBeDefined();
+  });
+});
+
+describe("a connection that drops (nats.js drops what is published while it is down)", () => {
+  it("a publish made meanwhile waits for the reconnect instead of timing out, and a pull under the drop ends at once", async () => {
+    const proxy = await startProxy(t.server.port);
+    const nc = await connectNats(proxy.url, "test-work-queue-cut");
+    try {
+      const queue = await WorkQueue.open(nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "memory" });
+      await queue.ensureConsumer("m9");
+      const signal = new AbortController().signal;
+      const pulling = queue.pull("m9", 1, 5_000, signal);
+      await new Promise((r) => setTimeout(r, 100));
+      const cutAt = Date.now();
+      proxy.cut(600);
+      // Ended with the drop (before: held until 5 s and 3 s of silence had passed).
+      expect(await pulling).toEqual([]);
+      expect(Date.now() - cutAt).toBeLessThan(1_000);
+      await new Promise((r) => setTimeout(r, 50));
+      const publishedAt = Date.now();
+      const ack = await queue.publish("m9", new TextEncoder().encode("made while away"), "cut-1");
+      expect(ack.seq).toBeGreaterThan(0);
+      // Before: the item was dropped and the publish asked again after its 5 s timeout.
+      expect(Date.now() - publishedAt).toBeLessThan(3_000);
+      const [got] = await queue.pull("m9", 1, 1_000, signal);
+      expect(new TextDecoder().decode(got.data)).toBe("made while away");
+      got.ack();
+    } finally {
+      await nc.close();
+      await proxy.close();
+    }
   });
 });
