@@ -63,6 +63,8 @@ export class HadisClient {
     let asked = request;
     let dropped = false;
     for (;;) {
+      // Closed for good (not down for a while): nothing to wait for.
+      if (this.nc.isClosed()) throw new HadisError("internal", "the NATS connection is closed");
       if (!link.connected && !(await link.untilConnected(end - Date.now()))) {
         throw new HadisError("no_capacity", `not connected to NATS: no reply within ${timeout} ms`, { retryAfterMs: 1_000 });
       }

@@ -282,7 +282,8 @@ export class WorkQueue {
     const h = hdrs ?? natsHeaders();
     const retryMs = this.options.publishRetryMs ?? 0;
     // Published while the connection is down, an item would be dropped by the library and the
-    // publish would wait out its timeout: it waits for the reconnect instead (as long as a publish waits).
+    // publish would wait out its timeout: it waits for the reconnect first (at most as long as a
+    // publish waits, or its retry window when longer), then publishes as before.
     const link = watchConnection(this.nc);
     if (!link.connected && !(await link.untilConnected(Math.max(retryMs, PUBLISH_TIMEOUT_MS)))) {
       throw new Error(`publish to ${this.subjects.work(model)}: not connected to NATS`);
@@ -371,7 +372,7 @@ export class WorkQueue {
     // nats.js drops what is published while the connection is down (its buffer is reset on each
     // reconnect): a pull asked then would never be heard. Asked once the connection is back.
     const link = watchConnection(this.nc);
-    if (!link.connected && !(await link.untilConnected(waitMs))) return [];
+    if (!link.connected && !(await link.untilConnected(Math.max(waitMs, 50)))) return [];
     if (signal.aborted) return [];
     // Under the connection's inbox prefix, as the libraries' own inboxes: a role's deliveries
     // go where only that role may subscribe.
@@ -380,6 +381,7 @@ export class WorkQueue {
     return new Promise<Delivery[]>((resolve, reject) => {
       let finished = false;
       let failure: Error | null = null;
+      let dropped = false;
       const finish = () => {
         if (finished) return;
         finished = true;
@@ -394,7 +396,10 @@ export class WorkQueue {
         // for good. It drains: an item the server sent before it heard (one in five to ten
         // pulls abandoned as an item arrives, in the test) is handed back at once, not lost
         // until its ack wait. Otherwise keep listening briefly: anything in flight is handed back.
+        // Ended by a drop, it stops listening at once: nothing is on its way over a connection that
+        // is down, and the library would subscribe it again on the reconnect.
         if (signal.aborted) void sub.drain().catch(() => undefined);
+        else if (dropped) sub.unsubscribe();
         else setTimeout(() => sub.unsubscribe(), 2_000).unref();
       };
       const sub = this.nc.subscribe(inbox, {
@@ -440,7 +445,10 @@ export class WorkQueue {
       // A pull the connection drops under is gone with it (a restarted server never heard of
       // it): ended at once, so the worker asks again once reconnected, instead of idling until
       // the silence above and then pausing as after an error.
-      const forgetDrop = link.onNextDrop(finish);
+      const forgetDrop = link.onNextDrop(() => {
+        dropped = true;
+        finish();
+      });
       const request = { batch: max, expires: ms2ns(Math.max(waitMs, 1)), no_wait: true };
       this.nc.publish(`$JS.API.CONSUMER.MSG.NEXT.${this.subjects.names.workStream}.${durable}`, JSON.stringify(request), { reply: inbox });
     });

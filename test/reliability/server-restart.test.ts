@@ -15,6 +15,7 @@ import { startNatsServer, type LocalServer } from "../../services/lib/nats-serve
 import { connectNats, watchConnection, type NatsConnection } from "../../services/lib/nats.ts";
 import type { RunningSystem } from "../../services/system.ts";
 import { startTestServices } from "../helpers/system.ts";
+import { waitFor } from "../helpers/processes.ts";
 
 let dataDir: string;
 let server: LocalServer;
@@ -51,7 +52,7 @@ async function restart(downMs: number): Promise<void> {
 describe("a nats-server restarted under load", () => {
   it("answers the requests made while it was down", async () => {
     const restarted = restart(1_000);
-    await new Promise((r) => setTimeout(r, 100));
+    await waitFor(() => !watchConnection(nc).connected, 1_000, "the client to see the server gone");
     const calls = Array.from({ length: 8 }, (_, i) => client.generate({ prompt: `a lighthouse at dusk ${i}`, deadlineMs: 10_000 }));
     await restarted;
     const results = await Promise.allSettled(calls);
