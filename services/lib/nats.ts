@@ -130,6 +130,23 @@ class StatusWatch implements ConnectionWatch {
   }
 }
 
+/**
+ * How long something a service must not lose (a worker's result, an acknowledgement) waits for a
+ * dropped connection to come back before it is given up (the ack wait then redelivers the item).
+ */
+export const SEND_AFTER_RECONNECT_MS = 10_000;
+
+/**
+ * Runs `send` now when `nc` is up, else once it is back (within `SEND_AFTER_RECONNECT_MS`):
+ * nats.js drops what is published while the connection is down. `gaveUp` hears of one that could
+ * not be sent. What waits is sent in the order it was asked.
+ */
+export function sendWhenUp(nc: NatsConnection, send: () => void, gaveUp: () => void = () => {}): void {
+  const link = watchConnection(nc);
+  if (link.connected || nc.isClosed()) return send();
+  void link.untilConnected(SEND_AFTER_RECONNECT_MS).then((up) => (up ? send() : gaveUp()));
+}
+
 const watches = new WeakMap<NatsConnection, ConnectionWatch>();
 
 /** The watch of `nc` (one per connection, however many callers ask). */
@@ -473,11 +490,14 @@ function toDelivery(nc: NatsConnection, msg: Msg, maxDeliver: number): Delivery 
   const final = deliveryCount !== undefined && maxDeliver > 0 && deliveryCount >= maxDeliver;
   const send = (body: string) => {
     if (!reply) return;
-    try {
-      nc.publish(reply, body);
-    } catch {
-      // A closing connection: nothing can be said; the item comes back after its ack wait.
-    }
+    // An acknowledgement lost with a dropped connection would have the item run again after its ack wait.
+    sendWhenUp(nc, () => {
+      try {
+        nc.publish(reply, body);
+      } catch {
+        // A closing connection: nothing can be said; the item comes back after its ack wait.
+      }
+    });
   };
   return {
     data: msg.data,

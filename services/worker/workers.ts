@@ -9,7 +9,7 @@ import { ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import type { GenerationBackend } from "../../actors/worker/backend.ts";
 import { errorResult, WorkerAgent, type WorkerOptions } from "../../actors/worker/worker-agent.ts";
 import type { Logger } from "../lib/log.ts";
-import { isPayloadTooLarge, newInbox, payloadTooLarge, startService, type MsgHdrs, type NatsConnection, type WorkQueue, openResultsBucket } from "../lib/nats.ts";
+import { isPayloadTooLarge, newInbox, payloadTooLarge, sendWhenUp, startService, type MsgHdrs, type NatsConnection, type WorkQueue, openResultsBucket } from "../lib/nats.ts";
 import { recordSwaps, recordWorkers } from "../lib/metrics.ts";
 import { ServiceTelemetry, spanClockMs } from "../lib/telemetry.ts";
 import { workerObserver } from "./tracing.ts";
@@ -48,7 +48,11 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
   const agents: WorkerAgent[] = [];
   const telemetry = new ServiceTelemetry(ServiceNames.worker, nc, prefix);
   const observer = workerObserver(telemetry);
-  const publishResult = (replyTo: string, result: WorkResult): void => {
+  const publishResult = (replyTo: string, result: WorkResult): void =>
+    // A result published while the connection is down would be dropped (its router would wait for
+    // the item to run again after the ack wait): it is sent once the connection is back.
+    sendWhenUp(nc, () => sendResult(replyTo, result), () => log.warn("worker.result_publish_failed", { requestId: result.requestId, error: "not connected to NATS" }));
+  const sendResult = (replyTo: string, result: WorkResult): void => {
     const data = encode(result);
     try {
       nc.publish(replyTo, data);
@@ -56,7 +60,7 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
       if (result.ok && isPayloadTooLarge(err)) {
         // The image is over the server's limit: the router hears why now, not at its deadline.
         log.warn("worker.result_too_large", { requestId: result.requestId, bytes: data.byteLength, maxPayload: nc.info?.max_payload });
-        return publishResult(replyTo, errorResult(result, result.workerId, payloadTooLarge(`the ${result.model} image`, data.byteLength)));
+        return sendResult(replyTo, errorResult(result, result.workerId, payloadTooLarge(`the ${result.model} image`, data.byteLength)));
       }
       // A closing connection: the router's deadline answers the request.
       log.warn("worker.result_publish_failed", { requestId: result.requestId, error: (err as Error).message });

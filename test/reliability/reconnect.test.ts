@@ -17,6 +17,8 @@ import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 
 let server: LocalServer;
 let proxy: Proxy;
+/** In front of the manager, the workers and the discriminator. */
+let backProxy: Proxy;
 let back: RunningSystem;
 let front: RunningSystem;
 let nc: NatsConnection;
@@ -24,9 +26,10 @@ let nc: NatsConnection;
 beforeAll(async () => {
   server = await startNatsServer();
   proxy = await startProxy(server.port);
+  backProxy = await startProxy(server.port);
   // Real latencies (time scale 1): a light image takes about 1.3 s, long enough to cut the router meanwhile.
   // At time scale 1 a worker loads sd3.5-large in 13.7 s (its profile's loadMs).
-  back = await startTestServices(server.url, { services: ["resource-manager", "worker", "discriminator"], workers: 2, timeScale: 1 }, 30_000);
+  back = await startTestServices(backProxy.url, { services: ["resource-manager", "worker", "discriminator"], workers: 2, timeScale: 1 }, 30_000);
   front = await startTestServices(proxy.url, { services: ["router"], timeScale: 1 });
   nc = await connectNats(server.url, "test");
 }, 60_000);
@@ -36,6 +39,7 @@ afterAll(async () => {
   await front?.stop(2_000);
   await back?.stop(2_000);
   await proxy?.close();
+  await backProxy?.close();
   await server?.stop();
 });
 
@@ -59,5 +63,25 @@ describe("a router that loses its connection while its result is sent", () => {
     const ms = Date.now() - started;
     console.log(`router cut 2.5 s while its result was sent: answered after ${ms} ms, ${served() - before} generations`);
     expect(ms).toBeLessThan(12_000); // not the 20 s deadline
+  }, 40_000);
+
+  it("a worker whose connection drops while it sends its result sends it (and its ack) once back: one generation, not two", async () => {
+    const client = new HadisClient(nc);
+    await client.waitUntilServing(20_000);
+    const served = () => back.workers!.agents.reduce((n, a) => n + a.status("x").servedTotal, 0);
+    const prompt = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold).light;
+    const inWork = () => back.workers!.agents.some((a) => a.status("x").inFlight > 0);
+    await waitFor(() => !inWork(), 10_000, "earlier generations done");
+    const before = served();
+    const started = Date.now();
+    const reply = client.generate({ prompt, seed: 4, deadlineMs: 20_000 });
+    await waitFor(inWork, 5_000, "the item in work");
+    // The worker (and the manager and discriminator with it) is cut off until after its image is made.
+    backProxy.cut(2_500);
+    const answer = await reply;
+    expect(answer.image.byteLength).toBeGreaterThan(0);
+    // Before: the result and the ack were dropped; the item ran again after the 2 s ack wait.
+    expect(served() - before).toBe(1);
+    console.log(`worker cut 2.5 s while its result was sent: answered after ${Date.now() - started} ms, ${served() - before} generation`);
   }, 40_000);
 });

@@ -1,7 +1,7 @@
 /** The JetStream work queue against a real nats-server: pulls that nobody answers, items by sequence. */
 import { describe, expect, it } from "vitest";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { connectNats, DEFAULT_WORK_QUEUE, deliveryCountOf, WORK_ITEM_MAX_AGE_MS, WorkQueue } from "../../services/lib/nats.ts";
+import { connectNats, DEFAULT_WORK_QUEUE, deliveryCountOf, watchConnection, WORK_ITEM_MAX_AGE_MS, WorkQueue } from "../../services/lib/nats.ts";
 import { startProxy } from "../helpers/proxy.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 import { waitFor } from "../helpers/processes.ts";
@@ -227,6 +227,24 @@ describe("a connection that drops (nats.js drops what is published while it is d
       const [got] = await queue.pull("m9", 1, 1_000, signal);
       expect(new TextDecoder().decode(got.data)).toBe("made while away");
       got.ack();
+    } finally {
+      await nc.close();
+      await proxy.close();
+    }
+  });
+  it("an acknowledgement made while it is down is sent once it is back: the item does not run again after its ack wait", async () => {
+    const proxy = await startProxy(t.server.port);
+    const nc = await connectNats(proxy.url, "test-work-queue-ack");
+    try {
+      const queue = await WorkQueue.open(nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "memory" });
+      const direct = await WorkQueue.open(t.nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "memory" });
+      const { seq } = await queue.publish("m10", new TextEncoder().encode("ack me"), "ack-cut-1");
+      const [delivery] = await queue.pull("m10", 1, 1_000, new AbortController().signal);
+      proxy.cut(600);
+      await waitFor(() => !watchConnection(nc).connected, 1_000, "the drop seen");
+      delivery.ack();
+      // Before: the ack was dropped, and the item stayed in work until the 5 s ack wait gave it out again.
+      await waitFor(async () => (await direct.itemAt(seq)) === null, 3_000, "the acknowledged item gone");
     } finally {
       await nc.close();
       await proxy.close();
