@@ -77,12 +77,26 @@ export interface ConnectionWatch {
   untilConnected(ms: number): Promise<boolean>;
   /** Calls `fn` when the connection next drops; the returned function forgets it. */
   onNextDrop(fn: () => void): () => void;
+  /**
+   * Runs `send` now when the connection is up; else once it is back, before anything else waiting
+   * on the reconnect and in the order asked, or `gaveUp` after `withinMs`, on a close, or when
+   * `send` throws then.
+   */
+  sendWhenUp(send: () => void, withinMs: number, gaveUp: () => void): void;
+}
+
+/** A send waiting for the reconnect. */
+interface Deferred {
+  send: () => void;
+  gaveUp: () => void;
+  timer: ReturnType<typeof setTimeout>;
 }
 
 class StatusWatch implements ConnectionWatch {
   reconnectedAtMs = 0;
   private readonly drops = new Set<() => void>();
   private readonly ups = new Set<() => void>();
+  private readonly deferred = new Set<Deferred>();
 
   constructor(private readonly nc: NatsConnection) {
     void (async () => {
@@ -90,11 +104,41 @@ class StatusWatch implements ConnectionWatch {
         if (s.type === "disconnect") StatusWatch.call(this.drops);
         else if (s.type === "reconnect") {
           this.reconnectedAtMs = Date.now();
+          // What was held back goes first: a worker's acknowledgement before its next pull.
+          this.flush((d) => d.send());
           StatusWatch.call(this.ups);
         }
       }
-      StatusWatch.call(this.ups); // closed: nobody waits for a reconnect any more
+      // Closed: nobody waits for a reconnect any more.
+      this.flush((d) => d.gaveUp());
+      StatusWatch.call(this.ups);
     })().catch(() => undefined);
+  }
+
+  private flush(run: (d: Deferred) => void): void {
+    const now = [...this.deferred];
+    this.deferred.clear();
+    for (const d of now) {
+      clearTimeout(d.timer);
+      try {
+        run(d);
+      } catch {
+        d.gaveUp();
+      }
+    }
+  }
+
+  sendWhenUp(send: () => void, withinMs: number, gaveUp: () => void): void {
+    if (this.connected || this.nc.isClosed()) return send();
+    const d: Deferred = {
+      send,
+      gaveUp,
+      timer: setTimeout(() => {
+        this.deferred.delete(d);
+        gaveUp();
+      }, withinMs),
+    };
+    this.deferred.add(d);
   }
 
   private static call(fns: Set<() => void>): void {
@@ -137,14 +181,12 @@ class StatusWatch implements ConnectionWatch {
 export const SEND_AFTER_RECONNECT_MS = 10_000;
 
 /**
- * Runs `send` now when `nc` is up, else once it is back (within `SEND_AFTER_RECONNECT_MS`):
- * nats.js drops what is published while the connection is down. `gaveUp` hears of one that could
- * not be sent. What waits is sent in the order it was asked.
+ * Runs `send` now when `nc` is up, else once it is back (within `SEND_AFTER_RECONNECT_MS`, first
+ * of all that waits on the reconnect, in the order asked): nats.js drops what is published while
+ * the connection is down. `gaveUp` hears of one that could not be sent.
  */
 export function sendWhenUp(nc: NatsConnection, send: () => void, gaveUp: () => void = () => {}): void {
-  const link = watchConnection(nc);
-  if (link.connected || nc.isClosed()) return send();
-  void link.untilConnected(SEND_AFTER_RECONNECT_MS).then((up) => (up ? send() : gaveUp()));
+  watchConnection(nc).sendWhenUp(send, SEND_AFTER_RECONNECT_MS, gaveUp);
 }
 
 const watches = new WeakMap<NatsConnection, ConnectionWatch>();
@@ -434,7 +476,7 @@ export class WorkQueue {
             finish();
             return;
           }
-          const delivery = toDelivery(this.nc, msg, this.options.maxDeliver);
+          const delivery = toDelivery(this.nc, msg, this.options.maxDeliver, this.options.storage === "file");
           if (finished) {
             // Handed back for another pull; but a last delivery handed back is never delivered
             // again (its request would wait out its deadline): kept for this model's next pull,
@@ -484,27 +526,35 @@ export function deliveryCountOf(reply: string | undefined): number | undefined {
   return Number.isInteger(n) && n > 0 ? n : undefined;
 }
 
-function toDelivery(nc: NatsConnection, msg: Msg, maxDeliver: number): Delivery {
+function toDelivery(nc: NatsConnection, msg: Msg, maxDeliver: number, kept: boolean): Delivery {
   const reply = msg.reply;
   const deliveryCount = deliveryCountOf(reply);
   const final = deliveryCount !== undefined && maxDeliver > 0 && deliveryCount >= maxDeliver;
-  const send = (body: string) => {
+  const publish = (body: string) => {
+    try {
+      nc.publish(reply!, body);
+    } catch {
+      // A closing connection: nothing can be said; the item comes back after its ack wait.
+    }
+  };
+  // The server that delivered it: an acknowledgement names the item by its stream sequence, which
+  // a stream in memory starts again after a restart (another item would be acknowledged).
+  const server = nc.info?.server_id;
+  /** A worker's last word on an item (ack, term): held through a dropped connection, else it would run again after its ack wait. */
+  const settle = (body: string) => {
     if (!reply) return;
-    // An acknowledgement lost with a dropped connection would have the item run again after its ack wait.
-    sendWhenUp(nc, () => {
-      try {
-        nc.publish(reply, body);
-      } catch {
-        // A closing connection: nothing can be said; the item comes back after its ack wait.
-      }
-    });
+    sendWhenUp(nc, () => void ((kept || nc.info?.server_id === server) && publish(body)));
+  };
+  /** A nak or "in progress": only while connected (sent late, it would act on a redelivery the ack wait made meanwhile). */
+  const signal = (body: string) => {
+    if (reply && watchConnection(nc).connected) publish(body);
   };
   return {
     data: msg.data,
-    ack: () => send("+ACK"),
-    nak: () => send("-NAK"),
-    term: () => send("+TERM"),
-    working: () => send("+WPI"),
+    ack: () => settle("+ACK"),
+    nak: () => signal("-NAK"),
+    term: () => settle("+TERM"),
+    working: () => signal("+WPI"),
     header: (name) => msg.headers?.get(name) || undefined,
     ...(deliveryCount !== undefined ? { deliveryCount } : {}),
     ...(final ? { final } : {}),
