@@ -45,14 +45,17 @@ describe("hadis bench e1, embedded", () => {
     const bench = spawnHadis(["bench", "e1", "--embedded", "--policy", "hadis", "--workers", "2", "--time-scale", "0.01", "--trace", trace]);
     const natsChild = () => {
       try {
-        return Number(execFileSync("pgrep", ["-P", String(bench.child.pid), "nats-server"], { encoding: "utf8" }).trim().split("\n")[0]) || 0;
+        // The server itself (`nats-server -c <conf>`), not the `nats-server --version` check made
+        // just before it: that one is gone at once, and a pid read as 0 after it made `kill(0, 0)`
+        // (this process's own group) read as a server still alive.
+        return Number(execFileSync("pgrep", ["-P", String(bench.child.pid), "-f", "nats-server -c "], { encoding: "utf8" }).trim().split("\n")[0]) || 0;
       } catch {
         return 0;
       }
     };
     try {
-      await waitFor(() => natsChild() > 0, 30_000, "the bench's nats-server");
-      const nats = natsChild();
+      let nats = 0;
+      await waitFor(() => (nats = natsChild()) > 0, 30_000, "the bench's nats-server");
       await new Promise((r) => setTimeout(r, 2_000)); // replaying
       bench.child.kill("SIGTERM");
       expect(await bench.exited).toBe(0);
