@@ -60,11 +60,7 @@ export const newInbox = createInbox;
 
 /** Calls `fn` after each reconnect of `nc` until the returned function is called (a service's stop: the connection may outlive it). */
 export function onReconnect(nc: NatsConnection, fn: () => void): () => void {
-  const status = nc.status() as AsyncIterable<{ type: string }> & { stop?: () => void };
-  void (async () => {
-    for await (const s of status) if (s.type === "reconnect") fn();
-  })().catch(() => undefined);
-  return () => status.stop?.();
+  return watchConnection(nc).onEveryReconnect(fn);
 }
 
 /** A connection's ups and downs, as a caller waiting on replies needs them. */
@@ -77,6 +73,8 @@ export interface ConnectionWatch {
   untilConnected(ms: number): Promise<boolean>;
   /** Calls `fn` when the connection next drops; the returned function forgets it. */
   onNextDrop(fn: () => void): () => void;
+  /** Calls `fn` after each reconnect (after what waited for it); the returned function forgets it. */
+  onEveryReconnect(fn: () => void): () => void;
   /**
    * Runs `send` now when the connection is up; else once it is back, before anything else waiting
    * on the reconnect and in the order asked, or `gaveUp` after `withinMs`, on a close, or when
@@ -95,23 +93,27 @@ interface Deferred {
 class StatusWatch implements ConnectionWatch {
   reconnectedAtMs = 0;
   private readonly drops = new Set<() => void>();
-  private readonly ups = new Set<() => void>();
+  private readonly reconnects = new Set<() => void>();
+  /** What waits for the reconnect (sends, and `untilConnected`'s callers), in the order asked. */
   private readonly deferred = new Set<Deferred>();
 
   constructor(private readonly nc: NatsConnection) {
     void (async () => {
       for await (const s of nc.status()) {
-        if (s.type === "disconnect") StatusWatch.call(this.drops);
-        else if (s.type === "reconnect") {
+        if (s.type === "disconnect") {
+          const now = [...this.drops];
+          this.drops.clear();
+          for (const fn of now) fn();
+        } else if (s.type === "reconnect") {
           this.reconnectedAtMs = Date.now();
-          // What was held back goes first: a worker's acknowledgement before its next pull.
+          // In the order asked; a send runs here and now, a waiter's continuation after all of
+          // them: a worker's acknowledgement goes before its sibling's next pull.
           this.flush((d) => d.send());
-          StatusWatch.call(this.ups);
+          for (const fn of [...this.reconnects]) fn();
         }
       }
       // Closed: nobody waits for a reconnect any more.
       this.flush((d) => d.gaveUp());
-      StatusWatch.call(this.ups);
     })().catch(() => undefined);
   }
 
@@ -141,11 +143,6 @@ class StatusWatch implements ConnectionWatch {
     this.deferred.add(d);
   }
 
-  private static call(fns: Set<() => void>): void {
-    const now = [...fns];
-    fns.clear();
-    for (const fn of now) fn();
-  }
 
   get connected(): boolean {
     if (this.nc.isClosed()) return false;
@@ -155,22 +152,17 @@ class StatusWatch implements ConnectionWatch {
 
   untilConnected(ms: number): Promise<boolean> {
     if (this.connected || this.nc.isClosed() || ms <= 0) return Promise.resolve(this.connected);
-    return new Promise((resolve) => {
-      const up = () => {
-        clearTimeout(timer);
-        resolve(this.connected);
-      };
-      const timer = setTimeout(() => {
-        this.ups.delete(up);
-        resolve(this.connected);
-      }, ms);
-      this.ups.add(up);
-    });
+    return new Promise((resolve) => this.sendWhenUp(() => resolve(true), ms, () => resolve(this.connected)));
   }
 
   onNextDrop(fn: () => void): () => void {
     this.drops.add(fn);
     return () => this.drops.delete(fn);
+  }
+
+  onEveryReconnect(fn: () => void): () => void {
+    this.reconnects.add(fn);
+    return () => this.reconnects.delete(fn);
   }
 }
 
