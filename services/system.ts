@@ -81,6 +81,8 @@ export interface SystemOptions {
   /** Half-life of the demand EWMA, ms (default 20 s × time scale, at least 1 s). */
   demandHalfLifeMs?: number;
   workQueue?: Partial<WorkQueueOptions>;
+  /** How long a router waits for the judge's verdict before it serves the light image unjudged, ms (default 10 s). */
+  judgeTimeoutMs?: number;
   subjectPrefix?: string;
   workerIdPrefix?: string;
   log?: Logger;
@@ -247,7 +249,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
       });
       for (let i = 0; i < (opts.routers ?? 1); i++) {
         const nc = await connect("hadis-router", "router");
-        const router = await startRouter({ nc, subjects, queue: await WorkQueue.open(nc, subjects, queueOptions), scorer, threshold, defaultSloMs: sloMs, log: logFor("router") });
+        const router = await startRouter({ nc, subjects, queue: await WorkQueue.open(nc, subjects, queueOptions), scorer, threshold, defaultSloMs: sloMs, log: logFor("router"), ...(opts.judgeTimeoutMs !== undefined ? { judgeTimeoutMs: opts.judgeTimeoutMs } : {}) });
         system.routers.push(router);
         started.push({ kind: "router", service: router });
       }

@@ -11,7 +11,7 @@ import type { JudgeBackend } from "../../actors/worker/backend.ts";
 import { acceptsLight } from "../../actors/judge/verdict.ts";
 import { JudgeQueue } from "../../actors/judge/judge-queue.ts";
 import { throttled, type Logger } from "../lib/log.ts";
-import { replyError, startService, type MsgHdrs, type NatsConnection } from "../lib/nats.ts";
+import { replyError, startService, whenUp, type MsgHdrs, type NatsConnection } from "../lib/nats.ts";
 import { recordJudgeExpired, recordVerdict } from "../lib/metrics.ts";
 import { endWithError, ServiceTelemetry, SpanKind } from "../lib/telemetry.ts";
 import { PlanView } from "../lib/plan-view.ts";
@@ -124,10 +124,12 @@ export async function startDiscriminator(opts: DiscriminatorOptions): Promise<Ru
         replyError(msg, new HadisError("overloaded", `the discriminator is judging ${inFlight.size} images already`, { retryAfterMs: 100 }), "msgpack");
         return;
       }
+      // A verdict reached while the connection is down is held until it is back (within 10 s):
+      // nats.js would drop it, and the router still waits for it.
       const p = traced(msg.data, msg.headers)
         .then(
-          (reply) => msg.respond(encode(reply)),
-          (err) => replyError(msg, err, "msgpack"),
+          async (reply) => (await whenUp(nc), msg.respond(encode(reply))),
+          async (err: unknown) => (await whenUp(nc), replyError(msg, err, "msgpack")),
         )
         // A reply that cannot be sent (a closing connection) is logged, not an unhandled rejection.
         .catch((err: unknown) => log.warn("discriminator.reply_failed", { error: (err as Error)?.message ?? String(err) }));

@@ -3,7 +3,7 @@ import { fromWireError, HadisError, isWireError } from "../../contracts/errors.t
 import { decode, encode, encodeJson, parseRaw } from "../../contracts/envelope.ts";
 import { GenerateReplySchema, MAX_DEADLINE_MS, type GenerateReply, type GenerateRequest } from "../../contracts/messages.ts";
 import { ContentTypes, Headers, subjects as buildSubjects } from "../../contracts/subjects.ts";
-import { newHeaders, watchConnection, type Msg, type NatsConnection } from "./nats.ts";
+import { newHeaders, requestAttempt, watchConnection, type Msg, type NatsConnection, type RequestAttempt } from "./nats.ts";
 
 /** Reads a generate reply message: the reply, or the typed error it carries. */
 export function readGenerateReply(msg: Msg): GenerateReply {
@@ -35,9 +35,6 @@ export function replyWaitMs(request: Pick<GenerateRequest, "deadlineMs">): numbe
  */
 const ROUTERS_RECONNECT_MS = 5_000;
 const ASK_AGAIN_MS = 200;
-
-/** One send's end: the reply, the library's error, or a drop of the connection before either. */
-type Attempt = { msg: Msg } | { err: unknown; dropped: boolean } | "dropped";
 
 /**
  * Calls `hadis.generate`. Core NATS is at most once, and nats.js drops what is published while
@@ -97,20 +94,10 @@ export class HadisClient {
   }
 
   /** One request on the wire; with `resendOnDrop`, ends as "dropped" when the connection drops first. */
-  private send(request: GenerateRequest, json: boolean, timeout: number, resendOnDrop: boolean): Promise<Attempt> {
+  private send(request: GenerateRequest, json: boolean, timeout: number, resendOnDrop: boolean): Promise<RequestAttempt> {
     const headers = newHeaders();
     headers.set(Headers.contentType, json ? ContentTypes.json : ContentTypes.msgpack);
-    return new Promise<Attempt>((resolve) => {
-      let dropped = false;
-      const forget = watchConnection(this.nc).onNextDrop(() => {
-        dropped = true;
-        if (resendOnDrop) resolve("dropped");
-      });
-      this.nc
-        .request(this.subject, json ? encodeJson(request) : encode(request), { timeout, headers })
-        .then((msg) => resolve({ msg }), (err: unknown) => resolve({ err, dropped }))
-        .finally(forget);
-    });
+    return requestAttempt(this.nc, this.subject, json ? encodeJson(request) : encode(request), { timeout, headers }, resendOnDrop);
   }
 
   /**

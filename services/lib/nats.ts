@@ -181,6 +181,38 @@ export function sendWhenUp(nc: NatsConnection, send: () => void, gaveUp: () => v
   watchConnection(nc).sendWhenUp(send, SEND_AFTER_RECONNECT_MS, gaveUp);
 }
 
+/**
+ * Resolves true at once when `nc` is up, else once it is back (within `SEND_AFTER_RECONNECT_MS`),
+ * false when it is not by then or is closed: a reply is awaited on this before it is sent, since
+ * nats.js drops what is published while the connection is down.
+ */
+export function whenUp(nc: NatsConnection): Promise<boolean> {
+  const watch = watchConnection(nc);
+  return watch.connected ? Promise.resolve(true) : watch.untilConnected(SEND_AFTER_RECONNECT_MS);
+}
+
+/** One request's end: the reply, the library's error (and whether the connection dropped meanwhile), or a drop before either. */
+export type RequestAttempt = { msg: Msg } | { err: unknown; dropped: boolean } | "dropped";
+
+/**
+ * Sends one request. With `endOnDrop` it ends as "dropped" when the connection drops before the
+ * reply comes: the request or its reply is then lost (nats.js drops what is published while the
+ * connection is down, and a reply to an inbox nobody holds meanwhile is dropped by the server),
+ * so a caller whose request can safely be asked twice sends it again once reconnected.
+ */
+export function requestAttempt(nc: NatsConnection, subject: string, data: Uint8Array, opts: { timeout: number; headers?: MsgHdrs }, endOnDrop: boolean): Promise<RequestAttempt> {
+  return new Promise<RequestAttempt>((resolve) => {
+    let dropped = false;
+    const forget = watchConnection(nc).onNextDrop(() => {
+      dropped = true;
+      if (endOnDrop) resolve("dropped");
+    });
+    nc.request(subject, data, opts)
+      .then((msg) => resolve({ msg }), (err: unknown) => resolve({ err, dropped }))
+      .finally(forget);
+  });
+}
+
 const watches = new WeakMap<NatsConnection, ConnectionWatch>();
 
 /** The watch of `nc` (one per connection, however many callers ask). */

@@ -15,7 +15,7 @@ import { REPLY_MARGIN_MS } from "../../actors/request/types.ts";
 import { decideRoute } from "../../actors/routing/route-policy.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
 import type { Logger } from "../lib/log.ts";
-import { type KV, type NatsConnection, type WorkQueue } from "../lib/nats.ts";
+import { requestAttempt, watchConnection, type KV, type Msg, type MsgHdrs, type NatsConnection, type WorkQueue } from "../lib/nats.ts";
 import type { PlanView } from "../lib/plan-view.ts";
 import { endWithError, SpanKind, spanClockMs } from "../lib/telemetry.ts";
 import type { GenerationFloor } from "../../actors/routing/generation-floor.ts";
@@ -52,6 +52,27 @@ export interface RouterActorDeps {
   traces?: RequestTraces;
   /** Learns each model's fastest recent generation (the request machine's escalation check). */
   floor?: GenerationFloor;
+}
+
+/**
+ * Asks the judge, waiting `timeoutMs` at most. Sent only while connected (waiting for the
+ * reconnect within that time), and sent again once reconnected when the connection drops before
+ * the verdict comes (the request or its verdict is lost then; judging twice changes nothing).
+ */
+async function askJudge(nc: NatsConnection, subject: string, data: Uint8Array, timeoutMs: number, headers: MsgHdrs | undefined): Promise<Msg> {
+  const end = Date.now() + timeoutMs;
+  const link = watchConnection(nc);
+  for (;;) {
+    if (!link.connected && !(await link.untilConnected(end - Date.now()))) {
+      throw new HadisError("judge_failed", `not connected to NATS: no verdict within ${timeoutMs} ms`);
+    }
+    const attempt = await requestAttempt(nc, subject, data, { timeout: Math.max(1, end - Date.now()), ...(headers ? { headers } : {}) }, true);
+    if (attempt !== "dropped") {
+      if ("msg" in attempt) return attempt.msg;
+      throw attempt.err;
+    }
+    if (Date.now() >= end) throw new HadisError("judge_failed", `the connection to NATS dropped: no verdict within ${timeoutMs} ms`);
+  }
 }
 
 /** Why a light image was not judged when the request had no time left for it (not a failure of the judge). */
@@ -217,10 +238,12 @@ export function routerActors(deps: RouterActorDeps) {
     // not the light image already made (the machine serves it when the judge fails).
     const timeout = Math.min(deps.judgeTimeoutMs, input.deadlineAtMs - Date.now() - REPLY_MARGIN_MS);
     if (timeout < 1) throw new HadisError("judge_failed", NO_TIME_TO_JUDGE);
-    const reply = await deps.nc.request(
+    const reply = await askJudge(
+      deps.nc,
       deps.subjects.judge,
       encode({ v: PROTOCOL_VERSION, requestId: input.requestId, prompt: input.prompt, model: input.model, image: input.image, planEpoch: input.planEpoch, answerByMs: Date.now() + timeout }),
-      { timeout, ...(traced ? { headers: deps.traces!.telemetry.inject(traced) } : {}) },
+      timeout,
+      traced ? deps.traces!.telemetry.inject(traced) : undefined,
     );
     if (reply.headers?.get(Headers.serviceErrorCode)) {
       const body = parseRaw(reply.data);

@@ -12,7 +12,7 @@ import { RequestMachine } from "../../actors/request/request-machine.ts";
 import { buildReply, sloOutcome, type SloOutcome } from "../../actors/request/reply.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
 import { throttled, type Logger } from "../lib/log.ts";
-import { newInbox, onReconnect, openResultsBucket, replyError, replyWith, requestEncoding, startService, type NatsConnection, type ServiceMsg, type WorkQueue } from "../lib/nats.ts";
+import { newInbox, onReconnect, openResultsBucket, replyError, replyWith, requestEncoding, startService, watchConnection, whenUp, type NatsConnection, type ServiceMsg, type WorkQueue } from "../lib/nats.ts";
 import { PlanView } from "../lib/plan-view.ts";
 import { within, type RunningService } from "../lib/running.ts";
 import { claimKeyFor, detached, IdempotencyCache } from "./idempotency.ts";
@@ -251,6 +251,8 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       encoding = requestEncoding(msg);
       if (!accepting) throw new HadisError("overloaded", "router is shutting down", { retryAfterMs: 100 });
       const reply = await serve(parseRaw(msg.data, encoding), root, serving);
+      // Held while the connection is down (back within 10 s): nats.js would drop it, and the caller still waits.
+      await whenUp(nc);
       const replySpan = serving.requestId ? traces.stage(serving.requestId, "reply", SpanKind.INTERNAL, { "hadis.encoding": encoding }) : null;
       try {
         replyWith(msg, reply, encoding);
@@ -267,6 +269,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       const code = asHadisError(err).code;
       errorsByCode[code] = (errorsByCode[code] ?? 0) + 1;
       try {
+        await whenUp(nc);
         replyError(msg, err, encoding);
       } finally {
         // Counted and its trace ended even when the reply cannot be sent (a closing connection).
@@ -301,8 +304,11 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
 
   const statsEveryMs = opts.statsEveryMs ?? 1_000;
   let lastReportMs = Date.now();
-  /** Publishes what happened since the last report (every `statsEveryMs`, and once more at stop). */
+  /** Publishes what happened since the last report sent (every `statsEveryMs`, and once more at stop). */
   const report = () => {
+    // Not while the connection is down (nats.js would drop it, and its arrivals with it): the next
+    // report covers the whole time since the last one sent.
+    if (!watchConnection(nc).connected) return;
     const now = Date.now();
     const stats: RouterStats = {
       v: PROTOCOL_VERSION,
