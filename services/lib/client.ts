@@ -3,7 +3,7 @@ import { fromWireError, HadisError, isWireError } from "../../contracts/errors.t
 import { decode, encode, encodeJson, parseRaw } from "../../contracts/envelope.ts";
 import { GenerateReplySchema, MAX_DEADLINE_MS, type GenerateReply, type GenerateRequest } from "../../contracts/messages.ts";
 import { ContentTypes, Headers, subjects as buildSubjects } from "../../contracts/subjects.ts";
-import { newHeaders, requestAttempt, watchConnection, type Msg, type NatsConnection, type RequestAttempt } from "./nats.ts";
+import { ASK_AGAIN_MS, mayAskAgain, newHeaders, requestAttempt, watchConnection, type Msg, type NatsConnection, type RequestAttempt } from "./nats.ts";
 
 /** Reads a generate reply message: the reply, or the typed error it carries. */
 export function readGenerateReply(msg: Msg): GenerateReply {
@@ -28,13 +28,6 @@ export function readGenerateReply(msg: Msg): GenerateReply {
 export function replyWaitMs(request: Pick<GenerateRequest, "deadlineMs">): number {
   return (request.deadlineMs ?? MAX_DEADLINE_MS) + 5_000;
 }
-
-/**
- * After a reconnect, how long "no responders" reads as routers still reconnecting (asked again
- * every `ASK_AGAIN_MS`) rather than as no router serving (answered at once).
- */
-const ROUTERS_RECONNECT_MS = 5_000;
-const ASK_AGAIN_MS = 200;
 
 /**
  * Calls `hadis.generate`. Core NATS is at most once, and nats.js drops what is published while
@@ -79,7 +72,8 @@ export class HadisClient {
       dropped ||= attempt.dropped;
       const message = (attempt.err as Error)?.message ?? String(attempt.err);
       if (/no responders/i.test(message)) {
-        if (Date.now() - link.reconnectedAtMs < ROUTERS_RECONNECT_MS && end - Date.now() > ASK_AGAIN_MS) {
+        // Routers still reconnecting (a restarted nats-server), or none serving.
+        if (mayAskAgain(this.nc, attempt.err, end - Date.now())) {
           await new Promise((r) => setTimeout(r, ASK_AGAIN_MS));
           continue;
         }

@@ -78,9 +78,11 @@ export interface ConnectionWatch {
   /**
    * Runs `send` now when the connection is up; else once it is back, before anything else waiting
    * on the reconnect and in the order asked, or `gaveUp` after `withinMs`, on a close, or when
-   * `send` throws then.
+   * `send` throws then. Once sent it is remembered (`remember`).
    */
   sendWhenUp(send: () => void, withinMs: number, gaveUp: () => void): void;
+  /** Remembers a send just made: a drop within `REPLAY_MS` runs it again once reconnected. */
+  remember(send: () => void): void;
 }
 
 /** A send waiting for the reconnect. */
@@ -88,19 +90,35 @@ interface Deferred {
   send: () => void;
   gaveUp: () => void;
   timer: ReturnType<typeof setTimeout>;
+  /** Kept for `REPLAY_MS` once sent (a send), or not (a waiter of `untilConnected`). */
+  keep: boolean;
 }
+
+/**
+ * How long a send that must not be lost is kept after it went out: what a connection writes
+ * just before it drops is lost with the socket (nats.js sees the drop only once it reads the
+ * socket's end, a moment later on a busy process), so a drop sends again, once reconnected, what
+ * was sent this long before it. Those who receive twice ignore the second: a requester has
+ * stopped listening, JetStream takes a second acknowledgement as none, a router drops a second
+ * result. A connection that dies without a word (no reset) is seen only by missed pings, seconds
+ * later: that loss stays core NATS's at most once.
+ */
+export const REPLAY_MS = 500;
 
 class StatusWatch implements ConnectionWatch {
   reconnectedAtMs = 0;
   private readonly drops = new Set<() => void>();
   private readonly reconnects = new Set<() => void>();
   /** What waits for the reconnect (sends, and `untilConnected`'s callers), in the order asked. */
-  private readonly deferred = new Set<Deferred>();
+  private deferred = new Set<Deferred>();
+  /** Sends made in the last `REPLAY_MS` (`performance.now()`), oldest first. */
+  private recent: { atMs: number; send: () => void }[] = [];
 
   constructor(private readonly nc: NatsConnection) {
     void (async () => {
       for await (const s of nc.status()) {
         if (s.type === "disconnect") {
+          this.replayRecent();
           const now = [...this.drops];
           this.drops.clear();
           for (const fn of now) fn();
@@ -108,39 +126,68 @@ class StatusWatch implements ConnectionWatch {
           this.reconnectedAtMs = Date.now();
           // In the order asked; a send runs here and now, a waiter's continuation after all of
           // them: a worker's acknowledgement goes before its sibling's next pull.
-          this.flush((d) => d.send());
+          this.flush((d) => d.send(), true);
           for (const fn of [...this.reconnects]) fn();
         }
       }
       // Closed: nobody waits for a reconnect any more.
-      this.flush((d) => d.gaveUp());
+      this.flush((d) => d.gaveUp(), false);
     })().catch(() => undefined);
   }
 
-  private flush(run: (d: Deferred) => void): void {
+  /** Runs `run` on what waits, in order; `sending`: they were sent (remembered, those kept). */
+  private flush(run: (d: Deferred) => void, sending: boolean): void {
     const now = [...this.deferred];
     this.deferred.clear();
     for (const d of now) {
       clearTimeout(d.timer);
       try {
         run(d);
+        if (sending && d.keep) this.remember(d.send);
       } catch {
         d.gaveUp();
       }
     }
   }
 
-  sendWhenUp(send: () => void, withinMs: number, gaveUp: () => void): void {
-    if (this.connected || this.nc.isClosed()) return send();
+  /** Remembers a send just made, for `REPLAY_MS`. */
+  remember(send: () => void): void {
+    const now = performance.now();
+    const recent = this.recent;
+    while (recent.length > 0 && now - recent[0].atMs > REPLAY_MS) recent.shift();
+    recent.push({ atMs: now, send });
+  }
+
+  /** On a drop: what was sent in the last `REPLAY_MS` goes again once reconnected, before anything else. */
+  private replayRecent(): void {
+    const now = performance.now();
+    const again = this.recent.filter((r) => now - r.atMs <= REPLAY_MS);
+    this.recent = [];
+    if (again.length === 0) return;
+    const waiting = this.deferred;
+    this.deferred = new Set();
+    for (const r of again) this.defer(r.send, SEND_AFTER_RECONNECT_MS, () => {}, true);
+    for (const d of waiting) this.deferred.add(d);
+  }
+
+  private defer(send: () => void, withinMs: number, gaveUp: () => void, keep: boolean): void {
     const d: Deferred = {
       send,
       gaveUp,
+      keep,
       timer: setTimeout(() => {
         this.deferred.delete(d);
         gaveUp();
       }, withinMs),
     };
     this.deferred.add(d);
+  }
+
+  sendWhenUp(send: () => void, withinMs: number, gaveUp: () => void): void {
+    if (this.nc.isClosed()) return send();
+    if (!this.connected) return this.defer(send, withinMs, gaveUp, true);
+    send();
+    this.remember(send);
   }
 
 
@@ -152,7 +199,7 @@ class StatusWatch implements ConnectionWatch {
 
   untilConnected(ms: number): Promise<boolean> {
     if (this.connected || this.nc.isClosed() || ms <= 0) return Promise.resolve(this.connected);
-    return new Promise((resolve) => this.sendWhenUp(() => resolve(true), ms, () => resolve(this.connected)));
+    return new Promise((resolve) => this.defer(() => resolve(true), ms, () => resolve(this.connected), false));
   }
 
   onNextDrop(fn: () => void): () => void {
@@ -189,6 +236,27 @@ export function sendWhenUp(nc: NatsConnection, send: () => void, gaveUp: () => v
 export function whenUp(nc: NatsConnection): Promise<boolean> {
   const watch = watchConnection(nc);
   return watch.connected ? Promise.resolve(true) : watch.untilConnected(SEND_AFTER_RECONNECT_MS);
+}
+
+/**
+ * Remembers a reply just sent on `nc`: if the connection drops within `REPLAY_MS`, `resend` runs
+ * once it is back (what was written just before a drop may be lost with the socket).
+ */
+export function replayIfDropped(nc: NatsConnection, resend: () => void): void {
+  watchConnection(nc).remember(resend);
+}
+
+/**
+ * After a reconnect, how long "no responders" reads as the responders still reconnecting (a
+ * restarted nats-server: everyone reconnects at once) rather than as nobody serving.
+ */
+export const RESPONDERS_RECONNECT_MS = 5_000;
+/** How often a request is asked again meanwhile. */
+export const ASK_AGAIN_MS = 200;
+
+/** True when `err` is "no responders" soon after `nc` reconnected and `leftMs` allows asking again (after `ASK_AGAIN_MS`). */
+export function mayAskAgain(nc: NatsConnection, err: unknown, leftMs: number): boolean {
+  return /no responders/i.test((err as Error)?.message ?? String(err)) && Date.now() - watchConnection(nc).reconnectedAtMs < RESPONDERS_RECONNECT_MS && leftMs > ASK_AGAIN_MS;
 }
 
 /** One request's end: the reply, the library's error (and whether the connection dropped meanwhile), or a drop before either. */

@@ -15,7 +15,7 @@ import { REPLY_MARGIN_MS } from "../../actors/request/types.ts";
 import { decideRoute } from "../../actors/routing/route-policy.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
 import type { Logger } from "../lib/log.ts";
-import { requestAttempt, watchConnection, type KV, type Msg, type MsgHdrs, type NatsConnection, type WorkQueue } from "../lib/nats.ts";
+import { ASK_AGAIN_MS, mayAskAgain, requestAttempt, watchConnection, type KV, type Msg, type MsgHdrs, type NatsConnection, type WorkQueue } from "../lib/nats.ts";
 import type { PlanView } from "../lib/plan-view.ts";
 import { endWithError, SpanKind, spanClockMs } from "../lib/telemetry.ts";
 import type { GenerationFloor } from "../../actors/routing/generation-floor.ts";
@@ -57,7 +57,8 @@ export interface RouterActorDeps {
 /**
  * Asks the judge, waiting `timeoutMs` at most. Sent only while connected (waiting for the
  * reconnect within that time), and sent again once reconnected when the connection drops before
- * the verdict comes (the request or its verdict is lost then; judging twice changes nothing).
+ * the verdict comes (the request or its verdict is lost then; judging twice changes nothing),
+ * or when "no responders" comes just after a reconnect.
  */
 async function askJudge(nc: NatsConnection, subject: string, data: Uint8Array, timeoutMs: number, headers: MsgHdrs | undefined): Promise<Msg> {
   const end = Date.now() + timeoutMs;
@@ -69,9 +70,12 @@ async function askJudge(nc: NatsConnection, subject: string, data: Uint8Array, t
     const attempt = await requestAttempt(nc, subject, data, { timeout: Math.max(1, end - Date.now()), ...(headers ? { headers } : {}) }, true);
     if (attempt !== "dropped") {
       if ("msg" in attempt) return attempt.msg;
-      throw attempt.err;
+      // Just after a reconnect the discriminators may not be back yet (a restarted nats-server).
+      if (!mayAskAgain(nc, attempt.err, end - Date.now())) throw attempt.err;
+      await new Promise((r) => setTimeout(r, ASK_AGAIN_MS));
+    } else if (Date.now() >= end) {
+      throw new HadisError("judge_failed", `the connection to NATS dropped: no verdict within ${timeoutMs} ms`);
     }
-    if (Date.now() >= end) throw new HadisError("judge_failed", `the connection to NATS dropped: no verdict within ${timeoutMs} ms`);
   }
 }
 

@@ -12,7 +12,7 @@ import { RequestMachine } from "../../actors/request/request-machine.ts";
 import { buildReply, sloOutcome, type SloOutcome } from "../../actors/request/reply.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
 import { throttled, type Logger } from "../lib/log.ts";
-import { newInbox, onReconnect, openResultsBucket, replyError, replyWith, requestEncoding, startService, watchConnection, whenUp, type NatsConnection, type ServiceMsg, type WorkQueue } from "../lib/nats.ts";
+import { newInbox, onReconnect, openResultsBucket, replyError, replyWith, requestEncoding, replayIfDropped, startService, watchConnection, whenUp, type NatsConnection, type ServiceMsg, type WorkQueue } from "../lib/nats.ts";
 import { PlanView } from "../lib/plan-view.ts";
 import { within, type RunningService } from "../lib/running.ts";
 import { claimKeyFor, detached, IdempotencyCache } from "./idempotency.ts";
@@ -251,11 +251,13 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       encoding = requestEncoding(msg);
       if (!accepting) throw new HadisError("overloaded", "router is shutting down", { retryAfterMs: 100 });
       const reply = await serve(parseRaw(msg.data, encoding), root, serving);
-      // Held while the connection is down (back within 10 s): nats.js would drop it, and the caller still waits.
+      // Held while the connection is down (back within 10 s): nats.js would drop it, and the caller
+      // still waits. Sent again after a drop that comes just after it (lost with the socket, maybe).
       await whenUp(nc);
       const replySpan = serving.requestId ? traces.stage(serving.requestId, "reply", SpanKind.INTERNAL, { "hadis.encoding": encoding }) : null;
       try {
         replyWith(msg, reply, encoding);
+        replayIfDropped(nc, () => replyWith(msg, reply, encoding));
       } catch (err) {
         if (replySpan) endWithError(replySpan, err);
         throw err;
@@ -271,6 +273,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       try {
         await whenUp(nc);
         replyError(msg, err, encoding);
+        replayIfDropped(nc, () => replyError(msg, err, encoding));
       } finally {
         // Counted and its trace ended even when the reply cannot be sent (a closing connection).
         tally(sloOutcome(null, serving.accepted, sloMs()));

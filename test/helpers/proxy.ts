@@ -7,6 +7,11 @@ export interface Proxy {
   url: string;
   /** Drops every connection through it and refuses new ones for `ms`. */
   cut(ms: number): void;
+  /**
+   * From now until the next cut, drops what its clients send instead of passing it on (as a
+   * network that has failed, before either end notices).
+   */
+  swallow(): void;
   close(): Promise<void>;
 }
 
@@ -14,6 +19,7 @@ export interface Proxy {
 export async function startProxy(targetPort: number): Promise<Proxy> {
   const sockets = new Set<Socket>();
   let refusingUntil = 0;
+  let swallowing = false;
   const server = createServer((client) => {
     if (Date.now() < refusingUntil) return void client.destroy();
     const upstream = connect(targetPort, "127.0.0.1");
@@ -22,7 +28,7 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
       s.on("close", () => sockets.delete(s));
       s.on("error", () => undefined);
     }
-    client.pipe(upstream);
+    client.on("data", (data: Buffer) => void (swallowing || upstream.write(data)));
     upstream.pipe(client);
     client.on("close", () => upstream.destroy());
     upstream.on("close", () => client.destroy());
@@ -33,7 +39,11 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
     url: `nats://127.0.0.1:${port}`,
     cut(ms) {
       refusingUntil = Date.now() + ms;
+      swallowing = false;
       for (const s of sockets) s.destroy();
+    },
+    swallow() {
+      swallowing = true;
     },
     close: () => {
       for (const s of sockets) s.destroy();

@@ -1,0 +1,64 @@
+/**
+ * What a connection writes just before it drops is lost with the socket (here: a proxy that
+ * swallows what the responder sends, then cuts it off, as a failed network does before either
+ * end notices). A reply remembered with `replayIfDropped`, or sent with `sendWhenUp`, goes again
+ * once reconnected; one sent longer than `REPLAY_MS` before the drop does not.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { connectNats, replayIfDropped, REPLAY_MS, sendWhenUp, watchConnection, type Msg, type NatsConnection } from "../../services/lib/nats.ts";
+import { startProxy, type Proxy } from "../helpers/proxy.ts";
+import { useNatsServer } from "../helpers/nats.ts";
+import { waitFor } from "../helpers/processes.ts";
+
+const t = useNatsServer("test-replay");
+let proxy: Proxy | undefined;
+let responder: NatsConnection | undefined;
+
+afterEach(async () => {
+  await responder?.close();
+  await proxy?.close();
+});
+
+/**
+ * Asks `subject` from the test's own connection; the responder, behind a proxy, answers with
+ * `answer` while the proxy swallows what it sends, and is cut off `cutAfterMs` later. Resolves
+ * with the reply's text, or null when none came within 4 s.
+ */
+async function answerBeforeDrop(subject: string, answer: (nc: NatsConnection, msg: Msg) => void, cutAfterMs: number): Promise<string | null> {
+  proxy = await startProxy(t.server.port);
+  const nc = (responder = await connectNats(proxy.url, "responder"));
+  let asked: Msg | undefined;
+  nc.subscribe(subject, { callback: (_err, msg) => void (asked = msg) });
+  await nc.flush();
+  const reply = t.nc.request(subject, new TextEncoder().encode("?"), { timeout: 4_000 }).then(
+    (m) => new TextDecoder().decode(m.data),
+    () => null,
+  );
+  await waitFor(() => asked !== undefined, 2_000, "the request at the responder");
+  proxy.swallow();
+  answer(nc, asked!);
+  await new Promise((r) => setTimeout(r, cutAfterMs));
+  proxy.cut(300);
+  await waitFor(() => !watchConnection(nc).connected, 2_000, "the responder's drop seen");
+  return reply;
+}
+
+describe("sends lost with a dropped socket", () => {
+  it("a reply remembered with replayIfDropped goes again once reconnected", async () => {
+    const reply = await answerBeforeDrop("replay.a", (nc, msg) => {
+      msg.respond(new TextEncoder().encode("yes"));
+      replayIfDropped(nc, () => msg.respond(new TextEncoder().encode("yes")));
+    }, 100);
+    expect(reply).toBe("yes");
+  }, 10_000);
+
+  it("so does one sent with sendWhenUp (a worker's result, its acknowledgement)", async () => {
+    const reply = await answerBeforeDrop("replay.b", (nc, msg) => sendWhenUp(nc, () => msg.respond(new TextEncoder().encode("done"))), 100);
+    expect(reply).toBe("done");
+  }, 10_000);
+
+  it("one sent longer than REPLAY_MS before the drop is not sent again", async () => {
+    const reply = await answerBeforeDrop("replay.c", (nc, msg) => sendWhenUp(nc, () => msg.respond(new TextEncoder().encode("late"))), REPLAY_MS + 300);
+    expect(reply).toBeNull();
+  }, 10_000);
+});
