@@ -1,16 +1,19 @@
 /**
  * Chaos soak: the system as separate processes on a real nats-server (a resource manager, a
  * discriminator, two routers, three worker processes of four workers), open-loop load, half of
- * it with idempotency keys, while one process at a time is killed (and restarted) or frozen,
- * and the nats-server itself is restarted once. Then a calm phase.
+ * it with idempotency keys, while one process at a time is killed (and restarted), frozen, or
+ * cut off from the server (each process connects through a TCP proxy of its own, run in a
+ * process of their own, `bench/proxies.ts`), and the
+ * nats-server itself is restarted once. Then a calm phase.
  *
  *   node --import tsx bench/chaos.ts [--seconds 120] [--calm 30] [--qps 15] [--every-ms 3000]
- *     [--freeze-share 0.3] [--nats-restart-at 50] [--seed 1]
+ *     [--freeze-share 0.3] [--cut-share 0.3] [--nats-restart-at 50] [--seed 1]
  *
  * What must hold: every request ends in an image or a typed error; a request with no reply at
- * all is explained only by a router killed, or the server restarted, between its sending and
- * its deadline (core NATS is at most once: a dead router's requests die with it); a reply more
- * than 1 s past the deadline only by a router frozen meanwhile; and in the calm phase (10 s after
+ * all is explained only by a router killed, or the server restarted, between its sending and its
+ * deadline, or a router cut off just as it was sent (core NATS is at most once: a request on its
+ * way to a router that dies or is cut off is lost, and so is one a dead router held); a reply more than 1 s past the deadline only by a router frozen
+ * or cut off meanwhile (a reply waits for the reconnect), or the restart; and in the calm phase (10 s after
  * the last fault) every request is served. A keyed request that got no reply, `no_capacity` or
  * `overloaded` is sent again once with its key, as a client would. Prints the figures, writes
  * `bench/results/chaos.json` and exits 1 when something does not hold.
@@ -35,6 +38,7 @@ const config = {
   qps: num("qps", 15),
   everyMs: num("every-ms", 3_000),
   freezeShare: num("freeze-share", 0.3),
+  cutShare: num("cut-share", 0.3),
   natsRestartAtS: num("nats-restart-at", 50),
   seed: num("seed", 1),
   timeScale: 0.02,
@@ -51,10 +55,10 @@ const logDir = mkdtempSync(join(tmpdir(), "hadis-chaos-logs-"));
 let server = await startNatsServer({ dataDir });
 const port = server.port;
 
-/** A fault: a process killed (restarted at `back`) or frozen until `back`, or the server restarted. */
+/** A fault: a process killed (restarted at `back`), frozen or cut off until `back`, or the server restarted. */
 interface Fault {
   target: string;
-  kind: "kill" | "freeze" | "restart";
+  kind: "kill" | "freeze" | "cut" | "restart";
   atMs: number;
   backMs: number;
 }
@@ -65,8 +69,10 @@ interface Role {
   args: string[];
   child: ChildProcess | null;
   runs: number;
+  /** Its way to the server (every run of it connects through it): a proxy `cut` cuts it off. */
+  natsUrl: string;
 }
-const roles: Role[] = [
+const roleArgs = [
   { name: "manager", args: ["serve", "resource-manager"] },
   { name: "discriminator", args: ["serve", "discriminator"] },
   { name: "router-a", args: ["serve", "router"] },
@@ -74,11 +80,14 @@ const roles: Role[] = [
   { name: "workers-a", args: ["serve", "worker", "--workers", "4", "--id-prefix", "ga"] },
   { name: "workers-b", args: ["serve", "worker", "--workers", "4", "--id-prefix", "gb"] },
   { name: "workers-c", args: ["serve", "worker", "--workers", "4", "--id-prefix", "gc"] },
-].map((r) => ({ ...r, child: null, runs: 0 }));
+];
+const proxies = spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL("./proxies.ts", import.meta.url)), String(port), ...roleArgs.map((r) => r.name)], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+const urls = await new Promise<Record<string, string>>((resolve) => proxies.once("message", (m) => resolve((m as { urls: Record<string, string> }).urls)));
+const roles: Role[] = roleArgs.map((r) => ({ ...r, child: null, runs: 0, natsUrl: urls[r.name] }));
 
 function start(role: Role): void {
   const log = join(logDir, `${role.name}-${role.runs++}.log`);
-  const child = spawn(process.execPath, ["--import", "tsx", CLI, ...role.args, "--nats", server.url, "--time-scale", String(config.timeScale), "--storage", "file"], {
+  const child = spawn(process.execPath, ["--import", "tsx", CLI, ...role.args, "--nats", role.natsUrl, "--time-scale", String(config.timeScale), "--storage", "file"], {
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, HADIS_LOG: "info" },
   });
@@ -107,6 +116,8 @@ interface Outcome {
   deadlineMs: number;
   result: string;
   message?: string;
+  /** A light image served without a verdict (the judge failed, or there was no time to judge). */
+  unjudged?: boolean;
 }
 const outcomes: Outcome[] = [];
 const inFlight = new Set<Promise<void>>();
@@ -116,7 +127,7 @@ function send(i: number, prompt: string, deadlineMs: number, key: string | undef
   const p = client
     .generate({ prompt, deadlineMs, ...(key ? { idempotencyKey: key } : {}) })
     .then(
-      (reply) => ({ result: reply.deduplicated ? "ok (deduplicated)" : "ok" }),
+      (reply) => ({ result: reply.deduplicated ? "ok (deduplicated)" : "ok", unjudged: reply.route === "light" && reply.score === undefined }),
       (err: unknown) => {
         if (!(err instanceof HadisError)) return { result: "thrown", message: String(err) };
         return { result: /^no reply within/.test(err.message) ? "no reply" : err.code, message: err.message };
@@ -135,17 +146,20 @@ const faulting = setInterval(() => {
   if (at() > config.seconds * 1e3) return;
   const role = pick(roles, faultRand);
   const downMs = 500 + Math.floor(faultRand() * 2_500);
-  const freeze = faultRand() < config.freezeShare;
+  const draw = faultRand();
+  const kind = draw < config.freezeShare ? "freeze" : draw < config.freezeShare + config.cutShare ? "cut" : "kill";
   const child = role.child;
   if (!child || child.exitCode !== null) {
     start(role); // one that had exited on its own (a start while the server was down)
     return;
   }
-  faults.push({ target: role.name, kind: freeze ? "freeze" : "kill", atMs: at(), backMs: at() + downMs });
-  console.log(`${(at() / 1e3).toFixed(1)} s: ${freeze ? "freeze" : "kill"} ${role.name} for ${downMs} ms`);
-  if (freeze) {
+  faults.push({ target: role.name, kind, atMs: at(), backMs: at() + downMs });
+  console.log(`${(at() / 1e3).toFixed(1)} s: ${kind} ${role.name} for ${downMs} ms`);
+  if (kind === "freeze") {
     child.kill("SIGSTOP");
     setTimeout(() => child.kill("SIGCONT"), downMs);
+  } else if (kind === "cut") {
+    proxies.send({ cut: role.name, ms: downMs });
   } else {
     child.kill("SIGKILL");
     setTimeout(() => start(role), downMs);
@@ -180,13 +194,20 @@ while (inFlight.size > 0) await Promise.all([...inFlight]);
 // What explains a request with no reply: a router killed, or the server restarted, between its
 // sending and its deadline (a router answers by then at the latest). A kill counts from 0.5 s
 // before the sending: a killed process takes a moment to die on a loaded machine, and the server
-// a moment to notice, and a request given to it meanwhile dies with it.
+// a moment to notice, and a request given to it meanwhile dies with it. A router cut off explains
+// only a request on its way to it then (sent from 0.5 s before the cut to 0.2 s after it): one
+// it holds is answered once it is back (cuts are shorter than any caller's wait).
 const lostWith = (o: Outcome) =>
-  faults.some((f) => (f.kind === "restart" || (f.kind === "kill" && f.target.startsWith("router"))) && f.atMs >= o.sentMs - 500 && f.atMs <= o.sentMs + o.deadlineMs + 200);
-// What explains a reply past the deadline: a router frozen meanwhile, or the server restarted (a
-// keyed request is then sent again, and may be served what was made for it, after its deadline).
+  faults.some(
+    (f) =>
+      ((f.kind === "restart" || (f.kind === "kill" && f.target.startsWith("router"))) && f.atMs >= o.sentMs - 500 && f.atMs <= o.sentMs + o.deadlineMs + 200) ||
+      (f.kind === "cut" && f.target.startsWith("router") && f.atMs >= o.sentMs - 200 && f.atMs <= o.sentMs + 500),
+  );
+// What explains a reply past the deadline: a router frozen or cut off meanwhile (its reply waits
+// for the reconnect), or the server restarted (a keyed request is then sent again, and may be
+// served what was made for it, after its deadline).
 const delayedBy = (o: Outcome) =>
-  faults.some((f) => ((f.kind === "freeze" && f.target.startsWith("router")) || f.kind === "restart") && f.atMs <= o.endMs && Math.max(f.backMs, f.atMs) >= o.sentMs);
+  faults.some((f) => (((f.kind === "freeze" || f.kind === "cut") && f.target.startsWith("router")) || f.kind === "restart") && f.atMs <= o.endMs && Math.max(f.backMs, f.atMs) >= o.sentMs);
 /** Outcomes counted by result. */
 function tally(list: Outcome[]): Record<string, number> {
   const counts: Record<string, number> = {};
@@ -207,12 +228,13 @@ const summary = {
   noReplyExplained: outcomes.filter((o) => o.result === "no reply").length - unexplained.filter((o) => o.result === "no reply").length,
   unexplained: unexplained.length,
   lateReplies: late.length,
+  unjudged: outcomes.filter((o) => o.unjudged).length,
   keyedNoReply: keyedLost.length,
   keyedRetries: keyedRetries.length,
   keyedRetryOutcomes: tally(keyedRetries),
   calmRequests: calm.length,
   calmFailed: calmFailed.length,
-  faults: Object.fromEntries(["kill", "freeze", "restart"].map((k) => [k, faults.filter((f) => f.kind === k).length])),
+  faults: Object.fromEntries(["kill", "freeze", "cut", "restart"].map((k) => [k, faults.filter((f) => f.kind === k).length])),
 };
 console.log(JSON.stringify(summary, null, 1));
 for (const o of [...unexplained, ...late, ...calmFailed].slice(0, 20)) console.log("  not held:", JSON.stringify(o));
@@ -224,6 +246,7 @@ for (const r of roles) r.child?.kill("SIGTERM");
 await new Promise((r) => setTimeout(r, 3_000));
 for (const r of roles) r.child?.kill("SIGKILL");
 await nc.close();
+proxies.kill();
 await server.stop();
 rmSync(dataDir, { recursive: true, force: true });
 process.exit(unexplained.length + late.length + calmFailed.length > 0 ? 1 : 0);
