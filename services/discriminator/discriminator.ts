@@ -11,7 +11,7 @@ import type { JudgeBackend } from "../../actors/worker/backend.ts";
 import { acceptsLight } from "../../actors/judge/verdict.ts";
 import { JudgeQueue } from "../../actors/judge/judge-queue.ts";
 import { throttled, type Logger } from "../lib/log.ts";
-import { replayIfDropped, replyError, startService, whenUp, type MsgHdrs, type NatsConnection } from "../lib/nats.ts";
+import { replyError, sendKept, startService, whenUp, type MsgHdrs, type NatsConnection } from "../lib/nats.ts";
 import { recordJudgeExpired, recordVerdict } from "../lib/metrics.ts";
 import { endWithError, ServiceTelemetry, SpanKind } from "../lib/telemetry.ts";
 import { PlanView } from "../lib/plan-view.ts";
@@ -129,8 +129,7 @@ export async function startDiscriminator(opts: DiscriminatorOptions): Promise<Ru
       // goes again once reconnected (it may be lost with the socket).
       const answer = async (send: () => void) => {
         await whenUp(nc);
-        send();
-        replayIfDropped(nc, send);
+        sendKept(nc, send);
       };
       const p = traced(msg.data, msg.headers)
         .then(

@@ -239,11 +239,13 @@ export function whenUp(nc: NatsConnection): Promise<boolean> {
 }
 
 /**
- * Remembers a reply just sent on `nc`: if the connection drops within `REPLAY_MS`, `resend` runs
- * once it is back (what was written just before a drop may be lost with the socket).
+ * Runs `send` now (its throw is the caller's) and remembers it: if the connection drops within
+ * `REPLAY_MS`, it runs again once the connection is back (what was written just before a drop may
+ * be lost with the socket). For a reply whose caller waits: awaited on `whenUp` first.
  */
-export function replayIfDropped(nc: NatsConnection, resend: () => void): void {
-  watchConnection(nc).remember(resend);
+export function sendKept(nc: NatsConnection, send: () => void): void {
+  send();
+  watchConnection(nc).remember(send);
 }
 
 /**

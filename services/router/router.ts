@@ -12,7 +12,7 @@ import { RequestMachine } from "../../actors/request/request-machine.ts";
 import { buildReply, sloOutcome, type SloOutcome } from "../../actors/request/reply.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
 import { throttled, type Logger } from "../lib/log.ts";
-import { newInbox, onReconnect, openResultsBucket, replyError, replyWith, requestEncoding, replayIfDropped, startService, watchConnection, whenUp, type NatsConnection, type ServiceMsg, type WorkQueue } from "../lib/nats.ts";
+import { newInbox, onReconnect, openResultsBucket, replyError, replyWith, requestEncoding, sendKept, startService, watchConnection, whenUp, type NatsConnection, type ServiceMsg, type WorkQueue } from "../lib/nats.ts";
 import { PlanView } from "../lib/plan-view.ts";
 import { within, type RunningService } from "../lib/running.ts";
 import { claimKeyFor, detached, IdempotencyCache } from "./idempotency.ts";
@@ -256,8 +256,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       await whenUp(nc);
       const replySpan = serving.requestId ? traces.stage(serving.requestId, "reply", SpanKind.INTERNAL, { "hadis.encoding": encoding }) : null;
       try {
-        replyWith(msg, reply, encoding);
-        replayIfDropped(nc, () => replyWith(msg, reply, encoding));
+        sendKept(nc, () => void replyWith(msg, reply, encoding));
       } catch (err) {
         if (replySpan) endWithError(replySpan, err);
         throw err;
@@ -272,8 +271,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       errorsByCode[code] = (errorsByCode[code] ?? 0) + 1;
       try {
         await whenUp(nc);
-        replyError(msg, err, encoding);
-        replayIfDropped(nc, () => replyError(msg, err, encoding));
+        sendKept(nc, () => void replyError(msg, err, encoding));
       } finally {
         // Counted and its trace ended even when the reply cannot be sent (a closing connection).
         tally(sloOutcome(null, serving.accepted, sloMs()));

@@ -1,11 +1,11 @@
 /**
  * What a connection writes just before it drops is lost with the socket (here: a proxy that
  * swallows what the responder sends, then cuts it off, as a failed network does before either
- * end notices). A reply remembered with `replayIfDropped`, or sent with `sendWhenUp`, goes again
+ * end notices). A reply sent with `sendKept` (or `sendWhenUp`) goes again
  * once reconnected; one sent longer than `REPLAY_MS` before the drop does not.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { connectNats, replayIfDropped, REPLAY_MS, sendWhenUp, watchConnection, type Msg, type NatsConnection } from "../../services/lib/nats.ts";
+import { connectNats, REPLAY_MS, sendKept, sendWhenUp, watchConnection, type Msg, type NatsConnection } from "../../services/lib/nats.ts";
 import { startProxy, type Proxy } from "../helpers/proxy.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 import { waitFor } from "../helpers/processes.ts";
@@ -44,11 +44,8 @@ async function answerBeforeDrop(subject: string, answer: (nc: NatsConnection, ms
 }
 
 describe("sends lost with a dropped socket", () => {
-  it("a reply remembered with replayIfDropped goes again once reconnected", async () => {
-    const reply = await answerBeforeDrop("replay.a", (nc, msg) => {
-      msg.respond(new TextEncoder().encode("yes"));
-      replayIfDropped(nc, () => msg.respond(new TextEncoder().encode("yes")));
-    }, 100);
+  it("a reply sent with sendKept goes again once reconnected", async () => {
+    const reply = await answerBeforeDrop("replay.a", (nc, msg) => sendKept(nc, () => void msg.respond(new TextEncoder().encode("yes"))), 100);
     expect(reply).toBe("yes");
   }, 10_000);
 
