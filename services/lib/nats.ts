@@ -83,6 +83,8 @@ export interface ConnectionWatch {
   sendWhenUp(send: () => void, withinMs: number, gaveUp: () => void): void;
   /** Remembers a send just made: a drop within `REPLAY_MS` runs it again once reconnected. */
   remember(send: () => void): void;
+  /** Sends remembered now (each holds what it sends, an image say, until `REPLAY_MS` has passed). */
+  readonly remembered: number;
 }
 
 /** A send waiting for the reconnect. */
@@ -113,6 +115,8 @@ class StatusWatch implements ConnectionWatch {
   private deferred = new Set<Deferred>();
   /** Sends made in the last `REPLAY_MS` (`performance.now()`), oldest first. */
   private recent: { atMs: number; send: () => void }[] = [];
+  /** Lets go of sends older than `REPLAY_MS` while no new one comes (an idle process kept its last ones, images and all). */
+  private trimTimer: ReturnType<typeof setTimeout> | null = null;
 
   constructor(private readonly nc: NatsConnection) {
     void (async () => {
@@ -153,9 +157,30 @@ class StatusWatch implements ConnectionWatch {
   /** Remembers a send just made, for `REPLAY_MS`. */
   remember(send: () => void): void {
     const now = performance.now();
+    this.trim(now);
+    this.recent.push({ atMs: now, send });
+    this.trimLater();
+  }
+
+  get remembered(): number {
+    return this.recent.length;
+  }
+
+  private trim(now: number): void {
     const recent = this.recent;
     while (recent.length > 0 && now - recent[0].atMs > REPLAY_MS) recent.shift();
-    recent.push({ atMs: now, send });
+  }
+
+  /** Trims once the oldest remembered send is past `REPLAY_MS` (one timer at a time; it keeps no process alive). */
+  private trimLater(): void {
+    if (this.trimTimer || this.recent.length === 0) return;
+    const dueMs = this.recent[0].atMs + REPLAY_MS - performance.now() + 1;
+    this.trimTimer = setTimeout(() => {
+      this.trimTimer = null;
+      this.trim(performance.now());
+      this.trimLater();
+    }, Math.max(1, dueMs));
+    this.trimTimer.unref();
   }
 
   /** On a drop: what was sent in the last `REPLAY_MS` goes again once reconnected, before anything else. */

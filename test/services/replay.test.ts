@@ -2,7 +2,8 @@
  * What a connection writes just before it drops is lost with the socket (here: a proxy that
  * swallows what the responder sends, then cuts it off, as a failed network does before either
  * end notices). A reply sent with `sendKept` (or `sendWhenUp`) goes again
- * once reconnected; one sent longer than `REPLAY_MS` before the drop does not.
+ * once reconnected; one sent longer than `REPLAY_MS` before the drop does not. What is remembered
+ * is let go once `REPLAY_MS` has passed, whether or not anything is sent after it.
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { connectNats, REPLAY_MS, sendKept, sendWhenUp, watchConnection, type Msg, type NatsConnection } from "../../services/lib/nats.ts";
@@ -57,5 +58,16 @@ describe("sends lost with a dropped socket", () => {
   it("one sent longer than REPLAY_MS before the drop is not sent again", async () => {
     const reply = await answerBeforeDrop("replay.c", (nc, msg) => sendWhenUp(nc, () => msg.respond(new TextEncoder().encode("late"))), REPLAY_MS + 300);
     expect(reply).toBeNull();
+  }, 10_000);
+
+  it("lets go of a remembered send once REPLAY_MS has passed, with no send after it", async () => {
+    const nc = (responder = await connectNats(t.server.url, "idle"));
+    const watch = watchConnection(nc);
+    const sentAt = performance.now();
+    // An image-sized reply, the last thing an idle router sent: it must not be held until the next.
+    sendKept(nc, () => nc.publish("replay.idle", new Uint8Array(1 << 20)));
+    expect(watch.remembered).toBe(1);
+    await waitFor(() => watch.remembered === 0, REPLAY_MS + 1_000, "the remembered send let go");
+    expect(performance.now() - sentAt).toBeGreaterThanOrEqual(REPLAY_MS);
   }, 10_000);
 });
