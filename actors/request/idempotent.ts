@@ -9,7 +9,7 @@
 import { createHash } from "node:crypto";
 import { decode } from "../../contracts/envelope.ts";
 import { HadisError } from "../../contracts/errors.ts";
-import { WorkItemSchema } from "../../contracts/messages.ts";
+import { WorkItemSchema, type WorkItem } from "../../contracts/messages.ts";
 
 const PREFIX = "k-";
 
@@ -57,17 +57,22 @@ export function resultKey(requestId: string, stage: "light" | "heavy"): string {
   return `${requestId}.${stage}`;
 }
 
+/** The work item a stream sequence holds, as `itemAt` read it: null when gone, undefined when unknown (unreadable, or it does not decode). */
+export function heldItem(held: Uint8Array | null | undefined): WorkItem | null | undefined {
+  if (!held) return held;
+  try {
+    return decode(WorkItemSchema, held, "work item");
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * Until when (epoch ms) an earlier attempt's item, as the stream still holds it, can bring a
  * result: its deadline (a worker drops it unrun after that). Gone (null): never (-Infinity).
  * Unsure (undefined, or unreadable): always (Infinity).
  */
-export function answerableUntil(held: Uint8Array | null | undefined): number {
-  if (held === undefined) return Infinity;
-  if (held === null) return -Infinity;
-  try {
-    return decode(WorkItemSchema, held, "work item").deadlineAtMs;
-  } catch {
-    return Infinity;
-  }
+export function answerableUntil(held: WorkItem | Uint8Array | null | undefined): number {
+  const item = held instanceof Uint8Array ? heldItem(held) : held;
+  return item === undefined ? Infinity : item === null ? -Infinity : item.deadlineAtMs;
 }

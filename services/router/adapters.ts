@@ -6,7 +6,7 @@ import { fromPromise } from "xstate";
 import { fromWireError, HadisError, isWireError } from "../../contracts/errors.ts";
 import { moveTarget, type PendingItem, type PendingWork } from "./pending.ts";
 import { isKeyed, ownsPublish, resultKey } from "../../actors/request/idempotent.ts";
-import { enqueueKeyed, RIDE_MARGIN_MS, storedResult, watchResult, type KeyedAck } from "./keyed-work.ts";
+import { enqueueError, enqueueKeyed, rideOn, storedResult, type KeyedAck } from "./keyed-work.ts";
 import { decode, encode, parseRaw } from "../../contracts/envelope.ts";
 import { JudgeReplySchema, PROTOCOL_VERSION, type WorkItem } from "../../contracts/messages.ts";
 import { Headers, type Subjects } from "../../contracts/subjects.ts";
@@ -20,15 +20,6 @@ import type { PlanView } from "../lib/plan-view.ts";
 import { endWithError, SpanKind, spanClockMs } from "../lib/telemetry.ts";
 import type { GenerationFloor } from "../../actors/routing/generation-floor.ts";
 import type { RequestTraces } from "./tracing.ts";
-
-/** The error of a publish to a model's work queue that failed. */
-function enqueueError(model: string, err: unknown): HadisError {
-  const message = (err as Error).message ?? String(err);
-  if (/maximum messages|resource limits|insufficient resources|exceeded/i.test(message)) {
-    return new HadisError("overloaded", `work queue of ${model} is full`, { retryAfterMs: 1_000 }, { cause: err });
-  }
-  return new HadisError("no_capacity", `cannot enqueue for ${model}: ${message}`, {}, { cause: err });
-}
 
 /** What the router's actors need. */
 export interface RouterActorDeps {
@@ -159,47 +150,10 @@ export function routerActors(deps: RouterActorDeps) {
     });
     // The request may end (deadline) while the publish is in flight: nobody awaits `result` then.
     result.catch(() => undefined);
+    entry.settled = result;
     const msgId = `${input.requestId}/${input.stage}/${model}`;
     const headers = stage ? deps.traces!.telemetry.inject(stage.spanContext()) : undefined;
-    const data = encode(item);
     const keyed = isKeyed(input.requestId) && deps.results ? resultKey(input.requestId, input.stage) : null;
-    /**
-     * Riding on an earlier attempt's item (another router's) that is due before this request: once
-     * its deadline has passed with no image, a worker drops it unrun (or its router removed it), so
-     * this request queues its own item then, rather than wait out its own deadline for nothing.
-     */
-    const rideUntil = (ack: KeyedAck): void => {
-      if (ack.ridesUntilMs >= input.deadlineAtMs) return;
-      // Still riding on that item: not settled or ended, and no copy of its own queued since (the mover's, or recovery's).
-      const riding = () => !signal.aborted && deps.pending.get(input.requestId) === entry && !entry.own && entry.seq === ack.seq && entry.item.model === model;
-      const timer = setTimeout(() => {
-        if (!riding()) return;
-        enqueueKeyed(deps, model, data, msgId, keyed!, headers).then(
-          (again) => {
-            const own = ownsPublish(again, input.requestId);
-            if (!riding()) {
-              if (own) void deps.queue.remove(again.seq).catch(() => false);
-              return;
-            }
-            entry.seq = again.seq;
-            entry.own = own;
-            deps.afterEnqueue?.(entry);
-            deps.log.debug("router.ride_ended", { requestId: input.requestId, stage: input.stage, seq: again.seq, duplicate: again.duplicate });
-            if (again.duplicate) rideUntil(again);
-            // The item ridden on may answer after all (a batch finishing it past its deadline): then
-            // this one, if still queued, must not cost a GPU.
-            else if (own) void result.then(() => entry.own && entry.seq === again.seq && deps.queue.remove(again.seq).catch(() => false), () => undefined);
-          },
-          (err: unknown) => {
-            if (!riding()) return;
-            cancel();
-            entry.reject(enqueueError(model, err));
-          },
-        );
-      }, Math.max(0, ack.ridesUntilMs - Date.now()) + RIDE_MARGIN_MS);
-      const stop = () => clearTimeout(timer);
-      result.then(stop, stop);
-    };
     try {
       const stored = keyed ? await storedResult(deps.results, keyed) : null;
       if (stored) {
@@ -207,9 +161,9 @@ export function routerActors(deps: RouterActorDeps) {
         // window too): its stored image, delivered as read (it may expire a moment later), and no generation.
         deps.pending.deliver(stored);
       } else {
-        const ack = keyed ? await enqueueKeyed(deps, model, data, msgId, keyed, headers) : await deps.queue.publish(model, data, msgId, headers);
+        const ack = keyed ? await enqueueKeyed(deps, item, msgId, headers) : await deps.queue.publish(model, encode(item), msgId, headers);
         entry.seq = ack.seq;
-        entry.own = ownsPublish(ack, input.requestId);
+        entry.own = keyed ? (ack as KeyedAck).own : ownsPublish(ack, input.requestId);
         if (signal.aborted) {
           // The request ended while the publish was in flight: its item must not cost a GPU.
           if (entry.own) void deps.queue.remove(ack.seq).catch(() => false);
@@ -219,10 +173,7 @@ export function routerActors(deps: RouterActorDeps) {
         // A keyed request may be a retry of one queued through another router (its item was just
         // dropped as a duplicate): its result arrives in the results bucket, not on our inbox.
         // (Only then: each watch is a consumer the server keeps for minutes after it stops.)
-        if (keyed && ack.duplicate) {
-          watchResult(deps, keyed, result);
-          rideUntil(ack as KeyedAck);
-        }
+        if (keyed && !entry.own) rideOn({ ...deps, telemetry: deps.traces?.telemetry }, entry, ack as KeyedAck, msgId);
       }
     } catch (err) {
       cancel();

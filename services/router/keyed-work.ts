@@ -2,12 +2,36 @@
  * Keyed requests' work: queueing an item that may be a retry's duplicate of an earlier attempt's
  * (through this router or another), and reading or watching the results bucket for its image.
  */
-import { answerableUntil } from "../../actors/request/idempotent.ts";
-import type { KV, MsgHdrs } from "../lib/nats.ts";
-import type { RouterActorDeps } from "./adapters.ts";
+import { answerableUntil, heldItem, resultKey } from "../../actors/request/idempotent.ts";
+import { encode } from "../../contracts/envelope.ts";
+import type { WorkItem } from "../../contracts/messages.ts";
+import { HadisError } from "../../contracts/errors.ts";
+import type { KV, MsgHdrs, WorkQueue } from "../lib/nats.ts";
+import type { Logger } from "../lib/log.ts";
+import type { ServiceTelemetry } from "../lib/telemetry.ts";
+import type { PendingItem, PendingWork } from "./pending.ts";
+
+/** What keyed work needs: the queue, the results bucket, the router's waiting entries. */
+export interface KeyedDeps {
+  queue: Pick<WorkQueue, "publish" | "itemAt" | "remove">;
+  pending: PendingWork;
+  results?: KV;
+  /** Called once an item's publish is acknowledged (its sequence known). */
+  afterEnqueue?: (entry: PendingItem) => void;
+  log: Logger;
+}
+
+/** The error of a publish to a model's work queue that failed. */
+export function enqueueError(model: string, err: unknown): HadisError {
+  const message = (err as Error).message ?? String(err);
+  if (/maximum messages|resource limits|insufficient resources|exceeded/i.test(message)) {
+    return new HadisError("overloaded", `work queue of ${model} is full`, { retryAfterMs: 1_000 }, { cause: err });
+  }
+  return new HadisError("no_capacity", `cannot enqueue for ${model}: ${message}`, {}, { cause: err });
+}
 
 /** Delivers the stored result of a keyed request's stage once it appears; stops when the stage settles. */
-export function watchResult(deps: RouterActorDeps, key: string, settled: Promise<unknown>): void {
+export function watchResult(deps: Pick<KeyedDeps, "results" | "pending">, key: string, settled: Promise<unknown>): void {
   void deps.results!.watch({ key }).then((iter) => {
     // Either way (a failed or expired stage too): `finally` would hand on the rejection, unhandled.
     const stop = () => iter.stop();
@@ -20,10 +44,12 @@ export function watchResult(deps: RouterActorDeps, key: string, settled: Promise
   }, () => undefined);
 }
 
-/** A keyed item's publish: dropped as a duplicate, it rides on the earlier item at `seq`, whose result can come until `ridesUntilMs`. */
+/** A keyed item's publish: dropped as a duplicate of another attempt's, it rides on that item at `seq`, whose result can come until `ridesUntilMs`. */
 export interface KeyedAck {
   seq: number;
   duplicate: boolean;
+  /** The item at `seq` is this very publish (new, or a duplicate of itself: a publish asked again after a lost acknowledgement). */
+  own: boolean;
   ridesUntilMs: number;
 }
 
@@ -33,15 +59,23 @@ export interface KeyedAck {
  * the results bucket. Gone or past its deadline with no result stored (its request ended and
  * removed it, a worker dropped it as expired, its generation failed), nothing will come: queued again
  * under an id naming the dead one, so that retries through several routers still queue it once.
+ * A duplicate of this very item (the same router's reply subject, enqueue time and deadline) is
+ * its own: the queue asks a publish again when its acknowledgement is late.
  */
-export async function enqueueKeyed(deps: RouterActorDeps, model: string, data: Uint8Array, msgId: string, key: string, headers: MsgHdrs | undefined): Promise<KeyedAck> {
+export async function enqueueKeyed(deps: Pick<KeyedDeps, "queue" | "results">, item: WorkItem, msgId: string, headers: MsgHdrs | undefined): Promise<KeyedAck> {
+  const data = encode(item);
+  const key = resultKey(item.requestId, item.stage);
   let id = msgId;
   for (let attempt = 0; ; attempt++) {
-    const ack = await deps.queue.publish(model, data, id, headers);
-    if (!ack.duplicate || attempt >= 8) return { ...ack, ridesUntilMs: Infinity };
-    const until = answerableUntil(await deps.queue.itemAt(ack.seq));
-    if (until > Date.now()) return { ...ack, ridesUntilMs: until };
-    if (await storedResult(deps.results, key)) return { ...ack, ridesUntilMs: Infinity };
+    const ack = await deps.queue.publish(item.model, data, id, headers);
+    if (!ack.duplicate) return { ...ack, own: true, ridesUntilMs: Infinity };
+    const held = heldItem(await deps.queue.itemAt(ack.seq));
+    if (held && held.replyTo === item.replyTo && held.enqueuedAtMs === item.enqueuedAtMs && held.deadlineAtMs === item.deadlineAtMs) {
+      return { ...ack, own: true, ridesUntilMs: Infinity };
+    }
+    const until = answerableUntil(held);
+    if (until > Date.now() || attempt >= 8) return { ...ack, own: false, ridesUntilMs: until };
+    if (await storedResult(deps.results, key)) return { ...ack, own: false, ridesUntilMs: Infinity };
     id = `${msgId}@${ack.seq}`;
   }
 }
@@ -58,4 +92,55 @@ export async function storedResult(results: KV | undefined, key: string): Promis
   if (!results) return null;
   const stored = await results.get(key).catch(() => null);
   return stored?.operation === "PUT" && stored.value.length > 0 ? stored.value : null;
+}
+
+/**
+ * A keyed entry whose publish was dropped as a duplicate rides on the item at `ack.seq` (another
+ * attempt's, through this router or another): that item's result reaches the results bucket, so
+ * the bucket is watched (once per entry); and once that item's deadline has passed, if it is due
+ * before this request's, the entry's item is queued again under `msgId` (a worker drops an item
+ * unrun past its deadline, and its router removes it when its request ends). Whatever queued the
+ * entry's item (its first publish, a move to another model, a re-queue after a drop) calls this
+ * on a duplicate: before, a request that rode on a moved copy of another router's item waited
+ * out its own deadline once that copy was gone.
+ */
+export function rideOn(deps: KeyedDeps & { telemetry?: ServiceTelemetry }, entry: PendingItem, ack: KeyedAck, msgId: string): void {
+  const { requestId } = entry.item;
+  const key = resultKey(requestId, entry.stage);
+  const settled = entry.settled ?? Promise.resolve();
+  if (!entry.watched) {
+    entry.watched = true;
+    watchResult(deps, key, settled);
+  }
+  if (ack.ridesUntilMs >= entry.item.deadlineAtMs) return;
+  // Still riding on that item: waiting, not moved or queued again since.
+  const riding = () => deps.pending.get(requestId) === entry && !entry.own && entry.seq === ack.seq;
+  const timer = setTimeout(() => {
+    if (!riding()) return;
+    const headers = entry.span && deps.telemetry ? deps.telemetry.inject(entry.span.spanContext()) : undefined;
+    enqueueKeyed(deps, entry.item, msgId, headers).then(
+      (again) => {
+        const own = again.own;
+        if (!riding()) {
+          if (own) void deps.queue.remove(again.seq).catch(() => false);
+          return;
+        }
+        entry.seq = again.seq;
+        entry.own = own;
+        deps.afterEnqueue?.(entry);
+        deps.log.debug("router.ride_ended", { requestId, stage: entry.stage, seq: again.seq, duplicate: again.duplicate });
+        if (!own) rideOn(deps, entry, again, msgId);
+        // The item ridden on may answer after all (a batch finishing it past its deadline): then
+        // this one, if still queued, must not cost a GPU.
+        else void settled.then(() => entry.own && entry.seq === again.seq && deps.queue.remove(again.seq).catch(() => false), () => undefined);
+      },
+      (err: unknown) => {
+        if (!riding()) return;
+        deps.pending.drop(entry);
+        entry.reject(enqueueError(entry.item.model, err));
+      },
+    );
+  }, Math.max(0, ack.ridesUntilMs - Date.now()) + RIDE_MARGIN_MS);
+  const stop = () => clearTimeout(timer);
+  settled.then(stop, stop);
 }

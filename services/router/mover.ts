@@ -4,60 +4,80 @@
  * request's trace: the new message carries the stage span's `traceparent`, and the span gets a
  * `moved` event.
  */
+import { isKeyed, ownsPublish } from "../../actors/request/idempotent.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import type { Plan } from "../../contracts/messages.ts";
-import type { Logger } from "../lib/log.ts";
-import type { WorkQueue } from "../lib/nats.ts";
+import type { KV, MsgHdrs, WorkQueue } from "../lib/nats.ts";
 import type { ServiceTelemetry } from "../lib/telemetry.ts";
-import type { PendingItem, PendingWork } from "./pending.ts";
+import { enqueueKeyed, rideOn, type KeyedAck, type KeyedDeps } from "./keyed-work.ts";
+import type { PendingItem } from "./pending.ts";
 
 /** What moving needs. */
-export interface MoverDeps {
-  queue: Pick<WorkQueue, "remove" | "publish">;
-  pending: PendingWork;
+export interface MoverDeps extends KeyedDeps {
+  queue: Pick<WorkQueue, "remove" | "publish" | "itemAt">;
+  /** Results of keyed requests (a keyed item moves as it is queued: `enqueueKeyed`). */
+  results?: KV;
   telemetry: ServiceTelemetry;
-  log: Logger;
   /** Called once the moved item's publish is acknowledged (plans can move faster than a publish). */
   afterEnqueue: (entry: PendingItem) => void;
 }
 
-/** Queues a waiting entry's item (for its model) under `msgId`, carrying its stage span's trace context. */
-export function publishEntry(deps: Pick<MoverDeps, "queue" | "telemetry">, entry: PendingItem, msgId: string): Promise<{ seq: number; duplicate: boolean }> {
-  const headers = entry.span ? deps.telemetry.inject(entry.span.spanContext()) : undefined;
-  return deps.queue.publish(entry.item.model, encode(entry.item), msgId, headers);
+/** The trace context of a waiting entry's stage span, as headers of its item (none when untraced). */
+function headersOf(telemetry: ServiceTelemetry, entry: PendingItem): MsgHdrs | undefined {
+  return entry.span ? telemetry.inject(entry.span.spanContext()) : undefined;
 }
 
-/** The move function of one router; a move already under way for an entry is not started twice. */
+/** Queues a waiting entry's item (for its model) under `msgId`, carrying its stage span's trace context. */
+export function publishEntry(deps: Pick<MoverDeps, "queue" | "telemetry">, entry: PendingItem, msgId: string): Promise<{ seq: number; duplicate: boolean }> {
+  return deps.queue.publish(entry.item.model, encode(entry.item), msgId, headersOf(deps.telemetry, entry));
+}
+
+/**
+ * The move function of one router; a move already under way for an entry is not started twice.
+ * A keyed entry riding on another attempt's item (another router's, or one queued before this
+ * router's restart) does not remove that item: its own router moves it, and a rider that took it
+ * left that router waiting on a copy whose result came to the rider alone. It queues its own copy
+ * for the new model under the id every attempt's move uses, so the second to move rides on the
+ * first's copy (watching the results bucket, and queueing again if that copy dies first).
+ */
 export function createMover(deps: MoverDeps): (entry: PendingItem, to: string, plan: Plan) => Promise<void> {
   const moving = new Set<PendingItem>();
   return async (entry, to, plan) => {
     if (moving.has(entry)) return;
     moving.add(entry);
     const from = entry.item.model;
+    const { requestId } = entry.item;
+    const keyed = isKeyed(requestId);
     let removed: boolean;
     try {
-      removed = await deps.queue.remove(entry.seq);
+      removed = (keyed && entry.own === false) || (await deps.queue.remove(entry.seq));
     } catch {
       removed = false;
     } finally {
       moving.delete(entry);
     }
-    if (!removed || deps.pending.get(entry.item.requestId) !== entry) return;
+    if (!removed || deps.pending.get(requestId) !== entry) return;
     entry.item = { ...entry.item, model: to, planEpoch: plan.epoch };
     entry.seq = 0;
     entry.span?.addEvent("moved", { "hadis.from": from, "hadis.to": to, "hadis.plan_epoch": plan.epoch });
+    // A keyed stage has one id per model, whoever queues it and in whichever plan (a copy that
+    // died is queued again under an id naming it: `enqueueKeyed`); an unkeyed one, one per plan (a
+    // move back to a model must not be dropped as a duplicate of the item moved off it).
+    const msgId = keyed ? `${requestId}/${entry.stage}/${to}` : `${requestId}/${entry.stage}/${to}/${plan.epoch}`;
     try {
-      const ack = await publishEntry(deps, entry, `${entry.item.requestId}/${entry.stage}/${to}/${plan.epoch}`);
+      const ack = keyed ? await enqueueKeyed(deps, entry.item, msgId, headersOf(deps.telemetry, entry)) : await publishEntry(deps, entry, msgId);
       entry.seq = ack.seq;
-      entry.own = !ack.duplicate; // the copy is this router's to remove when its request ends
+      // The copy is this router's to remove when its request ends.
+      entry.own = keyed ? (ack as KeyedAck).own : ownsPublish(ack, requestId);
       // The request may have ended while the publish was in flight: its item must not cost a GPU.
-      if (deps.pending.get(entry.item.requestId) !== entry) {
-        await deps.queue.remove(entry.seq).catch(() => false);
+      if (deps.pending.get(requestId) !== entry) {
+        if (entry.own) await deps.queue.remove(entry.seq).catch(() => false);
         return;
       }
-      deps.log.debug("router.moved", { requestId: entry.item.requestId, from, to, epoch: plan.epoch });
+      deps.log.debug("router.moved", { requestId, from, to, epoch: plan.epoch, duplicate: ack.duplicate });
       deps.afterEnqueue(entry);
+      if (keyed && !entry.own) rideOn(deps, entry, ack as KeyedAck, msgId);
     } catch (err) {
       // The request fails with this error and its actor is done: nothing else would forget the entry.
       deps.pending.drop(entry);

@@ -24,6 +24,10 @@ export interface PendingItem {
   reject(err: unknown): void;
   /** The stage span, when the request is traced: a moved item carries its trace context. */
   span?: Span;
+  /** Settles with the stage (a keyed entry's: its bucket watch and ride timers stop then). */
+  settled?: Promise<unknown>;
+  /** A keyed entry's result is watched for in the results bucket (it rides, or rode, on another attempt's item). */
+  watched?: boolean;
 }
 
 /** The waiting generations of one router. */
@@ -73,7 +77,8 @@ export class PendingWork {
       return;
     }
     this.items.delete(result.requestId);
-    if (result.model !== entry.item.model && entry.seq) this.onSuperseded?.(entry.seq);
+    // (Only its own copy: one it rides on is another attempt's, which that attempt's router removes.)
+    if (result.model !== entry.item.model && entry.seq && entry.own !== false) this.onSuperseded?.(entry.seq);
     if (result.ok) {
       entry.resolve({
         image: result.image,

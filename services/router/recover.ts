@@ -9,7 +9,7 @@ import { isKeyed, ownsPublish, resultKey } from "../../actors/request/idempotent
 import type { Logger } from "../lib/log.ts";
 import type { KV, WorkQueue } from "../lib/nats.ts";
 import type { ServiceTelemetry } from "../lib/telemetry.ts";
-import { storedResult } from "./keyed-work.ts";
+import { enqueueKeyed, rideOn, storedResult, type KeyedAck } from "./keyed-work.ts";
 import { publishEntry } from "./mover.ts";
 import type { PendingWork } from "./pending.ts";
 
@@ -71,8 +71,9 @@ export async function recoverLost(deps: RecoverDeps): Promise<number> {
       continue;
     }
     try {
-      const ack = await publishEntry(deps, entry, `${requestId}/${entry.stage}/${entry.item.model}/lost@${seq}`);
-      const own = ownsPublish(ack, requestId);
+      const msgId = `${requestId}/${entry.stage}/${entry.item.model}/lost@${seq}`;
+      const ack = keyed ? await enqueueKeyed(deps, entry.item, msgId, entry.span ? deps.telemetry.inject(entry.span.spanContext()) : undefined) : await publishEntry(deps, entry, msgId);
+      const own = keyed ? (ack as KeyedAck).own : ownsPublish(ack, requestId);
       if (!unchanged()) {
         // Answered (or moved) while this publish was in flight: the copy must not cost a GPU
         // (unless it is the very item the entry now waits on, queued by a move or another check).
@@ -81,6 +82,8 @@ export async function recoverLost(deps: RecoverDeps): Promise<number> {
       }
       entry.seq = ack.seq;
       entry.own = own;
+      // Another router queued it again first (under the same id): ride on that copy.
+      if (!own) rideOn(deps, entry, ack as KeyedAck, msgId);
       entry.span?.addEvent("requeued", { "hadis.lost_seq": seq });
       deps.log.info("router.requeued_lost", { requestId, stage: entry.stage, model: entry.item.model });
       recovered++;

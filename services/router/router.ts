@@ -69,7 +69,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   const results = await openResultsBucket(nc, subjects);
   const traces = new RequestTraces(new ServiceTelemetry(ServiceNames.router, nc, routerId, REQUEST_SPAN));
   /** Moves a waiting item off a model the plan no longer serves (removed by sequence, re-queued). */
-  const move = createMover({ queue: opts.queue, pending, telemetry: traces.telemetry, log, afterEnqueue: (entry) => afterEnqueue(entry) });
+  const move = createMover({ queue: opts.queue, pending, results, telemetry: traces.telemetry, log, afterEnqueue: (entry) => afterEnqueue(entry) });
   const rescue = (entry: PendingItem, to: string, plan: Plan) => void move(entry, to, plan);
   // A plan that leaves a model without workers must not strand the items queued for it: check on
   // every plan, and sweep once a second for items a worker handed back after the plan arrived.

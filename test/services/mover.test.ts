@@ -7,6 +7,7 @@ import { createLogger } from "../../services/lib/log.ts";
 import type { MsgHdrs } from "../../services/lib/nats.ts";
 import { PROTOCOL_VERSION, type Plan, type WorkItem, type WorkResult } from "../../contracts/messages.ts";
 import { encode } from "../../contracts/envelope.ts";
+import { waitFor } from "../helpers/processes.ts";
 
 afterAll(() => shutdownTelemetry());
 
@@ -15,6 +16,7 @@ function fakeQueue(removable: boolean) {
   const published: { model: string; msgId: string; headers?: MsgHdrs }[] = [];
   return {
     published,
+    itemAt: async (_seq: number): Promise<Uint8Array | null | undefined> => null,
     remove: async (_seq?: number) => removable,
     publish: async (model: string, _data: Uint8Array, msgId: string, headers?: MsgHdrs) => {
       published.push({ model, msgId, headers });
@@ -111,6 +113,110 @@ describe("moving a waiting item to the model that now plays its stage", () => {
     expect(queue.published).toEqual([]);
     expect(entry.item.model).toBe("sd35-large-turbo");
     expect(enqueued).toEqual([]);
+  });
+});
+
+describe("moving a keyed request's item (a retry may ride on another attempt's)", () => {
+  const KEYED = "k-0123456789abcdef0123456789abcdef";
+  /** A results bucket with nothing stored whose watches it counts. */
+  const emptyBucket = () => {
+    const watched: string[] = [];
+    const bucket = {
+      watched,
+      get: async () => null,
+      watch: async ({ key }: { key: string }) => {
+        watched.push(key);
+        return Object.assign((async function* () {})(), { stop: () => undefined });
+      },
+    };
+    return bucket;
+  };
+  /** A keyed entry waiting on the item at seq 7 (another router's when `own` is false), for a stage that never settles here. */
+  function keyedSetup(own: boolean) {
+    const queue = fakeQueue(true);
+    const removed: number[] = [];
+    queue.remove = async (seq?: number) => (removed.push(seq ?? -1), true);
+    const pending = new PendingWork();
+    const results = emptyBucket();
+    const entry: PendingItem = { item: { ...item, requestId: KEYED, deadlineAtMs: Date.now() + 60_000 }, stage: "light", seq: 7, own, resolve: () => undefined, reject: () => undefined, settled: new Promise(() => undefined) };
+    pending.wait(entry);
+    const enqueued: PendingItem[] = [];
+    const telemetry = new ServiceTelemetry("hadis-router", null);
+    const move = createMover({ queue, pending, results: results as never, telemetry, log: createLogger("test", "error"), afterEnqueue: (e) => void enqueued.push(e) });
+    return { queue, removed, entry, move, results, enqueued };
+  }
+
+  it("a rider leaves the item it rides on to that item's router and queues its own copy for the new model", async () => {
+    const { queue, removed, entry, move, enqueued } = keyedSetup(false);
+    await move(entry, "sd35-medium", plan);
+    // Before, it removed the other router's item: that router's request waited on a copy whose result came to the rider alone.
+    expect(removed).toEqual([]);
+    expect(queue.published.map((p) => [p.model, p.msgId])).toEqual([["sd35-medium", `${KEYED}/light/sd35-medium`]]);
+    expect(entry.seq).toBe(101);
+    expect(entry.own).toBe(true);
+    expect(enqueued).toEqual([entry]);
+  });
+
+  it("a move that lands on a copy another attempt queued first rides on it, and queues its own once that copy's deadline passes", async () => {
+    const { queue, removed, entry, move, results } = keyedSetup(true);
+    const moveId = `${KEYED}/light/sd35-medium`;
+    // The other attempt moved first: its copy (seq 42) is due in 150 ms, before this request's deadline.
+    const theirs = encode({ ...item, requestId: KEYED, model: "sd35-medium", replyTo: "hadis.results.r2", deadlineAtMs: Date.now() + 150 });
+    queue.itemAt = async (seq: number) => (seq === 42 ? theirs : null);
+    queue.publish = async (model: string, _data: Uint8Array, msgId: string) => {
+      queue.published.push({ model, msgId });
+      return msgId === moveId ? { seq: 42, duplicate: true } : { seq: 200 + queue.published.length, duplicate: false };
+    };
+    await move(entry, "sd35-medium", plan);
+    expect(removed).toEqual([7]); // its own item, on the model the plan left
+    expect(entry.seq).toBe(42);
+    expect(entry.own).toBe(false);
+    // Its result comes through the bucket, not this router's inbox. (Before: no watch, no timer.)
+    expect(results.watched).toEqual([`${KEYED}.light`]);
+    // Once the copy ridden on is past its deadline with no image, this request queues its own.
+    await waitFor(() => entry.own === true, 2_000, "the rider's own copy");
+    expect(queue.published.map((p) => p.msgId)).toEqual([moveId, moveId, `${moveId}@42`]);
+    expect(entry.seq).toBe(203);
+    expect(entry.item.model).toBe("sd35-medium");
+  });
+
+  it("a move that lands on a dead copy (gone, no image stored) queues its own at once", async () => {
+    const { queue, entry, move } = keyedSetup(true);
+    const moveId = `${KEYED}/light/sd35-medium`;
+    queue.publish = async (model: string, _data: Uint8Array, msgId: string) => {
+      queue.published.push({ model, msgId });
+      return msgId === moveId ? { seq: 42, duplicate: true } : { seq: 300, duplicate: false };
+    };
+    await move(entry, "sd35-medium", plan);
+    expect(queue.published.map((p) => p.msgId)).toEqual([moveId, `${moveId}@42`]);
+    expect(entry.seq).toBe(300);
+    expect(entry.own).toBe(true);
+  });
+
+  it("a move whose publish is asked again (its acknowledgement late) finds its own copy: owned, not ridden on", async () => {
+    const { queue, entry, move, results } = keyedSetup(true);
+    let mine: Uint8Array | null = null;
+    queue.itemAt = async (seq: number) => (seq === 42 ? mine : null);
+    queue.publish = async (model: string, data: Uint8Array, msgId: string) => {
+      queue.published.push({ model, msgId });
+      mine = data; // the first publish landed; its acknowledgement did not come, so the queue asked again
+      return { seq: 42, duplicate: true };
+    };
+    await move(entry, "sd35-medium", plan);
+    expect(entry.seq).toBe(42);
+    expect(entry.own).toBe(true); // removed when its request ends, as any copy of its own
+    expect(results.watched).toEqual([]);
+  });
+
+  it("a rider's moved copy is not removed when the item it rode on answers (it is the other router's to remove)", () => {
+    const superseded: number[] = [];
+    const pending = new PendingWork((seq) => void superseded.push(seq));
+    const answers: string[] = [];
+    // Riding (after a move that landed on another attempt's copy) on seq 42 for the new model.
+    pending.wait({ item: { ...item, requestId: KEYED, model: "sd35-medium" }, stage: "light", seq: 42, own: false, resolve: (o) => void answers.push(o.model), reject: () => undefined });
+    pending.deliver(encode({ v: PROTOCOL_VERSION, ok: true, requestId: KEYED, stage: "light", model: "sd35-large-turbo", workerId: "w", image: new Uint8Array([1]), width: 1, height: 1, batchSize: 1, queueWaitMs: 0, execMs: 1 } satisfies WorkResult));
+    expect(answers).toEqual(["sd35-large-turbo"]);
+    expect(superseded).toEqual([]);
   });
 });
 

@@ -58,6 +58,25 @@ describe("recoverLost", () => {
     await recoverLost(deps(pending, q));
     expect(q.removed).toEqual([]); // the item the entry waits on stays queued
   });
+
+  it("a keyed item another router queued again first is ridden on: its result watched for in the bucket", async () => {
+    const pending = new PendingWork();
+    const requestId = "k-0123456789abcdef0123456789abcdef";
+    const entry = waiting(pending, requestId, 7, false);
+    entry.settled = new Promise(() => undefined);
+    const q = queue({ 300: true });
+    q.publish = async (_model: string, _data: Uint8Array, msgId: string) => (q.published.push(msgId), { seq: 300, duplicate: true });
+    const watched: string[] = [];
+    const results = {
+      get: async () => null,
+      watch: async ({ key }: { key: string }) => (watched.push(key), Object.assign((async function* () {})(), { stop: () => undefined })),
+    };
+    expect(await recoverLost({ ...deps(pending, q), results: results as never })).toBe(1);
+    expect(entry.seq).toBe(300);
+    expect(entry.own).toBe(false);
+    // Before, nothing watched: the result of the copy it now waits on goes to the other router's inbox.
+    expect(watched).toEqual([`${requestId}.light`]);
+  });
 });
 
 describe("singleFlight", () => {
