@@ -12,7 +12,7 @@ import { loadPromptAnalyzer } from "./lib/analyzer-files.ts";
 import type { ProfileSet } from "../actors/profile/profile-set.ts";
 import type { StaticConfig } from "../actors/control/static-policy.ts";
 import { createLogger, type Logger } from "./lib/log.ts";
-import { connectNats, DEFAULT_WORK_QUEUE, maxPayloadWarning, openPlanBucket, openResultsBucket, WorkQueue, type NatsConnection, type NatsTlsFiles, type WorkQueueOptions } from "./lib/nats.ts";
+import { connectWhenUp, DEFAULT_WORK_QUEUE, maxPayloadWarning, openPlanBucket, openResultsBucket, WorkQueue, type NatsConnection, type NatsTlsFiles, type WorkQueueOptions } from "./lib/nats.ts";
 import { loadProfiles } from "./lib/profiles.ts";
 import { sleep, type RunningService } from "./lib/running.ts";
 import { startRouter, type RunningRouter } from "./router/router.ts";
@@ -49,6 +49,12 @@ export type ServiceKind = (typeof SERVICE_KINDS)[number];
 export interface SystemOptions {
   /** One server URL, or every URL of a cluster (the client fails over between them). */
   natsUrl: string | string[];
+  /**
+   * How long each service waits for a NATS server that is not up yet (nothing listening, a name
+   * not resolving yet, no answer) before it fails, trying again every second; 0 (the default):
+   * fail at once. Refused credentials or TLS fail at once either way.
+   */
+  natsWaitMs?: number;
   /** NATS user and password of each service's connection (a user per role, see ops/nats/accounts.conf); none when absent. */
   credentials?: (service: ServiceKind) => NatsCredentials | undefined;
   /** TLS files of every service's connection (a CA to trust; a client certificate and key for mutual TLS). */
@@ -125,10 +131,13 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
     const credentials = opts.credentials?.(kind);
     // A role's own user reads only its own inboxes (ops/nats/accounts.conf); a user shared by
     // every service keeps the default inboxes.
-    const nc = await connectNats(opts.natsUrl, name, {
+    const extra = {
       ...(credentials ? { user: credentials.user, pass: credentials.pass, ...(credentials.ownRole ? { inboxPrefix: inboxPrefixOf(kind) } : {}) } : {}),
       ...(opts.tls ? { tls: opts.tls } : {}),
-    }).catch((err: unknown) => {
+    };
+    const waitMs = opts.natsWaitMs ?? 0;
+    const waiting = (err: unknown) => logFor(kind).warn("nats.waiting", { service: name, url: opts.natsUrl, error: (err as Error).message, waitMs });
+    const nc = await connectWhenUp(opts.natsUrl, name, extra, waitMs, waiting).catch((err: unknown) => {
       throw new Error(`${name} cannot reach NATS at ${opts.natsUrl} (${(err as Error).message})${credentials ? `; are the credentials of ${credentials.user} right?` : ""}`, { cause: err });
     });
     connections.push(nc);

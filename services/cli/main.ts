@@ -50,7 +50,8 @@ runOptions(
     .option("--id-prefix <prefix>", "worker ids are <prefix>-NN (default: random)", idPrefix)
     .option("--metrics-port <port>", "serve Prometheus /metrics of this process on this port", port)
     .option("--metrics-host <host>", "address /metrics listens on (0.0.0.0 for a Prometheus on another host)", "127.0.0.1")
-    .option("--replicas <n>", "JetStream replicas of the work stream and plan bucket (3 on a 3-node cluster)", count),
+    .option("--replicas <n>", "JetStream replicas of the work stream and plan bucket (3 on a 3-node cluster)", count)
+    .option("--wait-for-nats <seconds>", "wait this long for a NATS server that is not up yet (0: fail at once); refused credentials or TLS fail at once", integerIn(0, 86_400), 60),
 ).action((service, opts, cmd: Command) =>
   // The options typed on the command line (not defaults): `serve` warns of those its service does not read.
   serveCommand(service, opts, cmd.options.filter((o) => cmd.getOptionValueSource(o.attributeName()) === "cli").map((o) => ({ key: o.attributeName(), flag: o.long ?? o.flags }))),

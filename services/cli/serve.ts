@@ -184,7 +184,7 @@ async function startLocalDashboard(url: string, port: number | undefined, host: 
 /** `hadis serve <service>`: one service against an existing NATS server. */
 export async function serveCommand(
   kind: string,
-  opts: RunOptions & { nats: string; metricsPort?: number; metricsHost?: string; replicas?: number },
+  opts: RunOptions & { nats: string; metricsPort?: number; metricsHost?: string; replicas?: number; waitForNats?: number },
   given: readonly { key: string; flag: string }[] = [],
 ): Promise<void> {
   if (kind !== "all" && !SERVICE_KINDS.includes(kind as ServiceKind)) throw new Error(`unknown service "${kind}"; one of ${SERVICE_KINDS.join(", ")}, all`);
@@ -197,6 +197,7 @@ export async function serveCommand(
     system = await startSystem({
       ...backendOptions(opts),
       natsUrl: natsUrls(opts.nats),
+      natsWaitMs: (opts.waitForNats ?? 0) * 1_000,
       credentials: credentialsFromEnv(),
       tls: natsTlsFromEnv(),
       replicas: opts.replicas,

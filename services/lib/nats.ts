@@ -36,6 +36,44 @@ export async function connectNats(servers: string | string[], name: string, extr
   });
 }
 
+/** Socket errors of a server not up yet: nothing listens, its name does not resolve yet, its host is not reachable yet. */
+const NOT_UP_CODES = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "ETIMEDOUT"]);
+
+/**
+ * True for a first connection's failure that a NATS server still starting gives (connection
+ * refused, a name that does not resolve yet, no answer in time), not one of configuration
+ * (credentials refused, TLS, a bad URL), which waiting does not mend.
+ */
+export function isServerNotUp(err: unknown): boolean {
+  const e = err as { name?: string; message?: string; code?: string; cause?: { code?: string } } | undefined;
+  if (!e) return false;
+  if (e.name === "TimeoutError") return true;
+  if (e.name === "ConnectionError" && /connection refused/i.test(e.message ?? "")) return true;
+  return NOT_UP_CODES.has(e.code ?? "") || NOT_UP_CODES.has(e.cause?.code ?? "");
+}
+
+/** How often a service waiting for its NATS server tries again. */
+export const NATS_WAIT_RETRY_MS = 1_000;
+
+/**
+ * `connectNats`, trying again every `NATS_WAIT_RETRY_MS` for up to `waitMs` while the server is not
+ * up yet (`isServerNotUp`): services started before their server (one container before another)
+ * wait for it instead of exiting. `waiting` hears of the first failure; any other failure, or
+ * the last, is thrown.
+ */
+export async function connectWhenUp(servers: string | string[], name: string, extra: Partial<NodeConnectionOptions>, waitMs: number, waiting: (err: unknown) => void = () => {}): Promise<NatsConnection> {
+  const end = Date.now() + waitMs;
+  for (let tries = 0; ; tries++) {
+    try {
+      return await connectNats(servers, name, extra);
+    } catch (err) {
+      if (!isServerNotUp(err) || Date.now() >= end) throw err;
+      if (tries === 0) waiting(err);
+      await new Promise((r) => setTimeout(r, Math.min(NATS_WAIT_RETRY_MS, end - Date.now())));
+    }
+  }
+}
+
 /** TLS files of a NATS connection: a CA to trust, and a client certificate and key for mutual TLS. */
 export interface NatsTlsFiles {
   caFile?: string;

@@ -1,0 +1,66 @@
+/**
+ * Services started before their NATS server (one container before another): they wait for it,
+ * trying again every second, and serve once it is up; after the wait they fail with what the
+ * connection said, and a failure waiting does not mend (here a bad URL scheme) fails at once.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { freePort, startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
+import { isServerNotUp } from "../../services/lib/nats.ts";
+import { startSystem, type RunningSystem } from "../../services/system.ts";
+import { createLogger } from "../../services/lib/log.ts";
+import { spawnHadis, stopSpawned, waitFor } from "../helpers/processes.ts";
+
+let server: LocalServer | undefined;
+let system: RunningSystem | undefined;
+
+afterEach(async () => {
+  await system?.stop(2_000);
+  system = undefined;
+  await stopSpawned();
+  await server?.stop();
+  server = undefined;
+});
+
+describe("isServerNotUp", () => {
+  it("tells a server not up yet from a configuration nobody's waiting mends", () => {
+    const refused = Object.assign(new Error("connection refused"), { name: "ConnectionError" });
+    const unresolved = Object.assign(new Error("getaddrinfo ENOTFOUND nats"), { code: "ENOTFOUND" });
+    const timeout = Object.assign(new Error("timeout"), { name: "TimeoutError" });
+    const auth = Object.assign(new Error("Authorization Violation"), { name: "AuthorizationError" });
+    const reset = Object.assign(new Error("socket hang up"), { code: "ECONNRESET" }); // a TLS server refusing a plain client, say
+    expect([refused, unresolved, timeout].map(isServerNotUp)).toEqual([true, true, true]);
+    expect([auth, reset, new Error("whatever"), undefined].map(isServerNotUp)).toEqual([false, false, false, false]);
+  });
+});
+
+describe("a service started before its NATS server", () => {
+  it("waits for it and serves once it is up", async () => {
+    const port = await freePort();
+    const started = startSystem({ natsUrl: `nats://127.0.0.1:${port}`, services: ["router"], natsWaitMs: 20_000, log: createLogger("test", "error") }).then((s) => (system = s));
+    let done = false;
+    void started.then(() => (done = true), () => (done = true));
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(done).toBe(false); // still waiting (before, it failed at once: connection refused)
+    server = await startNatsServer({ port });
+    await started;
+    expect(system!.routers).toHaveLength(1);
+  }, 30_000);
+
+  it("fails after its wait with what the connection said", async () => {
+    const port = await freePort();
+    const t0 = Date.now();
+    const err = await startSystem({ natsUrl: `nats://127.0.0.1:${port}`, services: ["router"], natsWaitMs: 2_000, log: createLogger("test", "error") }).then(() => null, (e: unknown) => e as Error);
+    expect(err?.message).toMatch(/cannot reach NATS at nats:\/\/127\.0\.0\.1:\d+ \(connection refused\)/);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(2_000);
+    expect(Date.now() - t0).toBeLessThan(6_000);
+  }, 15_000);
+
+  it("`hadis serve` waits by default (--wait-for-nats 60) and says so, then connects", async () => {
+    const port = await freePort();
+    const run = spawnHadis(["serve", "router", "--nats", `nats://127.0.0.1:${port}`], { HADIS_LOG: "warn" });
+    await waitFor(() => run.output().includes("nats.waiting"), 20_000, "the waiting line");
+    server = await startNatsServer({ port });
+    await waitFor(() => run.output().includes(`hadis router connected to nats://127.0.0.1:${port}`), 20_000, "the router connected");
+    expect(run.child.exitCode).toBeNull();
+  }, 60_000);
+});
