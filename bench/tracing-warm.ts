@@ -5,11 +5,12 @@
  * zero model latency), with the two `traceparent` injections and extractions between them,
  * through the services' own telemetry code. "record" hands spans to a processor that drops them;
  * "export" encodes them as OTLP protobuf (`OtlpStreamProcessor`) for a transport that only counts
- * the bytes. Modes alternate block by block in one process. Set against bench/tracing-profile.ts's
+ * the bytes. Modes alternate block by block in one process. `--in-flight N` ends each request's
+ * root and stage spans N requests later, as requests in flight keep them open. Set against bench/tracing-profile.ts's
  * figures for the same work inside the pipeline, the gap is what running among the pipeline's
  * own objects costs (garbage collection of longer-lived objects, caches), not the tracing code.
  *
- *   node --import tsx bench/tracing-warm.ts [--requests 20000] [--blocks 15]
+ *   node --import tsx bench/tracing-warm.ts [--requests 20000] [--blocks 15] [--in-flight 0]
  */
 import { configureTelemetry, ServiceTelemetry, SpanKind, type SpanContext } from "../services/lib/telemetry.ts";
 import { OtlpStreamProcessor } from "../services/lib/otlp-export.ts";
@@ -18,6 +19,10 @@ import { median, percentile, r2, writeResult } from "./lib.ts";
 const args = new Map(process.argv.slice(2).map((a, i, all) => [a, all[i + 1]]));
 const perBlock = Number(args.get("--requests") ?? 20_000);
 const blocks = Number(args.get("--blocks") ?? 15);
+const inFlight = Number(args.get("--in-flight") ?? 0);
+/** The ends of the requests still in flight (`--in-flight`), oldest first at `next`. */
+const open: (() => void)[] = Array.from({ length: inFlight }, () => () => undefined);
+let next = 0;
 
 let exportedBytes = 0;
 const countingTransport = {
@@ -53,8 +58,11 @@ function request(s: ReturnType<typeof servicesFor>, i: number): void {
   const execute = s.worker.start("execute sdxl-lightning", { kind: SpanKind.CONSUMER, startTime: now, links: batch ? [{ context: batch.spanContext() }] : [], attributes: attributes() }, parent);
   execute.end(now + 1);
   batch?.end(now + 1);
-  stage.setAttribute("hadis.served_model", "sdxl-lightning");
-  stage.end();
+  const endStage = () => {
+    stage.setAttribute("hadis.served_model", "sdxl-lightning");
+    stage.end();
+  };
+  if (inFlight === 0) endStage();
   const judged = s.judge.extract(s.router.inject(root.spanContext())) as SpanContext;
   const judge = s.judge.start("judge", { kind: SpanKind.SERVER, attributes: { "hadis.judge.backend": "profile" } }, judged);
   judge.setAttributes({ "hadis.model": "sdxl-lightning", "hadis.disc.score": 0.42, "hadis.disc.threshold": 0.2, "hadis.disc.accept": true, "hadis.plan_epoch": 3 });
@@ -65,7 +73,14 @@ function request(s: ReturnType<typeof servicesFor>, i: number): void {
     "hadis.difficulty": 0.31, "hadis.router_threshold": 0.5, "hadis.total_ms": 12.5, "hadis.slo_ms": 60_000, "hadis.slo_met": true, "hadis.outcome": "ok",
     "hadis.disc.score": 0.42, "hadis.disc.threshold": 0.2,
   });
-  root.end();
+  if (inFlight === 0) return root.end();
+  const oldest = open[next];
+  open[next] = () => {
+    endStage();
+    root.end();
+  };
+  next = (next + 1) % inFlight;
+  oldest();
 }
 
 function main() {
@@ -92,8 +107,8 @@ function main() {
   const summary = Object.fromEntries(modes.map((m) => [m, { usPerRequest: r2(median(perRequest[m])), quartiles: [r2(percentile(perRequest[m], 25)), r2(percentile(perRequest[m], 75))] }]));
   const bytesPerRequest = Math.round(exportedBytes / exportedRequests);
   console.table(summary);
-  console.log(`${blocks} blocks of ${perBlock} requests a mode; about ${bytesPerRequest} OTLP bytes a request exported`);
-  console.log("wrote", writeResult("tracing-warm", { date: new Date().toISOString(), perBlock, blocks, summary, bytesPerRequest, perRequest }));
+  console.log(`${blocks} blocks of ${perBlock} requests a mode${inFlight ? `, ${inFlight} in flight` : ""}; about ${bytesPerRequest} OTLP bytes a request exported`);
+  console.log("wrote", writeResult(inFlight ? "tracing-warm-in-flight" : "tracing-warm", { date: new Date().toISOString(), perBlock, blocks, inFlight, summary, bytesPerRequest, perRequest }));
 }
 
 main();
