@@ -2,7 +2,7 @@
  * Keyed requests' work: queueing an item that may be a retry's duplicate of an earlier attempt's
  * (through this router or another), and reading or watching the results bucket for its image.
  */
-import { answerableUntil, heldItem, resultKey } from "../../actors/request/idempotent.ts";
+import { answerableUntil, heldItem, isKeyed, resultKey } from "../../actors/request/idempotent.ts";
 import { encode } from "../../contracts/envelope.ts";
 import type { WorkItem } from "../../contracts/messages.ts";
 import { HadisError } from "../../contracts/errors.ts";
@@ -28,6 +28,23 @@ export function enqueueError(model: string, err: unknown): HadisError {
     return new HadisError("overloaded", `work queue of ${model} is full`, { retryAfterMs: 1_000 }, { cause: err });
   }
   return new HadisError("no_capacity", `cannot enqueue for ${model}: ${message}`, {}, { cause: err });
+}
+
+/** The trace context of a waiting entry's stage span, as headers of its item (none when untraced). */
+export function headersOf(telemetry: ServiceTelemetry | undefined, entry: PendingItem): MsgHdrs | undefined {
+  return entry.span && telemetry ? telemetry.inject(entry.span.spanContext()) : undefined;
+}
+
+/**
+ * Queues a waiting entry's item (for its model) under `msgId`, carrying its stage span's trace
+ * context: a keyed one as `enqueueKeyed` does; an unkeyed one's duplicate is its own earlier
+ * publish (its id is its own).
+ */
+export async function queueEntry(deps: Pick<KeyedDeps, "queue" | "results"> & { telemetry?: ServiceTelemetry }, entry: PendingItem, msgId: string): Promise<KeyedAck> {
+  const headers = headersOf(deps.telemetry, entry);
+  if (isKeyed(entry.item.requestId)) return enqueueKeyed(deps, entry.item, msgId, headers);
+  const ack = await deps.queue.publish(entry.item.model, encode(entry.item), msgId, headers);
+  return { ...ack, own: true, ridesUntilMs: Infinity };
 }
 
 /** Delivers the stored result of a keyed request's stage once it appears; stops when the stage settles. */
@@ -117,8 +134,7 @@ export function rideOn(deps: KeyedDeps & { telemetry?: ServiceTelemetry }, entry
   const riding = () => deps.pending.get(requestId) === entry && !entry.own && entry.seq === ack.seq;
   const timer = setTimeout(() => {
     if (!riding()) return;
-    const headers = entry.span && deps.telemetry ? deps.telemetry.inject(entry.span.spanContext()) : undefined;
-    enqueueKeyed(deps, entry.item, msgId, headers).then(
+    queueEntry(deps, entry, msgId).then(
       (again) => {
         const own = again.own;
         if (!riding()) {

@@ -4,33 +4,18 @@
  * request's trace: the new message carries the stage span's `traceparent`, and the span gets a
  * `moved` event.
  */
-import { isKeyed, ownsPublish } from "../../actors/request/idempotent.ts";
-import { encode } from "../../contracts/envelope.ts";
+import { isKeyed } from "../../actors/request/idempotent.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import type { Plan } from "../../contracts/messages.ts";
-import type { KV, MsgHdrs, WorkQueue } from "../lib/nats.ts";
 import type { ServiceTelemetry } from "../lib/telemetry.ts";
-import { enqueueKeyed, rideOn, type KeyedAck, type KeyedDeps } from "./keyed-work.ts";
+import { queueEntry, rideOn, type KeyedDeps } from "./keyed-work.ts";
 import type { PendingItem } from "./pending.ts";
 
 /** What moving needs. */
 export interface MoverDeps extends KeyedDeps {
-  queue: Pick<WorkQueue, "remove" | "publish" | "itemAt">;
-  /** Results of keyed requests (a keyed item moves as it is queued: `enqueueKeyed`). */
-  results?: KV;
   telemetry: ServiceTelemetry;
   /** Called once the moved item's publish is acknowledged (plans can move faster than a publish). */
   afterEnqueue: (entry: PendingItem) => void;
-}
-
-/** The trace context of a waiting entry's stage span, as headers of its item (none when untraced). */
-function headersOf(telemetry: ServiceTelemetry, entry: PendingItem): MsgHdrs | undefined {
-  return entry.span ? telemetry.inject(entry.span.spanContext()) : undefined;
-}
-
-/** Queues a waiting entry's item (for its model) under `msgId`, carrying its stage span's trace context. */
-export function publishEntry(deps: Pick<MoverDeps, "queue" | "telemetry">, entry: PendingItem, msgId: string): Promise<{ seq: number; duplicate: boolean }> {
-  return deps.queue.publish(entry.item.model, encode(entry.item), msgId, headersOf(deps.telemetry, entry));
 }
 
 /**
@@ -38,8 +23,8 @@ export function publishEntry(deps: Pick<MoverDeps, "queue" | "telemetry">, entry
  * A keyed entry riding on another attempt's item (another router's, or one queued before this
  * router's restart) does not remove that item: its own router moves it, and a rider that took it
  * left that router waiting on a copy whose result came to the rider alone. It queues its own copy
- * for the new model under the id every attempt's move uses, so the second to move rides on the
- * first's copy (watching the results bucket, and queueing again if that copy dies first).
+ * for the new model under the id every attempt uses for that model, so the second to move rides
+ * on the first's copy (watching the results bucket, and queueing again if that copy dies first).
  */
 export function createMover(deps: MoverDeps): (entry: PendingItem, to: string, plan: Plan) => Promise<void> {
   const moving = new Set<PendingItem>();
@@ -66,10 +51,9 @@ export function createMover(deps: MoverDeps): (entry: PendingItem, to: string, p
     // move back to a model must not be dropped as a duplicate of the item moved off it).
     const msgId = keyed ? `${requestId}/${entry.stage}/${to}` : `${requestId}/${entry.stage}/${to}/${plan.epoch}`;
     try {
-      const ack = keyed ? await enqueueKeyed(deps, entry.item, msgId, headersOf(deps.telemetry, entry)) : await publishEntry(deps, entry, msgId);
+      const ack = await queueEntry(deps, entry, msgId);
       entry.seq = ack.seq;
-      // The copy is this router's to remove when its request ends.
-      entry.own = keyed ? (ack as KeyedAck).own : ownsPublish(ack, requestId);
+      entry.own = ack.own; // the copy is this router's to remove when its request ends
       // The request may have ended while the publish was in flight: its item must not cost a GPU.
       if (deps.pending.get(requestId) !== entry) {
         if (entry.own) await deps.queue.remove(entry.seq).catch(() => false);
@@ -77,7 +61,7 @@ export function createMover(deps: MoverDeps): (entry: PendingItem, to: string, p
       }
       deps.log.debug("router.moved", { requestId, from, to, epoch: plan.epoch, duplicate: ack.duplicate });
       deps.afterEnqueue(entry);
-      if (keyed && !entry.own) rideOn(deps, entry, ack as KeyedAck, msgId);
+      if (!entry.own) rideOn(deps, entry, ack, msgId);
     } catch (err) {
       // The request fails with this error and its actor is done: nothing else would forget the entry.
       deps.pending.drop(entry);

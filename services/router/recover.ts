@@ -5,12 +5,11 @@
  * (queued, or in work), its result will come; gone, its result went by while we were away, so a
  * keyed request's is read from the results bucket and any other's item is queued again.
  */
-import { isKeyed, ownsPublish, resultKey } from "../../actors/request/idempotent.ts";
+import { isKeyed, resultKey } from "../../actors/request/idempotent.ts";
 import type { Logger } from "../lib/log.ts";
 import type { KV, WorkQueue } from "../lib/nats.ts";
 import type { ServiceTelemetry } from "../lib/telemetry.ts";
-import { enqueueKeyed, rideOn, storedResult, type KeyedAck } from "./keyed-work.ts";
-import { publishEntry } from "./mover.ts";
+import { queueEntry, rideOn, storedResult } from "./keyed-work.ts";
 import type { PendingWork } from "./pending.ts";
 
 /** How long after a reconnect the check waits: results already on their way arrive first. */
@@ -72,8 +71,8 @@ export async function recoverLost(deps: RecoverDeps): Promise<number> {
     }
     try {
       const msgId = `${requestId}/${entry.stage}/${entry.item.model}/lost@${seq}`;
-      const ack = keyed ? await enqueueKeyed(deps, entry.item, msgId, entry.span ? deps.telemetry.inject(entry.span.spanContext()) : undefined) : await publishEntry(deps, entry, msgId);
-      const own = keyed ? (ack as KeyedAck).own : ownsPublish(ack, requestId);
+      const ack = await queueEntry(deps, entry, msgId);
+      const own = ack.own;
       if (!unchanged()) {
         // Answered (or moved) while this publish was in flight: the copy must not cost a GPU
         // (unless it is the very item the entry now waits on, queued by a move or another check).
@@ -83,7 +82,7 @@ export async function recoverLost(deps: RecoverDeps): Promise<number> {
       entry.seq = ack.seq;
       entry.own = own;
       // Another router queued it again first (under the same id): ride on that copy.
-      if (!own) rideOn(deps, entry, ack as KeyedAck, msgId);
+      if (!own) rideOn(deps, entry, ack, msgId);
       entry.span?.addEvent("requeued", { "hadis.lost_seq": seq });
       deps.log.info("router.requeued_lost", { requestId, stage: entry.stage, model: entry.item.model });
       recovered++;
