@@ -1,6 +1,6 @@
 /** Turns a request's outcome into the `hadis.generate` reply, or the typed error to send. */
 import { HadisError } from "../../contracts/errors.ts";
-import { PROTOCOL_VERSION, type GenerateReply } from "../../contracts/messages.ts";
+import { MAX_DEADLINE_MS, PROTOCOL_VERSION, type GenerateReply } from "../../contracts/messages.ts";
 import type { RequestOutcome } from "./types.ts";
 
 /** The reply for a served request; throws the request's error otherwise. */
@@ -32,7 +32,7 @@ export function buildReply(outcome: RequestOutcome, requestId: string, seed: num
 /** How an answered request counts: served with an image, in the SLO's denominator, violating it. */
 export interface SloOutcome {
   served: boolean;
-  /** Accepted requests only (bad input refused at the edge counts in no SLO). */
+  /** In the SLO's denominator: accepted requests given at least the SLO's time (bad input refused at the edge counts in no SLO). */
   answered: boolean;
   /** Failed, or served after the SLO. */
   violated: boolean;
@@ -40,11 +40,15 @@ export interface SloOutcome {
 
 /**
  * The SLO count of a request that ended with `reply` (null: an error) after being `accepted` or
- * not. A retry answered with its first attempt's reply counts nowhere: that attempt was counted
- * (its timings are the reply's; counted again, a late first attempt would be two violations).
+ * not, given `deadlineMs` (its own, or the SLO's when it gave none). A retry answered with its
+ * first attempt's reply counts nowhere: that attempt was counted (its timings are the reply's;
+ * counted again, a late first attempt would be two violations). A request whose caller gave it
+ * less time than the SLO is served or not, but in no SLO figure: the SLO was not asked of the
+ * system (a caller's 50 ms deadline expiring read as a violation, a few such callers as a missed SLO).
  */
-export function sloOutcome(reply: GenerateReply | null, accepted: boolean, sloMs: number): SloOutcome {
+export function sloOutcome(reply: GenerateReply | null, accepted: boolean, sloMs: number, deadlineMs?: number): SloOutcome {
   if (reply?.deduplicated) return { served: false, answered: false, violated: false };
-  if (reply) return { served: true, answered: true, violated: reply.timings.totalMs > sloMs };
-  return { served: false, answered: accepted, violated: accepted };
+  const asked = deadlineMs === undefined || deadlineMs >= Math.min(sloMs, MAX_DEADLINE_MS);
+  if (reply) return { served: true, answered: asked, violated: asked && reply.timings.totalMs > sloMs };
+  return { served: false, answered: accepted && asked, violated: accepted && asked };
 }

@@ -158,7 +158,7 @@ const workersBenched = new Gauge({
 const demand = new Gauge({ name: "hadis_demand_requests_per_second", help: "Demand estimate of the resource manager (EWMA of arrivals), requests per second.", registers: [registry] });
 
 /** Records one answered `hadis.generate` request. `sloMs` is the SLO in force. */
-export function recordRequest(reply: GenerateReply | null, outcome: string, sloMs: number, accepted: boolean): void {
+export function recordRequest(reply: GenerateReply | null, outcome: string, sloMs: number, accepted: boolean, deadlineMs?: number): void {
   requests.inc({ route: reply?.route ?? "none", outcome });
   // A retry answered from its first attempt's reply ran no stage: its timings are that attempt's, already recorded.
   if (reply && !reply.deduplicated) {
@@ -170,7 +170,7 @@ export function recordRequest(reply: GenerateReply | null, outcome: string, sloM
     if (reply.models.heavy) stageDuration.observe({ stage: "heavy" }, t.heavyMs / 1e3);
     stageDuration.observe({ stage: "total" }, t.totalMs / 1e3);
   }
-  const slo = sloOutcome(reply, accepted, sloMs);
+  const slo = sloOutcome(reply, accepted, sloMs, deadlineMs);
   if (slo.answered) sloRequests.inc();
   if (slo.violated) sloViolations.inc();
 }

@@ -142,6 +142,8 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   interface Serving {
     requestId?: string;
     accepted: boolean;
+    /** The request's deadline (its own, or the SLO's): one shorter than the SLO counts in no SLO figure. */
+    deadlineMs?: number;
   }
 
   async function serve(body: unknown, root: RequestSpan | null, serving: Serving): Promise<GenerateReply> {
@@ -167,6 +169,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       counters.arrivalsSinceReport++;
       const seed = request.seed ?? (key ? keyedSeed(key) : randomInt(0, 0xffffffff));
       const deadlineMs = deadlineOf(request, plans.current?.sloMs ?? opts.defaultSloMs);
+      serving.deadlineMs = deadlineMs;
       const refused = refusal(plans.current, counters.inFlight, deadlineMs);
       if (refused) {
         counters.refused++;
@@ -263,8 +266,8 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       }
       replySpan?.end();
       counters.replied++;
-      tally(sloOutcome(reply, true, sloMs()));
-      traces.finish(root, serving.requestId, reply, null, sloMs(), true);
+      tally(sloOutcome(reply, true, sloMs(), serving.deadlineMs));
+      traces.finish(root, serving.requestId, reply, null, sloMs(), true, serving.deadlineMs);
     } catch (err) {
       counters.errors++;
       const code = asHadisError(err).code;
@@ -274,8 +277,8 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
         sendKept(nc, () => void replyError(msg, err, encoding));
       } finally {
         // Counted and its trace ended even when the reply cannot be sent (a closing connection).
-        tally(sloOutcome(null, serving.accepted, sloMs()));
-        traces.finish(root, serving.requestId, null, err, sloMs(), serving.accepted);
+        tally(sloOutcome(null, serving.accepted, sloMs(), serving.deadlineMs));
+        traces.finish(root, serving.requestId, null, err, sloMs(), serving.accepted, serving.deadlineMs);
       }
     }
   }

@@ -61,6 +61,8 @@ describe("Prometheus /metrics", () => {
       t.client.generate({ prompt: routes.escalated, deadlineMs: 20_000 }),
     ]);
     await expect(t.client.generate({ prompt: "   ", deadlineMs: 20_000 })).rejects.toThrow();
+    // A caller's own deadline far below the SLO, expired: the SLO was not asked of the system.
+    await expect(t.client.generate({ prompt: routes.heavy, deadlineMs: 1 })).rejects.toThrow();
     // The resource manager records its own figures each tick; one more solve is added here so
     // the solve histogram's sum is known exactly.
     recordSolve(42);
@@ -79,8 +81,10 @@ describe("Prometheus /metrics", () => {
     expect(value("hadis_requests_total", { route: "light→heavy", outcome: "ok" })).toBe(1);
     expect(value("hadis_requests_total", { route: "none", outcome: "invalid_request" })).toBe(1);
     expect(types.get("hadis_slo_violations_total")).toBe("counter");
-    // The six served count in the SLO; the blank prompt, refused at the edge, does not.
+    // The six served count in the SLO; the blank prompt, refused at the edge, does not, nor does
+    // the request given 1 ms (counted by its outcome only).
     expect(value("hadis_slo_requests_total")).toBe(6);
+    expect(value("hadis_requests_total", { route: "none", outcome: "deadline_exceeded" }) + value("hadis_requests_total", { route: "none", outcome: "overloaded" })).toBe(1);
     expect(types.get("hadis_stage_duration_seconds")).toBe("histogram");
     expect(value("hadis_stage_duration_seconds_count", { stage: "total" })).toBe(6);
     expect(value("hadis_stage_duration_seconds_count", { stage: "judge" })).toBe(4);
