@@ -102,7 +102,7 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
   const log = createLogger("start");
   const staticConfig = staticConfigOf(opts, "start");
   let server: LocalServer | undefined;
-  let dashboard: Awaited<ReturnType<typeof startLocalDashboard>> = null;
+  let dashboard: Awaited<ReturnType<typeof startLocalDashboard>> | null = null;
   let system: RunningSystem | undefined;
   let stopping = false;
   // From the first moment: a signal while things still start stops what has started (the server
@@ -132,8 +132,16 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
       process.exit(1);
     })();
   });
-  // The dashboard first, so the first requests are already traced.
-  dashboard = opts.dashboard === false ? null : await startLocalDashboard(server.url, opts.dashboardPort, opts.dashboardHost, log, () => system?.health() ?? STARTING);
+  // The dashboard first, so the first requests are already traced. One that cannot listen ends
+  // the start, as a taken NATS port does: without it there is no /metrics and no probe.
+  try {
+    dashboard = opts.dashboard === false ? null : await startLocalDashboard(server.url, opts.dashboardPort, opts.dashboardHost, log, () => system?.health() ?? STARTING);
+  } catch (err) {
+    process.stderr.write(`hadis start: ${(err as Error).message}\n`);
+    stopping = true;
+    await server.stop();
+    process.exit(2);
+  }
   try {
     system = await startSystem({
       natsUrl: server.url,
@@ -168,16 +176,19 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
   );
 }
 
-/** Starts the dashboard on its own connection; a taken port is a warning, not a failure. */
-async function startLocalDashboard(url: string, port: number | undefined, host: string | undefined, log: Logger, health: () => Health): Promise<{ url: string; stop(): Promise<void> } | null> {
+/** Starts the dashboard on its own connection; throws, saying what to do, when it cannot listen. */
+async function startLocalDashboard(url: string, port: number | undefined, host: string | undefined, log: Logger, health: () => Health): Promise<{ url: string; stop(): Promise<void> }> {
   const nc = await connectNats(url, "hadis-dashboard");
+  const listenPort = port ?? DEFAULT_DASHBOARD_PORT;
   try {
-    const dash = await startDashboard({ nc, subjects: buildSubjects(), port: port ?? DEFAULT_DASHBOARD_PORT, host, log, health });
+    const dash = await startDashboard({ nc, subjects: buildSubjects(), port: listenPort, host, log, health });
     return { url: dash.url, stop: async () => (await dash.stop(), await nc.drain().catch(() => undefined)) };
   } catch (err) {
-    process.stderr.write(`hadis start: dashboard not started (${(err as Error).message}); use --dashboard-port to pick another port\n`);
     await nc.close();
-    return null;
+    if ((err as { code?: string }).code === "EADDRINUSE") {
+      throw new Error(`dashboard port ${listenPort} on ${host ?? "127.0.0.1"} is already in use: pick another with --dashboard-port, or start without it (--no-dashboard)`, { cause: err });
+    }
+    throw new Error(`dashboard not started (${(err as Error).message}); pick another address with --dashboard-host or --dashboard-port, or --no-dashboard`, { cause: err });
   }
 }
 

@@ -85,7 +85,8 @@ describe("services as separate processes", () => {
   it("`hadis start` (what npm start runs) serves, refuses a taken port, and Ctrl-C leaves no process behind", async () => {
     const port = await freePort();
     const dataDir = mkdtempSync(join(tmpdir(), "hadis-start-"));
-    const start = spawnHadis(["start", "--port", String(port), "--data-dir", dataDir, "--workers", "4", "--time-scale", "0.05"], {}, { group: true });
+    const dashboardPort = await freePort();
+    const start = spawnHadis(["start", "--port", String(port), "--data-dir", dataDir, "--workers", "4", "--time-scale", "0.05", "--dashboard-port", String(dashboardPort)], {}, { group: true });
     await waitFor(() => start.output().includes("HADIS is serving"), 40_000, "start banner");
     expect(start.output()).toContain(`nats://127.0.0.1:${port}`);
     const nc2 = await connectNats(`nats://127.0.0.1:${port}`, "t2");
@@ -100,6 +101,13 @@ describe("services as separate processes", () => {
     const third = spawnHadis(["start", "--port", String(await freePort()), "--data-dir", dataDir]);
     expect(await third.exited).toBe(2);
     expect(third.output()).toMatch(/data dir .* is in use by nats-server pid \d+/);
+    // A taken dashboard port too (before, it started without /metrics and the probes, one warning line above the banner).
+    const fourth = spawnHadis(["start", "--port", String(await freePort()), "--data-dir", `${dataDir}-4`, "--dashboard-port", String(dashboardPort)]);
+    expect(await fourth.exited).toBe(2);
+    expect(fourth.output()).toMatch(new RegExp(`dashboard port ${dashboardPort} on 127\\.0\\.0\\.1 is already in use: pick another with --dashboard-port`));
+    expect(fourth.output()).not.toContain("HADIS is serving");
+    expect(spawnSync("pgrep", ["-f", `${dataDir}-4`], { encoding: "utf8" }).stdout.trim()).toBe("");
+    rmSync(`${dataDir}-4`, { recursive: true, force: true });
     // A start that fails after its server is up says why, once, and leaves nothing running.
     const failed = spawnHadis(["start", "--port", String(await freePort()), "--data-dir", `${dataDir}-3`, "--backend", "onnx", "--model-map", `${dataDir}-3/no-such-map.json`, "--no-dashboard"]);
     expect(await failed.exited).toBe(1);
