@@ -10,9 +10,11 @@ import { generateCommand } from "./generate.ts";
 import { atLeastOne, count, idPrefix, integerIn, nonNegative, port, positive, text } from "./options.ts";
 import { serveCommand, startCommand } from "./serve.ts";
 import { statusCommand } from "./status.ts";
+import { jsonErrorsWhen } from "./tool-connection.ts";
 
 const { version } = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
-const program = new Command("hadis").description("HADIS: query-aware text-to-image diffusion serving over NATS").version(version).showHelpAfterError();
+// After a mistake, a hint rather than the whole help (40 lines that scrolled the error away).
+const program = new Command("hadis").description("HADIS: query-aware text-to-image diffusion serving over NATS").version(version).showHelpAfterError("(add --help for the options)");
 
 const runOptions = (cmd: Command) =>
   cmd
@@ -67,6 +69,8 @@ program
   .option("--idempotency-key <key>", `retries with the same key (1 to ${MAX_IDEMPOTENCY_KEY_CHARS} characters) are generated once`, text(MAX_IDEMPOTENCY_KEY_CHARS))
   .option("--out <file>", "write the PNG here")
   .option("--json", "print the reply as one JSON object (image as its byte length)")
+  // With --json, a mistake on the command line is one {"error": …} object on stdout too, as every other failure.
+  .configureOutput(jsonErrorsWhen(process.argv.includes("--json")))
   .action((prompt, opts) => generateCommand(prompt, opts));
 
 program
@@ -75,6 +79,7 @@ program
   .option("--nats <urls>", "NATS server URL (comma-separated for a cluster); credentials from HADIS_OBSERVER_NATS_USER/PASS or HADIS_NATS_USER/PASS", DEFAULT_NATS_URL)
   .option("--listen-ms <ms>", "how long to listen to worker heartbeats (they beat every second), up to 60000", integerIn(1, 60_000), 1_500)
   .option("--json", "print one JSON object: manager, plan, demandQps, workers (their heartbeats)")
+  .configureOutput(jsonErrorsWhen(process.argv.includes("--json")))
   .action((opts) => statusCommand(opts));
 
 program

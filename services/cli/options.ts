@@ -42,8 +42,9 @@ export function port(value: string): number {
 /** A whole number from `min` to `max`. */
 export function integerIn(min: number, max: number): (value: string) => number {
   return (value) => {
-    const n = count(value);
-    if (n < min || n > max) throw new InvalidArgumentError(`"${value}" must be a whole number from ${min.toLocaleString("en")} to ${max.toLocaleString("en")}`);
+    // (A negative or fractional value is out of the range too: said with the range, not without.)
+    const n = value.trim() === "" ? Number.NaN : Number(value);
+    if (!Number.isInteger(n) || n < min || n > max) throw new InvalidArgumentError(`"${value}" must be a whole number from ${min.toLocaleString("en")} to ${max.toLocaleString("en")}`);
     return n;
   };
 }

@@ -1,4 +1,5 @@
 /** How the command-line tools (`hadis generate`, `hadis status`) connect, and how they say they could not. */
+import type { OutputConfiguration } from "commander";
 import { connectNats, type NatsConnection } from "../lib/nats.ts";
 import { natsTlsFromEnv, natsUrls, toolCredentials } from "./credentials.ts";
 
@@ -23,6 +24,19 @@ export async function connectTool(nats: string, env: NodeJS.ProcessEnv, role: "c
 /** The `--json` form of a failure on the caller's side. */
 export function clientError(message: string): { code: "client_error"; message: string; retryable: false } {
   return { code: "client_error", message, retryable: false };
+}
+
+/**
+ * A tool command's output settings when `--json` is given: a mistake on its command line (a bad
+ * option value, a missing argument) is one `{"error": …}` object on stdout, as every other failure,
+ * without the hint after it; commander still exits 1.
+ */
+export function jsonErrorsWhen(json: boolean): OutputConfiguration {
+  if (!json) return {};
+  return {
+    outputError: (message) => void process.stdout.write(JSON.stringify({ error: clientError(message.replace(/^error: /, "").trim()) }) + "\n"),
+    writeErr: () => undefined,
+  };
 }
 
 /** Prints a `ToolFailure` as the tool's output: one `{"error": …}` object with `--json`, a line on stderr otherwise; exit code 1. */

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { atLeastOne, count, idPrefix, integerIn, nonNegative, num, port, text } from "../../services/cli/options.ts";
 import { unreadOptions } from "../../services/cli/serve.ts";
+import { spawnHadis } from "../helpers/processes.ts";
 
 describe("CLI option parsers", () => {
   it("refuse empty and blank values instead of reading them as 0", () => {
@@ -22,6 +23,9 @@ describe("CLI option parsers", () => {
     expect(() => deadline("0")).toThrow("must be a whole number from 1 to 600,000");
     expect(() => deadline("2147488647")).toThrow(/from 1 to 600,000/); // would overflow the reply timer
     expect(deadline("600000")).toBe(600_000);
+    // Out of range below or between: said with the range (it said only "must be a whole number").
+    expect(() => deadline("-5")).toThrow("must be a whole number from 1 to 600,000");
+    expect(() => deadline("2.5")).toThrow("must be a whole number from 1 to 600,000");
     const seed = integerIn(0, 2 ** 32 - 1);
     expect(() => seed("4294967296")).toThrow(/to 4,294,967,295/);
     expect(seed("0")).toBe(0);
@@ -52,4 +56,15 @@ describe("CLI option parsers", () => {
     ]);
     expect(unreadOptions("all", given)).toEqual([]);
   });
+
+  it("a mistake on the command line: one line and a hint, or with --json one {\"error\"} object on stdout", async () => {
+    const plain = spawnHadis(["generate", "a dog", "--deadline-ms", "0"]);
+    expect(await plain.exited).toBe(1);
+    expect(plain.output()).toContain(`error: option '--deadline-ms <ms>' argument '0' is invalid. "0" must be a whole number from 1 to 600,000`);
+    expect(plain.output()).toContain("(add --help for the options)");
+    expect(plain.output()).not.toContain("Usage:"); // the whole help scrolled the error away
+    const json = spawnHadis(["generate", "a dog", "--deadline-ms", "0", "--json"]);
+    expect(await json.exited).toBe(1);
+    expect(JSON.parse(json.output().trim())).toEqual({ error: { code: "client_error", retryable: false, message: `option '--deadline-ms <ms>' argument '0' is invalid. "0" must be a whole number from 1 to 600,000` } });
+  }, 30_000);
 });
