@@ -36,8 +36,12 @@ export async function connectNats(servers: string | string[], name: string, extr
   });
 }
 
-/** Socket errors of a server not up yet: nothing listens, its name does not resolve yet, its host is not reachable yet. */
-const NOT_UP_CODES = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "ETIMEDOUT"]);
+/**
+ * Socket errors of a server not up yet: nothing listens, its name does not resolve yet, its host
+ * is not reachable yet, or a proxy in front of it (Docker's, a service mesh's) accepts and drops
+ * the connection while nothing listens behind it.
+ */
+const NOT_UP_CODES = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "ETIMEDOUT", "ECONNRESET", "EPIPE"]);
 
 /**
  * True for a first connection's failure that a NATS server still starting gives (connection
@@ -48,7 +52,8 @@ export function isServerNotUp(err: unknown): boolean {
   const e = err as { name?: string; message?: string; code?: string; cause?: { code?: string } } | undefined;
   if (!e) return false;
   if (e.name === "TimeoutError") return true;
-  if (e.name === "ConnectionError" && /connection refused/i.test(e.message ?? "")) return true;
+  // (nats.js's own words for a refused connection, and for a socket closed with no error given.)
+  if (e.name === "ConnectionError" && /connection refused|undefined error/i.test(e.message ?? "")) return true;
   return NOT_UP_CODES.has(e.code ?? "") || NOT_UP_CODES.has(e.cause?.code ?? "");
 }
 
@@ -58,14 +63,16 @@ export const NATS_WAIT_RETRY_MS = 1_000;
 /**
  * `connectNats`, trying again every `NATS_WAIT_RETRY_MS` for up to `waitMs` while the server is not
  * up yet (`isServerNotUp`): services started before their server (one container before another)
- * wait for it instead of exiting. `waiting` hears of the first failure; any other failure, or
- * the last, is thrown.
+ * wait for it instead of exiting. While waiting, a try waits for an answer no longer than the
+ * time left (nats.js waits 20 s by default). `waiting` hears of the first failure; any other
+ * failure, or the last, is thrown.
  */
 export async function connectWhenUp(servers: string | string[], name: string, extra: Partial<NodeConnectionOptions>, waitMs: number, waiting: (err: unknown) => void = () => {}): Promise<NatsConnection> {
   const end = Date.now() + waitMs;
   for (let tries = 0; ; tries++) {
     try {
-      return await connectNats(servers, name, extra);
+      const timeout = waitMs > 0 ? Math.max(1_000, Math.min(extra.timeout ?? 20_000, end - Date.now())) : undefined;
+      return await connectNats(servers, name, timeout === undefined ? extra : { ...extra, timeout });
     } catch (err) {
       if (!isServerNotUp(err) || Date.now() >= end) throw err;
       if (tries === 0) waiting(err);

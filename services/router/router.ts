@@ -142,7 +142,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   interface Serving {
     requestId?: string;
     accepted: boolean;
-    /** The request's deadline (its own, or the SLO's): one shorter than the SLO counts in no SLO figure. */
+    /** The deadline the caller gave, if any: one shorter than the SLO counts in no SLO figure. */
     deadlineMs?: number;
   }
 
@@ -169,7 +169,8 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       counters.arrivalsSinceReport++;
       const seed = request.seed ?? (key ? keyedSeed(key) : randomInt(0, 0xffffffff));
       const deadlineMs = deadlineOf(request, plans.current?.sloMs ?? opts.defaultSloMs);
-      serving.deadlineMs = deadlineMs;
+      // The caller's own (none: the SLO's, whatever the SLO is when the request ends).
+      serving.deadlineMs = request.deadlineMs;
       const refused = refusal(plans.current, counters.inFlight, deadlineMs);
       if (refused) {
         counters.refused++;

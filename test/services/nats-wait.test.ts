@@ -1,7 +1,8 @@
 /**
  * Services started before their NATS server (one container before another): they wait for it,
  * trying again every second, and serve once it is up; after the wait they fail with what the
- * connection said, and a failure waiting does not mend (here a bad URL scheme) fails at once.
+ * connection said, and a failure waiting does not mend (here credentials the server refuses)
+ * fails at once.
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { freePort, startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
@@ -27,9 +28,12 @@ describe("isServerNotUp", () => {
     const unresolved = Object.assign(new Error("getaddrinfo ENOTFOUND nats"), { code: "ENOTFOUND" });
     const timeout = Object.assign(new Error("timeout"), { name: "TimeoutError" });
     const auth = Object.assign(new Error("Authorization Violation"), { name: "AuthorizationError" });
-    const reset = Object.assign(new Error("socket hang up"), { code: "ECONNRESET" }); // a TLS server refusing a plain client, say
-    expect([refused, unresolved, timeout].map(isServerNotUp)).toEqual([true, true, true]);
-    expect([auth, reset, new Error("whatever"), undefined].map(isServerNotUp)).toEqual([false, false, false, false]);
+    // A proxy in front of a server not up yet (Docker's, a mesh's) accepts, then drops the connection.
+    const reset = Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" });
+    const dropped = Object.assign(new Error("error connecting - node provided an undefined error"), { name: "ConnectionError" });
+    const tls = Object.assign(new Error("unable to verify the first certificate"), { code: "UNABLE_TO_VERIFY_LEAF_SIGNATURE" });
+    expect([refused, unresolved, timeout, reset, dropped].map(isServerNotUp)).toEqual([true, true, true, true, true]);
+    expect([auth, tls, new Error("whatever"), undefined].map(isServerNotUp)).toEqual([false, false, false, false]);
   });
 });
 
@@ -54,6 +58,14 @@ describe("a service started before its NATS server", () => {
     expect(Date.now() - t0).toBeGreaterThanOrEqual(2_000);
     expect(Date.now() - t0).toBeLessThan(6_000);
   }, 15_000);
+
+  it("fails at once when the server refuses its credentials (waiting would not mend that)", async () => {
+    server = await startNatsServer({ extraConfig: 'authorization { user: "svc", password: "right" }' });
+    const t0 = Date.now();
+    const err = await startSystem({ natsUrl: server.url, services: ["router"], natsWaitMs: 20_000, credentials: () => ({ user: "svc", pass: "wrong" }), log: createLogger("test", "error") }).then(() => null, (e: unknown) => e as Error);
+    expect(err?.message).toMatch(/cannot reach NATS at .*Authorization Violation.*are the credentials of svc right/i);
+    expect(Date.now() - t0).toBeLessThan(5_000);
+  }, 30_000);
 
   it("`hadis serve` waits by default (--wait-for-nats 60) and says so, then connects", async () => {
     const port = await freePort();
