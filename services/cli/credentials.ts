@@ -42,6 +42,9 @@ export function natsUrls(value: string): string | string[] {
   const urls = value.split(",").map((u) => u.trim()).filter(Boolean);
   // (An empty list would quietly become the client library's default server.)
   if (urls.length === 0) throw new Error(`--nats "${value}" names no server`);
+  // nats.js reads any scheme as nats:// (foo://bar tried host bar, and said it did not resolve).
+  const odd = urls.find((u) => u.includes("://") && !/^(nats|tls):\/\//i.test(u));
+  if (odd) throw new Error(`--nats "${odd}" is not a NATS URL: nats://host:port, tls://host:port or host:port`);
   return urls.length === 1 ? urls[0] : urls;
 }
 

@@ -20,5 +20,8 @@ describe("credentials from the environment", () => {
     expect(natsUrls("nats://a:1, nats://b:2,nats://c:3")).toEqual(["nats://a:1", "nats://b:2", "nats://c:3"]);
     // An empty list is refused: the client library would connect to its default server instead.
     expect(() => natsUrls(" , ")).toThrow('--nats " , " names no server');
+    // Another scheme is a mistake (it was read as nats:// and failed as a host that does not resolve).
+    expect(() => natsUrls("nats://a:1,foo://bar")).toThrow('--nats "foo://bar" is not a NATS URL: nats://host:port, tls://host:port or host:port');
+    expect(natsUrls("tls://a:1,b:2")).toEqual(["tls://a:1", "b:2"]);
   });
 });
