@@ -8,7 +8,7 @@ import { STARTING, type Health } from "../lib/health.ts";
 import { DEFAULT_DASHBOARD_PORT, startDashboard } from "../dashboard/dashboard.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { credentialsFromEnv, natsTlsFromEnv, natsUrls } from "./credentials.ts";
-import { startSystem, SERVICE_KINDS, type RunningSystem, type ServiceKind } from "../system.ts";
+import { startSystem, startSystemWhenUp, SERVICE_KINDS, type RunningSystem, type ServiceKind } from "../system.ts";
 import { staticConfigFor } from "../resource-manager/policies.ts";
 import type { StaticConfig } from "../../actors/control/static-policy.ts";
 
@@ -205,7 +205,7 @@ export async function serveCommand(
   // The metrics port first: a taken one fails before any service has joined (and pulled work).
   const metrics = opts.metricsPort !== undefined ? await startMetricsServer(opts.metricsPort, opts.metricsHost, () => system?.health() ?? STARTING) : null;
   try {
-    system = await startSystem({
+    system = await startSystemWhenUp({
       ...backendOptions(opts),
       natsUrl: natsUrls(opts.nats),
       natsWaitMs: (opts.waitForNats ?? 0) * 1_000,

@@ -57,6 +57,19 @@ export function isServerNotUp(err: unknown): boolean {
   return NOT_UP_CODES.has(e.code ?? "") || NOT_UP_CODES.has(e.cause?.code ?? "");
 }
 
+/**
+ * True for a JetStream call's failure while a cluster still forms: no leader yet ("temporarily
+ * unavailable", 503), peers not all known yet for a replicated stream ("insufficient resources"),
+ * or no answer. Follows `cause`s (a service start wraps what failed).
+ */
+export function isJetStreamNotReady(err: unknown): boolean {
+  for (let e = err as { name?: string; message?: string; code?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
+    if (e.name === "TimeoutError" || e.code === 503 || e.code === "503") return true;
+    if (/temporarily unavailable|insufficient resources|no suitable peers|jetstream not (enabled|ready)/i.test(e.message ?? "")) return true;
+  }
+  return false;
+}
+
 /** How often a service waiting for its NATS server tries again. */
 export const NATS_WAIT_RETRY_MS = 1_000;
 

@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { freePort, startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { isServerNotUp } from "../../services/lib/nats.ts";
+import { isJetStreamNotReady, isServerNotUp } from "../../services/lib/nats.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
 import { createLogger } from "../../services/lib/log.ts";
 import { spawnHadis, stopSpawned, waitFor } from "../helpers/processes.ts";
@@ -34,6 +34,16 @@ describe("isServerNotUp", () => {
     const tls = Object.assign(new Error("unable to verify the first certificate"), { code: "UNABLE_TO_VERIFY_LEAF_SIGNATURE" });
     expect([refused, unresolved, timeout, reset, dropped].map(isServerNotUp)).toEqual([true, true, true, true, true]);
     expect([auth, tls, new Error("whatever"), undefined].map(isServerNotUp)).toEqual([false, false, false, false]);
+  });
+});
+
+describe("isJetStreamNotReady", () => {
+  it("tells a JetStream still forming (no leader, peers not known, no answer) from other failures, through causes", () => {
+    const timeout = Object.assign(new Error("timeout"), { name: "TimeoutError" });
+    const noLeader = new Error("JetStream system temporarily unavailable");
+    const wrapped = new Error("router did not start", { cause: new Error("insufficient resources") });
+    expect([timeout, noLeader, wrapped].map(isJetStreamNotReady)).toEqual([true, true, true]);
+    expect([new Error("Authorization Violation"), new Error("stream name already in use with a different configuration"), undefined].map(isJetStreamNotReady)).toEqual([false, false, false]);
   });
 });
 
