@@ -30,12 +30,19 @@ export interface PendingItem {
   watched?: boolean;
 }
 
+/** How many delivered results a router remembers to tell a second copy from an orphan (a few seconds' worth at 1,000 a second). */
+const RECENT_RESULTS = 4_096;
+
 /** The waiting generations of one router. */
 export class PendingWork {
   private readonly items = new Map<string, PendingItem>();
-  /** Results that matched nothing (late, after expiry, or a duplicate after a move). */
+  /** Results that matched nothing (late, after expiry, or the other copy of a moved item). */
   orphaned = 0;
+  /** Second copies of results already delivered (a worker sends again what it sent just before its connection dropped). */
+  duplicates = 0;
   malformed = 0;
+  /** The last `RECENT_RESULTS` results delivered (request id and stage), oldest first: a second copy is told from an orphan by them. */
+  private readonly recent = new Set<string>();
 
   /**
    * `onSuperseded(seq)`: a moved item's request was answered by its old model (the batch that
@@ -73,10 +80,12 @@ export class PendingWork {
     // A late copy of the other stage's work (left behind by a move) must not answer this one;
     // nor may the old copy's failure end a request whose moved copy may still succeed.
     if (!entry || entry.stage !== result.stage || (!result.ok && result.model !== entry.item.model)) {
-      this.orphaned++;
+      if (this.recent.has(`${result.requestId}/${result.stage}/${result.model}`)) this.duplicates++;
+      else this.orphaned++;
       return;
     }
     this.items.delete(result.requestId);
+    this.remember(`${result.requestId}/${result.stage}/${result.model}`);
     // (Only its own copy: one it rides on is another attempt's, which that attempt's router removes.)
     if (result.model !== entry.item.model && entry.seq && entry.own !== false) this.onSuperseded?.(entry.seq);
     if (result.ok) {
@@ -93,6 +102,11 @@ export class PendingWork {
     } else {
       entry.reject(fromWireError({ v: PROTOCOL_VERSION, error: result.error as never }));
     }
+  }
+
+  private remember(key: string): void {
+    this.recent.add(key);
+    if (this.recent.size > RECENT_RESULTS) this.recent.delete(this.recent.values().next().value!);
   }
 
   /** Entries queued for a model the plan gives no workers, with the model that now plays their stage. */

@@ -290,7 +290,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     description: "HADIS router: routes each prompt (light, heavy, or light then heavy) under the plan in force",
     metadata: { routerId, protocol: String(PROTOCOL_VERSION) },
     // Handlers are asynchronous, so the library's own error count stays 0: report ours.
-    statsHandler: async () => ({ ...counters, errorsByCode, orphanedResults: pending.orphaned, malformedResults: pending.malformed }),
+    statsHandler: async () => ({ ...counters, errorsByCode, orphanedResults: pending.orphaned, duplicateResults: pending.duplicates, malformedResults: pending.malformed }),
   });
   service.addEndpoint("generate", {
     subject: subjects.generate,

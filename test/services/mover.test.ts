@@ -249,6 +249,16 @@ describe("a moved item answered by its old model after all", () => {
     expect(outcomes).toEqual(["ok sd35-medium"]);
   });
 
+  it("a second copy of a result already delivered counts as a duplicate, not an orphan (a worker's send again after a drop)", () => {
+    const pending = new PendingWork();
+    pending.wait({ item: { ...item }, stage: "light", seq: 12, resolve: () => undefined, reject: () => undefined });
+    pending.deliver(result("sd35-large-turbo"));
+    pending.deliver(result("sd35-large-turbo")); // sent again once the worker reconnected
+    expect([pending.duplicates, pending.orphaned]).toEqual([1, 0]);
+    pending.deliver(result("sd35-medium")); // a copy from another model (a move's): an orphan
+    expect([pending.duplicates, pending.orphaned]).toEqual([1, 1]);
+  });
+
   it("an item answered by the model it is queued for removes nothing", () => {
     const superseded: number[] = [];
     const pending = new PendingWork((seq) => void superseded.push(seq));
