@@ -14,7 +14,7 @@ import type { StaticConfig } from "../actors/control/static-policy.ts";
 import { createLogger, type Logger } from "./lib/log.ts";
 import { connectWhenUp, isJetStreamNotReady, NATS_WAIT_RETRY_MS, DEFAULT_WORK_QUEUE, maxPayloadWarning, openPlanBucket, openResultsBucket, WorkQueue, type NatsConnection, type NatsTlsFiles, type WorkQueueOptions } from "./lib/nats.ts";
 import { loadProfiles } from "./lib/profiles.ts";
-import { sleep, type RunningService } from "./lib/running.ts";
+import { retryWhile, sleep, type RunningService } from "./lib/running.ts";
 import { startRouter, type RunningRouter } from "./router/router.ts";
 import { startWorkers, type RunningWorkers } from "./worker/workers.ts";
 import { startDiscriminator } from "./discriminator/discriminator.ts";
@@ -276,19 +276,11 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
  * connection wait alone covers a server not listening yet, not one that listens before its
  * JetStream answers. Each failed start stops what it had started. `onWaiting` hears of the first.
  */
-export async function startSystemWhenUp(opts: SystemOptions & { onWaiting?: (what: string) => void }): Promise<RunningSystem> {
-  const end = Date.now() + (opts.natsWaitMs ?? 0);
-  for (let tries = 0; ; tries++) {
-    try {
-      return await startSystem({ ...opts, natsWaitMs: Math.max(0, end - Date.now()) });
-    } catch (err) {
-      if (!isJetStreamNotReady(err) || Date.now() >= end) throw err;
-      if (tries === 0) {
-        const what = (err as Error).message;
-        (opts.log ?? createLogger("system")).warn("nats.jetstream_waiting", { url: opts.natsUrl, error: what, waitMs: opts.natsWaitMs });
-        opts.onWaiting?.(what);
-      }
-      await new Promise((r) => setTimeout(r, Math.min(NATS_WAIT_RETRY_MS, Math.max(0, end - Date.now()))));
-    }
-  }
+export function startSystemWhenUp(opts: SystemOptions & { onWaiting?: (what: string) => void }): Promise<RunningSystem> {
+  const waiting = (err: unknown) => {
+    const what = (err as Error).message;
+    (opts.log ?? createLogger("system")).warn("nats.jetstream_waiting", { url: opts.natsUrl, error: what, waitMs: opts.natsWaitMs });
+    opts.onWaiting?.(what);
+  };
+  return retryWhile((leftMs) => startSystem({ ...opts, natsWaitMs: leftMs }), isJetStreamNotReady, opts.natsWaitMs ?? 0, NATS_WAIT_RETRY_MS, waiting);
 }

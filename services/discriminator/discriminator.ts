@@ -11,7 +11,7 @@ import type { JudgeBackend } from "../../actors/worker/backend.ts";
 import { acceptsLight } from "../../actors/judge/verdict.ts";
 import { JudgeQueue } from "../../actors/judge/judge-queue.ts";
 import { throttled, type Logger } from "../lib/log.ts";
-import { replyError, sendKept, startService, whenUp, type MsgHdrs, type NatsConnection } from "../lib/nats.ts";
+import { replyError, sendKeptWhenUp, startService, type MsgHdrs, type NatsConnection } from "../lib/nats.ts";
 import { recordJudgeExpired, recordVerdict } from "../lib/metrics.ts";
 import { endWithError, ServiceTelemetry, SpanKind } from "../lib/telemetry.ts";
 import { PlanView } from "../lib/plan-view.ts";
@@ -127,14 +127,10 @@ export async function startDiscriminator(opts: DiscriminatorOptions): Promise<Ru
       // A verdict reached while the connection is down is held until it is back (within 10 s):
       // nats.js would drop it, and the router still waits for it. One sent just before a drop
       // goes again once reconnected (it may be lost with the socket).
-      const answer = async (send: () => void) => {
-        await whenUp(nc);
-        sendKept(nc, send);
-      };
       const p = traced(msg.data, msg.headers)
         .then(
-          (reply) => answer(() => void msg.respond(encode(reply))),
-          (err: unknown) => answer(() => void replyError(msg, err, "msgpack")),
+          (reply) => sendKeptWhenUp(nc, () => void msg.respond(encode(reply))),
+          (err: unknown) => sendKeptWhenUp(nc, () => void replyError(msg, err, "msgpack")),
         )
         // A reply that cannot be sent (a closing connection) is logged, not an unhandled rejection.
         .catch((err: unknown) => log.warn("discriminator.reply_failed", { error: (err as Error)?.message ?? String(err) }));

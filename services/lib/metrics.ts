@@ -7,7 +7,7 @@ import { createServer, type Server } from "node:http";
 import { serveProbe, type Health } from "./health.ts";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { GenerateReply, Plan, WorkerHeartbeat } from "../../contracts/messages.ts";
-import { sloOutcome } from "../../actors/request/reply.ts";
+import type { SloOutcome } from "../../actors/request/reply.ts";
 import type { SpanLoss } from "./otlp-export.ts";
 
 /** The process registry every HADIS metric lives in. */
@@ -157,8 +157,8 @@ const workersBenched = new Gauge({
 });
 const demand = new Gauge({ name: "hadis_demand_requests_per_second", help: "Demand estimate of the resource manager (EWMA of arrivals), requests per second.", registers: [registry] });
 
-/** Records one answered `hadis.generate` request. `sloMs` is the SLO in force. */
-export function recordRequest(reply: GenerateReply | null, outcome: string, sloMs: number, accepted: boolean, deadlineMs?: number): void {
+/** Records one answered `hadis.generate` request, with how it counts in the SLO (`sloOutcome`). */
+export function recordRequest(reply: GenerateReply | null, outcome: string, slo: SloOutcome): void {
   requests.inc({ route: reply?.route ?? "none", outcome });
   // A retry answered from its first attempt's reply ran no stage: its timings are that attempt's, already recorded.
   if (reply && !reply.deduplicated) {
@@ -170,7 +170,6 @@ export function recordRequest(reply: GenerateReply | null, outcome: string, sloM
     if (reply.models.heavy) stageDuration.observe({ stage: "heavy" }, t.heavyMs / 1e3);
     stageDuration.observe({ stage: "total" }, t.totalMs / 1e3);
   }
-  const slo = sloOutcome(reply, accepted, sloMs, deadlineMs);
   if (slo.answered) sloRequests.inc();
   if (slo.violated) sloViolations.inc();
 }

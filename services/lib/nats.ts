@@ -4,6 +4,7 @@
  * and the reply helpers that put typed errors in the service error headers.
  */
 import { createLogger } from "./log.ts";
+import { retryWhile } from "./running.ts";
 import { connect, type NodeConnectionOptions } from "@nats-io/transport-node";
 import { MsgHdrsImpl } from "@nats-io/nats-core/internal";
 import { createInbox, headers as natsHeaders, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from "@nats-io/nats-core";
@@ -80,18 +81,9 @@ export const NATS_WAIT_RETRY_MS = 1_000;
  * time left (nats.js waits 20 s by default). `waiting` hears of the first failure; any other
  * failure, or the last, is thrown.
  */
-export async function connectWhenUp(servers: string | string[], name: string, extra: Partial<NodeConnectionOptions>, waitMs: number, waiting: (err: unknown) => void = () => {}): Promise<NatsConnection> {
-  const end = Date.now() + waitMs;
-  for (let tries = 0; ; tries++) {
-    try {
-      const timeout = waitMs > 0 ? Math.max(1_000, Math.min(extra.timeout ?? 20_000, end - Date.now())) : undefined;
-      return await connectNats(servers, name, timeout === undefined ? extra : { ...extra, timeout });
-    } catch (err) {
-      if (!isServerNotUp(err) || Date.now() >= end) throw err;
-      if (tries === 0) waiting(err);
-      await new Promise((r) => setTimeout(r, Math.min(NATS_WAIT_RETRY_MS, end - Date.now())));
-    }
-  }
+export function connectWhenUp(servers: string | string[], name: string, extra: Partial<NodeConnectionOptions>, waitMs: number, waiting: (err: unknown) => void = () => {}): Promise<NatsConnection> {
+  const connectWithin = (leftMs: number) => connectNats(servers, name, waitMs > 0 ? { ...extra, timeout: Math.max(1_000, Math.min(extra.timeout ?? 20_000, leftMs)) } : extra);
+  return retryWhile(connectWithin, isServerNotUp, waitMs, NATS_WAIT_RETRY_MS, waiting);
 }
 
 /** TLS files of a NATS connection: a CA to trust, and a client certificate and key for mutual TLS. */
@@ -329,6 +321,12 @@ export function whenUp(nc: NatsConnection): Promise<boolean> {
 export function sendKept(nc: NatsConnection, send: () => void): void {
   send();
   watchConnection(nc).remember(send);
+}
+
+/** A reply whose caller waits: held while the connection is down (`whenUp`), then sent and kept (`sendKept`). */
+export async function sendKeptWhenUp(nc: NatsConnection, send: () => void): Promise<void> {
+  await whenUp(nc);
+  sendKept(nc, send);
 }
 
 /**

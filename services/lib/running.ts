@@ -26,3 +26,21 @@ export async function within(promise: Promise<unknown>, ms: number): Promise<boo
   clearTimeout(timer);
   return result;
 }
+
+/**
+ * Runs `attempt` (given the ms left) until it resolves, trying again every `everyMs` for up to
+ * `waitMs` while it fails with what `transient` says may pass; `first` hears of the first such
+ * failure. Any other failure, or the one when the time is up, is thrown.
+ */
+export async function retryWhile<T>(attempt: (leftMs: number) => Promise<T>, transient: (err: unknown) => boolean, waitMs: number, everyMs: number, first: (err: unknown) => void = () => {}): Promise<T> {
+  const end = Date.now() + waitMs;
+  for (let tries = 0; ; tries++) {
+    try {
+      return await attempt(Math.max(0, end - Date.now()));
+    } catch (err) {
+      if (!transient(err) || Date.now() >= end) throw err;
+      if (tries === 0) first(err);
+      await sleep(Math.min(everyMs, Math.max(0, end - Date.now())));
+    }
+  }
+}

@@ -12,7 +12,7 @@ import { RequestMachine } from "../../actors/request/request-machine.ts";
 import { buildReply, sloOutcome, type SloOutcome } from "../../actors/request/reply.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
 import { throttled, type Logger } from "../lib/log.ts";
-import { newInbox, onReconnect, openResultsBucket, replyError, replyWith, requestEncoding, sendKept, startService, watchConnection, whenUp, type NatsConnection, type ServiceMsg, type WorkQueue } from "../lib/nats.ts";
+import { newInbox, onReconnect, openResultsBucket, replyError, replyWith, requestEncoding, sendKept, sendKeptWhenUp, startService, watchConnection, whenUp, type NatsConnection, type ServiceMsg, type WorkQueue } from "../lib/nats.ts";
 import { PlanView } from "../lib/plan-view.ts";
 import { within, type RunningService } from "../lib/running.ts";
 import { claimKeyFor, detached, IdempotencyCache } from "./idempotency.ts";
@@ -267,19 +267,20 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       }
       replySpan?.end();
       counters.replied++;
-      tally(sloOutcome(reply, true, sloMs(), serving.deadlineMs));
-      traces.finish(root, serving.requestId, reply, null, sloMs(), true, serving.deadlineMs);
+      const slo = sloOutcome(reply, true, sloMs(), serving.deadlineMs);
+      tally(slo);
+      traces.finish(root, serving.requestId, reply, null, sloMs(), slo);
     } catch (err) {
       counters.errors++;
       const code = asHadisError(err).code;
       errorsByCode[code] = (errorsByCode[code] ?? 0) + 1;
       try {
-        await whenUp(nc);
-        sendKept(nc, () => void replyError(msg, err, encoding));
+        await sendKeptWhenUp(nc, () => void replyError(msg, err, encoding));
       } finally {
         // Counted and its trace ended even when the reply cannot be sent (a closing connection).
-        tally(sloOutcome(null, serving.accepted, sloMs(), serving.deadlineMs));
-        traces.finish(root, serving.requestId, null, err, sloMs(), serving.accepted, serving.deadlineMs);
+        const slo = sloOutcome(null, serving.accepted, sloMs(), serving.deadlineMs);
+        tally(slo);
+        traces.finish(root, serving.requestId, null, err, sloMs(), slo);
       }
     }
   }

@@ -6,7 +6,7 @@
  */
 import { HadisError, asHadisError } from "../../contracts/errors.ts";
 import type { GenerateReply } from "../../contracts/messages.ts";
-import { sloOutcome } from "../../actors/request/reply.ts";
+import type { SloOutcome } from "../../actors/request/reply.ts";
 import { recordRequest } from "../lib/metrics.ts";
 import type { MsgHdrs } from "../lib/nats.ts";
 import { endWithError, REQUEST_SPAN, SpanKind, type Attributes, type ServiceTelemetry, type Span, type SpanContext } from "../lib/telemetry.ts";
@@ -55,12 +55,12 @@ export class RequestTraces {
   }
 
   /**
-   * Ends a request: metrics always, the root span when traced. `accepted` is false for requests
-   * refused at the edge (bad input), which count in no SLO.
+   * Ends a request: metrics always, the root span when traced. `slo` is how it counts in the SLO
+   * (`sloOutcome`: requests refused at the edge, or given less than the SLO, count in none).
    */
-  finish(root: RequestSpan | null, requestId: string | undefined, reply: GenerateReply | null, err: unknown, sloMs: number, accepted: boolean, deadlineMs?: number): void {
+  finish(root: RequestSpan | null, requestId: string | undefined, reply: GenerateReply | null, err: unknown, sloMs: number, slo: SloOutcome): void {
     const outcome = reply ? "ok" : asHadisError(err).code;
-    recordRequest(reply, outcome, sloMs, accepted, deadlineMs);
+    recordRequest(reply, outcome, slo);
     if (requestId) this.live.delete(requestId);
     if (!root) return;
     const span = root;
@@ -75,14 +75,14 @@ export class RequestTraces {
         "hadis.router_threshold": reply.routerThreshold,
         "hadis.total_ms": reply.timings.totalMs,
         "hadis.slo_ms": sloMs,
-        ...(sloOutcome(reply, accepted, sloMs, deadlineMs).answered ? { "hadis.slo_met": reply.timings.totalMs <= sloMs } : {}),
+        ...(slo.answered ? { "hadis.slo_met": !slo.violated } : {}),
         "hadis.outcome": "ok",
         ...(reply.score !== undefined ? { "hadis.disc.score": reply.score, "hadis.disc.threshold": reply.threshold! } : {}),
         ...(reply.deduplicated ? { "hadis.deduplicated": true } : {}),
       });
       span.end();
     } else {
-      span.setAttributes({ "hadis.outcome": outcome, "hadis.slo_ms": sloMs, ...(sloOutcome(null, accepted, sloMs, deadlineMs).answered ? { "hadis.slo_met": false } : {}) });
+      span.setAttributes({ "hadis.outcome": outcome, "hadis.slo_ms": sloMs, ...(slo.answered ? { "hadis.slo_met": false } : {}) });
       endWithError(span, err instanceof HadisError ? err : asHadisError(err));
     }
   }
