@@ -10,6 +10,7 @@ import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { credentialsFromEnv, natsTlsFromEnv, natsUrls } from "./credentials.ts";
 import { startSystem, startSystemWhenUp, SERVICE_KINDS, type RunningSystem, type ServiceKind } from "../system.ts";
 import { staticConfigFor } from "../resource-manager/policies.ts";
+import { describeLoad, whenModelsLoaded } from "./models-ready.ts";
 import type { StaticConfig } from "../../actors/control/static-policy.ts";
 
 /** Options shared by `start` and `serve`. */
@@ -100,6 +101,7 @@ function backendOptions(opts: RunOptions) {
 /** `hadis start`: a local nats-server plus every service, until Ctrl-C. */
 export async function startCommand(opts: RunOptions & { port: number; dataDir: string; dashboardPort?: number; dashboardHost?: string; dashboard?: boolean }): Promise<void> {
   const log = createLogger("start");
+  const startedMs = performance.now();
   const staticConfig = staticConfigOf(opts, "start");
   let server: LocalServer | undefined;
   let dashboard: Awaited<ReturnType<typeof startLocalDashboard>> | null = null;
@@ -171,9 +173,15 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
       `        npx hadis status --nats ${server.url}`,
       dashboard ? `  dashboard: ${dashboard.url}   metrics: ${dashboard.url}metrics` : `  dashboard: off`,
       `  stop: Ctrl-C`,
+      `  the workers are loading the plan's models; requests sent meanwhile wait in their queues (a line follows)`,
       "",
     ].join("\n"),
   );
+  whenModelsLoaded(system, (models) => {
+    const seconds = ((performance.now() - startedMs) / 1_000).toFixed(1);
+    log.info("start.models_loaded", { seconds: Number(seconds), models });
+    process.stdout.write(`HADIS models loaded ${seconds} s after start: ${describeLoad(models)}\n`);
+  });
 }
 
 /** Starts the dashboard on its own connection; throws, saying what to do, when it cannot listen. */

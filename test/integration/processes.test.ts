@@ -89,6 +89,8 @@ describe("services as separate processes", () => {
     const start = spawnHadis(["start", "--port", String(port), "--data-dir", dataDir, "--workers", "4", "--time-scale", "0.05", "--dashboard-port", String(dashboardPort)], {}, { group: true });
     await waitFor(() => start.output().includes("HADIS is serving"), 40_000, "start banner");
     expect(start.output()).toContain(`nats://127.0.0.1:${port}`);
+    // Then a line once the plan's models are loaded (loads take 0.4–0.7 s at time scale 0.05).
+    await waitFor(() => /HADIS models loaded [\d.]+ s after start: \S+ on [1-4] of [1-4] workers?/.test(start.output()), 20_000, "models loaded line");
     const nc2 = await connectNats(`nats://127.0.0.1:${port}`, "t2");
     const reply = await new HadisClient(nc2).generate({ prompt: "a red bicycle", deadlineMs: 20_000 });
     expect(reply.image.byteLength).toBeGreaterThan(0);
