@@ -8,7 +8,8 @@
 import { decode } from "../../contracts/envelope.ts";
 import { PlanNoticeSchema, PlanSchema, type Plan } from "../../contracts/messages.ts";
 import type { Subjects } from "../../contracts/subjects.ts";
-import { openPlanBucket, watchKey, type KV, type NatsConnection, type Subscription } from "./nats.ts";
+import type { KV, NatsConnection, Subscription } from "./nats.ts";
+import { openPlanBucket, watchKey } from "./kv-buckets.ts";
 import type { Logger } from "./log.ts";
 
 /** How long a notice of a newer epoch waits for the watch before the watch is re-opened. */

@@ -7,7 +7,9 @@
  * services/router/router.ts; the test plays the workers.
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import { openResultsBucket, WorkQueue, DEFAULT_WORK_QUEUE, type KV } from "../../services/lib/nats.ts";
+import type { KV } from "../../services/lib/nats.ts";
+import { WorkQueue, DEFAULT_WORK_QUEUE } from "../../services/lib/work-queue.ts";
+import { openResultsBucket } from "../../services/lib/kv-buckets.ts";
 import { createMover } from "../../services/router/mover.ts";
 import { PendingWork, type PendingItem } from "../../services/router/pending.ts";
 import { ServiceTelemetry } from "../../services/lib/telemetry.ts";

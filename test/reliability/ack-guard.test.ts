@@ -8,7 +8,8 @@
  */
 import { afterAll, describe, expect, it } from "vitest";
 import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, DEFAULT_WORK_QUEUE, watchConnection, WorkQueue, type NatsConnection } from "../../services/lib/nats.ts";
+import { connectNats, watchConnection, type NatsConnection } from "../../services/lib/nats.ts";
+import { DEFAULT_WORK_QUEUE, WorkQueue } from "../../services/lib/work-queue.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { subjects } from "../../contracts/subjects.ts";
 import { startProxy, type Proxy } from "../helpers/proxy.ts";

@@ -32,7 +32,7 @@ async function currentPlan(): Promise<Plan> {
 }
 
 async function planFromKv(): Promise<Plan> {
-  const { openPlanBucket } = await import("../../services/lib/nats.ts");
+  const { openPlanBucket } = await import("../../services/lib/kv-buckets.ts");
   const { subjects } = await import("../../contracts/subjects.ts");
   const kv = await openPlanBucket(nc, subjects());
   const entry = await kv.get("current");
@@ -96,7 +96,7 @@ describe("faults", () => {
 
     // Every plan written from here on: a restarted manager that has not heard every worker yet
     // must not drop the unheard ones (they would unload, then reload a tick later).
-    const { openPlanBucket } = await import("../../services/lib/nats.ts");
+    const { openPlanBucket } = await import("../../services/lib/kv-buckets.ts");
     const { subjects } = await import("../../contracts/subjects.ts");
     const watch = await (await openPlanBucket(nc, subjects())).watch({ key: "current", include: "updates" });
     const written: Plan[] = [];

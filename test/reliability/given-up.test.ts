@@ -7,7 +7,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, DEFAULT_WORK_QUEUE, openPlanBucket, WorkQueue, type NatsConnection } from "../../services/lib/nats.ts";
+import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
+import { DEFAULT_WORK_QUEUE, WorkQueue } from "../../services/lib/work-queue.ts";
+import { openPlanBucket } from "../../services/lib/kv-buckets.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import { metricsText } from "../../services/lib/metrics.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";

@@ -133,7 +133,7 @@ describe("per-role permissions", () => {
 
   it("a router may read a stored result and a queued item (a keyed retry checks both)", async () => {
     const { Kvm } = await import("@nats-io/kv");
-    const { WorkQueue, DEFAULT_WORK_QUEUE } = await import("../../services/lib/nats.ts");
+    const { WorkQueue, DEFAULT_WORK_QUEUE } = await import("../../services/lib/work-queue.ts");
     const { subjects } = await import("../../contracts/subjects.ts");
     const r = await as("router");
     const results = await new Kvm(r.nc).open("hadis-results");

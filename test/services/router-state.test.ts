@@ -2,7 +2,8 @@
 import { describe, expect, it } from "vitest";
 import { claimKeyFor, detached, IdempotencyCache } from "../../services/router/idempotency.ts";
 import { fingerprintOf } from "../../actors/request/idempotent.ts";
-import { openResultsBucket, RESULTS_MAX_BYTES, type KV } from "../../services/lib/nats.ts";
+import type { KV } from "../../services/lib/nats.ts";
+import { openResultsBucket, RESULTS_MAX_BYTES } from "../../services/lib/kv-buckets.ts";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { PlanView } from "../../services/lib/plan-view.ts";
 import { useNatsServer } from "../helpers/nats.ts";
