@@ -29,6 +29,15 @@ export const Routes = { light: "light", heavy: "heavy", lightThenHeavy: "lightâ†
 /** One of the routes. */
 export type Route = (typeof Routes)[keyof typeof Routes];
 
+/**
+ * Why a reply's image is the light model's where the cascade meant more: the heavy generation
+ * failed; the judge rejected it but the time left could not fit the heavy model; the judge failed;
+ * or no time was left to judge it.
+ */
+export const Fallbacks = { heavyFailed: "heavy_failed", noTimeForHeavy: "no_time_for_heavy", judgeFailed: "judge_failed", noTimeToJudge: "no_time_to_judge" } as const;
+/** One of the fallbacks. */
+export type Fallback = (typeof Fallbacks)[keyof typeof Fallbacks];
+
 /** What a worker is doing. */
 export const WorkerStates = {
   idle: "idle",
@@ -92,9 +101,20 @@ export const GenerateReplySchema = z.strictObject({
   planEpoch: z.number().int().nonnegative(),
   timings: StageTimingsSchema,
   deduplicated: z.boolean().optional(),
+  /** Set when the light image was served in place of a judged or heavy one, saying why. */
+  fallback: z.enum(Object.values(Fallbacks) as [Fallback, ...Fallback[]]).optional(),
 });
 /** A generate reply. */
 export type GenerateReply = z.infer<typeof GenerateReplySchema>;
+/**
+ * A generate reply as a client reads it: fields it does not know are dropped, not refused, so a
+ * router newer than its clients can add an optional field (what it sends is still checked whole).
+ */
+export const GenerateReplyReadSchema = z.object({
+  ...GenerateReplySchema.shape,
+  models: z.object(GenerateReplySchema.shape.models.shape),
+  timings: z.object(StageTimingsSchema.shape),
+});
 
 /** Stage of the cascade a generation belongs to. */
 const stage = z.enum(["light", "heavy"]);

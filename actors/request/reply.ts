@@ -1,7 +1,7 @@
 /** Turns a request's outcome into the `hadis.generate` reply, or the typed error to send. */
 import { HadisError } from "../../contracts/errors.ts";
-import { MAX_DEADLINE_MS, PROTOCOL_VERSION, type GenerateReply } from "../../contracts/messages.ts";
-import type { RequestOutcome } from "./types.ts";
+import { Fallbacks, MAX_DEADLINE_MS, PROTOCOL_VERSION, type Fallback, type GenerateReply } from "../../contracts/messages.ts";
+import { NO_TIME_TO_JUDGE, type RequestOutcome } from "./types.ts";
 
 /** The reply for a served request; throws the request's error otherwise. */
 export function buildReply(outcome: RequestOutcome, requestId: string, seed: number): GenerateReply {
@@ -10,6 +10,7 @@ export function buildReply(outcome: RequestOutcome, requestId: string, seed: num
     throw new HadisError("internal", outcome.error instanceof Error ? outcome.error.message : String(outcome.error), { requestId });
   }
   const { image, decision, judge } = outcome;
+  const fallback = fallbackOf(outcome);
   return {
     v: PROTOCOL_VERSION,
     requestId,
@@ -26,7 +27,17 @@ export function buildReply(outcome: RequestOutcome, requestId: string, seed: num
     ...(judge ? { score: judge.score, threshold: judge.threshold } : {}),
     planEpoch: decision.planEpoch,
     timings: outcome.timings,
+    ...(fallback ? { fallback } : {}),
   };
+}
+
+/** Why a served request got the light image where the cascade meant a judged or heavy one; undefined when it did not. */
+export function fallbackOf(outcome: Extract<RequestOutcome, { ok: true }>): Fallback | undefined {
+  if (outcome.heavyError !== undefined) return Fallbacks.heavyFailed;
+  if (outcome.escalationSkipped) return Fallbacks.noTimeForHeavy;
+  if (outcome.judgeError === NO_TIME_TO_JUDGE) return Fallbacks.noTimeToJudge;
+  if (outcome.judgeError !== undefined) return Fallbacks.judgeFailed;
+  return undefined;
 }
 
 /** How an answered request counts: served with an image, in the SLO's denominator, violating it. */

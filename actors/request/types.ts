@@ -91,5 +91,8 @@ export type RequestOutcome =
       heavyError?: string;
     };
 
+/** Why a light image was not judged when the request had no time left for it (not a failure of the judge). */
+export const NO_TIME_TO_JUDGE = "no time left before the deadline to judge the light image";
+
 /** A stage of a request's lifecycle. */
 export type Stage = "route" | "light" | "judge" | "heavy";

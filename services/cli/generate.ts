@@ -2,7 +2,7 @@
 import { accessSync, constants, existsSync, statSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { HadisError } from "../../contracts/errors.ts";
-import type { GenerateReply } from "../../contracts/messages.ts";
+import type { Fallback, GenerateReply } from "../../contracts/messages.ts";
 import { HadisClient } from "../lib/client.ts";
 import type { NatsConnection } from "../lib/nats.ts";
 import { clientError, connectTool, reportToolFailure, ToolFailure } from "./tool-connection.ts";
@@ -77,12 +77,21 @@ function checkWritable(path: string): void {
   }
 }
 
+/** What each fallback means, for the summary line. */
+const FALLBACK_TEXT: Record<Fallback, string> = {
+  heavy_failed: "the heavy model failed it",
+  no_time_for_heavy: "the discriminator rejected it but the time left could not fit the heavy model",
+  judge_failed: "the discriminator could not judge it",
+  no_time_to_judge: "no time was left to judge it",
+};
+
 function summary(reply: GenerateReply, saved: string | null): string {
   const t = reply.timings;
   return [
     `request ${reply.requestId}: ${reply.route} → ${reply.servedBy} (plan epoch ${reply.planEpoch})${reply.deduplicated ? " — deduplicated: the first reply for this idempotency key, not a new image" : ""}`,
     `  difficulty ${reply.difficulty.toFixed(3)} (router share ${reply.routerThreshold})` +
       (reply.score !== undefined ? `, discriminator score ${reply.score.toFixed(4)} vs threshold ${reply.threshold!.toFixed(4)}` : ""),
+    ...(reply.fallback ? [`  the light image, served because ${FALLBACK_TEXT[reply.fallback]} (fallback ${reply.fallback})`] : []),
     `  image ${reply.width}x${reply.height} PNG, ${reply.image.byteLength} bytes, seed ${reply.seed}${saved ? `, saved to ${saved}` : ""}`,
     `  timings ms: route ${t.routeMs.toFixed(1)}, queue ${t.queueWaitMs.toFixed(1)}, light ${t.lightMs.toFixed(1)}, judge ${t.judgeMs.toFixed(1)}, heavy ${t.heavyMs.toFixed(1)}, total ${t.totalMs.toFixed(1)}`,
   ].join("\n") + "\n";

@@ -1,7 +1,7 @@
 /** A small client of `hadis.generate`: used by the CLI, the tests and the benchmarks. */
 import { fromWireError, HadisError, isWireError } from "../../contracts/errors.ts";
 import { decode, encode, encodeJson, parseRaw } from "../../contracts/envelope.ts";
-import { GenerateReplySchema, MAX_DEADLINE_MS, type GenerateReply, type GenerateRequest } from "../../contracts/messages.ts";
+import { GenerateReplyReadSchema, MAX_DEADLINE_MS, type GenerateReply, type GenerateRequest } from "../../contracts/messages.ts";
 import { ContentTypes, Headers, subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { ASK_AGAIN_MS, mayAskAgain, newHeaders, requestAttempt, watchConnection, type Msg, type NatsConnection, type RequestAttempt } from "./nats.ts";
 
@@ -15,9 +15,9 @@ export function readGenerateReply(msg: Msg): GenerateReply {
   }
   if (isJson) {
     const raw = parseRaw(msg.data, "json") as Record<string, unknown>;
-    return decode(GenerateReplySchema, encode({ ...raw, image: Buffer.from(String(raw.image), "base64") }), "generate reply");
+    return decode(GenerateReplyReadSchema, encode({ ...raw, image: Buffer.from(String(raw.image), "base64") }), "generate reply");
   }
-  return decode(GenerateReplySchema, msg.data, "generate reply");
+  return decode(GenerateReplyReadSchema, msg.data, "generate reply");
 }
 
 /**

@@ -11,7 +11,7 @@ import { decode, encode, parseRaw } from "../../contracts/envelope.ts";
 import { JudgeReplySchema, PROTOCOL_VERSION, type WorkItem } from "../../contracts/messages.ts";
 import { Headers, type Subjects } from "../../contracts/subjects.ts";
 import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RouteDecision } from "../../actors/request/types.ts";
-import { REPLY_MARGIN_MS } from "../../actors/request/types.ts";
+import { NO_TIME_TO_JUDGE, REPLY_MARGIN_MS } from "../../actors/request/types.ts";
 import { decideRoute } from "../../actors/routing/route-policy.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
 import type { Logger } from "../lib/log.ts";
@@ -71,8 +71,6 @@ async function askJudge(nc: NatsConnection, subject: string, data: Uint8Array, t
   }
 }
 
-/** Why a light image was not judged when the request had no time left for it (not a failure of the judge). */
-export const NO_TIME_TO_JUDGE = "no time left before the deadline to judge the light image";
 
 
 /** The route, generate and judge actors bound to NATS. */

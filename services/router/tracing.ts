@@ -79,6 +79,7 @@ export class RequestTraces {
         "hadis.outcome": "ok",
         ...(reply.score !== undefined ? { "hadis.disc.score": reply.score, "hadis.disc.threshold": reply.threshold! } : {}),
         ...(reply.deduplicated ? { "hadis.deduplicated": true } : {}),
+        ...(reply.fallback ? { "hadis.fallback": reply.fallback } : {}),
       });
       span.end();
     } else {

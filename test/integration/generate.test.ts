@@ -33,6 +33,7 @@ describe("hadis.generate over real NATS", () => {
     expect(reply.servedBy).toBe(DEFAULT_STATIC.light);
     expect(reply.models).toEqual({ light: DEFAULT_STATIC.light });
     expect(reply.score).toBeGreaterThanOrEqual(reply.threshold!);
+    expect(reply.fallback).toBeUndefined(); // the cascade ran as planned
     expect(reply.seed).toBe(7);
     expect(reply.planEpoch).toBeGreaterThanOrEqual(1);
     expect(isValidPng(reply.image)).toBe(true);
@@ -52,6 +53,7 @@ describe("hadis.generate over real NATS", () => {
     expect(reply.route).toBe("light→heavy");
     expect(reply.models).toEqual({ light: DEFAULT_STATIC.light, heavy: DEFAULT_STATIC.heavy });
     expect(reply.score).toBeLessThan(reply.threshold!);
+    expect(reply.fallback).toBeUndefined();
     expect(reply.timings.heavyMs).toBeGreaterThan(0);
   });
 

@@ -7,14 +7,20 @@ import type { HadisError } from "../../contracts/errors.ts";
 import { metricsText } from "../../services/lib/metrics.ts";
 import { decode } from "../../contracts/envelope.ts";
 import { JudgeRequestSchema } from "../../contracts/messages.ts";
+import { InMemorySpanExporter } from "@opentelemetry/sdk-trace-base";
+import { configureTelemetry, flushTelemetry, shutdownTelemetry } from "../../services/lib/telemetry.ts";
+import { waitFor } from "../helpers/processes.ts";
 
+const exporter = new InMemorySpanExporter();
 let t: TestSystem;
 beforeAll(async () => {
+  configureTelemetry({ enabled: true, exporters: [exporter], spanSink: false, otlpUrl: null });
   // No discriminator service: a stand-in below takes every judge request and never answers.
   t = await startTestSystem({ services: ["router", "worker", "resource-manager"] });
 });
 afterAll(async () => {
   await t?.stop();
+  await shutdownTelemetry();
 });
 
 describe("a judge that does not answer", () => {
@@ -46,6 +52,10 @@ describe("a judge that does not answer", () => {
     expect(answerByMs).toBeLessThan(askedAt + 3_000);
     expect(reply.route).toBe("light");
     expect(reply.score).toBeUndefined(); // no verdict came
+    expect(reply.fallback).toBe("judge_failed"); // and the reply says so, as does its trace
+    const root = () => exporter.getFinishedSpans().find((s) => s.name === "hadis.generate" && s.attributes["hadis.request_id"] === reply.requestId);
+    await waitFor(async () => (await flushTelemetry(), root() !== undefined), 5_000, "the request's root span");
+    expect(root()!.attributes["hadis.fallback"]).toBe("judge_failed");
     expect(reply.image.length).toBeGreaterThan(0);
     expect(tookMs).toBeGreaterThan(2_800); // it did wait for the judge…
     expect(tookMs).toBeLessThan(6_000); // …not for its 10 s (past the deadline the request would have failed)

@@ -32,6 +32,11 @@ async function until(check: () => boolean, ms = 30_000) {
 }
 
 /** A system (and its own nats-server) whose `BROKEN` model maps to an export broken as `breakage` says, for one describe block. */
+/** Requests the light model made after the heavy one failed them, so far (this process's routers). */
+async function lightFallbacks(): Promise<number> {
+  return [...(await metricsText()).matchAll(/^hadis_light_fallbacks_total\{sent_by="(\w+)"\} (\d+)$/gm)].reduce((n, m) => n + Number(m[2]), 0);
+}
+
 function brokenSystem(breakage: Breakage, warmUp = true) {
   const ctx = {
     server: undefined as unknown as LocalServer,
@@ -127,13 +132,14 @@ describe("a pool model that loads and fails every batch", () => {
     const plans = ctx.system.manager!.plans;
     await until(() => (plans.current?.models[BROKEN]?.workers ?? 0) > 0 && ctx.system.workers!.agents.some((a) => a.status("x").model === BROKEN));
     // Traffic, some of it for the broken model, until the plan leaves it out.
+    const fallbacksBefore = await lightFallbacks();
     const outcomes: string[] = [];
     const sent: Promise<void>[] = [];
     for (let i = 0; !(plans.current?.reason ?? "").includes(`without ${BROKEN} (failing on workers)`); i++) {
       if (Date.now() - ctx.startedAt > 60_000) throw new Error(`the plan still uses ${BROKEN}; outcomes so far: ${outcomes.join(", ")}`);
       sent.push(
         ctx.client.generate({ prompt: `an intricate baroque cathedral interior with stained glass, crowds and candles ${i}`, seed: i, deadlineMs: 30_000 }).then(
-          (r) => void outcomes.push(`${r.route} by ${r.servedBy}`),
+          (r) => void outcomes.push(`${r.route} by ${r.servedBy}${r.fallback ? ` (${r.fallback})` : ""}`),
           (err) => void outcomes.push(err instanceof HadisError ? err.code : `untyped: ${(err as Error).message}`),
         ),
       );
@@ -147,10 +153,12 @@ describe("a pool model that loads and fails every batch", () => {
     // Every request was answered with an image, never the broken model's: those its batches
     // failed were made by the light model.
     expect(outcomes).toHaveLength(sent.length);
-    for (const o of outcomes) expect(o).toMatch(/^(light|heavy|light→heavy) by (?!sd35-large$)/);
-    const fallbacks = [...(await metricsText()).matchAll(/^hadis_light_fallbacks_total\{sent_by="(\w+)"\} (\d+)$/gm)].reduce((n, m) => n + Number(m[2]), 0);
+    for (const o of outcomes) expect(o).toMatch(/^(light|heavy|light→heavy) by (?!sd35-large( |$))/);
+    const fallbacks = (await lightFallbacks()) - fallbacksBefore;
     console.log(`model-failures (batches): ${fallbacks} requests served by the light model after the heavy one failed them`);
     expect(fallbacks).toBeGreaterThan(0);
+    // Each reply made by the light model after the heavy one failed it says so.
+    expect(outcomes.filter((o) => o.endsWith("(heavy_failed)"))).toHaveLength(fallbacks);
     await checkPlannedWithout(ctx, failed);
   }, 90_000);
 });

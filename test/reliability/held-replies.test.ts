@@ -134,6 +134,7 @@ describe("verdicts and replies across a dropped connection", () => {
     });
     expect(reply.route).toBe("light");
     expect(reply.score).toBeUndefined();
+    expect(reply.fallback).toBe("judge_failed");
     expect(reply.image.byteLength).toBeGreaterThan(0);
     expect(asked).toBe(1); // not asked again: not reconnected within the wait
     console.log(`reply finished while the router was cut off: answered after ${Date.now() - started} ms`);

@@ -1,0 +1,51 @@
+/**
+ * A reply says when its light image stands in for a judged or heavy one (`fallback`), and a client
+ * reads a reply carrying fields it does not know (a newer router's) rather than refusing it.
+ */
+import { describe, expect, it } from "vitest";
+import { buildReply } from "../../actors/request/reply.ts";
+import { NO_TIME_TO_JUDGE, type RequestOutcome } from "../../actors/request/types.ts";
+import { encode } from "../../contracts/envelope.ts";
+import { HadisError } from "../../contracts/errors.ts";
+import type { Msg } from "../../services/lib/nats.ts";
+import { readGenerateReply } from "../../services/lib/client.ts";
+
+const timings = { routeMs: 1, queueWaitMs: 2, lightMs: 3, judgeMs: 4, heavyMs: 0, totalMs: 10 };
+const light = { image: new Uint8Array([1, 2, 3]), width: 16, height: 16, model: "light-m", workerId: "w-0", batchSize: 1, queueWaitMs: 2, execMs: 3 };
+const decision = { hard: false, difficulty: -1, routerThreshold: 0.2, pair: { light: "light-m", heavy: "heavy-m" }, skipJudge: false, planEpoch: 3 };
+const served = (extra: Partial<Extract<RequestOutcome, { ok: true }>>): RequestOutcome => ({ ok: true, route: "light", image: light, models: { light: "light-m" }, decision, timings, ...extra });
+
+describe("buildReply's fallback", () => {
+  it("is absent when the cascade ran as planned: judged and accepted, or not judged by the plan's choice", () => {
+    expect(buildReply(served({ judge: { score: 0.4, threshold: 0.1, accept: true } }), "r1", 7).fallback).toBeUndefined();
+    expect(buildReply(served({ decision: { ...decision, skipJudge: true } }), "r1", 7).fallback).toBeUndefined();
+  });
+
+  it("names why the light image was served in place of more", () => {
+    const rejected = { score: 0.01, threshold: 0.1, accept: false };
+    expect(buildReply(served({ judge: rejected, heavyError: "heavy-m fell over" }), "r1", 7).fallback).toBe("heavy_failed");
+    expect(buildReply(served({ judge: rejected, escalationSkipped: true }), "r1", 7).fallback).toBe("no_time_for_heavy");
+    expect(buildReply(served({ judgeError: "judge: timeout" }), "r1", 7).fallback).toBe("judge_failed");
+    expect(buildReply(served({ judgeError: NO_TIME_TO_JUDGE }), "r1", 7).fallback).toBe("no_time_to_judge");
+    // A hard prompt whose heavy generation failed, made by the light model (not judged).
+    expect(buildReply(served({ decision: { ...decision, hard: true }, heavyError: "no worker" }), "r1", 7).fallback).toBe("heavy_failed");
+  });
+});
+
+describe("readGenerateReply", () => {
+  const reply = buildReply(served({ judgeError: "judge: timeout" }), "r1", 7);
+  const msg = (body: unknown) => ({ data: encode(body), headers: undefined }) as unknown as Msg;
+
+  it("reads a reply with fields it does not know, at the top and inside timings and models, and drops them", () => {
+    const read = readGenerateReply(msg({ ...reply, someday: "a new field", timings: { ...reply.timings, uploadMs: 5 }, models: { ...reply.models, refiner: "x" } }));
+    expect(read.fallback).toBe("judge_failed");
+    expect(read.timings.totalMs).toBe(10);
+    expect("someday" in read).toBe(false);
+    expect("uploadMs" in read.timings).toBe(false);
+  });
+
+  it("still refuses a field it knows with the wrong type, and a fallback it does not know", () => {
+    expect(() => readGenerateReply(msg({ ...reply, seed: "seven" }))).toThrow(HadisError);
+    expect(() => readGenerateReply(msg({ ...reply, fallback: "gremlins" }))).toThrow(HadisError);
+  });
+});
