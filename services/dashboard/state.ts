@@ -38,6 +38,8 @@ export interface RequestSummary {
   models?: string[];
   score?: number;
   threshold?: number;
+  /** Why the light image was served in place of a judged or heavy one (the reply's `fallback`), when it was. */
+  fallback?: string;
   /**
    * The stage spans of the request, relative to its start: name, service, offset ms, duration ms,
    * error, and the stage (light or heavy) the span serves, from its own `hadis.stage` or an ancestor's.
@@ -242,6 +244,7 @@ export class DashboardState {
       models: Array.isArray(models) ? models.filter((m): m is string => typeof m === "string") : undefined,
       score: number(a["hadis.disc.score"]),
       threshold: number(a["hadis.disc.threshold"]),
+      fallback: text(a["hadis.fallback"]),
       // (Filled at the end of the batch with the others of its trace: once, with any stage span the batch also holds.)
       stages: [],
     };

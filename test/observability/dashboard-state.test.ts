@@ -32,6 +32,10 @@ describe("DashboardState", () => {
     expect(sm.servedQps).toBe(98);
     expect(sm.sloViolationRatio).toBeCloseTo(9 / 990, 6);
     expect(s.recent()).toHaveLength(2);
+    expect(s.recent().map((r) => r.fallback)).toEqual([undefined, undefined]);
+    // A light image served in place of more says why, from the root span.
+    s.addSpans([{ ...root("c".repeat(32), true), a: { "hadis.outcome": "ok", "hadis.route": "light", "hadis.fallback": "judge_failed" } }]);
+    expect(s.recent()[0].fallback).toBe("judge_failed");
   });
 
   it("spreads each report over the interval it covers: a steady load reads steady when reports land either side of a second's edge", () => {

@@ -193,7 +193,7 @@ function renderRequests(s) {
     const slo = r.sloMet == null ? "" : r.sloMet ? `<span class="ok">met</span>` : `<span class="miss">missed</span>`;
     return `<tr data-trace="${esc(r.traceId)}" data-root="${esc(r.spanId)}" class="${r.traceId === selectedTrace && r.spanId === selectedRoot ? "selected" : ""}">
       <td>${t}</td><td class="tid">${esc((r.requestId ?? r.traceId).slice(-10))}</td>
-      <td class="route ${routeClass(r)}">${esc(r.outcome === "ok" ? r.route : r.outcome)}</td>
+      <td class="route ${routeClass(r)}">${esc(r.outcome === "ok" ? r.route : r.outcome)}${r.fallback ? ` <span class="fallback" title="the light image, served in place of a judged or heavy one">(${esc(r.fallback)})</span>` : ""}</td>
       <td class="num">${fmtMs(r.totalMs)}</td><td>${slo}</td><td class="wf"><div class="mini">${bars}</div></td></tr>`;
   });
   $("#requests tbody").innerHTML = rows.join("") || `<tr><td colspan="6" class="empty">no requests yet</td></tr>`;
@@ -248,6 +248,7 @@ function drawTrace(traceId, rootId, spans) {
   const head = root ? `
     <div class="head">
       <span>route <b class="route ${a["hadis.outcome"] === "ok" ? (a["hadis.route"] === "light" ? "light" : a["hadis.route"] === "heavy" ? "heavy" : "esc") : "err"}">${esc(a["hadis.route"] ?? a["hadis.outcome"])}</b></span>
+      ${a["hadis.fallback"] ? `<span>fallback <b class="miss">${esc(a["hadis.fallback"])}</b></span>` : ""}
       <span>total <b>${fmtMs(root.d)}</b></span>
       ${typeof a["hadis.slo_met"] === "boolean" ? `<span>SLO <b class="${a["hadis.slo_met"] ? "ok" : "miss"}">${a["hadis.slo_met"] ? "met" : "missed"}</b> (${fmtMs(a["hadis.slo_ms"])})</span>` : ""}
       <span>plan epoch <b>${esc(a["hadis.plan_epoch"])}</b></span>
