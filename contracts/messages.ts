@@ -30,11 +30,20 @@ export const Routes = { light: "light", heavy: "heavy", lightThenHeavy: "lightâ†
 export type Route = (typeof Routes)[keyof typeof Routes];
 
 /**
- * Why a reply's image is the light model's where the cascade meant more: the heavy generation
- * failed; the judge rejected it but the time left could not fit the heavy model; the judge failed;
- * or no time was left to judge it.
+ * Why a reply's image is not the one the cascade meant: the light image because the heavy
+ * generation failed, because the judge rejected it but the time left could not fit the heavy model,
+ * because the heavy image had not come as the deadline neared, because the judge failed or because
+ * no time was left to judge it; or the heavy stage made by another model than the one decided,
+ * the plan in force having taken that model's workers away.
  */
-export const Fallbacks = { heavyFailed: "heavy_failed", noTimeForHeavy: "no_time_for_heavy", judgeFailed: "judge_failed", noTimeToJudge: "no_time_to_judge" } as const;
+export const Fallbacks = {
+  heavyFailed: "heavy_failed",
+  noTimeForHeavy: "no_time_for_heavy",
+  heavyLate: "heavy_late",
+  judgeFailed: "judge_failed",
+  noTimeToJudge: "no_time_to_judge",
+  heavyMoved: "heavy_moved",
+} as const;
 /** One of the fallbacks. */
 export type Fallback = (typeof Fallbacks)[keyof typeof Fallbacks];
 
@@ -101,20 +110,24 @@ export const GenerateReplySchema = z.strictObject({
   planEpoch: z.number().int().nonnegative(),
   timings: StageTimingsSchema,
   deduplicated: z.boolean().optional(),
-  /** Set when the light image was served in place of a judged or heavy one, saying why. */
+  /** Set when the image is not the one the cascade meant (the light image in place of a judged or heavy one, or the heavy stage on another model), saying why. */
   fallback: z.enum(Object.values(Fallbacks) as [Fallback, ...Fallback[]]).optional(),
 });
 /** A generate reply. */
 export type GenerateReply = z.infer<typeof GenerateReplySchema>;
 /**
- * A generate reply as a client reads it: fields it does not know are dropped, not refused, so a
- * router newer than its clients can add an optional field (what it sends is still checked whole).
+ * A generate reply as a client reads it: fields it does not know are dropped, not refused, and a
+ * `fallback` it does not know is kept as its text, so a router newer than its clients can add an
+ * optional field or a reason (what it sends is still checked whole).
  */
 export const GenerateReplyReadSchema = z.object({
   ...GenerateReplySchema.shape,
   models: z.object(GenerateReplySchema.shape.models.shape),
   timings: z.object(StageTimingsSchema.shape),
+  fallback: z.string().max(256).optional(),
 });
+/** A generate reply as a client reads it (`fallback` may be a reason newer than this code). */
+export type GenerateReplyRead = z.infer<typeof GenerateReplyReadSchema>;
 
 /** Stage of the cascade a generation belongs to. */
 const stage = z.enum(["light", "heavy"]);

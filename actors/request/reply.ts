@@ -1,6 +1,6 @@
 /** Turns a request's outcome into the `hadis.generate` reply, or the typed error to send. */
 import { HadisError } from "../../contracts/errors.ts";
-import { Fallbacks, MAX_DEADLINE_MS, PROTOCOL_VERSION, type Fallback, type GenerateReply } from "../../contracts/messages.ts";
+import { Fallbacks, Routes, MAX_DEADLINE_MS, PROTOCOL_VERSION, type Fallback, type GenerateReply } from "../../contracts/messages.ts";
 import { NO_TIME_TO_JUDGE, type RequestOutcome } from "./types.ts";
 
 /** The reply for a served request; throws the request's error otherwise. */
@@ -31,12 +31,15 @@ export function buildReply(outcome: RequestOutcome, requestId: string, seed: num
   };
 }
 
-/** Why a served request got the light image where the cascade meant a judged or heavy one; undefined when it did not. */
+/** Why a served request's image is not the one the cascade meant (`Fallbacks`); undefined when it is. */
 export function fallbackOf(outcome: Extract<RequestOutcome, { ok: true }>): Fallback | undefined {
+  if (outcome.heavyLate) return Fallbacks.heavyLate;
   if (outcome.heavyError !== undefined) return Fallbacks.heavyFailed;
   if (outcome.escalationSkipped) return Fallbacks.noTimeForHeavy;
   if (outcome.judgeError === NO_TIME_TO_JUDGE) return Fallbacks.noTimeToJudge;
   if (outcome.judgeError !== undefined) return Fallbacks.judgeFailed;
+  // Moved by the router to the model that plays the heavy stage now (`moveTarget`).
+  if (outcome.route !== Routes.light && outcome.image.model !== outcome.decision.pair.heavy) return Fallbacks.heavyMoved;
   return undefined;
 }
 

@@ -36,6 +36,8 @@ interface Context extends RequestInput {
   judgeError?: string;
   /** The heavy generation failed: the light image is served instead (made first, or after the failure for a hard prompt). */
   heavyError?: string;
+  /** Escalated, and the heavy image had not come as the deadline neared (`heavyError` says so too). */
+  heavyLate?: boolean;
   /** The judge rejected the light image, and the time left could not fit the heavy model. */
   escalationSkipped?: boolean;
   heavy?: GenerateOutcome;
@@ -204,7 +206,7 @@ export const RequestMachine = setup({
           // error (the heavy work still queued is withdrawn as the generation stops).
           guard: ({ context }) => context.light !== undefined,
           target: "accepted",
-          actions: assign({ heavyError: () => `no heavy image ${REPLY_MARGIN_MS} ms before the deadline` }),
+          actions: assign({ heavyError: () => `no heavy image ${REPLY_MARGIN_MS} ms before the deadline`, heavyLate: true }),
         },
       },
       invoke: {
@@ -303,6 +305,7 @@ function outcomeOf(ctx: Context): RequestOutcome {
     judgeError: ctx.judgeError,
     ...(ctx.escalationSkipped ? { escalationSkipped: true } : {}),
     ...(ctx.heavyError !== undefined ? { heavyError: ctx.heavyError } : {}),
+    ...(ctx.heavyLate ? { heavyLate: true } : {}),
     timings: ctx.timings,
   };
 }

@@ -77,6 +77,8 @@ export type RequestOutcome =
       escalationSkipped?: boolean;
       /** The heavy generation failed (its error): the light image is served, made before it (escalated) or after (a hard prompt). */
       heavyError?: string;
+      /** Escalated, and no heavy image came before the deadline (a `heavyError` that is not a failure). */
+      heavyLate?: boolean;
       timings: StageTimings;
     }
   | {

@@ -2,7 +2,7 @@
 import { accessSync, constants, existsSync, statSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { HadisError } from "../../contracts/errors.ts";
-import type { Fallback, GenerateReply } from "../../contracts/messages.ts";
+import type { Fallback, GenerateReplyRead } from "../../contracts/messages.ts";
 import { HadisClient } from "../lib/client.ts";
 import type { NatsConnection } from "../lib/nats.ts";
 import { clientError, connectTool, reportToolFailure, ToolFailure } from "./tool-connection.ts";
@@ -79,19 +79,21 @@ function checkWritable(path: string): void {
 
 /** What each fallback means, for the summary line. */
 const FALLBACK_TEXT: Record<Fallback, string> = {
-  heavy_failed: "the heavy model failed it",
-  no_time_for_heavy: "the discriminator rejected it but the time left could not fit the heavy model",
-  judge_failed: "the discriminator could not judge it",
-  no_time_to_judge: "no time was left to judge it",
+  heavy_failed: "the light image, served because the heavy model failed it",
+  no_time_for_heavy: "the light image, served because the discriminator rejected it but the time left could not fit the heavy model",
+  heavy_late: "the light image, served because the heavy image had not come as the deadline neared",
+  judge_failed: "the light image, served because the discriminator could not judge it",
+  no_time_to_judge: "the light image, served because no time was left to judge it",
+  heavy_moved: "made by another model than the heavy one decided: the plan in force had taken that model's workers away",
 };
 
-function summary(reply: GenerateReply, saved: string | null): string {
+function summary(reply: GenerateReplyRead, saved: string | null): string {
   const t = reply.timings;
   return [
     `request ${reply.requestId}: ${reply.route} → ${reply.servedBy} (plan epoch ${reply.planEpoch})${reply.deduplicated ? " — deduplicated: the first reply for this idempotency key, not a new image" : ""}`,
     `  difficulty ${reply.difficulty.toFixed(3)} (router share ${reply.routerThreshold})` +
       (reply.score !== undefined ? `, discriminator score ${reply.score.toFixed(4)} vs threshold ${reply.threshold!.toFixed(4)}` : ""),
-    ...(reply.fallback ? [`  the light image, served because ${FALLBACK_TEXT[reply.fallback]} (fallback ${reply.fallback})`] : []),
+    ...(reply.fallback ? [`  ${FALLBACK_TEXT[reply.fallback as Fallback] ?? "not the image the cascade meant"} (fallback ${reply.fallback})`] : []),
     `  image ${reply.width}x${reply.height} PNG, ${reply.image.byteLength} bytes, seed ${reply.seed}${saved ? `, saved to ${saved}` : ""}`,
     `  timings ms: route ${t.routeMs.toFixed(1)}, queue ${t.queueWaitMs.toFixed(1)}, light ${t.lightMs.toFixed(1)}, judge ${t.judgeMs.toFixed(1)}, heavy ${t.heavyMs.toFixed(1)}, total ${t.totalMs.toFixed(1)}`,
   ].join("\n") + "\n";

@@ -31,13 +31,14 @@ export function planLoad(plan: Plan, workers: readonly Pick<WorkerHeartbeat, "wo
   return { ready: models.length > 0 && models.every((m) => m.loaded > 0), models };
 }
 
-/** "sd35-medium on 1 of 1 workers, sd35-large on 15 of 15". */
+/** "sd35-medium on 1 of 1 worker, sd35-large on 15 of 15 workers". */
 export function describeLoad(models: readonly ModelLoad[]): string {
   return models.map((m) => `${m.model} on ${m.loaded} of ${m.planned} worker${m.planned === 1 ? "" : "s"}`).join(", ");
 }
 
 /**
- * Watches an embedded system's workers (every `everyMs`) until the plan in force has each of its
+ * Watches an embedded system's own workers (every `everyMs`; workers joined from elsewhere are not
+ * seen) until the plan in force has each of its
  * models loaded on a worker, then calls `ready` once. Returns a stop function; the timer does not
  * keep the process alive.
  */

@@ -38,7 +38,7 @@ export interface RequestSummary {
   models?: string[];
   score?: number;
   threshold?: number;
-  /** Why the light image was served in place of a judged or heavy one (the reply's `fallback`), when it was. */
+  /** Why the image is not the one the cascade meant (the reply's `fallback`), when it is not. */
   fallback?: string;
   /**
    * The stage spans of the request, relative to its start: name, service, offset ms, duration ms,

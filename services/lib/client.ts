@@ -1,12 +1,12 @@
 /** A small client of `hadis.generate`: used by the CLI, the tests and the benchmarks. */
 import { fromWireError, HadisError, isWireError } from "../../contracts/errors.ts";
 import { decode, encode, encodeJson, parseRaw } from "../../contracts/envelope.ts";
-import { GenerateReplyReadSchema, MAX_DEADLINE_MS, type GenerateReply, type GenerateRequest } from "../../contracts/messages.ts";
+import { GenerateReplyReadSchema, MAX_DEADLINE_MS, type GenerateReplyRead, type GenerateRequest } from "../../contracts/messages.ts";
 import { ContentTypes, Headers, subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { ASK_AGAIN_MS, mayAskAgain, newHeaders, requestAttempt, watchConnection, type Msg, type NatsConnection, type RequestAttempt } from "./nats.ts";
 
 /** Reads a generate reply message: the reply, or the typed error it carries. */
-export function readGenerateReply(msg: Msg): GenerateReply {
+export function readGenerateReply(msg: Msg): GenerateReplyRead {
   const isJson = (msg.headers?.get(Headers.contentType) ?? "").startsWith(ContentTypes.json);
   if (msg.headers?.get(Headers.serviceErrorCode)) {
     const body = parseRaw(msg.data, isJson ? "json" : "msgpack");
@@ -45,7 +45,7 @@ export class HadisClient {
   }
 
   /** Sends one request; resolves with the reply or rejects with a HadisError. */
-  async generate(request: GenerateRequest, opts: { timeoutMs?: number; json?: boolean } = {}): Promise<GenerateReply> {
+  async generate(request: GenerateRequest, opts: { timeoutMs?: number; json?: boolean } = {}): Promise<GenerateReplyRead> {
     const timeout = opts.timeoutMs ?? replyWaitMs(request);
     const end = Date.now() + timeout;
     const link = watchConnection(this.nc);

@@ -71,7 +71,7 @@ const judgeExpired = new Counter({
 });
 const lightFallbacks = new Counter({
   name: "hadis_light_fallbacks_total",
-  help: "Requests served a light image because their heavy generation failed, by what sent them to the heavy model: judge (a rejected light image) or router (a hard prompt).",
+  help: "Requests served a light image because their heavy generation failed or had not come before the deadline, by what sent them to the heavy model: judge (a rejected light image) or router (a hard prompt).",
   labelNames: ["sent_by"] as const,
   registers: [registry],
 });

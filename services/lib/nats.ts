@@ -4,19 +4,13 @@
  * again). With `work-queue.ts`, `kv-buckets.ts` and `replies.ts` the only modules that talk to
  * the NATS client libraries.
  */
-import { createLogger } from "./log.ts";
 import { retryWhile } from "./running.ts";
 import { connect, type NodeConnectionOptions } from "@nats-io/transport-node";
 import { MsgHdrsImpl } from "@nats-io/nats-core/internal";
 import { createInbox, headers as natsHeaders, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from "@nats-io/nats-core";
-import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
-import { Kvm, type KV } from "@nats-io/kv";
-import { Svcm, type Service, type ServiceConfig, type ServiceMsg } from "@nats-io/services";
-import { ContentTypes, Headers, type Subjects } from "../../contracts/subjects.ts";
-import { asHadisError, HadisError, toWireError } from "../../contracts/errors.ts";
-import { encodeAs, MAX_PAYLOAD_BYTES, type Encoding } from "../../contracts/envelope.ts";
-import { MAX_DEADLINE_MS, PROTOCOL_VERSION } from "../../contracts/messages.ts";
-import type { Delivery } from "../../actors/worker/worker-agent.ts";
+import type { JetStreamClient } from "@nats-io/jetstream";
+import type { KV } from "@nats-io/kv";
+import type { Service, ServiceMsg } from "@nats-io/services";
 
 export type { Msg, MsgHdrs, NatsConnection, Service, ServiceMsg, Subscription, KV, JetStreamClient };
 

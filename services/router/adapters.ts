@@ -71,8 +71,6 @@ async function askJudge(nc: NatsConnection, subject: string, data: Uint8Array, t
   }
 }
 
-
-
 /** The route, generate and judge actors bound to NATS. */
 export function routerActors(deps: RouterActorDeps) {
   const route = fromPromise<RouteDecision, { prompt: string; requestId: string }>(async ({ input }) => {

@@ -1,6 +1,6 @@
 /**
- * A reply says when its light image stands in for a judged or heavy one (`fallback`), and a client
- * reads a reply carrying fields it does not know (a newer router's) rather than refusing it.
+ * A reply says when its image is not the one the cascade meant (`fallback`), and a client reads a
+ * reply carrying fields or reasons it does not know (a newer router's) rather than refusing it.
  */
 import { describe, expect, it } from "vitest";
 import { buildReply } from "../../actors/request/reply.ts";
@@ -29,6 +29,15 @@ describe("buildReply's fallback", () => {
     expect(buildReply(served({ judgeError: NO_TIME_TO_JUDGE }), "r1", 7).fallback).toBe("no_time_to_judge");
     // A hard prompt whose heavy generation failed, made by the light model (not judged).
     expect(buildReply(served({ decision: { ...decision, hard: true }, heavyError: "no worker" }), "r1", 7).fallback).toBe("heavy_failed");
+    // No heavy image as the deadline neared: late, not failed.
+    expect(buildReply(served({ judge: rejected, heavyError: "no heavy image 25 ms before the deadline", heavyLate: true }), "r1", 7).fallback).toBe("heavy_late");
+  });
+
+  it("says when the heavy stage was made by another model than the decided heavy one (moved with the plan)", () => {
+    const heavy = { ...light, model: "heavy-m" };
+    expect(buildReply(served({ route: "heavy", image: heavy, models: { heavy: "heavy-m" }, decision: { ...decision, hard: true } }), "r1", 7).fallback).toBeUndefined();
+    const moved = { ...light, model: "other-m" };
+    expect(buildReply(served({ route: "light→heavy", image: moved, models: { light: "light-m", heavy: "other-m" } }), "r1", 7).fallback).toBe("heavy_moved");
   });
 });
 
@@ -44,8 +53,9 @@ describe("readGenerateReply", () => {
     expect("uploadMs" in read.timings).toBe(false);
   });
 
-  it("still refuses a field it knows with the wrong type, and a fallback it does not know", () => {
+  it("still refuses a field it knows with the wrong type; keeps a fallback reason it does not know as its text", () => {
     expect(() => readGenerateReply(msg({ ...reply, seed: "seven" }))).toThrow(HadisError);
-    expect(() => readGenerateReply(msg({ ...reply, fallback: "gremlins" }))).toThrow(HadisError);
+    expect(() => readGenerateReply(msg({ ...reply, fallback: 7 }))).toThrow(HadisError);
+    expect(readGenerateReply(msg({ ...reply, fallback: "a_reason_added_later" })).fallback).toBe("a_reason_added_later");
   });
 });

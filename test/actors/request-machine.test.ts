@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, SimulatedClock, toPromise } from "xstate";
 import { RequestMachine } from "../../actors/request/request-machine.ts";
+import { buildReply } from "../../actors/request/reply.ts";
 import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RequestOutcome, RouteDecision } from "../../actors/request/types.ts";
 import { HadisError } from "../../contracts/errors.ts";
 
@@ -97,9 +98,11 @@ describe("RequestMachine", () => {
     expect(late.outcome.ok && late.outcome.route).toBe("light");
     expect(late.outcome.ok && late.outcome.escalationSkipped).toBe(true);
     expect(late.outcome.ok && late.outcome.judge?.accept).toBe(false);
+    expect(buildReply(late.outcome, "r", 1).fallback).toBe("no_time_for_heavy");
     const fits = await run({ hard: false, accept: false, heavyFloorMs: 9_000 });
     expect(fits.calls.at(-1)).toBe("generate:heavy-m");
     expect(fits.outcome.ok && fits.outcome.escalationSkipped).toBeFalsy();
+    expect(buildReply(fits.outcome, "r", 1).fallback).toBeUndefined();
   });
 
   it("serves light without judging when the plan escalates nothing", async () => {
@@ -143,6 +146,7 @@ describe("RequestMachine", () => {
     expect(outcome.judge?.accept).toBe(false);
     expect(outcome.heavyError).toBe("heavy-m fell over");
     expect(outcome.escalationSkipped).toBeUndefined();
+    expect(buildReply(outcome, "r", 1).fallback).toBe("heavy_failed");
     // Timings are the images': no heavy one was made; the total counts the attempt.
     expect([outcome.timings.heavyMs, outcome.timings.totalMs]).toEqual([0, 100 + 10 + 300]);
     // Whatever the heavy stage's error: the light image is there.
@@ -159,6 +163,7 @@ describe("RequestMachine", () => {
     expect(outcome.route).toBe("light");
     expect(outcome.image.model).toBe("light-m");
     expect(outcome.heavyError).toBe("no heavy image 25 ms before the deadline");
+    expect(buildReply(outcome, "r", 1).fallback).toBe("heavy_late"); // late, not failed
     expect(outcome.timings.totalMs).toBe(975);
     // The heavy image that comes in time is served as ever.
     const inTime = await run({ hard: false, accept: false, deadlineMs: 1_000, latencyMs: { "heavy-m": 800 } });

@@ -31,9 +31,19 @@ describe("planLoad", () => {
     expect(describeLoad(load.models)).toBe("sd35-medium on 1 of 1 worker, sd35-large on 1 of 2 workers");
   });
 
+  it("does not count an assigned worker holding its model while it loads, unloads or has failed", () => {
+    for (const state of ["loading", "unloading", "failed", "draining"] as const) {
+      const load = planLoad(plan, [worker("w-0", "sd35-medium", "idle"), worker("w-1", "sd35-large", state), worker("w-2", "sd35-large", state)]);
+      expect(load.ready, state).toBe(false);
+      expect(load.models[1], state).toEqual({ model: "sd35-large", loaded: 0, planned: 2 });
+    }
+  });
+
   it("is not ready for a worker holding the model that the plan has given another", () => {
-    const load = planLoad(plan, [worker("w-0", "sd35-large", "idle"), worker("w-1", "sd35-large", "idle")]);
+    // w-3 holds sd35-medium, loaded, but the plan gives sd35-medium to w-0 (still loading).
+    const load = planLoad(plan, [worker("w-0", "sd35-medium", "loading"), worker("w-1", "sd35-large", "idle"), worker("w-3", "sd35-medium", "idle")]);
     expect(load.ready).toBe(false);
+    expect(load.models[0]).toEqual({ model: "sd35-medium", loaded: 0, planned: 1 });
   });
 
   it("is not ready for a plan without models", () => {

@@ -193,7 +193,7 @@ function renderRequests(s) {
     const slo = r.sloMet == null ? "" : r.sloMet ? `<span class="ok">met</span>` : `<span class="miss">missed</span>`;
     return `<tr data-trace="${esc(r.traceId)}" data-root="${esc(r.spanId)}" class="${r.traceId === selectedTrace && r.spanId === selectedRoot ? "selected" : ""}">
       <td>${t}</td><td class="tid">${esc((r.requestId ?? r.traceId).slice(-10))}</td>
-      <td class="route ${routeClass(r)}">${esc(r.outcome === "ok" ? r.route : r.outcome)}${r.fallback ? ` <span class="fallback" title="the light image, served in place of a judged or heavy one">(${esc(r.fallback)})</span>` : ""}</td>
+      <td class="route ${routeClass(r)}">${esc(r.outcome === "ok" ? r.route : r.outcome)}${r.fallback ? ` <span class="fallback" title="not the image the cascade meant: see the reply's fallback in the README">(${esc(r.fallback)})</span>` : ""}</td>
       <td class="num">${fmtMs(r.totalMs)}</td><td>${slo}</td><td class="wf"><div class="mini">${bars}</div></td></tr>`;
   });
   $("#requests tbody").innerHTML = rows.join("") || `<tr><td colspan="6" class="empty">no requests yet</td></tr>`;
