@@ -116,8 +116,10 @@ interface Outcome {
   deadlineMs: number;
   result: string;
   message?: string;
-  /** A light image served without a verdict (the judge failed, or there was no time to judge). */
+  /** A light image served without a verdict (the judge failed, there was no time to judge, or the plan judges nothing). */
   unjudged?: boolean;
+  /** The reply's `fallback`: why the image is not the one the cascade meant. */
+  fallback?: string;
 }
 const outcomes: Outcome[] = [];
 const inFlight = new Set<Promise<void>>();
@@ -127,7 +129,7 @@ function send(i: number, prompt: string, deadlineMs: number, key: string | undef
   const p = client
     .generate({ prompt, deadlineMs, ...(key ? { idempotencyKey: key } : {}) })
     .then(
-      (reply) => ({ result: reply.deduplicated ? "ok (deduplicated)" : "ok", unjudged: reply.route === "light" && reply.score === undefined }),
+      (reply) => ({ result: reply.deduplicated ? "ok (deduplicated)" : "ok", unjudged: reply.route === "light" && reply.score === undefined, ...(reply.fallback ? { fallback: reply.fallback } : {}) }),
       (err: unknown) => {
         if (!(err instanceof HadisError)) return { result: "thrown", message: String(err) };
         return { result: /^no reply within/.test(err.message) ? "no reply" : err.code, message: err.message };
@@ -229,6 +231,7 @@ const summary = {
   unexplained: unexplained.length,
   lateReplies: late.length,
   unjudged: outcomes.filter((o) => o.unjudged).length,
+  fallbacks: outcomes.reduce<Record<string, number>>((n, o) => (o.fallback ? ((n[o.fallback] = (n[o.fallback] ?? 0) + 1), n) : n), {}),
   keyedNoReply: keyedLost.length,
   keyedRetries: keyedRetries.length,
   keyedRetryOutcomes: tally(keyedRetries),
