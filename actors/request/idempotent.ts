@@ -28,15 +28,6 @@ export function isKeyed(requestId: string): boolean {
   return requestId.startsWith(PREFIX);
 }
 
-/**
- * Whether the item a publish acknowledged is this request's own, to remove when it ends: a new
- * one, or any duplicate of an unkeyed request (its id is its own, so a duplicate is its own earlier
- * publish, one that timed out and was asked again); a keyed request's duplicate may be another attempt's.
- */
-export function ownsPublish(ack: { duplicate: boolean }, requestId: string): boolean {
-  return !ack.duplicate || !isKeyed(requestId);
-}
-
 /** What a keyed request asks, as the caller gave it (a retry asks the same; its deadline may be what is left): 32 hex. */
 export function fingerprintOf(prompt: string, seed: number | undefined): string {
   return createHash("sha256").update(JSON.stringify([prompt, seed ?? null])).digest("hex").slice(0, 32);

@@ -5,8 +5,8 @@
 import { fromPromise } from "xstate";
 import { fromWireError, HadisError, isWireError } from "../../contracts/errors.ts";
 import { moveTarget, type PendingItem, type PendingWork } from "./pending.ts";
-import { isKeyed, ownsPublish, resultKey } from "../../actors/request/idempotent.ts";
-import { enqueueError, enqueueKeyed, rideOn, storedResult, type KeyedAck } from "./keyed-work.ts";
+import { isKeyed, resultKey } from "../../actors/request/idempotent.ts";
+import { enqueueError, queueEntry, rideOn, storedResult } from "./keyed-work.ts";
 import { decode, encode, parseRaw } from "../../contracts/envelope.ts";
 import { JudgeReplySchema, PROTOCOL_VERSION, type WorkItem } from "../../contracts/messages.ts";
 import { Headers, type Subjects } from "../../contracts/subjects.ts";
@@ -149,7 +149,6 @@ export function routerActors(deps: RouterActorDeps) {
     result.catch(() => undefined);
     entry.settled = result;
     const msgId = `${input.requestId}/${input.stage}/${model}`;
-    const headers = stage ? deps.traces!.telemetry.inject(stage.spanContext()) : undefined;
     const keyed = isKeyed(input.requestId) && deps.results ? resultKey(input.requestId, input.stage) : null;
     try {
       const stored = keyed ? await storedResult(deps.results, keyed) : null;
@@ -158,9 +157,10 @@ export function routerActors(deps: RouterActorDeps) {
         // window too): its stored image, delivered as read (it may expire a moment later), and no generation.
         deps.pending.deliver(stored);
       } else {
-        const ack = keyed ? await enqueueKeyed(deps, item, msgId, headers) : await deps.queue.publish(model, encode(item), msgId, headers);
+        const telemetry = deps.traces?.telemetry;
+        const ack = await queueEntry({ ...deps, telemetry }, entry, msgId);
         entry.seq = ack.seq;
-        entry.own = keyed ? (ack as KeyedAck).own : ownsPublish(ack, input.requestId);
+        entry.own = ack.own;
         if (signal.aborted) {
           // The request ended while the publish was in flight: its item must not cost a GPU.
           if (entry.own) void deps.queue.remove(ack.seq).catch(() => false);
@@ -170,7 +170,7 @@ export function routerActors(deps: RouterActorDeps) {
         // A keyed request may be a retry of one queued through another router (its item was just
         // dropped as a duplicate): its result arrives in the results bucket, not on our inbox.
         // (Only then: each watch is a consumer the server keeps for minutes after it stops.)
-        if (keyed && !entry.own) rideOn({ ...deps, telemetry: deps.traces?.telemetry }, entry, ack as KeyedAck, msgId);
+        if (keyed && !entry.own) rideOn({ ...deps, telemetry }, entry, ack, msgId);
       }
     } catch (err) {
       cancel();

@@ -79,13 +79,14 @@ export class PendingWork {
     const entry = this.items.get(result.requestId);
     // A late copy of the other stage's work (left behind by a move) must not answer this one;
     // nor may the old copy's failure end a request whose moved copy may still succeed.
+    const delivered = `${result.requestId}/${result.stage}/${result.model}`;
     if (!entry || entry.stage !== result.stage || (!result.ok && result.model !== entry.item.model)) {
-      if (this.recent.has(`${result.requestId}/${result.stage}/${result.model}`)) this.duplicates++;
+      if (this.recent.has(delivered)) this.duplicates++;
       else this.orphaned++;
       return;
     }
     this.items.delete(result.requestId);
-    this.remember(`${result.requestId}/${result.stage}/${result.model}`);
+    this.remember(delivered);
     // (Only its own copy: one it rides on is another attempt's, which that attempt's router removes.)
     if (result.model !== entry.item.model && entry.seq && entry.own !== false) this.onSuperseded?.(entry.seq);
     if (result.ok) {
