@@ -83,12 +83,12 @@ describe("the live dashboard", () => {
     await page.screenshot({ path: "test-artifacts/dashboard.png", fullPage: true });
   }, 60_000);
 
-  it("shows what anybody publishes on the span feed as text: markup in a service name, a request id or a model runs nothing", async () => {
+  it("shows what anybody publishes on the span feed as text: markup in a service name, a request id, a model or a fallback runs nothing; the fallback shows in the row and the trace", async () => {
     const traceId = "ab".repeat(16);
     const attack = (n: number) => `<img src=x onerror="window.__xss=${n}">`;
     t.nc.publish(spanSinkSubject(t.system.subjects.prefix), encode([{
       t: traceId, s: "cd".repeat(8), n: "hadis.generate", sv: attack(1), k: 1, st: Date.now(), d: 5,
-      a: { "hadis.request_id": attack(2), "hadis.route": attack(3), "hadis.outcome": "ok", "hadis.models": [attack(4)], [attack(5)]: attack(6) },
+      a: { "hadis.request_id": attack(2), "hadis.route": attack(3), "hadis.outcome": "ok", "hadis.models": [attack(4)], [attack(5)]: attack(6), "hadis.fallback": attack(7) },
     }]));
     await waitFor(() => dashboard.state.recent(300).some((r) => r.traceId === traceId), 10_000, "the published span");
     const response = await fetch(dashboard.url);
@@ -105,6 +105,10 @@ describe("the live dashboard", () => {
     expect(await page.locator("#trace img, #requests img").count()).toBe(0);
     expect(await page.textContent("#trace h2")).toContain(attack(1));
     expect(await page.textContent("#trace .attrs")).toContain(attack(6));
+    // The reply's fallback shows in the request's row and in the trace's header.
+    expect(await page.textContent(`#requests tbody tr[data-trace="${traceId}"] .fallback`)).toBe(`(${attack(7)})`);
+    expect(await page.textContent("#trace .head")).toContain(`fallback ${attack(7)}`);
+    await page.screenshot({ path: "test-artifacts/dashboard-fallback.png", fullPage: true });
     await page.close();
   }, 30_000);
 });
