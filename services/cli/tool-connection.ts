@@ -14,11 +14,19 @@ export async function connectTool(nats: string, env: NodeJS.ProcessEnv, role: "c
   } catch (err) {
     throw new ToolFailure((err as Error).message);
   }
-  try {
-    return await connectNats(urls, name, { maxReconnectAttempts: 0, timeout: 3_000, ...credentials, ...(tls ? { tls } : {}) });
-  } catch (err) {
-    throw new ToolFailure(`cannot reach NATS at ${nats} (${(err as Error).message}); is \`npm start\` running${credentials ? `, and are the credentials of ${credentials.user} right` : ""}?`);
+  // One server at a time: nats.js, told not to reconnect, drops a second server from a list for
+  // each one that refuses the first connection (its pool loses the last entry), so a list with a
+  // node down failed about half the time.
+  const failures: string[] = [];
+  for (const url of [urls].flat()) {
+    try {
+      return await connectNats(url, name, { maxReconnectAttempts: 0, timeout: 3_000, ...credentials, ...(tls ? { tls } : {}) });
+    } catch (err) {
+      failures.push((err as Error).message);
+    }
   }
+  const why = new Set(failures).size === 1 ? failures[0] : failures.join("; ");
+  throw new ToolFailure(`cannot reach NATS at ${nats} (${why}); is \`npm start\` running${credentials ? `, and are the credentials of ${credentials.user} right` : ""}?`);
 }
 
 /** The `--json` form of a failure on the caller's side. */
