@@ -74,8 +74,11 @@ export function validate<S extends z.ZodType>(schema: S, value: unknown, what: s
   const parsed = schema.safeParse(value);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    const field = issue && issue.path.length > 0 ? issue.path.join(".") : undefined;
-    const message = issue ? `${field ?? what}: ${issue.message}` : "invalid";
+    // An unknown field is named by the field, not by the object it is in.
+    const unknown = issue?.code === "unrecognized_keys" ? issue.keys : [];
+    const path = [...(issue?.path ?? []), ...unknown.slice(0, 1)];
+    const field = path.length > 0 ? path.join(".") : undefined;
+    const message = !issue ? "invalid" : unknown.length > 0 ? `unknown field ${unknown.map((k) => JSON.stringify(k)).join(", ")}` : field ? `${field}: ${issue.message}` : issue.message;
     throw new HadisError("invalid_request", `${what}: ${message}`, field ? { field } : {});
   }
   return parsed.data;

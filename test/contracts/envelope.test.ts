@@ -41,6 +41,23 @@ describe("envelope", () => {
     expect(thrown).toBeInstanceOf(HadisError);
     expect((thrown as HadisError).details.field).toBe("seed");
   });
+
+  it("names an unknown field, and says what it refuses once", () => {
+    const refusal = (value: unknown) => {
+      try {
+        validate(GenerateRequestSchema, value, "generate request");
+      } catch (e) {
+        return e as HadisError;
+      }
+      throw new Error("accepted");
+    };
+    const unknown = refusal({ prompt: "x", deadlineMS: 5 });
+    expect(unknown.message).toBe('generate request: unknown field "deadlineMS"');
+    expect(unknown.details.field).toBe("deadlineMS");
+    const list = refusal([]);
+    expect(list.message).toBe("generate request: Invalid input: expected object, received array");
+    expect(list.details.field).toBeUndefined();
+  });
 });
 
 describe("errors", () => {
