@@ -65,7 +65,9 @@ export async function replayTrace(opts: {
   stopped: () => boolean;
 }): Promise<ReplayResult> {
   const log = createLogger("bench-e1", "warn");
-  const nc = await connectNats(opts.natsUrl, "hadis-bench-e1");
+  const nc = await connectNats(opts.natsUrl, "hadis-bench-e1").catch((err: unknown) => {
+    throw new Error(`cannot reach NATS at ${[opts.natsUrl].flat().join(",")} (${(err as Error).message}): is the system running there?`);
+  });
   const client = new HadisClient(nc);
   const { view } = await PlanView.open(nc, buildSubjects(), log);
   const first = await view.waitForPlan(30_000);
@@ -154,6 +156,12 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
   // Against a running system, one replay: whatever it runs (its plans name the policy).
   const policies = embedded ? policiesFor(opts.policy) : ["running"];
   const running = embedded ? null : natsUrls(opts.nats!);
+  if (embedded) {
+    const minutes = (arrivals.at(-1)?.atMs ?? 0) / 60_000;
+    const each = `${arrivals.length.toLocaleString("en-US")} requests over ${minutes.toFixed(1)} min`;
+    const which = policies.length === 1 ? `policy ${policies[0]}` : `${policies.length} policies in turn, about ${Math.ceil(minutes * policies.length)} min in all`;
+    process.stderr.write(`bench e1: a fresh embedded system per policy replays ${each} (${which}); --nats <url> replays against a running system, --policy <name> runs one\n`);
+  }
   let interrupted = false;
   // SIGTERM too: left to Node's default it ended the process on the spot, leaving the embedded
   // nats-server running (and its data folder behind).

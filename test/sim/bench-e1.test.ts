@@ -7,6 +7,7 @@ import { execFileSync } from "node:child_process";
 import { benchE1Command } from "../../services/cli/bench-e1.ts";
 import { DEFAULT_PROMPTS, DEFAULT_TRACE, reportPath } from "../../services/cli/e1-report.ts";
 import { startTestSystem } from "../helpers/system.ts";
+import { freePort } from "../../services/lib/nats-server.ts";
 import { spawnHadis, stopSpawned, waitFor } from "../helpers/processes.ts";
 
 /** Runs bench e1 quietly on five arrivals; returns its JSON report. */
@@ -60,6 +61,8 @@ describe("hadis bench e1, embedded", () => {
       bench.child.kill("SIGTERM");
       expect(await bench.exited).toBe(0);
       expect(bench.output()).toMatch(/stopping \(SIGTERM\)/);
+      // It says up front what it starts and how long a replay runs (the default trace's is an hour for all nine).
+      expect(bench.output()).toMatch(/a fresh embedded system per policy replays 600 requests over 1\.0 min \(policy hadis\)/);
       const alive = () => {
         try {
           process.kill(nats, 0);
@@ -87,4 +90,15 @@ describe("hadis bench e1, embedded", () => {
       await t.stop();
     }
   }, 60_000);
+
+  it("names the server it could not reach", async () => {
+    const url = `nats://127.0.0.1:${await freePort()}`;
+    const bench = spawnHadis(["bench", "e1", "--nats", url]);
+    try {
+      expect(await bench.exited).toBe(1);
+      expect(bench.output()).toContain(`hadis: cannot reach NATS at ${url} (connection refused): is the system running there?`);
+    } finally {
+      await stopSpawned();
+    }
+  }, 30_000);
 });
