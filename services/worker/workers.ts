@@ -33,6 +33,8 @@ export interface WorkersOptions {
   idPrefix?: string;
   heartbeatEveryMs?: number;
   agent?: Partial<WorkerOptions>;
+  /** The time scale of profile-driven backends: a plan made for another is warned of, once a scale. */
+  timeScale?: number;
   version?: string;
 }
 
@@ -109,7 +111,16 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
     await Promise.all(backends.map((b) => b.close().catch(() => undefined)));
     throw err;
   }
-  plans.onPlan((plan) => agents.forEach((a) => a.applyPlan(plan)));
+  let warnedScale: number | undefined;
+  plans.onPlan((plan) => {
+    if (opts.timeScale !== undefined && plan.timeScale !== opts.timeScale && plan.timeScale !== warnedScale) {
+      // Its workers would run every batch at another speed than the plan counts on (ten times slower
+      // for a worker at 1 in a system at 0.1), and requests would miss the SLO with no other sign.
+      warnedScale = plan.timeScale;
+      log.warn("worker.time_scale_differs", { plan: plan.timeScale, workers: opts.timeScale, hint: `start the workers with --time-scale ${plan.timeScale}` });
+    }
+    agents.forEach((a) => a.applyPlan(plan));
+  });
   agents.forEach((a) => a.start());
 
   const swapsSeen = new Map<string, number>();
