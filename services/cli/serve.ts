@@ -211,7 +211,12 @@ export async function serveCommand(
   const staticConfig = staticConfigOf(opts, "serve");
   let system: RunningSystem | undefined;
   // The metrics port first: a taken one fails before any service has joined (and pulled work).
-  const metrics = opts.metricsPort !== undefined ? await startMetricsServer(opts.metricsPort, opts.metricsHost, () => system?.health() ?? STARTING) : null;
+  const metrics = opts.metricsPort !== undefined ? await startMetricsServer(opts.metricsPort, opts.metricsHost, () => system?.health() ?? STARTING).catch((err: unknown) => {
+    const where = `${opts.metricsHost ?? "127.0.0.1"}:${opts.metricsPort}`;
+    const why = (err as { code?: string }).code === "EADDRINUSE" ? `metrics port ${where} is already in use: pick another with --metrics-port` : `metrics not served on ${where} (${(err as Error).message}): pick another address with --metrics-host or --metrics-port`;
+    process.stderr.write(`hadis serve: ${why}\n`);
+    return process.exit(2);
+  }) : null;
   try {
     system = await startSystemWhenUp({
       ...backendOptions(opts),

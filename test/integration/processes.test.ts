@@ -63,6 +63,10 @@ describe("services as separate processes", () => {
     const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
     const served = [...text.matchAll(/^hadis_requests_total\{[^}]*outcome="ok"[^}]*\} (\d+)$/gm)].reduce((a, m) => a + Number(m[1]), 0);
     expect(served).toBeGreaterThanOrEqual(20); // and waitUntilServing's probes
+    // A second service on the router's metrics port ends before joining, saying which flag to change (was a bare `listen EADDRINUSE`).
+    const taken = spawnHadis(["serve", "discriminator", "--metrics-port", String(metricsPort), "--nats", server.url]);
+    expect(await taken.exited).toBe(2);
+    expect(taken.output()).toContain(`hadis serve: metrics port 127.0.0.1:${metricsPort} is already in use: pick another with --metrics-port`);
   }, 60_000);
 
   it("each exits 0 on SIGTERM after finishing in-flight work", async () => {
