@@ -10,6 +10,7 @@ import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { credentialsFromEnv, natsTlsFromEnv, natsUrls } from "./credentials.ts";
 import { startSystem, startSystemWhenUp, SERVICE_KINDS, type RunningSystem, type ServiceKind } from "../system.ts";
 import { staticConfigFor } from "../resource-manager/policies.ts";
+import { loadScoreModel } from "../lib/analyzer-files.ts";
 import { describeLoad, whenModelsLoaded } from "./models-ready.ts";
 import type { StaticConfig } from "../../actors/control/static-policy.ts";
 
@@ -33,9 +34,13 @@ export interface RunOptions {
   modelsDir?: string;
 }
 
-/** The static configuration asked for, checked before anything starts; a bad one ends the command (exit 2). */
-function staticConfigOf(opts: RunOptions, command: string): StaticConfig | undefined {
+/**
+ * The static configuration asked for, checked before anything starts, with the router's weights
+ * file when a router is among what starts: a bad one ends the command (exit 2).
+ */
+function checkedConfigOf(opts: RunOptions, command: string, routes: boolean): StaticConfig | undefined {
   try {
+    if (routes && opts.analyzerWeights !== undefined) loadScoreModel(opts.analyzerWeights);
     return staticConfigFor(opts.policy, opts.staticConfig);
   } catch (err) {
     process.stderr.write(`hadis ${command}: ${(err as Error).message}\n`);
@@ -102,7 +107,7 @@ function backendOptions(opts: RunOptions) {
 export async function startCommand(opts: RunOptions & { port: number; dataDir: string; dashboardPort?: number; dashboardHost?: string; dashboard?: boolean }): Promise<void> {
   const log = createLogger("start");
   const startedMs = performance.now();
-  const staticConfig = staticConfigOf(opts, "start");
+  const staticConfig = checkedConfigOf(opts, "start", true);
   let server: LocalServer | undefined;
   let dashboard: Awaited<ReturnType<typeof startLocalDashboard>> | null = null;
   let system: RunningSystem | undefined;
@@ -208,7 +213,7 @@ export async function serveCommand(
 ): Promise<void> {
   if (kind !== "all" && !SERVICE_KINDS.includes(kind as ServiceKind)) throw new Error(`unknown service "${kind}"; one of ${SERVICE_KINDS.join(", ")}, all`);
   for (const line of unreadOptions(kind, given)) process.stderr.write(`hadis serve: warning: ${line}\n`);
-  const staticConfig = staticConfigOf(opts, "serve");
+  const staticConfig = checkedConfigOf(opts, "serve", kind === "router" || kind === "all");
   let system: RunningSystem | undefined;
   // The metrics port first: a taken one fails before any service has joined (and pulled work).
   const metrics = opts.metricsPort !== undefined ? await startMetricsServer(opts.metricsPort, opts.metricsHost, () => system?.health() ?? STARTING).catch((err: unknown) => {

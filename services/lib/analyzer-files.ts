@@ -30,11 +30,12 @@ export const ANALYZER_PATHS = {
   learnedWeights: join("analyzer", "router-weights-learned.json"),
 } as const;
 
-function readText(path: string): string {
+/** A file's text; one that cannot be read is named as `what`. */
+function readText(path: string, what = "analyzer data"): string {
   try {
     return readFileSync(path, "utf8");
   } catch (err) {
-    throw new Error(`analyzer data ${path}: ${(err as Error).message}`);
+    throw new Error(`${what} ${path}: ${(err as Error).message}`);
   }
 }
 
@@ -59,16 +60,17 @@ export function loadAnalyzerLexicons(profilesDir: string = DEFAULT_PROFILES_DIR,
 
 /** Loads and validates a router-weights file. */
 export function loadScoreModel(path: string): ScoreModel {
+  const text = readText(path, "router weights");
   let json: unknown;
   try {
-    json = JSON.parse(readText(path));
+    json = JSON.parse(text);
   } catch (err) {
     throw new Error(`router weights ${path}: ${(err as Error).message}`);
   }
   try {
     return parseScoreModel(json);
   } catch (err) {
-    throw new Error(`${path}: ${(err as Error).message}`);
+    throw new Error((err as Error).message.replace(/^router weights:/, `router weights ${path}:`));
   }
 }
 
@@ -94,7 +96,7 @@ export function loadPromptAnalyzer(options: { profilesDir?: string; weightsPath?
 
 /** Reads a prompts file: one prompt a line, blank lines skipped. */
 export function readPromptsFile(path: string): string[] {
-  return readText(path)
+  return readText(path, "prompts file")
     .split(/\r?\n/)
     .filter((l) => l.trim().length > 0);
 }

@@ -125,6 +125,11 @@ describe("services as separate processes", () => {
     expect(await typo.exited).toBe(1);
     expect(typo.output()).toContain("argument 'nope' is invalid. Allowed choices are hadis,");
     expect(spawnSync("pgrep", ["-f", `${dataDir}-3`], { encoding: "utf8" }).stdout.trim()).toBe("");
+    // So is a weights file that cannot be read (before, it was found after everything had started, and named "analyzer data").
+    const weights = spawnHadis(["start", "--port", String(await freePort()), "--data-dir", `${dataDir}-3`, "--analyzer-weights", `${dataDir}-3/no-weights.json`, "--no-dashboard"]);
+    expect(await weights.exited).toBe(2);
+    expect(weights.output()).toMatch(/^hadis start: router weights .*no-weights\.json: ENOENT/m);
+    expect(spawnSync("pgrep", ["-f", `${dataDir}-3`], { encoding: "utf8" }).stdout.trim()).toBe("");
     rmSync(`${dataDir}-3`, { recursive: true, force: true });
 
     // Ctrl-C at a terminal signals the whole group (nats-server too, were it in it) with requests
