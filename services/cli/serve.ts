@@ -9,7 +9,8 @@ import { DEFAULT_DASHBOARD_PORT, startDashboard } from "../dashboard/dashboard.t
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { credentialsFromEnv, natsTlsFromEnv, natsUrls } from "./credentials.ts";
 import { startSystem, startSystemWhenUp, SERVICE_KINDS, type RunningSystem, type ServiceKind } from "../system.ts";
-import { staticConfigFor } from "../resource-manager/policies.ts";
+import { createPolicy, staticConfigFor } from "../resource-manager/policies.ts";
+import { loadProfiles } from "../lib/profiles.ts";
 import { loadScoreModel } from "../lib/analyzer-files.ts";
 import { describeLoad, whenModelsLoaded } from "./models-ready.ts";
 import type { StaticConfig } from "../../actors/control/static-policy.ts";
@@ -36,12 +37,15 @@ export interface RunOptions {
 
 /**
  * The static configuration asked for, checked before anything starts, with the router's weights
- * file when a router is among what starts: a bad one ends the command (exit 2).
+ * file when a router is among what starts and the policy's models when a resource manager is: a
+ * bad one ends the command (exit 2).
  */
-function checkedConfigOf(opts: RunOptions, command: string, routes: boolean): StaticConfig | undefined {
+function checkedConfigOf(opts: RunOptions, command: string, starts: { router: boolean; manager: boolean }): StaticConfig | undefined {
   try {
-    if (routes && opts.analyzerWeights !== undefined) loadScoreModel(opts.analyzerWeights);
-    return staticConfigFor(opts.policy, opts.staticConfig);
+    if (starts.router && opts.analyzerWeights !== undefined) loadScoreModel(opts.analyzerWeights);
+    const config = staticConfigFor(opts.policy, opts.staticConfig);
+    if (starts.manager) createPolicy(opts.policy, loadProfiles(opts.profiles), config);
+    return config;
   } catch (err) {
     process.stderr.write(`hadis ${command}: ${(err as Error).message}\n`);
     process.exit(2);
@@ -107,7 +111,7 @@ function backendOptions(opts: RunOptions) {
 export async function startCommand(opts: RunOptions & { port: number; dataDir: string; dashboardPort?: number; dashboardHost?: string; dashboard?: boolean }): Promise<void> {
   const log = createLogger("start");
   const startedMs = performance.now();
-  const staticConfig = checkedConfigOf(opts, "start", true);
+  const staticConfig = checkedConfigOf(opts, "start", { router: true, manager: true });
   let server: LocalServer | undefined;
   let dashboard: Awaited<ReturnType<typeof startLocalDashboard>> | null = null;
   let system: RunningSystem | undefined;
@@ -213,7 +217,7 @@ export async function serveCommand(
 ): Promise<void> {
   if (kind !== "all" && !SERVICE_KINDS.includes(kind as ServiceKind)) throw new Error(`unknown service "${kind}"; one of ${SERVICE_KINDS.join(", ")}, all`);
   for (const line of unreadOptions(kind, given)) process.stderr.write(`hadis serve: warning: ${line}\n`);
-  const staticConfig = checkedConfigOf(opts, "serve", kind === "router" || kind === "all");
+  const staticConfig = checkedConfigOf(opts, "serve", { router: kind === "router" || kind === "all", manager: kind === "resource-manager" || kind === "all" });
   let system: RunningSystem | undefined;
   // The metrics port first: a taken one fails before any service has joined (and pulled work).
   const metrics = opts.metricsPort !== undefined ? await startMetricsServer(opts.metricsPort, opts.metricsHost, () => system?.health() ?? STARTING).catch((err: unknown) => {

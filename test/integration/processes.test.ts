@@ -129,6 +129,9 @@ describe("services as separate processes", () => {
     const weights = spawnHadis(["start", "--port", String(await freePort()), "--data-dir", `${dataDir}-3`, "--analyzer-weights", `${dataDir}-3/no-weights.json`, "--no-dashboard"]);
     expect(await weights.exited).toBe(2);
     expect(weights.output()).toMatch(/^hadis start: router weights .*no-weights\.json: ENOENT/m);
+    const model = spawnHadis(["start", "--port", String(await freePort()), "--data-dir", `${dataDir}-3`, "--policy", "static", "--static-config", '{"light":"sd99"}', "--no-dashboard"]);
+    expect(await model.exited).toBe(2);
+    expect(model.output()).toMatch(/^hadis start: static plan names unknown model "sd99"$/m);
     expect(spawnSync("pgrep", ["-f", `${dataDir}-3`], { encoding: "utf8" }).stdout.trim()).toBe("");
     rmSync(`${dataDir}-3`, { recursive: true, force: true });
 
