@@ -61,6 +61,9 @@ export function parseRaw(data: Uint8Array, encoding: Encoding = "msgpack"): unkn
   }
 }
 
+/** Longest unknown field name an error quotes whole. */
+const MAX_FIELD_NAME = 100;
+
 /** Validates a parsed value against a schema; version mismatches and schema errors are typed. */
 export function validate<S extends z.ZodType>(schema: S, value: unknown, what: string): z.infer<S> {
   if (typeof value === "object" && value !== null && !Array.isArray(value)) {
@@ -74,8 +77,9 @@ export function validate<S extends z.ZodType>(schema: S, value: unknown, what: s
   const parsed = schema.safeParse(value);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    // An unknown field is named by the field, not by the object it is in.
-    const unknown = issue?.code === "unrecognized_keys" ? issue.keys : [];
+    // An unknown field is named by the field, not by the object it is in (a name of megabytes, cut:
+    // the message quoting it and the field naming it would not fit one reply).
+    const unknown = issue?.code === "unrecognized_keys" ? issue.keys.map((k) => (k.length > MAX_FIELD_NAME ? `${k.slice(0, MAX_FIELD_NAME)}…` : k)) : [];
     const path = [...(issue?.path ?? []), ...unknown.slice(0, 1)];
     const field = path.length > 0 ? path.join(".") : undefined;
     const message = !issue ? "invalid" : unknown.length > 0 ? `unknown field ${unknown.map((k) => JSON.stringify(k)).join(", ")}` : field ? `${field}: ${issue.message}` : issue.message;
