@@ -347,6 +347,11 @@ export class DashboardState {
     return this.requests.slice(0, n);
   }
 
+  /** The request listed with this request id (a reply's `requestId`), if still listed. */
+  request(requestId: string): RequestSummary | undefined {
+    return this.requests.find((r) => r.requestId === requestId);
+  }
+
   /** Every span of a trace, by start time. */
   trace(traceId: string): SpanRecord[] {
     return [...(this.traces.get(traceId)?.spans ?? [])].sort((a, b) => a.st - b.st);

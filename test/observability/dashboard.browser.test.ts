@@ -81,6 +81,22 @@ describe("the live dashboard", () => {
     expect(await page.textContent("#trace .wfrow.sel .name")).toContain("judge");
     expect(await page.locator("#requests tbody tr.selected").count()).toBe(1);
     await page.screenshot({ path: "test-artifacts/dashboard.png", fullPage: true });
+    // The click put the request in the address; the reply's request id opens its trace, in the API and the page.
+    expect(new URL(page.url()).hash).toBe(`#request=${escalated.requestId}`);
+    const byRequest = (await (await fetch(`${dashboard.url}api/trace/${escalated.requestId}`)).json()) as { traceId: string; requestId: string; rootSpanId: string; spans: unknown[] };
+    expect(byRequest).toMatchObject({ traceId, requestId: escalated.requestId });
+    expect(byRequest.spans.length).toBeGreaterThanOrEqual(8);
+    expect((await fetch(`${dashboard.url}api/trace/no-such-request`)).status).toBe(404);
+    // A later request, so that the page left to itself would show that one.
+    const later = await t.client.generate({ prompt: "a quiet harbour at dawn", deadlineMs: 20_000 });
+    await waitFor(() => dashboard.state.recent(1)[0]?.requestId === later.requestId, 10_000, "the later request listed first");
+    const linked = await browser.newPage({ viewport: { width: 1440, height: 1300 } });
+    await linked.goto(`${dashboard.url}#request=${escalated.requestId}`);
+    await linked.waitForFunction(`document.querySelector("#trace .tid")?.textContent === "${traceId}" && document.querySelectorAll("#trace .wfrow").length >= 8`);
+    await linked.waitForTimeout(1_200); // a poll later, still that request (not the latest one)
+    expect(await linked.textContent("#trace .tid")).toBe(traceId);
+    expect(await linked.getAttribute("#requests tbody tr.selected", "data-request")).toBe(escalated.requestId);
+    await linked.close();
   }, 60_000);
 
   it("shows what anybody publishes on the span feed as text: markup in a service name, a request id, a model or a fallback runs nothing; the fallback shows in the row and the trace", async () => {

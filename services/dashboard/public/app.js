@@ -191,7 +191,7 @@ function renderRequests(s) {
       .join("");
     const t = new Date(r.startMs).toLocaleTimeString([], { hour12: false });
     const slo = r.sloMet == null ? "" : r.sloMet ? `<span class="ok">met</span>` : `<span class="miss">missed</span>`;
-    return `<tr data-trace="${esc(r.traceId)}" data-root="${esc(r.spanId)}" class="${r.traceId === selectedTrace && r.spanId === selectedRoot ? "selected" : ""}">
+    return `<tr data-trace="${esc(r.traceId)}" data-root="${esc(r.spanId)}"${r.requestId ? ` data-request="${esc(r.requestId)}"` : ""} class="${r.traceId === selectedTrace && r.spanId === selectedRoot ? "selected" : ""}">
       <td>${t}</td><td class="tid">${esc((r.requestId ?? r.traceId).slice(-10))}</td>
       <td class="route ${routeClass(r)}">${esc(r.outcome === "ok" ? r.route : r.outcome)}${r.fallback ? ` <span class="fallback" title="not the image the cascade meant: see the reply's fallback in the README">(${esc(r.fallback)})</span>` : ""}</td>
       <td class="num">${fmtMs(r.totalMs)}</td><td>${slo}</td><td class="wf"><div class="mini">${bars}</div></td></tr>`;
@@ -209,7 +209,7 @@ async function showTrace(traceId, rootId) {
   const res = await fetch(`/api/trace/${encodeURIComponent(traceId)}`);
   if (selectedTrace !== traceId || selectedRoot !== rootId) return;
   if (!res.ok) {
-    $("#trace").innerHTML = `<h2>Trace <span class="tid">${esc(traceId)}</span></h2><div class="empty">this trace is no longer held (the dashboard keeps the latest 2,000 traces)</div>`;
+    $("#trace").innerHTML = `<h2>Trace <span class="tid">${esc(traceId)}</span></h2><div class="empty">no trace or request by this id is held (the dashboard keeps the latest 2,000 traces and lists the latest 300 requests)</div>`;
     shownSpans = 0;
     return;
   }
@@ -305,7 +305,22 @@ $("#requests tbody").addEventListener("click", (e) => {
   if (tr) {
     selectedSpan = null;
     shownSpans = -1; // drawn again even when it is the request on screen
+    // The address names the request shown (a link to share; the reply's request id opens it).
+    if (tr.dataset.request) history.replaceState(null, "", `#request=${encodeURIComponent(tr.dataset.request)}`);
     void showTrace(tr.dataset.trace, tr.dataset.root);
   }
 });
-void poll();
+
+/** `#request=<request id>` (a reply's `requestId`) or `#trace=<trace id>`: shows that request's trace. */
+async function showAddressed() {
+  const m = /^#(request|trace)=(.+)$/.exec(location.hash);
+  if (!m) return;
+  const asked = decodeURIComponent(m[2]);
+  const res = await fetch(`/api/trace/${encodeURIComponent(asked)}`);
+  const { traceId, rootSpanId } = res.ok ? await res.json() : { traceId: asked };
+  selectedSpan = null;
+  shownSpans = -1;
+  await showTrace(traceId, rootSpanId ?? null); // (one not held says so, and stays selected)
+}
+window.addEventListener("hashchange", () => void showAddressed());
+void showAddressed().finally(() => void poll());
