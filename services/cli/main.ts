@@ -175,13 +175,13 @@ e1Options(
 program
   .command("trace")
   .description("generate an arrival trace from an hourly invocation shape (Poisson arrivals per second)")
-  .requiredOption("--from-hourly <csv>", "hourly shape, columns ,hour,invocations")
+  .requiredOption("--from-hourly <csv>", "hourly shape, columns ,hour,invocations (required)")
   .option("--min-qps <x>", "rate at the shape's minimum", positive, 1)
   .option("--max-qps <x>", "rate at the shape's maximum", positive, 64)
-  .option("--seconds <n>", "trace length, s", count, 300)
+  .option("--seconds <n>", "trace length, s", atLeastOne, 300)
   .option("--seed <n>", "seed", count, 1)
-  .option("--prompt-count <n>", "prompt indices are uniform below this", count, 5000)
-  .requiredOption("--out <file>", "write the trace here")
+  .option("--prompt-count <n>", "prompt indices are uniform below this", atLeastOne, 5000)
+  .requiredOption("--out <file>", "write the trace here (required)")
   .action(async (opts) => {
     const { traceCommand } = await import("./trace.ts");
     traceCommand(opts);

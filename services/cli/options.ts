@@ -21,7 +21,7 @@ export function positive(value: string): number {
 /** A non-negative integer. */
 export function count(value: string): number {
   const n = num(value);
-  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`"${value}" must be a whole number`);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`"${value}" must be a whole number, 0 or more`);
   return n;
 }
 

@@ -15,6 +15,7 @@ describe("CLI option parsers", () => {
   it("want at least one worker or router", () => {
     expect(() => atLeastOne("0")).toThrow(/at least 1/);
     expect(() => atLeastOne("2.5")).toThrow(/whole number/);
+    expect(() => count("-3")).toThrow('"-3" must be a whole number, 0 or more'); // (it said "must be a whole number" of -3)
     expect(atLeastOne("16")).toBe(16);
   });
 
@@ -66,5 +67,9 @@ describe("CLI option parsers", () => {
     const json = spawnHadis(["generate", "a dog", "--deadline-ms", "0", "--json"]);
     expect(await json.exited).toBe(1);
     expect(JSON.parse(json.output().trim())).toEqual({ error: { code: "client_error", retryable: false, message: `option '--deadline-ms <ms>' argument '0' is invalid. "0" must be a whole number from 1 to 600,000` } });
+    // A trace of 0 seconds was written, empty, with exit 0.
+    const empty = spawnHadis(["trace", "--from-hourly", "profiles/reference/traces/none.csv", "--out", "/tmp/hadis-unwritten-trace.txt", "--seconds", "0"]);
+    expect(await empty.exited).toBe(1);
+    expect(empty.output()).toContain(`error: option '--seconds <n>' argument '0' is invalid. "0" must be at least 1`);
   }, 30_000);
 });
