@@ -96,9 +96,11 @@ export function summarize(name: string, score: RunScore, swaps: number, plans?: 
 const f = (x: number, d: number) => (Number.isFinite(x) ? x.toFixed(d) : "–");
 
 /** The results table. */
-export function renderTable(systems: readonly SystemSummary[]): string {
+export function renderTable(systems: readonly SystemSummary[], colour = process.stdout.isTTY === true): string {
   const table = new Table({
     head: ["system", "SLO viol.", "FID", "score", "p50 ms", "p99 ms", "goodput qps", "swaps", "light / heavy / l→h"],
+    // Colours for a terminal only: written to a file or a pipe they were escape codes.
+    ...(colour ? {} : { style: { head: [], border: [] } }),
   });
   for (const s of systems) {
     const share = (k: string) => f((s.routeShares[k] ?? 0) * 100, 0);

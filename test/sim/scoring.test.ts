@@ -54,8 +54,10 @@ describe("scoreRun", () => {
     const s = scoreRun({ policy: "hadis", records: [], plans, sloMs: 1_000, fid, endMs: 10_000 });
     expect(s.offered).toBe(0);
     expect(s.sloViolationRatio).toBeNaN();
-    // Without the table's colour codes.
-    const plain = renderTable([summarize("hadis", s, 0)]).replace(/\u001b\[[0-9;]*m/g, "");
+    // Colour codes for a terminal only (a table redirected to a file had them).
+    expect(renderTable([summarize("hadis", s, 0)], true)).toMatch(/\u001b\[\d+m/);
+    const plain = renderTable([summarize("hadis", s, 0)], false);
+    expect(plain).not.toMatch(/\u001b/);
     const row = plain.split("\n").find((l) => l.includes("hadis"))!;
     expect(row.split("│")[2].trim()).toBe("–");
   });
