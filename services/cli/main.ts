@@ -20,7 +20,7 @@ const runOptions = (cmd: Command) =>
   cmd
     .option("--workers <n>", "profile-driven workers (GPUs) to run", atLeastOne, 16)
     .option("--routers <n>", "router instances", atLeastOne, 1)
-    .option("--time-scale <x>", "multiplies every profiled latency (0.1 = the paper's 10x compression)", positive)
+    .option("--time-scale <x>", "multiplies every profiled latency and the SLO (0.1 = the paper's 10x compression; default: the pool's, 1 = real time)", positive)
     .addOption(new Option("--policy <name>", "planning policy of the resource manager").choices(POLICY_NAMES).default("hadis"))
     .addOption(new Option("--scorer <kind>", "router difficulty score").choices(["analyzer", "reference"]).default("analyzer"))
     .option("--analyzer-weights <file>", "analyzer score weights, e.g. learned ones (default <profiles>/analyzer/router-weights.json)")
@@ -140,18 +140,18 @@ program
     await paretoCommand(opts);
   });
 
-const e1Options = (cmd: Command) =>
+const e1Options = (cmd: Command, live: boolean) =>
   cmd
     .addOption(new Option("--trace <file>", "arrival trace, lines arrival_ms,prompt_idx").default(DEFAULT_TRACE, "profiles/reference/traces/azure_1to64qps.txt"))
     .addOption(new Option("--prompts <file>", "prompts, one a line (line i = prompt index i)").default(DEFAULT_PROMPTS, "profiles/reference/prompts/imagenet1k_captions_5k.txt"))
     .addOption(new Option("--policy <name|all>", "planning policy, or all nine").choices(["all", ...PLANNER_POLICIES]).default("all"))
-    .option("--slo-ms <ms>", "latency objective per request, ms (default: the pool's SLO at --time-scale, 6000 at 0.1; against a running system, its plan's)", positive)
+    .option("--slo-ms <ms>", `latency objective per request, ms (default: the pool's SLO at --time-scale, 6000 at 0.1${live ? "; against a running system, its plan's" : ""})`, positive)
     .option("--workers <n>", "workers (GPUs)", atLeastOne, 16)
     .option("--time-scale <x>", "multiplies every profiled latency", positive, 0.1)
     .option("--json <file>", "write the report as JSON")
     .option("--plots", "write PNG plots under bench/results/ (default with --policy all)");
 
-e1Options(program.command("sim").description("the anchor experiment on the discrete-event simulator (no NATS): policies over a trace"))
+e1Options(program.command("sim").description("the anchor experiment on the discrete-event simulator (no NATS): policies over a trace"), false)
   .option("--seed <n>", "seed of the simulation", count, 1)
   .option("--keep-finished", "what-if: queued work of answered or expired requests stays in the queues (the behaviour before routers removed it)")
   .action(async (opts) => {
@@ -166,6 +166,7 @@ e1Options(
     .argument("<name>", "benchmark name (e1)")
     .option("--nats <urls>", "NATS server of a running system, comma-separated for a cluster (default: --embedded); its policy is read from its plans")
     .option("--embedded", "start a nats-server and a fresh system per policy in this process"),
+  true,
 ).action(async (name, opts) => {
   if (name !== "e1") throw new Error(`unknown benchmark "${name}" (known: e1)`);
   const { benchE1Command } = await import("./bench-e1.ts");

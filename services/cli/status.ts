@@ -74,7 +74,7 @@ export function formatStatus(s: SystemStatus): string {
     const pair = p.pair.light === p.pair.heavy ? p.pair.light : `${p.pair.light} → ${p.pair.heavy}`;
     lines.push(
       `plan epoch ${p.epoch} (${p.policy}): ${pair}, router share ${n(p.routerThreshold)}, discriminator threshold at the ${n(p.discThreshold)} quantile of scores, SLO ${n(p.sloMs / 1_000)} s` +
-        (s.demandQps !== null ? `; demand ${n(s.demandQps, 1)} qps` : "") +
+        (s.demandQps !== null ? `; demand estimate ${n(s.demandQps, 1)} qps` : "") +
         (p.capacityQps !== undefined ? `, capacity ${n(p.capacityQps, 1)} qps` : ""),
     );
     for (const [model, a] of Object.entries(p.models)) lines.push(`  ${model}: ${a.workers} worker${a.workers === 1 ? "" : "s"}, batch ${a.batchSize}`);

@@ -41,6 +41,7 @@ describe("hadis status", () => {
       ],
     });
     expect(text).toContain("workers heard (5): 2 serving, 1 loading, 2 failed");
+    expect(text).toContain("; demand estimate 2 qps"); // the planner's average (the dashboard's 10-s rate differs)
     expect(text).toMatch(/w5 .*serving .*batch 1 .*batches capped at 1 \(a bigger one ran only in parts\)\n/);
     expect(text).toMatch(/w4 .*failed .*batches of a failing\n/);
     expect(text).toMatch(/w1 +a +serving +batch 1 +served 3 +epoch 7\n/);
