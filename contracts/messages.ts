@@ -8,8 +8,24 @@ import { z } from "zod";
 /** The protocol version this build speaks. */
 export const PROTOCOL_VERSION = 1;
 
-/** Longest prompt accepted, in characters after trimming. */
+/** Longest prompt accepted, in characters (code points) after trimming. */
 export const MAX_PROMPT_CHARS = 2000;
+
+/** A prompt's length in characters: an emoji or another character past U+FFFF counts one (a string's `length` counts it two). */
+export function promptChars(prompt: string): number {
+  let n = prompt.length;
+  for (let i = 0; i < prompt.length - 1; i++) {
+    const c = prompt.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff) {
+      const next = prompt.charCodeAt(i + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) (n--, i++);
+    }
+  }
+  return n;
+}
+
+/** A prompt inside the system, checked by the router: in UTF-16 units, which a character takes one or two of. */
+const promptText = z.string().min(1).max(2 * MAX_PROMPT_CHARS);
 /** Longest deadline a caller may ask for (10 minutes). */
 export const MAX_DEADLINE_MS = 600_000;
 /** Largest seed (a 32-bit unsigned integer). */
@@ -141,7 +157,7 @@ export const WorkItemSchema = z.strictObject({
   v: version,
   requestId,
   stage,
-  prompt: z.string().min(1).max(MAX_PROMPT_CHARS),
+  prompt: promptText,
   seed: z.number().int(),
   model: modelName,
   replyTo: replySubject,
@@ -200,7 +216,7 @@ export type WorkResult = z.infer<typeof WorkResultSchema>;
 export const JudgeRequestSchema = z.strictObject({
   v: version,
   requestId,
-  prompt: z.string().min(1).max(MAX_PROMPT_CHARS),
+  prompt: promptText,
   model: modelName,
   image: bytes,
   planEpoch: z.number().int().nonnegative(),

@@ -6,7 +6,7 @@ import { randomInt } from "node:crypto";
 import { createActor, toPromise } from "xstate";
 import { asHadisError, HadisError } from "../../contracts/errors.ts";
 import { encode, parseRaw, validate, type Encoding } from "../../contracts/envelope.ts";
-import { deadlineOf, GenerateRequestSchema, MAX_PROMPT_CHARS, PROTOCOL_VERSION, type GenerateReply, type Plan, type RouterStats } from "../../contracts/messages.ts";
+import { deadlineOf, GenerateRequestSchema, MAX_PROMPT_CHARS, promptChars, PROTOCOL_VERSION, type GenerateReply, type Plan, type RouterStats } from "../../contracts/messages.ts";
 import { QueueGroups, ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import { RequestMachine } from "../../actors/request/request-machine.ts";
 import { buildReply, sloOutcome, type SloOutcome } from "../../actors/request/reply.ts";
@@ -154,8 +154,9 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     const request = validate(GenerateRequestSchema, body, "generate request");
     const prompt = request.prompt.trim();
     if (prompt.length === 0) throw new HadisError("invalid_request", "prompt is empty", { field: "prompt" });
-    if (prompt.length > MAX_PROMPT_CHARS) {
-      throw new HadisError("prompt_too_long", `prompt has ${prompt.length} characters; the limit is ${MAX_PROMPT_CHARS}`, { field: "prompt" });
+    const chars = promptChars(prompt);
+    if (chars > MAX_PROMPT_CHARS) {
+      throw new HadisError("prompt_too_long", `prompt has ${chars} characters; the limit is ${MAX_PROMPT_CHARS}`, { field: "prompt" });
     }
     const arrivedAtMs = Date.now();
     const key = request.idempotencyKey;

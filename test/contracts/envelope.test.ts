@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { decode, encode, encodeJson, parseRaw, validate } from "../../contracts/envelope.ts";
 import { fromWireError, HadisError, isWireError, MAX_ERROR_TEXT, toWireError } from "../../contracts/errors.ts";
-import { GenerateRequestSchema, PlanSchema, PROTOCOL_VERSION, WorkItemSchema } from "../../contracts/messages.ts";
+import { GenerateRequestSchema, PlanSchema, promptChars, PROTOCOL_VERSION, WorkItemSchema } from "../../contracts/messages.ts";
 
 describe("envelope", () => {
   it("round-trips a work item through msgpack with its bytes intact", () => {
@@ -109,5 +109,16 @@ describe("errors", () => {
     const back = fromWireError({ v: 1, error: { code: "generation_failed", status: 500, message: huge, retryable: true, details: { field: "prompt", retryAfterMs: 5, blob: { deep: [huge] } } } });
     expect(back.message.length).toBeLessThan(MAX_ERROR_TEXT + 50);
     expect(back.details).toEqual({ field: "prompt", retryAfterMs: 5 });
+  });
+});
+
+describe("promptChars", () => {
+  it("counts characters: a pair of surrogates is one, a lone surrogate one", () => {
+    expect(promptChars("a cat")).toBe(5);
+    expect(promptChars("\u{1F431} cat")).toBe(5);
+    expect(promptChars("\u{1F431}".repeat(1_500))).toBe(1_500);
+    expect(promptChars("\ud83d")).toBe(1);
+    expect(promptChars("\udc31\ud83d")).toBe(2);
+    expect(promptChars("")).toBe(0);
   });
 });

@@ -72,6 +72,14 @@ describe("bad input on hadis.generate", () => {
     });
   }
 
+  it("counts a prompt's characters, not its UTF-16 units: 2,000 emoji are served end to end, 2,001 refused as 2001 characters", async () => {
+    const emoji = "\u{1F431}"; // two UTF-16 units
+    const served = await t.client.generate({ prompt: emoji.repeat(2_000), deadlineMs: 20_000 });
+    expect(served.image.byteLength).toBeGreaterThan(0);
+    const msg = await t.nc.request("hadis.generate", pack({ prompt: emoji.repeat(2_001) }), { timeout: 2_000 });
+    expect(packr.unpack(msg.data).error).toMatchObject({ code: "prompt_too_long", message: "prompt has 2001 characters; the limit is 2000" });
+  });
+
   it("a field of megabytes quoted in the error (a protocol version, an unknown key) still gets its typed reply, cut short", async () => {
     // 4.5 MB of 8 MB max_payload: an error quoting it in full, header and body, would not fit.
     const huge = "x".repeat(4_500_000);
