@@ -347,9 +347,14 @@ export class DashboardState {
     return this.requests.slice(0, n);
   }
 
-  /** The request listed with this request id (a reply's `requestId`), if still listed. */
+  /**
+   * The request listed with this request id (a reply's `requestId`), if still listed: of a keyed
+   * request and its deduplicated retries, the one with the most stages (the generation).
+   */
   request(requestId: string): RequestSummary | undefined {
-    return this.requests.find((r) => r.requestId === requestId);
+    let best: RequestSummary | undefined;
+    for (const r of this.requests) if (r.requestId === requestId && (!best || r.stages.length > best.stages.length)) best = r;
+    return best;
   }
 
   /** Every span of a trace, by start time. */

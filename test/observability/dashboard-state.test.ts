@@ -76,6 +76,18 @@ describe("DashboardState", () => {
     expect(s.trace(t).map((x) => x.n)).toEqual(["hadis.generate", "route", "queue m", "execute m"]);
   });
 
+  it("finds a request by its request id: of a keyed generation and its deduplicated retry (listed later), the generation", () => {
+    const s = new DashboardState();
+    const gen = "d".repeat(32);
+    const retry = "e".repeat(32);
+    const root = (t: string, name: string): SpanRecord => ({ t, s: id(name), n: "hadis.generate", sv: "hadis-router", k: 0, st: 1_000, d: 30, a: { "hadis.outcome": "ok", "hadis.request_id": "k-abc" } });
+    s.addSpans([root(gen, "gen-root"), { t: gen, s: id("gen-route"), p: id("gen-root"), n: "route", sv: "hadis-router", k: 0, st: 1_001, d: 1, a: {} }]);
+    s.addSpans([root(retry, "retry-root")]);
+    expect(s.recent()[0].traceId).toBe(retry);
+    expect(s.request("k-abc")?.traceId).toBe(gen);
+    expect(s.request("k-none")).toBeUndefined();
+  });
+
   it("shows each request of a caller's trace with its own stages only, and keeps a bounded number of spans a trace", () => {
     const s = new DashboardState({ traces: 10, spansPerTrace: 20, requests: 300, seconds: 600, workerSilenceMs: 10_000 });
     const t = "d".repeat(32);

@@ -10,6 +10,7 @@ import { createLogger } from "../../services/lib/log.ts";
 import { startDashboard, type RunningDashboard } from "../../services/dashboard/dashboard.ts";
 import { shutdownTelemetry, spanSinkSubject } from "../../services/lib/telemetry.ts";
 import { encode } from "../../contracts/envelope.ts";
+import { fingerprintOf, keyedRequestId } from "../../actors/request/idempotent.ts";
 
 const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic", "--no-first-run", "--disable-component-update", "--disable-sync"];
 
@@ -97,6 +98,18 @@ describe("the live dashboard", () => {
     expect(await linked.textContent("#trace .tid")).toBe(traceId);
     expect(await linked.getAttribute("#requests tbody tr.selected", "data-request")).toBe(escalated.requestId);
     await linked.close();
+    // A link opened before its request is listed (a reply comes before its spans): shown once it is.
+    const key = `browser-${Date.now()}`;
+    const ahead = keyedRequestId(key, fingerprintOf("a lantern in the fog", undefined));
+    const early = await browser.newPage({ viewport: { width: 1440, height: 1300 } });
+    await early.goto(`${dashboard.url}#request=${ahead}`);
+    await early.waitForSelector("#trace .empty");
+    const keyed = await t.client.generate({ prompt: "a lantern in the fog", idempotencyKey: key, deadlineMs: 20_000 });
+    expect(keyed.requestId).toBe(ahead);
+    await early.waitForSelector(`#requests tbody tr.selected[data-request="${ahead}"]`, { timeout: 10_000 });
+    const keyedTrace = dashboard.state.request(ahead)!.traceId;
+    expect(await early.textContent("#trace .tid")).toBe(keyedTrace);
+    await early.close();
   }, 60_000);
 
   it("shows what anybody publishes on the span feed as text: markup in a service name, a request id, a model or a fallback runs nothing; the fallback shows in the row and the trace", async () => {

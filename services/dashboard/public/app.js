@@ -26,6 +26,8 @@ let selectedRoot = null;
 let selectedSpan = null;
 /** Spans of the trace on screen (it is fetched again while stage spans still arrive). */
 let shownSpans = -1;
+/** A request or trace the address names that the dashboard did not hold yet. */
+let pendingAddress = null;
 let lastState = null;
 
 /**
@@ -209,7 +211,7 @@ async function showTrace(traceId, rootId) {
   const res = await fetch(`/api/trace/${encodeURIComponent(traceId)}`);
   if (selectedTrace !== traceId || selectedRoot !== rootId) return;
   if (!res.ok) {
-    $("#trace").innerHTML = `<h2>Trace <span class="tid">${esc(traceId)}</span></h2><div class="empty">no trace or request by this id is held (the dashboard keeps the latest 2,000 traces and lists the latest 300 requests)</div>`;
+    $("#trace").innerHTML = `<h2>Trace <span class="tid">${esc(traceId)}</span></h2><div class="empty">this trace is no longer held (the dashboard keeps the latest 2,000 traces)</div>`;
     shownSpans = 0;
     return;
   }
@@ -284,7 +286,8 @@ async function tick() {
     renderPlan(s);
     renderWorkers(s);
     renderRequests(s);
-    if (!selectedTrace && s.recent.length) void showTrace(s.recent[0].traceId, s.recent[0].spanId);
+    if (pendingAddress) void showAddressed();
+    else if (!selectedTrace && s.recent.length) void showTrace(s.recent[0].traceId, s.recent[0].spanId);
     // Stage spans reach the dashboard after their root at times: the trace on screen follows.
     else if (selectedTrace) void showTrace(selectedTrace, selectedRoot);
   } catch {
@@ -306,21 +309,38 @@ $("#requests tbody").addEventListener("click", (e) => {
     selectedSpan = null;
     shownSpans = -1; // drawn again even when it is the request on screen
     // The address names the request shown (a link to share; the reply's request id opens it).
-    if (tr.dataset.request) history.replaceState(null, "", `#request=${encodeURIComponent(tr.dataset.request)}`);
+    pendingAddress = null;
+    history.replaceState(null, "", tr.dataset.request ? `#request=${encodeURIComponent(tr.dataset.request)}` : `#trace=${encodeURIComponent(tr.dataset.trace)}`);
     void showTrace(tr.dataset.trace, tr.dataset.root);
   }
 });
 
-/** `#request=<request id>` (a reply's `requestId`) or `#trace=<trace id>`: shows that request's trace. */
+/**
+ * `#request=<request id>` (a reply's `requestId`) or `#trace=<trace id>`: shows that request's
+ * trace. One not listed yet (its reply can come before its spans) is looked up again each poll.
+ */
 async function showAddressed() {
   const m = /^#(request|trace)=(.+)$/.exec(location.hash);
   if (!m) return;
-  const asked = decodeURIComponent(m[2]);
+  let asked = m[2];
+  try {
+    asked = decodeURIComponent(asked);
+  } catch {
+    // a malformed escape: looked up as written
+  }
   const res = await fetch(`/api/trace/${encodeURIComponent(asked)}`);
-  const { traceId, rootSpanId } = res.ok ? await res.json() : { traceId: asked };
+  if (!res.ok) {
+    pendingAddress = asked;
+    selectedTrace = asked; // not replaced by the latest request meanwhile
+    selectedRoot = null;
+    $("#trace").innerHTML = `<h2>Trace</h2><div class="empty">no request or trace <span class="tid">${esc(asked)}</span> is held yet (the dashboard keeps the latest 2,000 traces and lists the latest 300 requests)</div>`;
+    return;
+  }
+  pendingAddress = null;
+  const { traceId, rootSpanId } = await res.json();
   selectedSpan = null;
   shownSpans = -1;
-  await showTrace(traceId, rootSpanId ?? null); // (one not held says so, and stays selected)
+  await showTrace(traceId, rootSpanId ?? null);
 }
 window.addEventListener("hashchange", () => void showAddressed());
 void showAddressed().finally(() => void poll());
