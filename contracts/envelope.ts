@@ -82,7 +82,8 @@ export function validate<S extends z.ZodType>(schema: S, value: unknown, what: s
     const unknown = issue?.code === "unrecognized_keys" ? issue.keys.map((k) => (k.length > MAX_FIELD_NAME ? `${k.slice(0, MAX_FIELD_NAME)}…` : k)) : [];
     const path = [...(issue?.path ?? []), ...unknown.slice(0, 1)];
     const field = path.length > 0 ? path.join(".") : undefined;
-    const message = !issue ? "invalid" : unknown.length > 0 ? `unknown field ${unknown.map((k) => JSON.stringify(k)).join(", ")}` : field ? `${field}: ${issue.message}` : issue.message;
+    const named = unknown.map((k) => JSON.stringify([...(issue?.path ?? []), k].join(".")));
+    const message = !issue ? "invalid" : named.length > 0 ? `unknown field${named.length > 1 ? "s" : ""} ${named.join(", ")}` : field ? `${field}: ${issue.message}` : issue.message;
     throw new HadisError("invalid_request", `${what}: ${message}`, field ? { field } : {});
   }
   return parsed.data;

@@ -54,6 +54,9 @@ describe("envelope", () => {
     const unknown = refusal({ prompt: "x", deadlineMS: 5 });
     expect(unknown.message).toBe('generate request: unknown field "deadlineMS"');
     expect(unknown.details.field).toBe("deadlineMS");
+    const two = refusal({ prompt: "x", a: 1, b: 2 });
+    expect(two.message).toBe('generate request: unknown fields "a", "b"');
+    expect(two.details.field).toBe("a");
     const list = refusal([]);
     expect(list.message).toBe("generate request: Invalid input: expected object, received array");
     expect(list.details.field).toBeUndefined();
