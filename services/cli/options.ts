@@ -27,8 +27,8 @@ export function count(value: string): number {
 
 /** A whole number of at least 1 (workers, routers). */
 export function atLeastOne(value: string): number {
-  const n = count(value);
-  if (n < 1) throw new InvalidArgumentError(`"${value}" must be at least 1`);
+  const n = num(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`"${value}" must be a whole number, 1 or more`);
   return n;
 }
 

@@ -42,7 +42,7 @@ export interface RunOptions {
  */
 function checkedConfigOf(opts: RunOptions, command: string, starts: { router: boolean; manager: boolean }): StaticConfig | undefined {
   try {
-    if (starts.router && opts.analyzerWeights !== undefined) loadScoreModel(opts.analyzerWeights);
+    if (starts.router && opts.scorer !== "reference" && opts.analyzerWeights !== undefined) loadScoreModel(opts.analyzerWeights);
     const config = staticConfigFor(opts.policy, opts.staticConfig);
     if (starts.manager) createPolicy(opts.policy, loadProfiles(opts.profiles), config);
     return config;

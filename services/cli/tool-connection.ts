@@ -16,9 +16,9 @@ export async function connectTool(nats: string, env: NodeJS.ProcessEnv, role: "c
   }
   // One server at a time: nats.js, told not to reconnect, drops a second server from a list for
   // each one that refuses the first connection (its pool loses the last entry), so a list with a
-  // node down failed about half the time.
+  // node down failed about half the time. In a random order, as nats.js would: tools spread over a cluster.
   const failures: string[] = [];
-  for (const url of [urls].flat()) {
+  for (const url of shuffled([urls].flat())) {
     try {
       return await connectNats(url, name, { maxReconnectAttempts: 0, timeout: 3_000, ...credentials, ...(tls ? { tls } : {}) });
     } catch (err) {
@@ -27,6 +27,14 @@ export async function connectTool(nats: string, env: NodeJS.ProcessEnv, role: "c
   }
   const why = new Set(failures).size === 1 ? failures[0] : failures.join("; ");
   throw new ToolFailure(`cannot reach NATS at ${nats} (${why}); is \`npm start\` running${credentials ? `, and are the credentials of ${credentials.user} right` : ""}?`);
+}
+
+function shuffled<T>(items: T[]): T[] {
+  for (let i = items.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [items[i], items[j]] = [items[j], items[i]];
+  }
+  return items;
 }
 
 /** The `--json` form of a failure on the caller's side. */

@@ -13,7 +13,8 @@ describe("CLI option parsers", () => {
   });
 
   it("want at least one worker or router", () => {
-    expect(() => atLeastOne("0")).toThrow(/at least 1/);
+    expect(() => atLeastOne("0")).toThrow('"0" must be a whole number, 1 or more');
+    expect(() => atLeastOne("-1")).toThrow('"-1" must be a whole number, 1 or more'); // (said "0 or more" of -1, refusing 0)
     expect(() => atLeastOne("2.5")).toThrow(/whole number/);
     expect(() => count("-3")).toThrow('"-3" must be a whole number, 0 or more'); // (it said "must be a whole number" of -3)
     expect(atLeastOne("16")).toBe(16);
@@ -70,6 +71,6 @@ describe("CLI option parsers", () => {
     // A trace of 0 seconds was written, empty, with exit 0.
     const empty = spawnHadis(["trace", "--from-hourly", "profiles/reference/traces/none.csv", "--out", "/tmp/hadis-unwritten-trace.txt", "--seconds", "0"]);
     expect(await empty.exited).toBe(1);
-    expect(empty.output()).toContain(`error: option '--seconds <n>' argument '0' is invalid. "0" must be at least 1`);
+    expect(empty.output()).toContain(`error: option '--seconds <n>' argument '0' is invalid. "0" must be a whole number, 1 or more`);
   }, 30_000);
 });
