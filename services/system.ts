@@ -249,7 +249,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
           onnx
             ? onnx.generationBackend()
             : new ProfileGenerationBackend({ models: profiles.byName, timeScale, sleep: (ms) => sleep(ms), zeroLatency: opts.zeroLatency }),
-        ...(onnx ? {} : { timeScale }),
+        ...(onnx || opts.zeroLatency ? {} : { timeScale }),
         log: logFor("worker"),
       });
       system.workers = workers;
