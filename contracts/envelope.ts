@@ -79,11 +79,10 @@ export function validate<S extends z.ZodType>(schema: S, value: unknown, what: s
     const issue = parsed.error.issues[0];
     // An unknown field is named by the field, not by the object it is in (a name of megabytes, cut:
     // the message quoting it and the field naming it would not fit one reply).
-    const unknown = issue?.code === "unrecognized_keys" ? issue.keys.map((k) => (k.length > MAX_FIELD_NAME ? `${k.slice(0, MAX_FIELD_NAME)}…` : k)) : [];
-    const path = [...(issue?.path ?? []), ...unknown.slice(0, 1)];
-    const field = path.length > 0 ? path.join(".") : undefined;
-    const named = unknown.map((k) => JSON.stringify([...(issue?.path ?? []), k].join(".")));
-    const message = !issue ? "invalid" : named.length > 0 ? `unknown field${named.length > 1 ? "s" : ""} ${named.join(", ")}` : field ? `${field}: ${issue.message}` : issue.message;
+    const at = issue?.path ?? [];
+    const unknown = issue?.code === "unrecognized_keys" ? issue.keys.map((k) => [...at, k.length > MAX_FIELD_NAME ? `${k.slice(0, MAX_FIELD_NAME)}…` : k].join(".")) : [];
+    const field = unknown[0] ?? (at.length > 0 ? at.join(".") : undefined);
+    const message = !issue ? "invalid" : unknown.length > 0 ? `unknown field${unknown.length > 1 ? "s" : ""} ${unknown.map((f) => JSON.stringify(f)).join(", ")}` : field ? `${field}: ${issue.message}` : issue.message;
     throw new HadisError("invalid_request", `${what}: ${message}`, field ? { field } : {});
   }
   return parsed.data;

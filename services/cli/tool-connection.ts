@@ -29,6 +29,7 @@ export async function connectTool(nats: string, env: NodeJS.ProcessEnv, role: "c
   throw new ToolFailure(`cannot reach NATS at ${nats} (${why}); is \`npm start\` running${credentials ? `, and are the credentials of ${credentials.user} right` : ""}?`);
 }
 
+/** `items` in a random order (in place). */
 function shuffled<T>(items: T[]): T[] {
   for (let i = items.length - 1; i > 0; i--) {
     const j = Math.floor(Math.random() * (i + 1));

@@ -165,9 +165,10 @@ export async function startDashboard(opts: DashboardOptions): Promise<RunningDas
     // A trace id, or the request id a reply carries (of a request still listed: the latest 300).
     const trace = /^\/api\/trace\/([A-Za-z0-9_.:-]{1,128})$/.exec(path);
     if (trace) {
-      const request = state.trace(trace[1]).length > 0 ? undefined : state.request(trace[1]);
+      let spans = state.trace(trace[1]);
+      const request = spans.length > 0 ? undefined : state.request(trace[1]);
+      if (request) spans = state.trace(request.traceId);
       const traceId = request?.traceId ?? trace[1];
-      const spans = state.trace(traceId);
       const found = request ? { traceId, requestId: trace[1], rootSpanId: request.spanId, spans } : { traceId, spans };
       sendJson(res, spans.length ? found : { error: "unknown trace or request" }, spans.length ? 200 : 404);
       return;
