@@ -260,8 +260,12 @@ export const PlanSchema = z.strictObject({
   pair: z.strictObject({ light: modelName, heavy: modelName }),
   /** Share of prompts (0..1) the router sends straight to the heavy model. */
   routerThreshold: z.number().min(0).max(1),
-  /** How that share is picked: the hardest prompts (`difficulty`), or at random (`random`: a mix without cascade). */
-  routerMode: z.enum(["difficulty", "random"]).optional(),
+  /**
+   * How that share is picked: the hardest prompts (`difficulty`), or at random (`random`: a mix
+   * without cascade); `workers`: every request to one of the plan's models with probability in
+   * proportion to its workers (the artifact's Proteus: each worker an equal share of the traffic).
+   */
+  routerMode: z.enum(["difficulty", "random", "workers"]).optional(),
   /** Share of light images (0..1) the discriminator escalates: the quantile of the light model's scores. */
   discThreshold: z.number().min(0).max(1),
   /** Expected share of requests that end on the heavy model. */

@@ -10,6 +10,7 @@ import { dampPlan, planShortfall, type DampingOptions, type DampingVerdict } fro
 import { decisionToPlan, workerCapacityQps, type PlanDecision } from "../planner/decision.ts";
 import type { PlannerPolicy } from "../planner/policies.ts";
 import type { SolveFn } from "../planner/solver.ts";
+import type { ArtifactSignals } from "../artifact/signals.ts";
 import { Ewma, queueDelayMs, type PlannerSnapshot, type WorkerInventoryItem } from "../planner/snapshot.ts";
 
 /** What the control loop remembers between ticks. */
@@ -73,6 +74,10 @@ export interface TickObservation {
   benchedWorkers?: readonly string[];
   /** The largest batch of some models, as their workers found (bigger ones ran only in parts): planned at most. */
   batchCaps?: ReadonlyMap<string, number>;
+  /** Demand to plan with, given by the caller (the artifact's in-flight signal) instead of the EWMA of `arrivalsQps`. */
+  demandQps?: number;
+  /** The artifact controller's queue and arrival EWMAs, for the artifact's allocators. */
+  signals?: ArtifactSignals;
 }
 
 const round2 = (x: number) => Math.round(x * 100) / 100;
@@ -189,7 +194,7 @@ function configurationOf(plan: Plan, alive: WorkerInventoryItem[]): PlanDecision
 
 /** Runs one control tick. Never throws for a policy failure: the outcome says what was held. */
 export async function controlTick(state: ControlState, obs: TickObservation, config: TickConfig): Promise<TickOutcome> {
-  const demandQps = state.demand.update(obs.arrivalsQps, obs.nowMs);
+  const demandQps = obs.demandQps ?? state.demand.update(obs.arrivalsQps, obs.nowMs);
   const delays = estimateQueueDelays(obs.queueDepth, modelArrivalQps(obs.current, demandQps), modelCapacityQps(obs.current, config.profiles), config.queueSafety);
   const snapshot: PlannerSnapshot = {
     nowMs: obs.nowMs,
@@ -203,6 +208,7 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
     current: obs.current,
     sloMs: config.sloMs,
     timeScale: config.timeScale,
+    ...(obs.signals ? { signals: obs.signals } : {}),
   };
   const caps = obs.batchCaps ?? new Map<string, number>();
   const pool = withBatchCaps(config.fixedModels ? config.profiles : withoutModels(config.profiles, new Set(obs.unavailableModels ?? [])), caps);
@@ -260,7 +266,7 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
       assignment: assignWorkers(obs.workers, held, counts, { lastSwapAtMs: state.lastSwapAtMs }),
     });
     const routerMode = POLICY_ROUTER_MODE[config.policyName];
-    if (routerMode) plan.routerMode = routerMode;
+    if (routerMode && !plan.routerMode) plan.routerMode = routerMode;
     plan.demandQps = round2(demandQps);
     plan.capacityQps = round2(planCapacityQps(plan, config.profiles));
     plan.admission = { routers: Math.max(1, obs.routers ?? 1), headroom: config.admissionHeadroom ?? 0.8 };

@@ -33,6 +33,8 @@ export interface PlanDecision {
   solveMs?: number;
   /** Solver status when a MILP was solved ("Optimal", "Error", …). */
   solverStatus?: string;
+  /** How the router picks the heavy share (default by difficulty); see `Plan.routerMode`. */
+  routerMode?: Plan["routerMode"];
 }
 
 /** A table row with model names and the per-model demand shares it implies. */
@@ -191,6 +193,7 @@ export function decisionToPlan(decision: PlanDecision, stamp: PlanStamp): Plan {
     reason: decision.reason,
     degraded: decision.degraded,
   };
+  if (decision.routerMode) plan.routerMode = decision.routerMode;
   if (Number.isFinite(decision.expectedFid)) plan.expectedFid = decision.expectedFid;
   return plan;
 }

@@ -3,6 +3,7 @@
  * the plan in force. Built by the resource manager; the planner itself is pure.
  */
 import type { Plan } from "../../contracts/messages.ts";
+import type { ArtifactSignals } from "../artifact/signals.ts";
 
 /** One live worker as the planner sees it: its id and the model it holds (null = none loaded). */
 export interface WorkerInventoryItem {
@@ -28,6 +29,8 @@ export interface PlannerSnapshot {
   sloMs: number;
   /** Profile time scale: profiled latencies are multiplied by it. */
   timeScale: number;
+  /** The artifact controller's signals (its planners' queue and arrival EWMAs), when they are tracked. */
+  signals?: ArtifactSignals;
 }
 
 /**

@@ -30,11 +30,21 @@ export interface E1Options {
   seed?: number;
   json?: string;
   plots?: boolean;
+  /** `native` (default) or `artifact`. */
+  fidelity?: string;
+  /** Artifact mechanisms turned on (or `-name` off) on top of the fidelity. */
+  mechanisms?: string;
 }
 
 /** One system's figures in the JSON report: its run score (less the served count) plus swaps and plans. */
 export type SystemSummary = Omit<RunScore, "served"> & {
   name: string;
+  /** The fidelity it ran under (`native`, `artifact`, or the mechanisms on). */
+  fidelity?: string;
+  /** How the headline figures were computed: pooled by arrival, or the artifact's windows. */
+  scoring?: "pooled" | "artifact";
+  /** Pooled figures, when the headline ones are the artifact's. */
+  pooled?: { sloViolationRatio: number; fid: number };
   swaps: number;
   /** Plans adopted during the run (trace clock), for reading why the configuration changed. */
   plans?: PlanLog[];
@@ -74,10 +84,12 @@ export function loadWorkload(opts: Pick<E1Options, "trace" | "prompts">): { arri
 }
 
 /** A summary from a run's score. */
-export function summarize(name: string, score: RunScore, swaps: number, plans?: PlanLog[]): SystemSummary {
+export function summarize(name: string, score: RunScore & Partial<Pick<SystemSummary, "fidelity" | "scoring" | "pooled">>, swaps: number, plans?: PlanLog[]): SystemSummary {
   return {
     plans,
     name,
+    ...(score.fidelity ? { fidelity: score.fidelity, scoring: score.scoring } : {}),
+    ...(score.pooled ? { pooled: score.pooled } : {}),
     sloViolationRatio: score.sloViolationRatio,
     fid: score.fid,
     meanServedScore: score.meanServedScore,

@@ -7,7 +7,8 @@ import { DEFAULT_NATS_URL } from "../lib/nats.ts";
 import { POLICY_NAMES } from "../resource-manager/policies.ts";
 import { DEFAULT_PROMPTS, DEFAULT_TRACE } from "./e1-report.ts";
 import { generateCommand } from "./generate.ts";
-import { atLeastOne, count, idPrefix, integerIn, nonNegative, port, positive, text } from "./options.ts";
+import { ARTIFACT_MECHANISMS } from "../../actors/artifact/mechanisms.ts";
+import { atLeastOne, count, idPrefix, integerIn, mechanismList, nonNegative, port, positive, text } from "./options.ts";
 import { serveCommand, startCommand } from "./serve.ts";
 import { statusCommand } from "./status.ts";
 import { jsonErrorsWhen } from "./tool-connection.ts";
@@ -148,6 +149,8 @@ const e1Options = (cmd: Command, live: boolean) =>
     .option("--slo-ms <ms>", `latency objective per request, ms (default: the pool's SLO at --time-scale, 6000 at 0.1${live ? "; against a running system, its plan's" : ""})`, positive)
     .option("--workers <n>", "workers (GPUs)", atLeastOne, 16)
     .option("--time-scale <x>", "multiplies every profiled latency", positive, 0.1)
+    .addOption(new Option("--fidelity <name>", "native: our serving design; artifact: the paper artifact's mechanisms (docs/benchmarks.md)").choices(["native", "artifact"]).default("native"))
+    .option("--mechanisms <list>", `artifact mechanisms to turn on (or, as -name, off) on top of --fidelity: ${ARTIFACT_MECHANISMS.join(", ")}`, mechanismList)
     .option("--json <file>", "write the report as JSON")
     .option("--plots", "write PNG plots under bench/results/ (default with --policy all)");
 

@@ -2,6 +2,7 @@
 import { InvalidArgumentError } from "commander";
 import { TOKEN } from "../../contracts/subjects.ts";
 import { MAX_SERVICE_ID_CHARS } from "../../contracts/messages.ts";
+import { parseFidelity } from "../../actors/artifact/mechanisms.ts";
 
 /** A finite number. */
 export function num(value: string): number {
@@ -72,5 +73,15 @@ const MAX_ID_PREFIX = MAX_SERVICE_ID_CHARS - 8;
 export function idPrefix(value: string): string {
   if (!TOKEN.test(value)) throw new InvalidArgumentError(`"${value}" must be letters, digits, _ and - (a worker id is one NATS subject token), starting with a letter or digit`);
   if (value.length > MAX_ID_PREFIX) throw new InvalidArgumentError(`must be at most ${MAX_ID_PREFIX} characters (worker ids are at most ${MAX_SERVICE_ID_CHARS})`);
+  return value;
+}
+
+/** A comma list of artifact mechanisms (`-name` turns one off), checked by name. */
+export function mechanismList(value: string): string {
+  try {
+    parseFidelity("native", value);
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
   return value;
 }

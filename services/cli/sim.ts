@@ -8,7 +8,9 @@ import type { PromptAnalysis, PromptAnalyzer } from "../../actors/analyzer/analy
 import { ProfileJudge } from "../../actors/judge/profile-judge.ts";
 import { AnalyzerScorer, liveThreshold } from "../../actors/routing/analyzer-scorer.ts";
 import { simulate, type SimConfig, type SimResult } from "../../actors/sim/simulator.ts";
-import { fidLookupFromProfiles, scoreRun } from "../../actors/sim/scoring.ts";
+import { fidLookupFromProfiles } from "../../actors/sim/scoring.ts";
+import { parseFidelity, type Fidelity } from "../../actors/artifact/mechanisms.ts";
+import { scoreWithFidelity } from "../../actors/artifact/score-run.ts";
 import { loadPromptAnalyzer } from "../lib/analyzer-files.ts";
 import { createInlineHighsSolver } from "../lib/highs-solver.ts";
 import { loadProfiles } from "../lib/profiles.ts";
@@ -28,7 +30,7 @@ export function memoizedAnalyzer(analyzer: PromptAnalyzer = loadPromptAnalyzer()
 }
 
 /** Inputs of one simulated policy run with the live defaults (the rest of `SimConfig` is derived). */
-export type SimRunInput = Pick<SimConfig, "profiles" | "arrivals" | "prompts" | "workers" | "sloMs" | "timeScale" | "seed" | "purgeFinished"> & {
+export type SimRunInput = Pick<SimConfig, "profiles" | "arrivals" | "prompts" | "workers" | "sloMs" | "timeScale" | "seed" | "purgeFinished" | "fidelity"> & {
   policy: string;
   analyzer: PromptAnalyzer;
 };
@@ -54,12 +56,13 @@ export async function simCommand(opts: E1Options & { keepFinished?: boolean }): 
   const sloMs = sloOf(opts, profiles.pool);
   const { arrivals, prompts } = loadWorkload(opts);
   const analyzer = memoizedAnalyzer();
+  const fidelity: Fidelity = parseFidelity(opts.fidelity, opts.mechanisms);
   const systems: SystemSummary[] = [];
   const started = performance.now();
   for (const policy of policiesFor(opts.policy)) {
     const t0 = performance.now();
-    const run = await runSimulation({ policy, profiles, analyzer, arrivals, prompts, workers: opts.workers, sloMs, timeScale: opts.timeScale, seed: opts.seed ?? 1, purgeFinished: !opts.keepFinished });
-    const score = scoreRun({ policy, records: run.records, plans: run.plans, sloMs, fid: fidLookupFromProfiles(profiles) });
+    const run = await runSimulation({ policy, profiles, analyzer, arrivals, prompts, workers: opts.workers, sloMs, timeScale: opts.timeScale, seed: opts.seed ?? 1, purgeFinished: !opts.keepFinished, fidelity });
+    const score = scoreWithFidelity({ policy, records: run.records, plans: run.plans, sloMs, fid: fidLookupFromProfiles(profiles), fidelity, rows: run.rows, profiles });
     systems.push(
       summarize(policy, score, run.swaps, run.plans.map((p) => ({ atMs: p.atMs, epoch: p.epoch, pair: `${p.pair.light}→${p.pair.heavy}`, expectedFid: p.expectedFid, degraded: p.degraded, reason: p.reason }))),
     );
@@ -73,11 +76,12 @@ export async function simCommand(opts: E1Options & { keepFinished?: boolean }): 
   const wallS = (performance.now() - started) / 1000;
   process.stdout.write(renderTable(systems) + "\n");
   process.stdout.write(`simulated ${systems.length} polic${systems.length === 1 ? "y" : "ies"} × ${arrivals.length} arrivals in ${wallS.toFixed(1)} s wall\n`);
-  const report = { trace: opts.trace, sloMs, workers: opts.workers, timeScale: opts.timeScale, seed: opts.seed, mode: opts.keepFinished ? "sim (what-if: work of finished requests kept in the queues)" : "sim", wallS, systems };
+  const report = { trace: opts.trace, sloMs, workers: opts.workers, timeScale: opts.timeScale, seed: opts.seed, fidelity: fidelity.name, mechanisms: [...fidelity.on], mode: opts.keepFinished ? "sim (what-if: work of finished requests kept in the queues)" : "sim", wallS, systems };
   if (opts.json) process.stdout.write(`wrote ${writeReport(opts.json, report)}\n`);
   if (opts.plots ?? systems.length > 1) {
     const name = basename(opts.trace).replace(/\.[^.]+$/, "");
-    const paths = await writePlots(systems, `sim-${name}${opts.keepFinished ? "-kept" : ""}`, `simulator, ${name}, ${opts.workers} workers, SLO ${sloMs} ms`);
+    const tag = fidelity.name === "native" ? "" : `-${fidelity.name === "artifact" ? "artifact" : "mech-" + [...fidelity.on].join("-")}`;
+    const paths = await writePlots(systems, `sim-${name}${tag}${opts.keepFinished ? "-kept" : ""}`, `simulator, ${name}, ${opts.workers} workers, SLO ${sloMs} ms, ${fidelity.name} fidelity`);
     process.stdout.write(`plots: ${paths.join(", ")}\n`);
   }
 }
