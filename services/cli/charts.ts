@@ -53,3 +53,33 @@ export async function renderPng(spec: TopLevelSpec): Promise<Buffer> {
   const png = new Resvg(svg, { background: "white", fitTo: { mode: "zoom", value: 1.5 }, font: { loadSystemFonts: true, defaultFontFamily: FONT } }).render().asPng();
   return Buffer.from(png);
 }
+
+/** One policy's point on a quality/SLO frontier. */
+export interface FrontierPoint {
+  system: string;
+  /** Panel the point belongs to (e.g. the load). */
+  panel: string;
+  violation: number;
+  fid: number;
+}
+
+/** FID against SLO violation ratio, one labelled point per system, one panel per `panel` value. */
+export function frontierSpec(points: readonly FrontierPoint[], title: string): TopLevelSpec {
+  const panels = [...new Set(points.map((p) => p.panel))];
+  return {
+    $schema: "https://vega.github.io/schema/vega-lite/v6.json",
+    title,
+    config: { font: FONT },
+    data: { values: points },
+    facet: { field: "panel", type: "nominal", sort: panels, title: null },
+    columns: 2,
+    spec: {
+      width: 320,
+      height: 240,
+      layer: [
+        { mark: { type: "point", filled: true, size: 70 }, encoding: { x: { field: "violation", type: "quantitative", title: "SLO violation ratio", scale: { type: "symlog", constant: 0.001 } }, y: { field: "fid", type: "quantitative", title: "FID (lower is better)", scale: { zero: false } }, color: { field: "system", type: "nominal" } } },
+        { mark: { type: "text", dx: 6, align: "left", fontSize: 9 }, encoding: { x: { field: "violation", type: "quantitative" }, y: { field: "fid", type: "quantitative" }, text: { field: "system" } } },
+      ],
+    },
+  } as TopLevelSpec;
+}

@@ -1,0 +1,167 @@
+/**
+ * The anchor experiment under both fidelities, on the simulator (deterministic; wall time only
+ * varies with the machine):
+ *
+ *   node --import tsx bench/fidelity.ts mechanisms   each artifact mechanism alone on our design, and
+ *                                                    each left out of the artifact, on the anchor trace
+ *   node --import tsx bench/fidelity.ts artifact     the artifact fidelity on the anchor trace and on
+ *                                                    hourly-shape traces of other QPS ranges and seeds
+ *   node --import tsx bench/fidelity.ts sweep        our design swept in load (32-128 QPS peaks): every
+ *                                                    policy, a quality/SLO frontier per load
+ *
+ * Each writes bench/results/fidelity-<name>.json and prints a markdown table.
+ */
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { ARTIFACT, ARTIFACT_MECHANISMS, NATIVE, fidelityOf, type Fidelity } from "../actors/artifact/mechanisms.ts";
+import { scoreWithFidelity } from "../actors/artifact/score-run.ts";
+import { parseHourlyInvocations, traceFromHourly } from "../actors/sim/trace.ts";
+import { fidLookupFromProfiles } from "../actors/sim/scoring.ts";
+import { parsePrompts, parseTrace, type Arrival } from "../actors/profile/reference.ts";
+import { frontierSpec, renderPng, type FrontierPoint } from "../services/cli/charts.ts";
+import { DEFAULT_PROMPTS, DEFAULT_TRACE, RESULTS_DIR } from "../services/cli/e1-report.ts";
+import { memoizedAnalyzer, runSimulation } from "../services/cli/sim.ts";
+import { loadProfiles } from "../services/lib/profiles.ts";
+import { writeResult } from "./lib.ts";
+
+const SIX = ["clipper-light", "clipper-heavy", "infaas-acc", "proteus", "diffserve", "hadis"];
+const NINE = [...SIX, "router-only", "disc-only", "fixed-pair"];
+const HOURLY = join(RESULTS_DIR, "../../profiles/reference/traces/azure_invocations_hourly.csv");
+
+const profiles = loadProfiles();
+const prompts = parsePrompts(readFileSync(DEFAULT_PROMPTS, "utf8"));
+const analyzer = memoizedAnalyzer();
+const hourly = parseHourlyInvocations(readFileSync(HOURLY, "utf8"));
+
+/** One workload: a name and its arrivals. */
+interface Workload {
+  name: string;
+  arrivals: Arrival[];
+}
+
+const anchor: Workload = { name: "anchor (azure_1to64qps)", arrivals: parseTrace(readFileSync(DEFAULT_TRACE, "utf8")) };
+/** A trace of the hourly Azure shape over 347 s (the anchor's length), peaking at `maxQps`, the minimum at 1/64 of it. */
+const hourlyTrace = (maxQps: number, seed: number): Workload => ({
+  name: `hourly 1/64..${maxQps} qps seed ${seed}`,
+  arrivals: traceFromHourly(hourly, { minQps: maxQps / 64, maxQps, seconds: 347, seed, promptCount: prompts.length }),
+});
+
+/** One policy's figures. */
+interface Cell {
+  policy: string;
+  sloViolationRatio: number;
+  fid: number;
+  pooled?: { sloViolationRatio: number; fid: number };
+  swaps: number;
+}
+
+async function run(workload: Workload, policies: readonly string[], fidelity: Fidelity, seed = 1): Promise<Cell[]> {
+  const cells: Cell[] = [];
+  for (const policy of policies) {
+    const sim = await runSimulation({ policy, profiles, analyzer, arrivals: workload.arrivals, prompts, workers: 16, sloMs: 6_000, timeScale: 0.1, seed, fidelity });
+    const s = scoreWithFidelity({ policy, records: sim.records, plans: sim.plans, sloMs: 6_000, fid: fidLookupFromProfiles(profiles), fidelity, rows: sim.rows, profiles });
+    cells.push({ policy, sloViolationRatio: s.sloViolationRatio, fid: s.fid, ...(s.pooled ? { pooled: s.pooled } : {}), swaps: sim.swaps });
+  }
+  process.stderr.write(`${workload.name}, ${fidelity.name}, seed ${seed}: ${cells.map((c) => `${c.policy} ${c.sloViolationRatio.toFixed(4)}/${c.fid.toFixed(2)}`).join(", ")}\n`);
+  return cells;
+}
+
+const f4 = (x: number) => (Number.isFinite(x) ? x.toFixed(4) : "–");
+const f2 = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : "–");
+const byName = (cells: Cell[], p: string) => cells.find((c) => c.policy === p)!;
+
+/** Each mechanism alone on our design, and each left out of the artifact. */
+async function mechanisms(): Promise<void> {
+  const rows: { config: string; cells: Cell[] }[] = [];
+  rows.push({ config: "native", cells: await run(anchor, NINE, NATIVE) });
+  for (const m of ARTIFACT_MECHANISMS) rows.push({ config: `native + ${m}`, cells: await run(anchor, NINE, fidelityOf([m])) });
+  rows.push({ config: "artifact", cells: await run(anchor, NINE, ARTIFACT) });
+  for (const m of ARTIFACT_MECHANISMS) rows.push({ config: `artifact − ${m}`, cells: await run(anchor, NINE, fidelityOf(ARTIFACT_MECHANISMS.filter((x) => x !== m))) });
+  console.log(`| configuration | ${SIX.join(" | ")} |\n|---|${SIX.map(() => "---").join("|")}|`);
+  for (const r of rows) console.log(`| ${r.config} | ${SIX.map((p) => `${f4(byName(r.cells, p).sloViolationRatio)} / ${f2(byName(r.cells, p).fid)}`).join(" | ")} |`);
+  console.log(`wrote ${writeResult("fidelity-mechanisms", { trace: "profiles/reference/traces/azure_1to64qps.txt", workers: 16, sloMs: 6_000, timeScale: 0.1, cell: "SLO violation ratio / FID", rows })}`);
+}
+
+/** The paper's claims, checked on one workload's artifact-fidelity cells. */
+function claims(cells: Cell[]) {
+  const h = byName(cells, "hadis");
+  const ratio = (p: string) => byName(cells, p).sloViolationRatio / h.sloViolationRatio;
+  return {
+    diffserveRatio: ratio("diffserve"),
+    proteusRatio: ratio("proteus"),
+    infaasRatio: ratio("infaas-acc"),
+    hadisFidLowest: ["diffserve", "proteus", "infaas-acc"].every((p) => h.fid < byName(cells, p).fid),
+    clipperLightFid: byName(cells, "clipper-light").fid,
+  };
+}
+
+/** The artifact fidelity on the anchor trace and on hourly traces of other ranges and seeds. */
+async function artifact(): Promise<void> {
+  const workloads = [anchor];
+  for (const q of [48, 64, 80]) for (const seed of [1, 2, 3]) workloads.push(hourlyTrace(q, seed));
+  const results: { workload: string; simSeed: number; arrivals: number; cells: Cell[]; claims: ReturnType<typeof claims> }[] = [];
+  // The simulator's seed draws the random dispatch: the anchor trace under five of them.
+  for (const simSeed of [1, 2, 3, 4, 5]) {
+    const cells = await run(anchor, SIX, ARTIFACT, simSeed);
+    results.push({ workload: `${anchor.name}, dispatch seed ${simSeed}`, simSeed, arrivals: anchor.arrivals.length, cells, claims: claims(cells) });
+  }
+  for (const w of workloads.slice(1)) {
+    const cells = await run(w, SIX, ARTIFACT);
+    results.push({ workload: w.name, simSeed: 1, arrivals: w.arrivals.length, cells, claims: claims(cells) });
+  }
+  console.log("| trace | HADIS | DiffServe | Proteus | INFaaS-Acc | Clipper-Light FID | DiffServe ÷ HADIS | Proteus ÷ HADIS | INFaaS ÷ HADIS | HADIS lowest FID |\n|---|---|---|---|---|---|---|---|---|---|");
+  for (const r of results) {
+    const c = (p: string) => `${f4(byName(r.cells, p).sloViolationRatio)} / ${f2(byName(r.cells, p).fid)}`;
+    console.log(`| ${r.workload} | ${c("hadis")} | ${c("diffserve")} | ${c("proteus")} | ${c("infaas-acc")} | ${f2(r.claims.clipperLightFid)} | ${r.claims.diffserveRatio.toFixed(1)}x | ${r.claims.proteusRatio.toFixed(1)}x | ${r.claims.infaasRatio.toFixed(1)}x | ${r.claims.hadisFidLowest ? "yes" : "no"} |`);
+  }
+  const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const summary = {
+    runs: results.length,
+    median: { diffserve: med(results.map((r) => r.claims.diffserveRatio)), proteus: med(results.map((r) => r.claims.proteusRatio)), infaas: med(results.map((r) => r.claims.infaasRatio)) },
+    atLeast: {
+      diffserve27: results.filter((r) => r.claims.diffserveRatio >= 2.7).length,
+      proteus4: results.filter((r) => r.claims.proteusRatio >= 4).length,
+      infaas8: results.filter((r) => r.claims.infaasRatio >= 8).length,
+      hadisFidLowest: results.filter((r) => r.claims.hadisFidLowest).length,
+      clipperLight2976: results.filter((r) => Math.abs(r.claims.clipperLightFid - 29.76) < 1e-9).length,
+    },
+  };
+  console.log(`\n${summary.runs} runs: median DiffServe ÷ HADIS ${summary.median.diffserve.toFixed(1)}x (≥ 2.7x in ${summary.atLeast.diffserve27}), Proteus ${summary.median.proteus.toFixed(1)}x (≥ 4x in ${summary.atLeast.proteus4}), INFaaS-Acc ${summary.median.infaas.toFixed(1)}x (≥ 8x in ${summary.atLeast.infaas8}); HADIS lowest FID in ${summary.atLeast.hadisFidLowest}; Clipper-Light at 29.76 in ${summary.atLeast.clipperLight2976}`);
+  console.log(`wrote ${writeResult("fidelity-artifact", { fidelity: "artifact", workers: 16, sloMs: 6_000, timeScale: 0.1, cell: "SLO violation ratio / FID", summary, results })}`);
+}
+
+/** Whether HADIS is dominated: another policy with ≥ 0.005 fewer violations and ≥ 0.1 lower FID. */
+function dominators(cells: Cell[]): string[] {
+  const h = byName(cells, "hadis");
+  return cells.filter((c) => c.policy !== "hadis" && c.sloViolationRatio <= h.sloViolationRatio - 0.005 && c.fid <= h.fid - 0.1).map((c) => c.policy);
+}
+
+/** Our design swept in load. */
+async function sweep(): Promise<void> {
+  const results: { maxQps: number; seed: number; arrivals: number; cells: Cell[]; hadisDominatedBy: string[] }[] = [];
+  const points: FrontierPoint[] = [];
+  for (const q of [32, 64, 96, 128]) {
+    for (const seed of [1, 2]) {
+      const w = hourlyTrace(q, seed);
+      const cells = await run(w, NINE, NATIVE);
+      results.push({ maxQps: q, seed, arrivals: w.arrivals.length, cells, hadisDominatedBy: dominators(cells) });
+      if (seed === 1) for (const c of cells) points.push({ system: c.policy, panel: `peak ${q} qps`, violation: c.sloViolationRatio, fid: c.fid });
+    }
+  }
+  console.log(`| peak qps (seed) | ${NINE.join(" | ")} | HADIS dominated by |\n|---|${NINE.map(() => "---").join("|")}|---|`);
+  for (const r of results) console.log(`| ${r.maxQps} (${r.seed}) | ${NINE.map((p) => `${f4(byName(r.cells, p).sloViolationRatio)} / ${f2(byName(r.cells, p).fid)}`).join(" | ")} | ${r.hadisDominatedBy.join(", ") || "none"} |`);
+  const png = join(RESULTS_DIR, "frontier-native-sweep.png");
+  writeFileSync(png, await renderPng(frontierSpec(points, "native fidelity: FID against SLO violation ratio per policy (seed 1)")));
+  console.log(`wrote ${png}`);
+  console.log(`wrote ${writeResult("fidelity-sweep", { fidelity: "native", workers: 16, sloMs: 6_000, timeScale: 0.1, traces: "hourly Azure shape, 347 s, min = peak / 64", cell: "SLO violation ratio / FID", results })}`);
+}
+
+const commands: Record<string, () => Promise<void>> = { mechanisms, artifact, sweep };
+const name = process.argv[2] ?? "";
+if (!commands[name]) {
+  console.error(`usage: node --import tsx bench/fidelity.ts ${Object.keys(commands).join("|")}`);
+  process.exit(2);
+}
+const started = performance.now();
+await commands[name]();
+console.error(`${name}: ${((performance.now() - started) / 1000).toFixed(0)} s wall`);
