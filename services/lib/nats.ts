@@ -14,8 +14,7 @@ import type { Service, ServiceMsg } from "@nats-io/services";
 
 export type { Msg, MsgHdrs, NatsConnection, Service, ServiceMsg, Subscription, KV, JetStreamClient };
 
-/** Default NATS URL everywhere (where `npm start` listens). */
-export const DEFAULT_NATS_URL = "nats://127.0.0.1:4222";
+export { DEFAULT_NATS_URL } from "../../contracts/limits.ts";
 
 /** Connects with endless reconnects (services outlive server restarts and fail-overs). */
 export async function connectNats(servers: string | string[], name: string, extra: Partial<NodeConnectionOptions> = {}): Promise<NatsConnection> {
