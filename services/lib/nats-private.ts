@@ -28,7 +28,7 @@ export function connectedNow(nc: NatsConnection): boolean {
 }
 
 /** The `inboxPrefix` `nc` was opened with, undefined for the library's default. */
-export function inboxPrefixOf(nc: NatsConnection): string | undefined {
+export function connectionInboxPrefix(nc: NatsConnection): string | undefined {
   const options = internals(nc).options;
   if (typeof options !== "object" || options === null) throw new Error("nats.js changed: its connection no longer has options (services/lib/nats-private.ts reads them); check the upgrade");
   return typeof options.inboxPrefix === "string" ? options.inboxPrefix : undefined;

@@ -5,7 +5,7 @@
  * talk to the NATS client libraries.
  */
 import { retryWhile } from "./running.ts";
-import { connectedNow, inboxPrefixOf } from "./nats-private.ts";
+import { connectedNow, connectionInboxPrefix } from "./nats-private.ts";
 import { connect, type NodeConnectionOptions } from "@nats-io/transport-node";
 import { createInbox, headers as natsHeaders, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from "@nats-io/nats-core";
 import type { JetStreamClient } from "@nats-io/jetstream";
@@ -359,6 +359,6 @@ export function watchConnection(nc: NatsConnection): ConnectionWatch {
 
 /** The inbox prefix a connection was opened with (`inboxPrefix`; the default when none). */
 export function inboxPrefix(nc: NatsConnection): string | undefined {
-  return inboxPrefixOf(nc);
+  return connectionInboxPrefix(nc);
 }
 
