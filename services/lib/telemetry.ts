@@ -60,15 +60,16 @@ import {
   ATTR_MESSAGING_OPERATION_TYPE,
   ATTR_MESSAGING_SYSTEM,
 } from "@opentelemetry/semantic-conventions/incubating";
-import { encode } from "../../contracts/envelope.ts";
 import { createLogger } from "./log.ts";
 import { newHeaders, type MsgHdrs, type NatsConnection } from "./nats.ts";
+import { flushSinks, NatsSpanSink, RatePicker, SINK_MARK } from "./span-sink.ts";
 import { recordSpansLost } from "./metrics.ts";
 import { SpanLossLog, type SpanLoss } from "./span-loss.ts";
 import { CountedBatchProcessor, otlpExporter } from "./span-export.ts";
 import { batchSettings, envValue, hadisSwitch, otlpProtocolFromEnv, otlpUrlFromEnv, samplerFromEnv, type OtlpProtocol } from "./telemetry-config.ts";
 
 export { SpanKind, SpanStatusCode };
+export { RatePicker, spanSinkCount, toSpanRecord, type SpanRecord } from "./span-sink.ts";
 export { batchSettings, otlpUrlFromEnv, samplerFromEnv, samplerNamed, type OtlpProtocol } from "./telemetry-config.ts";
 export type { Attributes, Context, Link, Span, SpanContext };
 /**
@@ -80,32 +81,6 @@ export const spanClockMs = (): number => Date.now();
 
 /** Subject on which services publish finished spans for the local dashboard (one msgpack array of SpanRecord per message). */
 export const spanSinkSubject = (prefix = "hadis") => buildSubjects(prefix).telemetrySpans;
-
-/** A finished span as published on the sink subject: compact (msgpack, plain maps). */
-export interface SpanRecord {
-  /** Trace id (32 hex). */
-  t: string;
-  /** Span id (16 hex). */
-  s: string;
-  /** Parent span id, when any. */
-  p?: string;
-  /** Span name. */
-  n: string;
-  /** Service name (resource `service.name`). */
-  sv: string;
-  /** Span kind (OpenTelemetry SpanKind number). */
-  k: number;
-  /** Start, epoch ms (fractional). */
-  st: number;
-  /** Duration, ms. */
-  d: number;
-  /** Attributes. */
-  a: Attributes;
-  /** Status: 0 unset, 1 ok, 2 error, with message. */
-  e?: string;
-  /** Links: trace id / span id pairs. */
-  l?: { t: string; s: string }[];
-}
 
 /** How tracing runs in this process. */
 export interface TelemetryOptions {
@@ -144,14 +119,6 @@ export const REQUEST_SPAN = "hadis.generate";
 
 /** Requests a second whose traces reach the local dashboard by default. */
 const DEFAULT_SINK_TRACES_PER_SECOND = 20;
-
-/** The `tracestate` member that marks a trace for the local span sink. */
-const SINK_MARK = { key: "hadis", value: "d" } as const;
-
-/** True when the span belongs to a trace marked for the local span sink. */
-function markedForSink(span: ReadableSpan): boolean {
-  return span.spanContext().traceState?.get(SINK_MARK.key) === SINK_MARK.value;
-}
 
 const log = createLogger("telemetry");
 /** Spans the OTLP export loses, in this process's log at a bounded rate (the metrics count them too). */
@@ -223,20 +190,11 @@ export function configureTelemetry(opts: TelemetryOptions = {}): void {
   }
   for (const exporter of opts.exporters ?? []) shared.push(new SimpleSpanProcessor(exporter));
   shared.push(...(opts.processors ?? []));
-  let sampler = opts.sampler;
-  if (!sampler) {
-    try {
-      sampler = samplerFromEnv();
-    } catch (err) {
-      reportFault("telemetry.sampler_failed", err);
-      sampler = samplerFromEnv({});
-    }
-  }
   state = {
     enabled,
     spanSink: enabled && (opts.spanSink ?? env.spanSink ?? true),
     sinkTracesPerSecond: opts.sinkTracesPerSecond ?? env.sinkTracesPerSecond ?? DEFAULT_SINK_TRACES_PER_SECOND,
-    sampler,
+    sampler: opts.sampler ?? samplerFromEnv(),
     shared,
     subjectPrefix: opts.subjectPrefix ?? "hadis",
     generation: (previous?.generation ?? 0) + 1,
@@ -264,15 +222,10 @@ export function tracingOptedOut(): boolean {
   return envValue(process.env, "OTEL_SDK_DISABLED")?.toLowerCase() === "true" || hadisSwitch(process.env, "HADIS_TRACING") === "off";
 }
 
-/** Span sinks of the services running in this process (stopped ones leave). */
-export function spanSinkCount(): number {
-  return sinks.size;
-}
-
 /** Flushes every exporter (tests, shutdown). */
 export async function flushTelemetry(): Promise<void> {
   const s = current();
-  await Promise.all([...s.shared.map((p) => p.forceFlush()), ...[...sinks].map((k) => k.forceFlush())]);
+  await Promise.all([...s.shared.map((p) => p.forceFlush()), flushSinks()]);
 }
 
 /** Flushes and stops the exporters; tracing is off afterwards. */
@@ -281,90 +234,6 @@ export async function shutdownTelemetry(): Promise<void> {
   const s = current();
   await Promise.all(s.shared.map((p) => p.shutdown().catch(() => undefined)));
   state = { ...s, enabled: false, spanSink: false, shared: [], generation: s.generation + 1 };
-}
-
-const hrMs = (t: [number, number]) => t[0] * 1e3 + t[1] / 1e6;
-
-/** Converts a finished span to its compact sink record. */
-export function toSpanRecord(span: ReadableSpan): SpanRecord {
-  const ctx = span.spanContext();
-  const record: SpanRecord = {
-    t: ctx.traceId,
-    s: ctx.spanId,
-    n: span.name,
-    sv: String(span.resource.attributes[ATTR_SERVICE_NAME] ?? span.instrumentationScope.name),
-    k: span.kind,
-    st: hrMs(span.startTime),
-    d: hrMs(span.duration),
-    a: span.attributes,
-  };
-  if (span.parentSpanContext) record.p = span.parentSpanContext.spanId;
-  if (span.status.code === SpanStatusCode.ERROR) record.e = span.status.message ?? "error";
-  if (span.links.length > 0) record.l = span.links.map((l) => ({ t: l.context.traceId, s: l.context.spanId }));
-  return record;
-}
-
-const sinks = new Set<NatsSpanSink>();
-
-/** Batches the finished spans of marked traces and publishes them, fire-and-forget, on the sink subject. */
-class NatsSpanSink implements SpanProcessor {
-  private buffer: SpanRecord[] = [];
-  private timer: NodeJS.Timeout | null = null;
-  constructor(private readonly nc: NatsConnection, private readonly subject: string) {
-    sinks.add(this);
-  }
-  onStart(): void {}
-  onEnd(span: ReadableSpan): void {
-    if (!current().spanSink || !markedForSink(span)) return;
-    this.buffer.push(toSpanRecord(span));
-    // Small, frequent batches: records held long survive young-generation GC and cost more.
-    if (this.buffer.length >= 64) this.flush();
-    else if (!this.timer) {
-      this.timer = setTimeout(() => this.flush(), 100);
-      this.timer.unref();
-    }
-  }
-  private flush(): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
-    if (this.buffer.length === 0) return;
-    const batch = this.buffer;
-    this.buffer = [];
-    try {
-      if (!this.nc.isClosed()) this.nc.publish(this.subject, encode(batch));
-    } catch {
-      // Telemetry never fails a request: a closed or draining connection loses these spans.
-    }
-  }
-  async forceFlush(): Promise<void> {
-    this.flush();
-  }
-  async shutdown(): Promise<void> {
-    this.flush();
-    sinks.delete(this);
-  }
-}
-
-/**
- * Picks at most `perSecond` events a second (a token bucket holding one second's worth), the
- * first one always; `perSecond` Infinity picks every one.
- */
-export class RatePicker {
-  private tokens: number;
-  private lastMs: number | null = null;
-  constructor(private readonly perSecond: number, private readonly now: () => number = () => performance.now()) {
-    this.tokens = Math.max(1, perSecond);
-  }
-  pick(): boolean {
-    if (this.perSecond === Infinity) return true;
-    if (!(this.perSecond > 0)) return false;
-    const t = this.now();
-    if (this.lastMs !== null) this.tokens = Math.min(Math.max(1, this.perSecond), this.tokens + ((t - this.lastMs) / 1000) * this.perSecond);
-    this.lastMs = t;
-    if (this.tokens < 1) return false;
-    this.tokens -= 1;
-    return true;
-  }
 }
 
 /** What a service's sampler adds to the configured one. */
@@ -443,7 +312,7 @@ export class ServiceTelemetry {
     if (this.tracerOf?.generation !== s.generation) {
       let tracer: Tracer;
       try {
-        if (this.nc && !this.sink) this.sink = new NatsSpanSink(this.nc, spanSinkSubject(s.subjectPrefix));
+        if (this.nc && !this.sink) this.sink = new NatsSpanSink(this.nc, spanSinkSubject(s.subjectPrefix), () => current().spanSink);
         const picker = new RatePicker(s.sinkTracesPerSecond);
         const sampler = new ServiceSampler(s.sampler, {
           ...(this.sinkRoot && s.spanSink ? { mark: { name: this.sinkRoot, pick: () => picker.pick() } } : {}),
