@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { telemetryEnvProblems } from "../../services/lib/telemetry-config.ts";
 import { startNatsServer, freePort, type LocalServer } from "../../services/lib/nats-server.ts";
 import { metricsText } from "../../services/lib/metrics.ts";
@@ -91,7 +91,6 @@ describe("an OTLP endpoint that cannot be used, reached at run time", () => {
     process.env.OTEL_EXPORTER_OTLP_ENDPOINT = "127.0.0.1:4599";
     t = await startTestSystem({ policy: "static" });
   });
-  afterEach(() => undefined);
   afterAll(async () => {
     await t?.stop();
     if (saved === undefined) delete process.env.OTEL_EXPORTER_OTLP_ENDPOINT;
