@@ -2,29 +2,24 @@
  * How many spans a request makes, by kind, as the tracing bench's load makes them: the services
  * in one process (bench/tracing-child.ts) at zero model latency, 200 closed-loop callers, every span
  * exported over OTLP/HTTP protobuf to a collector here that decodes each export (with the
- * OpenTelemetry library's own protobuf schema) and counts spans by the first word of their name.
+ * OTLP schema: test/helpers/otlp-decode.ts) and counts spans by the first word of their name.
  * Spans per request are read against the requests' root spans (`hadis.generate`), so exports still
  * in flight at either end of the window do not skew them.
  *
  *   node --import tsx bench/tracing-spans.ts [--seconds 8]
  */
-import { createRequire } from "node:module";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { startNatsServer } from "../services/lib/nats-server.ts";
 import { connectNats } from "../services/lib/nats.ts";
 import { HadisClient } from "../services/lib/client.ts";
 import { r2, writeResult } from "./lib.ts";
+import { decodeTraceExport } from "../test/helpers/otlp-decode.ts";
 import { ALL_MODES, spawnSwitchableSystem, startLoad, switchTracing } from "./tracing-lib.ts";
 
 const args = new Map(process.argv.slice(2).map((a, i, all) => [a, all[i + 1]]));
 const seconds = Number(args.get("--seconds") ?? 8);
 
-// The OTLP schema as the OpenTelemetry library compiled it (protobufjs).
-const schema = createRequire(import.meta.url)("@opentelemetry/otlp-transformer/build/src/generated/root.js");
-const ExportRequest = schema.opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest;
-type DecodedSpan = { name: string; links: unknown[] };
-type Decoded = { resourceSpans: { scopeSpans: { spans: DecodedSpan[] }[] }[] };
 
 async function main() {
   const byKind = new Map<string, number>();
@@ -35,8 +30,7 @@ async function main() {
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
       if (counting) {
-        const decoded = ExportRequest.decode(Buffer.concat(chunks)) as Decoded;
-        for (const span of decoded.resourceSpans.flatMap((r) => r.scopeSpans.flatMap((s) => s.spans))) {
+        for (const span of decodeTraceExport(Buffer.concat(chunks))) {
           const kind = span.name.split(" ")[0];
           byKind.set(kind, (byKind.get(kind) ?? 0) + 1);
           if (kind === "batch") batchLinks += span.links.length;

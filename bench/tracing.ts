@@ -18,9 +18,9 @@
  * is none); on (the `npm start` default: the dashboard's 20 traces a second recorded, the rest
  * only decided); on with every trace to the dashboard's sink; every span recorded and handed to a
  * processor that drops it (`record`: the recording part of the next); every span exported over
- * OTLP/HTTP (to a stand-in collector here); 10% of requests sampled and exported. First it times
- * the OTLP encoders on 1,024 spans. Writes bench/results/tracing.json (tracing-profiled.json with
- * `--time-scale`).
+ * OTLP/HTTP (to a stand-in collector here); 10% of requests sampled and exported. Writes
+ * bench/results/tracing.json (tracing-profiled.json with `--time-scale`), with the median and p50
+ * latency of every mode.
  *
  *   node --import tsx bench/tracing.ts [--seconds 120] [--concurrency 200] [--window-ms 600] [--settle-ms 250]
  *                                      [--modes off,off2,on,sinkall,record,otlp,sampled]
@@ -31,10 +31,7 @@
 import { startNatsServer } from "../services/lib/nats-server.ts";
 import { connectNats } from "../services/lib/nats.ts";
 import { HadisClient } from "../services/lib/client.ts";
-import { configureTelemetry, ServiceTelemetry, spanSinkSubject, SpanKind } from "../services/lib/telemetry.ts";
-import { encodeTraceRequest } from "../services/lib/otlp-proto.ts";
-import { JsonTraceSerializer, ProtobufTraceSerializer } from "@opentelemetry/otlp-transformer";
-import { InMemorySpanExporter, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
+import { spanSinkSubject } from "../services/lib/telemetry.ts";
 import { blockOrder, placement, median, percentile, pinnedToLastCore, r2, writeResult } from "./lib.ts";
 import { coreTicks, coresBusyBetween, cpuMsBetween, gcPausesMs, modesNamed, phaseOptions, threadCpuNs, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing } from "./tracing-lib.ts";
 
@@ -52,6 +49,7 @@ interface Phase {
   errors: number;
   rps: number;
   meanMs: number;
+  p50Ms: number;
   p99Ms: number;
   /** CPU time of the services process per request, ms. */
   cpuMsPerRequest: number;
@@ -63,41 +61,7 @@ interface Phase {
   coresBusy: number[];
 }
 
-/** Encoding cost of an OTLP export, µs per span, over 1,024 spans shaped like a worker's. */
-function serializerCosts(): Record<string, { usPerSpan: number; bytesPerSpan: number }> {
-  const exporter = new InMemorySpanExporter();
-  configureTelemetry({ enabled: true, spanSink: false, otlpUrl: null, exporters: [exporter] });
-  const t = new ServiceTelemetry("hadis-worker", null, "w-00");
-  const root = t.start("light sd35-large-turbo", { kind: SpanKind.PRODUCER });
-  for (let i = 0; i < 1_024; i++) {
-    const attributes = { "hadis.model": "sd35-large-turbo", "hadis.worker_id": "w-03", "hadis.batch_size": 8, "hadis.request_id": `r${1e9 + i}` };
-    t.start(i % 2 ? "execute sd35-large-turbo" : "queue sd35-large-turbo", { kind: SpanKind.CONSUMER, attributes }, root.spanContext()).end();
-  }
-  const spans: ReadableSpan[] = exporter.getFinishedSpans();
-  configureTelemetry({ enabled: false });
-  const encoders: Record<string, (s: ReadableSpan[]) => Uint8Array | undefined> = {
-    "OTLP JSON (OpenTelemetry)": (x) => JsonTraceSerializer.serializeRequest(x),
-    "OTLP protobuf (OpenTelemetry)": (x) => ProtobufTraceSerializer.serializeRequest(x),
-    "OTLP protobuf (ours)": encodeTraceRequest,
-  };
-  const out: Record<string, { usPerSpan: number; bytesPerSpan: number }> = {};
-  for (const [name, encode] of Object.entries(encoders)) {
-    let bytes = 0;
-    for (let i = 0; i < 20; i++) bytes = encode(spans)!.length; // warm-up
-    const times: number[] = [];
-    for (let r = 0; r < 15; r++) {
-      const start = performance.now();
-      for (let i = 0; i < 10; i++) encode(spans);
-      times.push(((performance.now() - start) * 1e3) / (10 * spans.length));
-    }
-    out[name] = { usPerSpan: r2(median(times)), bytesPerSpan: Math.round(bytes / spans.length) };
-  }
-  return out;
-}
-
 async function main() {
-  const serializers = serializerCosts();
-  console.table(serializers);
   const server = await startNatsServer();
   const nc = await connectNats(server.url, "bench-tracing");
   const otlp = await startOtlpReceiver();
@@ -141,6 +105,7 @@ async function main() {
           errors: inWindow.length - ok.length,
           rps: Math.round(ok.length / ((to - from) / 1_000)),
           meanMs: r2(ok.reduce((a, b) => a + b, 0) / Math.max(1, ok.length)),
+          p50Ms: r2(percentile(ok, 50)),
           p99Ms: r2(percentile(ok, 99)),
           cpuMsPerRequest: Math.round((cpuMsBetween(cpu0, cpu1) / Math.max(1, ok.length)) * 1000) / 1000,
           gcMsPerRequest: Math.round(((gc1 - gc0) / Math.max(1, ok.length)) * 1e4) / 1e4,
@@ -173,6 +138,7 @@ async function main() {
       {
         rps: Math.round(of(m.name, "rps")),
         meanMs: r2(of(m.name, "meanMs")),
+        p50Ms: r2(of(m.name, "p50Ms")),
         p99Ms: r2(of(m.name, "p99Ms")),
         cpuMsPerRequest: Math.round(of(m.name, "cpuMsPerRequest") * 1000) / 1000,
         gcMsPerRequest: Math.round(of(m.name, "gcMsPerRequest") * 1e4) / 1e4,
@@ -184,17 +150,19 @@ async function main() {
         throughputCostPct: cost(m.name, (x, b) => (1 - x.rps / b.rps) * 100),
         cpuCostPct: cost(m.name, (x, b) => (x.cpuMsPerRequest / b.cpuMsPerRequest - 1) * 100),
         meanLatencyCostPct: cost(m.name, (x, b) => (x.meanMs / b.meanMs - 1) * 100),
+        p50LatencyCostPct: cost(m.name, (x, b) => (x.p50Ms / b.p50Ms - 1) * 100),
       },
     ]),
   );
   console.log(`${blocks} blocks of ${MODES.length} phases (${settleMs} ms settle + ${windowMs} ms counted), ${concurrency} callers, ${timeScale ? `profiled model latencies x${timeScale}` : "zero-latency models"}`);
   console.table(Object.fromEntries(Object.entries(summary).map(([k, v]) => [k, {
-    rps: v.rps, meanMs: v.meanMs, cpuMsPerRequest: v.cpuMsPerRequest, gcMsPerRequest: v.gcMsPerRequest,
+    rps: v.rps, p50Ms: v.p50Ms, cpuMsPerRequest: v.cpuMsPerRequest, gcMsPerRequest: v.gcMsPerRequest,
     throughputCostPct: v.throughputCostPct.median, throughputIQR: v.throughputCostPct.quartiles.join(" … "),
+    p50CostPct: v.p50LatencyCostPct.median, p50IQR: v.p50LatencyCostPct.quartiles.join(" … "),
     cpuCostPct: v.cpuCostPct.median, cpuIQR: v.cpuCostPct.quartiles.join(" … "),
     otlpBytesPerRequest: v.otlpBytesPerRequest, coresBusy: v.coresBusy.join(" "), errors: v.errors,
   }])));
-  console.log("wrote", writeResult(timeScale ? "tracing-profiled" : "tracing", { date: new Date().toISOString(), method: "interleaved phases in one process", nodeArgs, models: timeScale ? `profiled latencies x${timeScale}` : "zero latency", cores, seconds, concurrency, windowMs, settleMs, blocks, serializers, phases, summary }));
+  console.log("wrote", writeResult(timeScale ? "tracing-profiled" : "tracing", { date: new Date().toISOString(), method: "interleaved phases in one process", nodeArgs, models: timeScale ? `profiled latencies x${timeScale}` : "zero latency", cores, seconds, concurrency, windowMs, settleMs, blocks, phases, summary }));
   await nc.close();
   await otlp.close();
   await server.stop();

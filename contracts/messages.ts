@@ -4,6 +4,9 @@
  */
 import { TOKEN } from "./subjects.ts";
 import { z } from "zod";
+import { MAX_DEADLINE_MS, MAX_IDEMPOTENCY_KEY_CHARS, MAX_SEED, MAX_SERVICE_ID_CHARS } from "./limits.ts";
+
+export { MAX_DEADLINE_MS, MAX_IDEMPOTENCY_KEY_CHARS, MAX_SEED, MAX_SERVICE_ID_CHARS };
 
 /** The protocol version this build speaks. */
 export const PROTOCOL_VERSION = 1;
@@ -26,14 +29,6 @@ export function promptChars(prompt: string): number {
 
 /** A prompt inside the system, checked by the router: in UTF-16 units, which a character takes one or two of. */
 const promptText = z.string().min(1).max(2 * MAX_PROMPT_CHARS);
-/** Longest deadline a caller may ask for (10 minutes). */
-export const MAX_DEADLINE_MS = 600_000;
-/** Largest seed (a 32-bit unsigned integer). */
-export const MAX_SEED = 0xffffffff;
-/** Longest idempotency key, in characters. */
-export const MAX_IDEMPOTENCY_KEY_CHARS = 128;
-/** Longest worker or router id, in characters. */
-export const MAX_SERVICE_ID_CHARS = 128;
 
 /** The deadline a router gives a request: the one it asked for, else the SLO in force, at most `MAX_DEADLINE_MS`. */
 export function deadlineOf(request: { deadlineMs?: number | undefined }, sloMs: number): number {

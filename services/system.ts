@@ -43,10 +43,9 @@ export const DEFAULT_POLICY = "hadis";
 import { prepareOnnx } from "./lib/onnx-setup.ts";
 import { ConnectionWatch, healthOf, type Health, type HealthCheck } from "./lib/health.ts";
 
-/** The four service kinds. */
-export const SERVICE_KINDS = ["router", "worker", "discriminator", "resource-manager"] as const;
-/** One service kind. */
-export type ServiceKind = (typeof SERVICE_KINDS)[number];
+import { SERVICE_KINDS, type ServiceKind } from "./service-kinds.ts";
+
+export { SERVICE_KINDS, type ServiceKind };
 
 /** Options of a composed system (every field has a default). */
 export interface SystemOptions {

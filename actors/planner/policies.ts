@@ -9,24 +9,12 @@ import { workerCapacityQps, maxThroughputBatch, type PlanDecision } from "./deci
 import { planWithMilp } from "./milp.ts";
 import type { PlannerSnapshot } from "./snapshot.ts";
 import type { SolveFn } from "./solver.ts";
+import { POLICY_NAMES, type PolicyName } from "./policy-names.ts";
 
 /** A planning policy: one decision per control tick; never throws on infeasibility. */
 export type PlannerPolicy = (snapshot: PlannerSnapshot, profiles: ProfileSet, solve: SolveFn) => Promise<PlanDecision>;
 
-/** Names of the policies, as the resource manager's `--policy` takes them. */
-export const POLICY_NAMES = [
-  "hadis",
-  "router-only",
-  "disc-only",
-  "fixed-pair",
-  "diffserve",
-  "clipper-light",
-  "clipper-heavy",
-  "infaas-acc",
-  "proteus",
-] as const;
-/** One policy name. */
-export type PolicyName = (typeof POLICY_NAMES)[number];
+export { POLICY_NAMES, type PolicyName };
 
 /** Policies whose plans follow a rule of their own rather than an expected-FID objective (damped by dwell only). */
 export const RULE_DRIVEN_POLICIES: readonly PolicyName[] = ["infaas-acc", "clipper-light", "clipper-heavy"];

@@ -1,12 +1,13 @@
 #!/usr/bin/env node
 // Installs what `npm start` and `npm test` need on a fresh machine: npm packages (when
-// node_modules is missing or older than the lock) and Debian's nats-server (when missing and
-// running as root), and for the tests (`--test`) Debian's chromium; otherwise says exactly what
-// to run. Uses only Node built-ins.
+// node_modules is missing or older than the lock), the compiled JavaScript in dist/ (when a
+// source is newer), Debian's nats-server (when missing and running as root), and for the tests
+// (`--test`) Debian's chromium; otherwise says exactly what to run. Uses only Node built-ins.
 import { spawnSync } from "node:child_process";
 import { existsSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { build } from "./build.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const say = (line) => process.stderr.write(`[hadis setup] ${line}\n`);
@@ -31,6 +32,14 @@ if (!existsSync(marker) || statSync(marker).mtimeMs < statSync(lock).mtimeMs) {
     say("npm ci failed; run `npm ci` yourself and read its error");
     process.exit(1);
   }
+}
+
+// 1b. The compiled CLI and services (dist/), which `npm start` and the `hadis` command run.
+try {
+  build();
+} catch (err) {
+  say(err.message);
+  process.exit(1);
 }
 
 // 2. nats-server.

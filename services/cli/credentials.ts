@@ -6,7 +6,8 @@
 import { existsSync } from "node:fs";
 import { inboxPrefixOf } from "../../contracts/subjects.ts";
 import type { NatsTlsFiles } from "../lib/nats.ts";
-import { SERVICE_KINDS, type NatsCredentials, type ServiceKind } from "../system.ts";
+import type { NatsCredentials } from "../system.ts";
+import { SERVICE_KINDS, type ServiceKind } from "../service-kinds.ts";
 
 /** The credentials of a service kind, or undefined (no authentication); a half-set pair is refused here, before anything connects. */
 export function credentialsFromEnv(env: NodeJS.ProcessEnv = process.env): ((kind: ServiceKind) => NatsCredentials | undefined) | undefined {

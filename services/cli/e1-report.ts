@@ -5,17 +5,17 @@
  */
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import Table from "cli-table3";
 import { parsePrompts, parseTrace, type Arrival } from "../../actors/profile/reference.ts";
 import type { RunScore } from "../../actors/sim/scoring.ts";
 import { POLICY_NAMES } from "../../actors/planner/policies.ts";
+import { PACKAGE_ROOT, packagePath } from "../lib/package-root.ts";
 
 /** Where the benchmark results go. */
-export const RESULTS_DIR = fileURLToPath(new URL("../../bench/results", import.meta.url));
+export const RESULTS_DIR = packagePath("bench", "results");
 /** The anchor trace and prompts. */
-export const DEFAULT_TRACE = fileURLToPath(new URL("../../profiles/reference/traces/azure_1to64qps.txt", import.meta.url));
-export const DEFAULT_PROMPTS = fileURLToPath(new URL("../../profiles/reference/prompts/imagenet1k_captions_5k.txt", import.meta.url));
+export const DEFAULT_TRACE = packagePath("profiles/reference/traces/azure_1to64qps.txt");
+export const DEFAULT_PROMPTS = packagePath("profiles/reference/prompts/imagenet1k_captions_5k.txt");
 
 /** Options both commands take. */
 export interface E1Options {
@@ -121,7 +121,7 @@ export function renderTable(systems: readonly SystemSummary[], colour = process.
   return table.toString();
 }
 
-const REPO_ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const REPO_ROOT = `${PACKAGE_ROOT}/`;
 
 /** A file as a report names it: relative to the repository when inside it, so a committed report names no machine's directories. */
 export function reportPath(file: string): string {

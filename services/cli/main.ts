@@ -1,19 +1,24 @@
-/** The `hadis` command line: start, serve, generate, and the offline tools. */
+#!/usr/bin/env node
+/**
+ * The `hadis` command line: start, serve, generate, and the offline tools. Each command's module
+ * is imported when that command runs, so a command loads only what it uses (`--version`,
+ * `generate` and `status` load no onnxruntime, no NLP model, no telemetry SDK).
+ */
 import { readFileSync } from "node:fs";
 import { Command, Option } from "commander";
-import { MAX_DEADLINE_MS, MAX_IDEMPOTENCY_KEY_CHARS, MAX_SEED } from "../../contracts/messages.ts";
-import { POLICY_NAMES as PLANNER_POLICIES } from "../../actors/planner/policies.ts";
-import { DEFAULT_NATS_URL } from "../lib/nats.ts";
-import { POLICY_NAMES } from "../resource-manager/policies.ts";
-import { DEFAULT_PROMPTS, DEFAULT_TRACE } from "./e1-report.ts";
-import { generateCommand } from "./generate.ts";
+import { DEFAULT_NATS_URL, MAX_DEADLINE_MS, MAX_IDEMPOTENCY_KEY_CHARS, MAX_SEED } from "../../contracts/limits.ts";
+import { POLICY_NAMES as PLANNER_POLICIES } from "../../actors/planner/policy-names.ts";
+import { packagePath } from "../lib/package-root.ts";
+import { POLICY_NAMES } from "../resource-manager/policy-names.ts";
 import { ARTIFACT_MECHANISMS } from "../../actors/artifact/mechanisms.ts";
 import { atLeastOne, count, idPrefix, integerIn, mechanismList, nonNegative, port, positive, text } from "./options.ts";
-import { serveCommand, startCommand } from "./serve.ts";
-import { statusCommand } from "./status.ts";
 import { jsonErrorsWhen } from "./tool-connection.ts";
 
-const { version } = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
+/** The anchor trace and prompts (`e1-report.ts` names the same files). */
+const DEFAULT_TRACE = packagePath("profiles/reference/traces/azure_1to64qps.txt");
+const DEFAULT_PROMPTS = packagePath("profiles/reference/prompts/imagenet1k_captions_5k.txt");
+
+const { version } = JSON.parse(readFileSync(packagePath("package.json"), "utf8")) as { version: string };
 // After a mistake, a hint rather than the whole help (40 lines that scrolled the error away).
 const program = new Command("hadis").description("HADIS: query-aware text-to-image diffusion serving over NATS").version(version).showHelpAfterError("(add --help for the options)");
 
@@ -42,7 +47,10 @@ runOptions(
     .option("--dashboard-port <port>", "dashboard and aggregated /metrics on this port", port, 8787)
     .option("--dashboard-host <host>", "address the dashboard listens on (it has no authentication: 0.0.0.0 exposes it)", "127.0.0.1")
     .option("--no-dashboard", "do not serve the dashboard"),
-).action((opts) => startCommand(opts));
+).action(async (opts) => {
+  const { startCommand } = await import("./serve.ts");
+  await startCommand(opts);
+});
 
 runOptions(
   program
@@ -55,10 +63,11 @@ runOptions(
     .option("--metrics-host <host>", "address /metrics listens on (0.0.0.0 for a Prometheus on another host)", "127.0.0.1")
     .option("--replicas <n>", "JetStream replicas of the work stream and plan bucket (3 on a 3-node cluster)", count)
     .option("--wait-for-nats <seconds>", "wait this long for a NATS server that is not up yet (0: fail at once); refused credentials or TLS fail at once", integerIn(0, 86_400), 60),
-).action((service, opts, cmd: Command) =>
+).action(async (service, opts, cmd: Command) => {
+  const { serveCommand } = await import("./serve.ts");
   // The options typed on the command line (not defaults): `serve` warns of those its service does not read.
-  serveCommand(service, opts, cmd.options.filter((o) => cmd.getOptionValueSource(o.attributeName()) === "cli").map((o) => ({ key: o.attributeName(), flag: o.long ?? o.flags }))),
-);
+  await serveCommand(service, opts, cmd.options.filter((o) => cmd.getOptionValueSource(o.attributeName()) === "cli").map((o) => ({ key: o.attributeName(), flag: o.long ?? o.flags })));
+});
 
 program
   .command("generate")
@@ -72,7 +81,10 @@ program
   .option("--json", "print the reply as one JSON object (image as its byte length)")
   // With --json, a mistake on the command line is one {"error": …} object on stdout too, as every other failure.
   .configureOutput(jsonErrorsWhen(process.argv.includes("--json")))
-  .action((prompt, opts) => generateCommand(prompt, opts));
+  .action(async (prompt, opts) => {
+    const { generateCommand } = await import("./generate.ts");
+    await generateCommand(prompt, opts);
+  });
 
 program
   .command("status")
@@ -81,7 +93,10 @@ program
   .option("--listen-ms <ms>", "how long to listen to worker heartbeats (they beat every second), up to 60000", integerIn(1, 60_000), 1_500)
   .option("--json", "print one JSON object: manager, plan, demandQps, workers (their heartbeats)")
   .configureOutput(jsonErrorsWhen(process.argv.includes("--json")))
-  .action((opts) => statusCommand(opts));
+  .action(async (opts) => {
+    const { statusCommand } = await import("./status.ts");
+    await statusCommand(opts);
+  });
 
 program
   .command("profile")

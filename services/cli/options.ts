@@ -1,7 +1,7 @@
 /** Parsers for CLI option values, with clear errors. */
 import { InvalidArgumentError } from "commander";
 import { TOKEN } from "../../contracts/subjects.ts";
-import { MAX_SERVICE_ID_CHARS } from "../../contracts/messages.ts";
+import { MAX_SERVICE_ID_CHARS } from "../../contracts/limits.ts";
 import { parseFidelity } from "../../actors/artifact/mechanisms.ts";
 
 /** A finite number. */

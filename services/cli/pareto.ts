@@ -5,12 +5,12 @@
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import { compareFront, paretoCsv, paretoFront, toParetoRows, type FrontOptions } from "../../actors/planner/pareto.ts";
 import { loadProfiles } from "../lib/profiles.ts";
+import { packagePath } from "../lib/package-root.ts";
 
 /** Where the computed front goes by default. */
-export const DEFAULT_PARETO_OUT = fileURLToPath(new URL("../../bench/results/pareto_hybrid.csv", import.meta.url));
+export const DEFAULT_PARETO_OUT = packagePath("bench/results/pareto_hybrid.csv");
 
 /** The front construction that reproduces the reference table (see actors/planner/README.md). */
 export const REFERENCE_FRONT: FrontOptions = { cost: "latency", scope: "global", dominance: "strict" };

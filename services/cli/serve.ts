@@ -13,6 +13,7 @@ import { createPolicy, staticConfigFor } from "../resource-manager/policies.ts";
 import { loadProfiles } from "../lib/profiles.ts";
 import { loadScoreModel } from "../lib/analyzer-files.ts";
 import { describeLoad, whenModelsLoaded } from "./models-ready.ts";
+import { describeProblem, telemetryEnvProblems } from "../lib/telemetry-config.ts";
 import type { StaticConfig } from "../../actors/control/static-policy.ts";
 
 /** Options shared by `start` and `serve`. */
@@ -41,6 +42,13 @@ export interface RunOptions {
  * bad one ends the command (exit 2).
  */
 function checkedConfigOf(opts: RunOptions, command: string, starts: { router: boolean; manager: boolean }): StaticConfig | undefined {
+  // Telemetry first: an OTLP endpoint that cannot be used ends the command here, named, instead
+  // of failing later on some other path (it used to be blamed on the dashboard's port).
+  const telemetryProblems = telemetryEnvProblems();
+  if (telemetryProblems.length > 0) {
+    for (const p of telemetryProblems) process.stderr.write(`hadis ${command}: ${describeProblem(p)}\n`);
+    process.exit(2);
+  }
   try {
     if (starts.router && opts.scorer !== "reference" && opts.analyzerWeights !== undefined) loadScoreModel(opts.analyzerWeights);
     const config = staticConfigFor(opts.policy, opts.staticConfig);

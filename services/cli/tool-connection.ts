@@ -1,6 +1,6 @@
 /** How the command-line tools (`hadis generate`, `hadis status`) connect, and how they say they could not. */
 import type { OutputConfiguration } from "commander";
-import { connectNats, type NatsConnection } from "../lib/nats.ts";
+import type { NatsConnection } from "../lib/nats.ts";
 import { natsTlsFromEnv, natsUrls, toolCredentials } from "./credentials.ts";
 
 /** A failure on the caller's side (no server, bad settings, a file that cannot be written): not the system's, not retryable. */
@@ -18,6 +18,8 @@ export async function connectTool(nats: string, env: NodeJS.ProcessEnv, role: "c
   // each one that refuses the first connection (its pool loses the last entry), so a list with a
   // node down failed about half the time. In a random order, as nats.js would: tools spread over a cluster.
   const failures: string[] = [];
+  // (Imported here: `main.ts` reads this module for every command, which need not load the client.)
+  const { connectNats } = await import("../lib/nats.ts");
   for (const url of shuffled([urls].flat())) {
     try {
       return await connectNats(url, name, { maxReconnectAttempts: 0, timeout: 3_000, ...credentials, ...(tls ? { tls } : {}) });

@@ -6,7 +6,6 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { decodeFromSender, parseRaw } from "../../contracts/envelope.ts";
 import { RouterStatsSchema, WorkerHeartbeatSchema } from "../../contracts/messages.ts";
 import type { Subjects } from "../../contracts/subjects.ts";
@@ -17,6 +16,7 @@ import { serveProbe, type Health } from "../lib/health.ts";
 import { listenUrl, METRICS_CONTENT_TYPE, metricsText, recordPlan } from "../lib/metrics.ts";
 import { configureTelemetry, spanSinkSubject, tracingEnabled, tracingOptedOut } from "../lib/telemetry.ts";
 import { DashboardState } from "./state.ts";
+import { packagePath } from "../lib/package-root.ts";
 
 /** Default port of the dashboard. */
 export const DEFAULT_DASHBOARD_PORT = 8787;
@@ -43,7 +43,8 @@ export interface RunningDashboard {
   stop(): Promise<void>;
 }
 
-const PUBLIC = fileURLToPath(new URL("./public/", import.meta.url));
+// The page is static and plain JavaScript: read from the package, compiled or not.
+const PUBLIC = `${packagePath("services", "dashboard", "public")}/`;
 const STATIC: Record<string, { file: string; type: string }> = {
   "/": { file: "index.html", type: "text/html; charset=utf-8" },
   "/app.js": { file: "app.js", type: "text/javascript; charset=utf-8" },

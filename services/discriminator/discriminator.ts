@@ -14,7 +14,7 @@ import { throttled, type Logger } from "../lib/log.ts";
 import { sendKeptWhenUp, type MsgHdrs, type NatsConnection } from "../lib/nats.ts";
 import { replyError, startService } from "../lib/replies.ts";
 import { recordJudgeExpired, recordVerdict } from "../lib/metrics.ts";
-import { endWithError, ServiceTelemetry, SpanKind } from "../lib/telemetry.ts";
+import { endWithError, messagingAttributes, ServiceTelemetry, SpanKind } from "../lib/telemetry.ts";
 import { PlanView } from "../lib/plan-view.ts";
 import { within, type RunningService } from "../lib/running.ts";
 
@@ -92,7 +92,10 @@ export async function startDiscriminator(opts: DiscriminatorOptions): Promise<Ru
     // traces, not even for a `traceparent` it cannot read.
     const parent = telemetry.on ? telemetry.extract(headers) : undefined;
     if (!parent) return handle(data).then((r) => (recordVerdict(r.accept), r));
-    const span = telemetry.start("judge", { kind: SpanKind.SERVER, attributes: { "hadis.judge.backend": judge.kind } }, parent);
+    const span = telemetry.start("judge", {
+      kind: SpanKind.SERVER,
+      attributes: { ...messagingAttributes({ type: "process", name: "process", destination: subjects.judge, consumerGroup: QueueGroups.discriminator }), "hadis.judge.backend": judge.kind },
+    }, parent);
     try {
       const reply = await handle(data);
       recordVerdict(reply.accept);

@@ -8,7 +8,7 @@ import { serveProbe, type Health } from "./health.ts";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { GenerateReply, Plan, WorkerHeartbeat } from "../../contracts/messages.ts";
 import type { SloOutcome } from "../../actors/request/reply.ts";
-import type { SpanLoss } from "./otlp-export.ts";
+import type { SpanLoss } from "./span-loss.ts";
 
 /** The process registry every HADIS metric lives in. */
 export const registry = new Registry();
@@ -77,7 +77,7 @@ const lightFallbacks = new Counter({
 });
 const spansLost = new Counter({
   name: "hadis_trace_spans_lost_total",
-  help: "Sampled spans the OTLP export lost: its queue was full, the span could not be encoded, or the export failed.",
+  help: "Sampled spans the OTLP export lost: its queue was full, the export failed, or no exporter could be built from the configuration.",
   labelNames: ["reason"] as const,
   registers: [registry],
 });

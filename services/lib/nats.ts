@@ -1,12 +1,12 @@
 /**
  * NATS connections: connecting (and waiting for a server that is not up yet), headers, and
  * what a service does around a dropped connection (held, kept and replayed sends, requests asked
- * again). With `work-queue.ts`, `kv-buckets.ts` and `replies.ts` the only modules that talk to
- * the NATS client libraries.
+ * again). With `work-queue.ts`, `kv-buckets.ts`, `replies.ts` and `nats-private.ts` the only modules that
+ * talk to the NATS client libraries.
  */
 import { retryWhile } from "./running.ts";
+import { connectedNow, connectionInboxPrefix } from "./nats-private.ts";
 import { connect, type NodeConnectionOptions } from "@nats-io/transport-node";
-import { MsgHdrsImpl } from "@nats-io/nats-core/internal";
 import { createInbox, headers as natsHeaders, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from "@nats-io/nats-core";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
@@ -14,8 +14,7 @@ import type { Service, ServiceMsg } from "@nats-io/services";
 
 export type { Msg, MsgHdrs, NatsConnection, Service, ServiceMsg, Subscription, KV, JetStreamClient };
 
-/** Default NATS URL everywhere (where `npm start` listens). */
-export const DEFAULT_NATS_URL = "nats://127.0.0.1:4222";
+export { DEFAULT_NATS_URL } from "../../contracts/limits.ts";
 
 /** Connects with endless reconnects (services outlive server restarts and fail-overs). */
 export async function connectNats(servers: string | string[], name: string, extra: Partial<NodeConnectionOptions> = {}): Promise<NatsConnection> {
@@ -91,15 +90,6 @@ export interface NatsTlsFiles {
 /** A new NATS header set. */
 export const newHeaders = natsHeaders;
 
-/**
- * A header set of values this process built (names of `Headers`; values without CR or LF, such
- * as `traceparentOf` writes and a parsed `TraceState` serializes): without the library's
- * per-header checks, which cost more than the message's other work. Never for values a caller
- * sent as they came. (`MsgHdrsImpl` is nats.js's internal class: check it on an upgrade.)
- */
-export function trustedHeaders(values: Record<string, string[]>): MsgHdrs {
-  return MsgHdrsImpl.fromRecord(values);
-}
 /** A unique inbox subject. */
 export const newInbox = createInbox;
 
@@ -262,9 +252,8 @@ class StatusWatch implements ConnectionWatch {
 
 
   get connected(): boolean {
-    if (this.nc.isClosed()) return false;
     // The library's own flag (nats.js keeps no public one): false from a drop until the reconnect.
-    return (this.nc as NatsConnection & { protocol?: { connected?: boolean } }).protocol?.connected ?? true;
+    return connectedNow(this.nc);
   }
 
   untilConnected(ms: number): Promise<boolean> {
@@ -370,6 +359,6 @@ export function watchConnection(nc: NatsConnection): ConnectionWatch {
 
 /** The inbox prefix a connection was opened with (`inboxPrefix`; the default when none). */
 export function inboxPrefix(nc: NatsConnection): string | undefined {
-  return (nc as NatsConnection & { options?: { inboxPrefix?: string } }).options?.inboxPrefix;
+  return connectionInboxPrefix(nc);
 }
 

@@ -1,7 +1,6 @@
 /** Reads the profile files from disk (default: the repository's `profiles/`) into a ProfileSet. */
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { ModelProfileSchema, PoolProfileSchema, type ModelProfile } from "../../contracts/profile.ts";
 import { buildProfileSet, type ProfileSet } from "../../actors/profile/profile-set.ts";
 import {
@@ -12,9 +11,10 @@ import {
   parsePromptFeatures,
   parsePrompts,
 } from "../../actors/profile/reference.ts";
+import { packagePath } from "./package-root.ts";
 
 /** The repository's `profiles/` folder. */
-export const DEFAULT_PROFILES_DIR = fileURLToPath(new URL("../../profiles", import.meta.url));
+export const DEFAULT_PROFILES_DIR = packagePath("profiles");
 
 const cache = new Map<string, ProfileSet>();
 

@@ -1,6 +1,19 @@
 /**
  * The JetStream work queue: one stream, one durable pull consumer per model, batched pulls, and
  * the deliveries a worker acknowledges (held through a dropped connection).
+ *
+ * Streams, consumers, publishes, purges and look-ups go through nats.js's public JetStream API.
+ * The pull and its deliveries (`pull`, `toDelivery`) are the one part driven by hand, on the
+ * JetStream wire protocol (`$JS.API.CONSUMER.MSG.NEXT` with `no_wait` and `expires`, `+ACK`,
+ * `-NAK`, `+WPI`, `+TERM` on the reply subject), because `consumer.fetch()`/`consume()` and
+ * `JsMsg` cannot carry what a worker needs (each checked in work-queue.test.ts against a real
+ * server): a worker takes what is queued at once, up to its batch size, and waits only for the
+ * first item (`fetch()` holds a batch open until it is full or expires, and refuses an expiry
+ * under a second; `consume()` would prefetch items for a worker that is busy, while idle ones
+ * wait); a pull given up by a re-plan hands back, at once, items already on their way, and keeps
+ * an item's last delivery for the worker to answer rather than dropping it; a settlement is held
+ * through a dropped connection and sent only to the server that delivered the item (a stream in
+ * memory restarts its sequences); a pull the connection drops under ends at once.
  */
 import { createInbox, headers as natsHeaders, type Msg, type MsgHdrs } from "@nats-io/nats-core";
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";

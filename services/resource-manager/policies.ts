@@ -1,5 +1,6 @@
 /** The planning policies the resource manager can run, by name: the planner's and `static`. */
-import { BASELINE_MODELS, getPolicy, POLICY_NAMES as PLANNER_POLICIES, type PlannerPolicy } from "../../actors/planner/policies.ts";
+import { BASELINE_MODELS, getPolicy, type PlannerPolicy } from "../../actors/planner/policies.ts";
+import { POLICY_NAMES } from "./policy-names.ts";
 import { staticPolicy, type StaticConfig } from "../../actors/control/static-policy.ts";
 import type { ProfileSet } from "../../actors/profile/profile-set.ts";
 import { z } from "zod";
@@ -15,8 +16,7 @@ export const DEFAULT_STATIC: StaticConfig = {
   expectedFid: 22.03,
 };
 
-/** Every policy name this build knows. */
-export const POLICY_NAMES = [...PLANNER_POLICIES, "static"] as const;
+export { POLICY_NAMES };
 
 /** The policy called `name`; `static` uses `staticConfig` (default DEFAULT_STATIC). */
 export function createPolicy(name: string, profiles: ProfileSet, staticConfig?: StaticConfig): PlannerPolicy {

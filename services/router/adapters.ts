@@ -18,7 +18,7 @@ import type { Logger } from "../lib/log.ts";
 import { ASK_AGAIN_MS, mayAskAgain, requestAttempt, watchConnection, type KV, type Msg, type MsgHdrs, type NatsConnection } from "../lib/nats.ts";
 import type { WorkQueue } from "../lib/work-queue.ts";
 import type { PlanView } from "../lib/plan-view.ts";
-import { endWithError, SpanKind, spanClockMs } from "../lib/telemetry.ts";
+import { endWithError, messagingAttributes, SpanKind, spanClockMs } from "../lib/telemetry.ts";
 import type { GenerationFloor } from "../../actors/routing/generation-floor.ts";
 import type { RequestTraces } from "./tracing.ts";
 
@@ -101,7 +101,9 @@ export function routerActors(deps: RouterActorDeps) {
     // to the model that plays this stage now if the decided one has lost its workers.
     const current = deps.plans.current;
     const model = (current && moveTarget(current, input.stage, input.model)) ?? input.model;
+    const msgId = `${input.requestId}/${input.stage}/${model}`;
     const stage = deps.traces?.stage(input.requestId, `${input.stage} ${model}`, SpanKind.PRODUCER, {
+      ...messagingAttributes({ type: "send", name: "publish", destination: deps.subjects.work(model), messageId: msgId }),
       "hadis.stage": input.stage,
       "hadis.model": model,
       "hadis.plan_epoch": input.planEpoch,
@@ -148,7 +150,6 @@ export function routerActors(deps: RouterActorDeps) {
     // The request may end (deadline) while the publish is in flight: nobody awaits `result` then.
     result.catch(() => undefined);
     entry.settled = result;
-    const msgId = `${input.requestId}/${input.stage}/${model}`;
     const keyed = isKeyed(input.requestId) && deps.results ? resultKey(input.requestId, input.stage) : null;
     try {
       const stored = keyed ? await storedResult(deps.results, keyed) : null;

@@ -30,7 +30,7 @@ import { refusal } from "../../actors/routing/admission.ts";
 import { moveTarget, PendingWork, type PendingItem } from "./pending.ts";
 import { RequestTraces, type RequestSpan } from "./tracing.ts";
 import { createMover } from "./mover.ts";
-import { endWithError, REQUEST_SPAN, ServiceTelemetry, SpanKind } from "../lib/telemetry.ts";
+import { endWithError, messagingAttributes, REQUEST_SPAN, ServiceTelemetry, SpanKind } from "../lib/telemetry.ts";
 
 /** Router options. */
 export interface RouterOptions {
@@ -263,7 +263,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       // Held while the connection is down (back within 10 s): nats.js would drop it, and the caller
       // still waits. Sent again after a drop that comes just after it (lost with the socket, maybe).
       await whenUp(nc);
-      const replySpan = serving.requestId ? traces.stage(serving.requestId, "reply", SpanKind.INTERNAL, { "hadis.encoding": encoding }) : null;
+      const replySpan = serving.requestId ? traces.stage(serving.requestId, "reply", SpanKind.PRODUCER, { "hadis.encoding": encoding, ...messagingAttributes({ type: "send", name: "publish" }) }) : null;
       try {
         sendKept(nc, () => void replyWith(msg, reply, encoding));
       } catch (err) {

@@ -9,7 +9,8 @@ import type { GenerateReply } from "../../contracts/messages.ts";
 import type { SloOutcome } from "../../actors/request/reply.ts";
 import { recordRequest } from "../lib/metrics.ts";
 import type { MsgHdrs } from "../lib/nats.ts";
-import { endWithError, REQUEST_SPAN, SpanKind, type Attributes, type ServiceTelemetry, type Span, type SpanContext } from "../lib/telemetry.ts";
+import { QueueGroups } from "../../contracts/subjects.ts";
+import { endWithError, messagingAttributes, REQUEST_SPAN, SpanKind, type Attributes, type ServiceTelemetry, type Span, type SpanContext } from "../lib/telemetry.ts";
 
 /** A request's root span, handed from the subject handler to the request machine's actors. */
 export type RequestSpan = Span;
@@ -31,7 +32,7 @@ export class RequestTraces {
     if (!this.telemetry.on) return null;
     const span = this.telemetry.start(REQUEST_SPAN, {
       kind: SpanKind.SERVER,
-      attributes: { "messaging.system": "nats", "messaging.destination.name": subject, "hadis.router_id": routerId },
+      attributes: { ...messagingAttributes({ type: "process", name: "process", destination: subject, consumerGroup: QueueGroups.router }), "hadis.router_id": routerId },
     }, this.telemetry.extract(headers));
     return span.isRecording() ? span : null;
   }

@@ -1,17 +1,19 @@
 /**
- * The worker's batch observer: per item a `queue <model>` span (enqueued → batch start) and an
- * `execute <model>` span, both children of the router's stage span carried in the work item's
- * `traceparent`; per batch one `batch <model>` span linked to every item. Batch sizes go to the
- * metrics.
+ * The worker's batch observer: per item a `queue <model>` span (enqueued → batch start: the pull
+ * that received it) and an `execute <model>` span (its processing), both children of the router's
+ * stage span carried in the work item's `traceparent`, with the messaging semantic conventions
+ * (the model's work subject, its JetStream consumer, the item's message id); per batch one
+ * `batch <model>` span linked to every item. Batch sizes go to the metrics.
  */
 import type { BatchObservation, BatchObserver } from "../../actors/worker/worker-agent.ts";
+import { Headers, type Subjects } from "../../contracts/subjects.ts";
 import { recordBatch } from "../lib/metrics.ts";
-import { SpanKind, SpanStatusCode, type Link, type ServiceTelemetry, type Span, type SpanContext } from "../lib/telemetry.ts";
+import { messagingAttributes, SpanKind, SpanStatusCode, type Link, type ServiceTelemetry, type Span, type SpanContext } from "../lib/telemetry.ts";
 
 const NO_TRACE: BatchObservation = { ended: () => undefined };
 
 /** A batch observer for the worker service. */
-export function workerObserver(telemetry: ServiceTelemetry): BatchObserver {
+export function workerObserver(telemetry: ServiceTelemetry, subjects: Subjects): BatchObserver {
   return {
     started(workerId, model, batch, startedMs) {
       recordBatch(model, batch.length);
@@ -25,11 +27,13 @@ export function workerObserver(telemetry: ServiceTelemetry): BatchObserver {
         if (parent) links.push({ context: parent });
       }
       if (links.length === 0) return NO_TRACE;
+      const destination = subjects.work(model);
+      const consumerGroup = subjects.names.workConsumer(model);
       const batchSpan = telemetry.start(`batch ${model}`, {
         kind: SpanKind.INTERNAL,
         startTime: startedMs,
         links,
-        attributes: { "hadis.model": model, "hadis.worker_id": workerId, "hadis.batch_size": batch.length },
+        attributes: { ...messagingAttributes({ type: "process", name: "process", destination, consumerGroup, batchCount: batch.length }), "hadis.model": model, "hadis.worker_id": workerId, "hadis.batch_size": batch.length },
       });
       const batchLinks: Link[] = [{ context: batchSpan.spanContext() }];
       /** Each item's execute span (its queue span has ended), with the item's index in the batch. */
@@ -38,10 +42,17 @@ export function workerObserver(telemetry: ServiceTelemetry): BatchObserver {
         const parent = parents[i];
         if (!parent) return;
         // Each span takes its attributes object as its own.
-        const attributes = () => ({ "hadis.model": model, "hadis.worker_id": workerId, "hadis.batch_size": batch.length, "hadis.request_id": entry.item.requestId });
-        const queued = telemetry.start(`queue ${model}`, { kind: SpanKind.CONSUMER, startTime: Math.min(entry.item.enqueuedAtMs, startedMs), attributes: attributes() }, parent);
+        const messageId = entry.delivery.header?.(Headers.msgId);
+        const attributes = (type: "receive" | "process", name: string) => ({
+          ...messagingAttributes({ type, name, destination, consumerGroup, ...(messageId ? { messageId } : {}) }),
+          "hadis.model": model,
+          "hadis.worker_id": workerId,
+          "hadis.batch_size": batch.length,
+          "hadis.request_id": entry.item.requestId,
+        });
+        const queued = telemetry.start(`queue ${model}`, { kind: SpanKind.CONSUMER, startTime: Math.min(entry.item.enqueuedAtMs, startedMs), attributes: attributes("receive", "fetch") }, parent);
         queued.end(startedMs);
-        const execute = telemetry.start(`execute ${model}`, { kind: SpanKind.CONSUMER, startTime: startedMs, links: batchLinks, attributes: attributes() }, parent);
+        const execute = telemetry.start(`execute ${model}`, { kind: SpanKind.CONSUMER, startTime: startedMs, links: batchLinks, attributes: attributes("process", "process") }, parent);
         items.push([execute, i]);
       });
       return {

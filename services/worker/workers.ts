@@ -52,7 +52,7 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
   const backends: GenerationBackend[] = [];
   const agents: WorkerAgent[] = [];
   const telemetry = new ServiceTelemetry(ServiceNames.worker, nc, prefix);
-  const observer = workerObserver(telemetry);
+  const observer = workerObserver(telemetry, subjects);
   const publishResult = (replyTo: string, result: WorkResult): void =>
     // A result published while the connection is down would be dropped (its router would wait for
     // the item to run again after the ack wait): it is sent once the connection is back.

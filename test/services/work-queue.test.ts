@@ -1,6 +1,6 @@
 /** The JetStream work queue against a real nats-server: pulls that nobody answers, items by sequence. */
 import { describe, expect, it } from "vitest";
-import { jetstreamManager } from "@nats-io/jetstream";
+import { jetstream, jetstreamManager, type JsMsg } from "@nats-io/jetstream";
 import { connectNats, watchConnection } from "../../services/lib/nats.ts";
 import { DEFAULT_WORK_QUEUE, deliveryCountOf, WORK_ITEM_MAX_AGE_MS, WorkQueue } from "../../services/lib/work-queue.ts";
 import { startProxy } from "../helpers/proxy.ts";
@@ -250,5 +250,36 @@ describe("a connection that drops (nats.js drops what is published while it is d
       await nc.close();
       await proxy.close();
     }
+  });
+});
+
+describe("why pulls are hand-driven (nats.js's public fetch() cannot carry a worker's pull)", () => {
+  // If an upgrade of nats.js changes what these read, the adapter in work-queue.ts may be replaced
+  // by the public API: the reasons it documents are checked here.
+  it("fetch() holds a batch open until it is full or expires, where a worker takes what is there at once", async () => {
+    const queue = await WorkQueue.open(t.nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "memory" });
+    await queue.ensureConsumer("why-a");
+    await queue.publish("why-a", new Uint8Array([1]), "why-a-1");
+    const consumer = await jetstream(t.nc).consumers.get(subjects.names.workStream, subjects.names.workConsumer("why-a"));
+    let started = performance.now();
+    const fetched: JsMsg[] = [];
+    for await (const m of await consumer.fetch({ max_messages: 4, expires: 1_500 })) fetched.push(m);
+    const fetchMs = performance.now() - started;
+    expect(fetched.map((m) => m.data[0])).toEqual([1]);
+    fetched.forEach((m) => m.nak()); // handed back for the pull below
+    expect(fetchMs).toBeGreaterThanOrEqual(1_400); // one item, then the rest of the expiry waited out
+    started = performance.now();
+    const pulled = await queue.pull("why-a", 4, 1_500, new AbortController().signal);
+    const pullMs = performance.now() - started;
+    expect(pulled.map((d) => d.data[0])).toEqual([1]);
+    expect(pullMs).toBeLessThan(500); // no_wait + expires: what is there, at once
+    pulled.forEach((d) => d.ack());
+  });
+
+  it("fetch() refuses an expiry under a second: a shorter poll (a worker's is configurable) cannot be asked for", async () => {
+    const queue = await WorkQueue.open(t.nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "memory" });
+    await queue.ensureConsumer("why-b");
+    const consumer = await jetstream(t.nc).consumers.get(subjects.names.workStream, subjects.names.workConsumer("why-b"));
+    await expect(consumer.fetch({ max_messages: 4, expires: 250 })).rejects.toThrow(/at least 1000/);
   });
 });

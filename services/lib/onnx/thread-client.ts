@@ -13,7 +13,11 @@ import { Worker } from "node:worker_threads";
 import { fromWireError, HadisError, type ErrorCode } from "../../../contracts/errors.ts";
 import type { ThreadCall, ThreadInit, ThreadReply } from "./thread-protocol.ts";
 
-const HOST = new URL("./thread-host.mjs", import.meta.url);
+/**
+ * The thread's entry: the compiled thread module itself, or, run from source, a plain JavaScript
+ * host that registers the TypeScript loader first (a worker may not inherit the parent's).
+ */
+const HOST = import.meta.url.endsWith(".ts") ? new URL("./thread-host.mjs", import.meta.url) : new URL("./onnx-thread.js", import.meta.url);
 /** How long `close()` lets the thread finish what it runs before ending it. */
 const CLOSE_WAIT_MS = 30_000;
 
