@@ -23,6 +23,8 @@ import { recoverLost, RECOVER_AFTER_MS, singleFlight } from "./recover.ts";
 import { failGivenUp } from "./given-up.ts";
 import { fingerprintOf, keyedRequestId, keyedSeed, keyReused } from "../../actors/request/idempotent.ts";
 import { routerActors } from "./adapters.ts";
+import { askedSettings } from "./settings.ts";
+import type { ModelRanges } from "../../actors/routing/generation-options.ts";
 import { NO_TIME_TO_JUDGE } from "../../actors/request/types.ts";
 import { GenerationFloor } from "../../actors/routing/generation-floor.ts";
 import { recordEscalationSkipped, recordJudgeFailure, recordLightFallback } from "../lib/metrics.ts";
@@ -48,6 +50,8 @@ export interface RouterOptions {
   version?: string;
   /** Bytes of replies the router remembers by idempotency key (default `IDEMPOTENCY_BYTES`). */
   idempotencyBytes?: number;
+  /** The generation settings each model supports (its profile); absent: none, so a request giving settings is refused. */
+  rangesOf?: (model: string) => ModelRanges;
 }
 
 /** Replies remembered by idempotency key take at most this much memory: 256 MiB. */
@@ -63,6 +67,7 @@ export interface RunningRouter extends RunningService {
 /** Starts a router instance. */
 export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   const { nc, subjects, log } = opts;
+  const rangesOf = opts.rangesOf ?? ((name: string) => ({ name }));
   const routerId = opts.routerId ?? `r-${newInbox().slice(-10)}`;
   const resultsSubject = subjects.results(routerId);
   const { view: plans } = await PlanView.open(nc, subjects, log);
@@ -118,6 +123,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       threshold: opts.threshold,
       resultsSubject,
       judgeTimeoutMs: opts.judgeTimeoutMs ?? 10_000,
+      rangesOf,
       planWaitMs: 2_000,
       log,
       traces,
@@ -158,10 +164,11 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     if (chars > MAX_PROMPT_CHARS) {
       throw new HadisError("prompt_too_long", `prompt has ${chars} characters; the limit is ${MAX_PROMPT_CHARS}`, { field: "prompt" });
     }
+    const { options, quality } = askedSettings(request, plans.current, rangesOf);
     const arrivedAtMs = Date.now();
     const key = request.idempotencyKey;
     /** What a keyed request asks: a retry repeats it; a key reused for another request differs. */
-    const fingerprint = key ? fingerprintOf(prompt, request.seed) : "";
+    const fingerprint = key ? fingerprintOf(prompt, request.seed, { ...options, quality }) : "";
     const requestId = key ? keyedRequestId(key, fingerprint) : newInbox().slice(-22);
     const run = async (): Promise<GenerateReply> => {
       // A keyed retry that waited on an attempt abandoned by this router's stop: it must not start
@@ -183,7 +190,8 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       }
       serving.requestId = requestId;
       traces.bind(requestId, root, { "hadis.deadline_ms": deadlineMs, "hadis.seed": seed });
-      const actor = createActor(machine, { input: { requestId, prompt, seed, receivedAtMs: arrivedAtMs, deadlineAtMs: arrivedAtMs + deadlineMs, now: Date.now, heavyFloorMs } });
+      const asked = { ...(options ? { options } : {}), ...(quality ? { quality } : {}) };
+      const actor = createActor(machine, { input: { requestId, prompt, seed, receivedAtMs: arrivedAtMs, deadlineAtMs: arrivedAtMs + deadlineMs, now: Date.now, heavyFloorMs, ...asked } });
       const outcome = toPromise(actor);
       actor.start();
       // One abandon hook per request, dropped when it ends (a race against one shared promise
