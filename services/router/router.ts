@@ -24,6 +24,9 @@ import { failGivenUp } from "./given-up.ts";
 import { fingerprintOf, keyedRequestId, keyedSeed, keyReused } from "../../actors/request/idempotent.ts";
 import { routerActors } from "./adapters.ts";
 import { askedSettings } from "./settings.ts";
+import { beginJob, type JobRun } from "./jobs.ts";
+import { JobStream, type JobStreamOptions } from "../lib/job-stream.ts";
+import { progressBetween, type Progress, type ProgressView } from "../../actors/request/progress.ts";
 import type { ModelRanges } from "../../actors/routing/generation-options.ts";
 import { NO_TIME_TO_JUDGE } from "../../actors/request/types.ts";
 import { GenerationFloor } from "../../actors/routing/generation-floor.ts";
@@ -52,6 +55,8 @@ export interface RouterOptions {
   idempotencyBytes?: number;
   /** The generation settings each model supports (its profile); absent: none, so a request giving settings is refused. */
   rangesOf?: (model: string) => ModelRanges;
+  /** How the jobs stream is kept (`hadis.jobs.submit`); false: no jobs endpoint. */
+  jobs?: Partial<JobStreamOptions> | false;
 }
 
 /** Replies remembered by idempotency key take at most this much memory: 256 MiB. */
@@ -154,6 +159,10 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     accepted: boolean;
     /** The deadline the caller gave, if any: one shorter than the SLO counts in no SLO figure. */
     deadlineMs?: number;
+    /** Called once the request is checked, before it runs, with its deadline (a job answers its submitter here). */
+    onChecked?: (deadlineMs: number) => Promise<void>;
+    /** Hears the request's progress (a job publishes it). */
+    onProgress?: (steps: Progress[]) => void;
   }
 
   async function serve(body: unknown, root: RequestSpan | null, serving: Serving): Promise<GenerateReply> {
@@ -165,6 +174,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       throw new HadisError("prompt_too_long", `prompt has ${chars} characters; the limit is ${MAX_PROMPT_CHARS}`, { field: "prompt" });
     }
     const { options, quality } = askedSettings(request, plans.current, rangesOf);
+    await serving.onChecked?.(deadlineOf(request, plans.current?.sloMs ?? opts.defaultSloMs));
     const arrivedAtMs = Date.now();
     const key = request.idempotencyKey;
     /** What a keyed request asks: a retry repeats it; a key reused for another request differs. */
@@ -193,6 +203,14 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       const asked = { ...(options ? { options } : {}), ...(quality ? { quality } : {}) };
       const actor = createActor(machine, { input: { requestId, prompt, seed, receivedAtMs: arrivedAtMs, deadlineAtMs: arrivedAtMs + deadlineMs, now: Date.now, heavyFloorMs, ...asked } });
       const outcome = toPromise(actor);
+      if (serving.onProgress) {
+        let before: ProgressView | undefined;
+        actor.subscribe((snapshot) => {
+          const steps = progressBetween(before, snapshot);
+          before = snapshot;
+          if (steps.length > 0) serving.onProgress!(steps);
+        });
+      }
       actor.start();
       // One abandon hook per request, dropped when it ends (a race against one shared promise
       // that never settles kept every reply, image included, for as long as the router ran).
@@ -258,16 +276,25 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     return reply;
   }
 
-  async function handle(msg: ServiceMsg): Promise<void> {
+  /** Serves one request; with `jobs`, as a job: answered with its id once checked, its progress and result kept as events. */
+  async function handle(msg: ServiceMsg, jobs?: JobStream): Promise<void> {
     counters.received++;
     let encoding: Encoding = "msgpack";
     const root = traces.receive(msg.subject, msg.headers, routerId);
     const serving: Serving = { accepted: false };
     const sloMs = () => plans.current?.sloMs ?? opts.defaultSloMs;
+    let job: JobRun | null = null;
+    if (jobs) {
+      serving.onChecked = async (deadlineMs) => {
+        job = await beginJob(msg, { stream: jobs, subjects, log }, encoding, Date.now() + deadlineMs);
+        serving.onProgress = (steps) => job!.progress(steps);
+      };
+    }
     try {
       encoding = requestEncoding(msg);
       if (!accepting) throw new HadisError("overloaded", "router is shutting down", { retryAfterMs: 100 });
       const reply = await serve(parseRaw(msg.data, encoding), root, serving);
+      if (job) return await finishJob(job as JobRun, reply, root, serving);
       // Held while the connection is down (back within 10 s): nats.js would drop it, and the caller
       // still waits. Sent again after a drop that comes just after it (lost with the socket, maybe).
       await whenUp(nc);
@@ -288,7 +315,9 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       const code = asHadisError(err).code;
       errorsByCode[code] = (errorsByCode[code] ?? 0) + 1;
       try {
-        await sendKeptWhenUp(nc, () => void replyError(msg, err, encoding));
+        // A job's submitter had its answer: its error is the job's last event.
+        if (job) await (job as JobRun).failed(err);
+        else await sendKeptWhenUp(nc, () => void replyError(msg, err, encoding));
       } finally {
         // Counted and its trace ended even when the reply cannot be sent (a closing connection).
         const slo = sloOutcome(null, serving.accepted, sloMs(), serving.deadlineMs);
@@ -296,6 +325,16 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
         traces.finish(root, serving.requestId, null, err, sloMs(), slo);
       }
     }
+  }
+
+  /** A job's result kept as its `done` event, counted as a reply is. */
+  async function finishJob(job: JobRun, reply: GenerateReply, root: RequestSpan | null, serving: Serving): Promise<void> {
+    await job.done(reply);
+    counters.replied++;
+    const sloMs = plans.current?.sloMs ?? opts.defaultSloMs;
+    const slo = sloOutcome(reply, true, sloMs, serving.deadlineMs);
+    tally(slo);
+    traces.finish(root, serving.requestId, reply, null, sloMs, slo);
   }
 
   const service = await startService(nc, {
@@ -320,6 +359,22 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       inFlight.add(p);
     },
   });
+  // Asynchronous jobs, on the same queue group: any router takes a submission.
+  const jobs = opts.jobs === false ? null : await JobStream.open(nc, subjects, opts.jobs);
+  if (jobs) {
+    service.addEndpoint("jobs", {
+      subject: subjects.jobsSubmit,
+      queue: QueueGroups.router,
+      handler: (_err, msg) => {
+        counters.inFlight++;
+        const p = handle(msg, jobs).catch((err: unknown) => log.warn("router.job_failed", { error: (err as Error)?.message ?? String(err) })).finally(() => {
+          counters.inFlight--;
+          inFlight.delete(p);
+        });
+        inFlight.add(p);
+      },
+    });
+  }
 
   const statsEveryMs = opts.statsEveryMs ?? 1_000;
   let lastReportMs = Date.now();
