@@ -12,6 +12,8 @@ export const ErrorCodes = {
   unsupported_version: 400,
   unknown_model: 404,
   unknown_job: 404,
+  not_found: 404,
+  method_not_allowed: 405,
   too_many_requests: 429,
   deadline_exceeded: 504,
   overloaded: 503,

@@ -15,11 +15,16 @@ export function readGenerateReply(msg: Msg): GenerateReplyRead {
     if (isWireError(body)) throw fromWireError(body);
     throw new HadisError("internal", msg.headers.get(Headers.serviceError) || "error reply without body");
   }
-  if (isJson) {
-    const raw = parseRaw(msg.data, "json") as Record<string, unknown>;
-    return decode(GenerateReplyReadSchema, encode({ ...raw, image: Buffer.from(String(raw.image), "base64") }), "generate reply");
+  try {
+    if (isJson) {
+      const raw = parseRaw(msg.data, "json") as Record<string, unknown>;
+      return decode(GenerateReplyReadSchema, encode({ ...raw, image: Buffer.from(String(raw.image), "base64") }), "generate reply");
+    }
+    return decode(GenerateReplyReadSchema, msg.data, "generate reply");
+  } catch (err) {
+    // A reply that cannot be read is the system's fault, not the caller's request's: not a 400.
+    throw new HadisError("internal", `the router's reply could not be read: ${(err as Error).message}`, {}, { cause: err });
   }
-  return decode(GenerateReplyReadSchema, msg.data, "generate reply");
 }
 
 /**
@@ -81,7 +86,7 @@ export class HadisClient {
           await new Promise((r) => setTimeout(r, ASK_AGAIN_MS));
           continue;
         }
-        throw new HadisError("no_capacity", "no router is serving hadis.generate", {}, { cause: attempt.err });
+        throw new HadisError("no_capacity", "no router is serving hadis.generate", { retryAfterMs: 1_000 }, { cause: attempt.err });
       }
       if (/timeout/i.test(message)) {
         const why = dropped ? "; the connection to NATS dropped meanwhile, so the request or its reply may be lost (with an idempotency key it is sent again after a reconnect)" : "";
