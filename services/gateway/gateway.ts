@@ -8,7 +8,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { HadisError } from "../../contracts/errors.ts";
-import { decode } from "../../contracts/envelope.ts";
+import { decode, encodeJson } from "../../contracts/envelope.ts";
 import { isTerminal, JobIdSchema, type JobEventRead } from "../../contracts/jobs.ts";
 import { GenerateRequestSchema, ManagerPlanReplySchema, type GenerateRequest } from "../../contracts/messages.ts";
 import type { ModelsReply } from "../../contracts/public.ts";
@@ -138,7 +138,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
       keepalive = setInterval(() => res.write(": keep-alive\n\n"), SSE_KEEPALIVE_MS);
       for (; !next.done; next = await events.next()) {
         const e = next.value;
-        res.write(`id: ${e.seq}\nevent: ${e.kind}\ndata: ${JSON.stringify(e, (_k, v) => (v instanceof Uint8Array ? Buffer.from(v).toString("base64") : v))}\n\n`);
+        res.write(`id: ${e.seq}\nevent: ${e.kind}\ndata: ${Buffer.from(encodeJson(e)).toString("utf8")}\n\n`);
       }
       res.end();
     } finally {

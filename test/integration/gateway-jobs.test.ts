@@ -56,6 +56,7 @@ describe("jobs over HTTP", () => {
     expect(events.map((e) => e.id)).toEqual(["1", "2", "3", "4", "5", "6"]);
     const done = JSON.parse(events.at(-1)!.data) as { kind: string; result: { route: string; image: string } };
     expect(done.result.route).toBe("light→heavy");
+    expect(typeof done.result.image).toBe("string"); // base64, as in a JSON reply
     expect(Buffer.from(done.result.image, "base64").subarray(1, 4).toString()).toBe("PNG");
   });
 
@@ -69,8 +70,9 @@ describe("jobs over HTTP", () => {
     expect(rest[0].id).toBe("3");
     expect(rest.at(-1)!.event).toBe("done");
     // Later, without a stream: the whole job as JSON, from the jobs stream.
-    const status = (await (await fetch(`${base}/v1/jobs/${jobId}`)).json()) as { status: string; ended: boolean; events: { kind: string; seq: number }[] };
+    const status = (await (await fetch(`${base}/v1/jobs/${jobId}`)).json()) as { status: string; ended: boolean; events: { kind: string; seq: number; result?: { image: unknown } }[] };
     expect(status).toMatchObject({ status: "done", ended: true });
+    expect(typeof status.events.at(-1)!.result!.image).toBe("string");
     expect(status.events.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5, 6]);
   });
 
