@@ -183,7 +183,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     if (!hostAllowed(req.headers.host, host)) throw new HadisError("invalid_request", `this gateway listens on ${host} and answers only to that name, not "${req.headers.host ?? ""}"`, { field: "Host" });
     // A web page of another origin must not spend GPU time through a browser that can reach the gateway.
     const origin = req.headers.origin;
-    if (origin && origin !== "null" && new URL(origin).host !== req.headers.host) throw new HadisError("invalid_request", `cross-origin requests are not served (Origin ${origin})`, { field: "Origin" });
+    if (origin && origin !== "null" && hostOf(origin) !== req.headers.host) throw new HadisError("invalid_request", `cross-origin requests are not served (Origin ${origin})`, { field: "Origin" });
     if (stopping) throw new HadisError("overloaded", "the gateway is stopping", { retryAfterMs: 1_000 });
     const jobId = path.startsWith("/v1/jobs/") ? path.slice("/v1/jobs/".length) : null;
     const handler = jobId !== null ? routes["/v1/jobs/{jobId}"] : routes[path];
@@ -247,5 +247,14 @@ function safeDecode(segment: string): string {
     return decodeURIComponent(segment);
   } catch {
     return segment;
+  }
+}
+
+/** The host (and port) an `Origin` names; null for one that is not a URL. */
+function hostOf(origin: string): string | null {
+  try {
+    return new URL(origin).host;
+  } catch {
+    return null;
   }
 }

@@ -35,22 +35,23 @@ export async function readJsonBody(req: IncomingMessage, maxBytes: number): Prom
   }
 }
 
-/** The quality a media range gives `type` in an `Accept` header (0: not acceptable); no header accepts anything. */
+/**
+ * The quality an `Accept` header gives `type`: that of its most specific matching range (the type
+ * itself, then `major/*`, then `*\/*`), 0 when none matches; no header accepts anything.
+ */
 export function acceptQuality(accept: string | undefined, type: string): number {
   if (!accept) return 1;
-  const [major] = type.split("/");
-  let best = 0;
-  let bestSpecificity = -1;
+  const ranges = [type, `${type.split("/")[0]}/*`, "*/*"];
+  let best = { specificity: -1, q: 0 };
   for (const part of accept.split(",")) {
-    const [range, ...params] = part.trim().toLowerCase().split(";").map((s) => s.trim());
-    const specificity = range === type ? 2 : range === `${major}/*` ? 1 : range === "*/*" ? 0 : -1;
-    if (specificity < 0 || specificity < bestSpecificity) continue;
-    const q = params.find((p) => p.startsWith("q="));
-    const value = q ? Number(q.slice(2)) : 1;
-    best = specificity > bestSpecificity ? (Number.isFinite(value) ? value : 0) : Math.max(best, value);
-    bestSpecificity = specificity;
+    const [range, ...params] = part.split(";").map((x) => x.trim().toLowerCase());
+    const specificity = ranges.length - 1 - ranges.indexOf(range);
+    if (specificity > ranges.length - 1) continue; // (indexOf -1: not a match)
+    const qParam = params.find((p) => p.startsWith("q="));
+    const q = qParam === undefined ? 1 : Number(qParam.slice(2));
+    if (specificity > best.specificity) best = { specificity, q: Number.isFinite(q) ? q : 0 };
   }
-  return best;
+  return best.q;
 }
 
 /** Whether an `Accept` header prefers the PNG to JSON (JSON wins ties, and is the default). */
