@@ -11,6 +11,10 @@ export const ErrorCodes = {
   payload_too_large: 413,
   unsupported_version: 400,
   unknown_model: 404,
+  unknown_job: 404,
+  not_found: 404,
+  method_not_allowed: 405,
+  too_many_requests: 429,
   deadline_exceeded: 504,
   overloaded: 503,
   no_capacity: 503,
@@ -23,6 +27,7 @@ export type ErrorCode = keyof typeof ErrorCodes;
 
 const RETRYABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   "deadline_exceeded",
+  "too_many_requests",
   "overloaded",
   "no_capacity",
   "generation_failed",

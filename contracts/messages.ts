@@ -79,16 +79,91 @@ const requestId = z.string().min(1).max(128);
 /** A worker's or router's id: one subject token (its heartbeats and stats are published under it). */
 const serviceId = z.string().max(MAX_SERVICE_ID_CHARS).regex(TOKEN, "worker and router ids are one subject token");
 
-/** `hadis.generate` request (from any client). */
-export const GenerateRequestSchema = z.strictObject({
-  v: version.optional(),
-  prompt: z.string(),
-  seed: z.number().int().min(0).max(MAX_SEED).optional(),
-  deadlineMs: z.number().int().positive().max(MAX_DEADLINE_MS).optional(),
-  idempotencyKey: z.string().min(1).max(MAX_IDEMPOTENCY_KEY_CHARS).optional(),
+/** Largest image side a request may ask for, in pixels (a model's profile narrows it to the sizes it supports). */
+export const MAX_IMAGE_SIDE = 4096;
+/** Most denoising steps a request may ask for (a model's profile narrows it). */
+export const MAX_STEPS = 1_000;
+/** Largest classifier-free guidance scale a request may ask for (a model's profile narrows it). */
+export const MAX_GUIDANCE_SCALE = 100;
+
+/**
+ * How a request picks its model: `auto` (the default) lets the router and the discriminator
+ * decide; `fast` pins the plan's light model (served unjudged, never escalated); `best` pins the
+ * plan's heavy model (and fails rather than fall back to the light one).
+ */
+export const Qualities = { auto: "auto", fast: "fast", best: "best" } as const;
+/** One of the qualities. */
+export type Quality = (typeof Qualities)[keyof typeof Qualities];
+
+/**
+ * Per-request generation settings a caller may give, carried to the worker. Each is optional: the
+ * serving model's own setting applies to what is not given. Bounds here are the wire's; the
+ * serving model's profile (`options` in profiles/models/*.json) says what it supports.
+ */
+export const GenerationOptionsSchema = z.strictObject({
+  /** What the image should not show (classifier-free guidance's unconditional text), at most 2,000 characters. */
+  negativePrompt: z.string().max(2 * MAX_PROMPT_CHARS).optional(),
+  /** Image width in pixels; give `height` with it. */
+  width: z.number().int().positive().max(MAX_IMAGE_SIDE).optional(),
+  /** Image height in pixels; give `width` with it. */
+  height: z.number().int().positive().max(MAX_IMAGE_SIDE).optional(),
+  /** Denoising steps. */
+  steps: z.number().int().positive().max(MAX_STEPS).optional(),
+  /** Classifier-free guidance scale (0 or 1: no guidance). */
+  guidanceScale: z.number().finite().min(0).max(MAX_GUIDANCE_SCALE).optional(),
 });
+/** Per-request generation settings. */
+export type GenerationOptions = z.infer<typeof GenerationOptionsSchema>;
+/** The names of the generation settings, in the order a request lists them. */
+export const GENERATION_OPTION_KEYS = Object.keys(GenerationOptionsSchema.shape) as (keyof GenerationOptions)[];
+
+/** A size is given whole: a width without a height (or the reverse) is refused, naming the missing one. */
+function sizeGivenWhole(request: { width?: number | undefined; height?: number | undefined }, ctx: z.RefinementCtx): void {
+  if ((request.width === undefined) === (request.height === undefined)) return;
+  const missing = request.width === undefined ? "width" : "height";
+  ctx.addIssue({ code: "custom", path: [missing], message: `give width and height together (${missing} is missing)` });
+}
+
+/** `hadis.generate` request (from any client). */
+export const GenerateRequestSchema = z
+  .strictObject({
+    v: version.optional(),
+    prompt: z.string(),
+    seed: z.number().int().min(0).max(MAX_SEED).optional(),
+    deadlineMs: z.number().int().positive().max(MAX_DEADLINE_MS).optional(),
+    idempotencyKey: z.string().min(1).max(MAX_IDEMPOTENCY_KEY_CHARS).optional(),
+    ...GenerationOptionsSchema.shape,
+    /** `auto` (default), `fast` (the plan's light model) or `best` (its heavy model). */
+    quality: z.enum([Qualities.auto, Qualities.fast, Qualities.best]).optional(),
+  })
+  .superRefine(sizeGivenWhole);
 /** A validated generate request. */
 export type GenerateRequest = z.infer<typeof GenerateRequestSchema>;
+
+/** The generation settings a request gave (none: an empty object). */
+export function generationOptionsOf(request: GenerationOptions): GenerationOptions {
+  const options: GenerationOptions = {};
+  for (const key of GENERATION_OPTION_KEYS) if (request[key] !== undefined) (options as Record<string, unknown>)[key] = request[key];
+  return options;
+}
+
+/**
+ * What the worker applied to make an image: the settings in force (the caller's, or the model's
+ * own), the image's size, and whether the latency was emulated from a profile (`emulated`: the
+ * profile backend, whose image is a placeholder).
+ */
+export const AppliedOptionsSchema = z.strictObject({
+  steps: z.number().int().positive().optional(),
+  guidanceScale: z.number().finite().nonnegative().optional(),
+  width: z.number().int().positive(),
+  height: z.number().int().positive(),
+  /** A negative prompt was used. */
+  negativePrompt: z.boolean(),
+  /** The profile backend: a placeholder image after the profiled latency (scaled by steps when its profile allows). */
+  emulated: z.boolean().optional(),
+});
+/** What a worker applied. */
+export type AppliedOptions = z.infer<typeof AppliedOptionsSchema>;
 
 /** Per-stage timings of one request, in milliseconds. */
 export const StageTimingsSchema = z.strictObject({
@@ -123,6 +198,8 @@ export const GenerateReplySchema = z.strictObject({
   deduplicated: z.boolean().optional(),
   /** Set when the image is not the one the cascade meant (the light image in place of a judged or heavy one, or the heavy stage on another model), saying why. */
   fallback: z.enum(Object.values(Fallbacks) as [Fallback, ...Fallback[]]).optional(),
+  /** What the serving worker applied (settings, size; `emulated` for the profile backend). */
+  applied: AppliedOptionsSchema.optional(),
 });
 /** A generate reply. */
 export type GenerateReply = z.infer<typeof GenerateReplySchema>;
@@ -136,6 +213,7 @@ export const GenerateReplyReadSchema = z.object({
   models: z.object(GenerateReplySchema.shape.models.shape),
   timings: z.object(StageTimingsSchema.shape),
   fallback: z.string().max(256).optional(),
+  applied: z.object(AppliedOptionsSchema.shape).optional(),
 });
 /** A generate reply as a client reads it (`fallback` may be a reason newer than this code). */
 export type GenerateReplyRead = z.infer<typeof GenerateReplyReadSchema>;
@@ -159,6 +237,8 @@ export const WorkItemSchema = z.strictObject({
   enqueuedAtMs: nonNegMs,
   deadlineAtMs: nonNegMs,
   planEpoch: z.number().int().nonnegative(),
+  /** The caller's generation settings, checked against the model's profile by the router (absent: the model's own). */
+  options: GenerationOptionsSchema.optional(),
 });
 /** A work item. */
 export type WorkItem = z.infer<typeof WorkItemSchema>;
@@ -193,6 +273,8 @@ export const WorkResultSchema = z.discriminatedUnion("ok", [
     batchSize: z.number().int().positive(),
     queueWaitMs: nonNegMs,
     execMs: nonNegMs,
+    /** What the backend applied (workers before it send none). */
+    applied: AppliedOptionsSchema.optional(),
   }),
   z.strictObject({
     v: version,

@@ -40,6 +40,8 @@ export interface StreamNames {
   idempotencyBucket: string;
   /** KV bucket of work results of requests with an idempotency key (any router can pick them up). */
   resultsBucket: string;
+  /** The stream keeping every job's events (progress and result), so a caller that reconnects finds them. */
+  jobStream: string;
 }
 
 /** Subject builders for one prefix. */
@@ -76,6 +78,14 @@ export interface Subjects {
    * delivered max_deliver times and never acknowledged: the server will not deliver it again.
    */
   workGivenUp: string;
+  /** Asynchronous jobs: submit a generate request, answered at once with the job's id (request-reply). */
+  jobsSubmit: string;
+  /** One event of a job (`queued`, `routed`, `light_done`, `judged`, `heavy_running`, `done`, `failed`), kept in the jobs stream. */
+  jobEvent(jobId: string, kind: string): string;
+  /** Every event of one job (a subscription or a stream filter). */
+  jobEvents(jobId: string): string;
+  /** Every event of every job: the jobs stream's subject (`hadis.jobs.submit` has one token fewer, so it is not kept). */
+  jobEventsAll: string;
   readonly names: StreamNames;
 }
 
@@ -99,6 +109,10 @@ export function subjects(prefix: string = DEFAULT_PREFIX): Subjects {
     telemetrySpans: `${prefix}.telemetry.spans`,
     managerPlan: `${prefix}.manager.plan`,
     workGivenUp: `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${workStream}.*`,
+    jobsSubmit: `${prefix}.jobs.submit`,
+    jobEvent: (jobId, kind) => `${prefix}.jobs.${assertToken(jobId, "job id")}.${assertToken(kind, "job event")}`,
+    jobEvents: (jobId) => `${prefix}.jobs.${assertToken(jobId, "job id")}.*`,
+    jobEventsAll: `${prefix}.jobs.*.*`,
     names: {
       workStream,
       workConsumer: (model) => `work-${assertToken(model, "model")}`,
@@ -106,6 +120,7 @@ export function subjects(prefix: string = DEFAULT_PREFIX): Subjects {
       planKey: "current",
       idempotencyBucket: `${prefix}-idempotency`,
       resultsBucket: `${prefix}-results`,
+      jobStream: `${prefix.toUpperCase().replace(/-/g, "_")}_JOBS`,
     },
   };
 }

@@ -261,7 +261,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
       });
       for (let i = 0; i < (opts.routers ?? 1); i++) {
         const nc = await connect("hadis-router", "router");
-        const router = await startRouter({ nc, subjects, queue: await WorkQueue.open(nc, subjects, queueOptions), scorer, threshold, defaultSloMs: sloMs, log: logFor("router"), ...(opts.judgeTimeoutMs !== undefined ? { judgeTimeoutMs: opts.judgeTimeoutMs } : {}) });
+        const router = await startRouter({ nc, subjects, queue: await WorkQueue.open(nc, subjects, queueOptions), scorer, threshold, defaultSloMs: sloMs, rangesOf: (model) => profiles.byName.get(model) ?? { name: model }, jobs: { replicas: queueOptions.replicas, storage: queueOptions.storage }, log: logFor("router"), ...(opts.judgeTimeoutMs !== undefined ? { judgeTimeoutMs: opts.judgeTimeoutMs } : {}) });
         system.routers.push(router);
         started.push({ kind: "router", service: router });
       }

@@ -28,14 +28,20 @@ export function isKeyed(requestId: string): boolean {
   return requestId.startsWith(PREFIX);
 }
 
-/** What a keyed request asks, as the caller gave it (a retry asks the same; its deadline may be what is left): 32 hex. */
-export function fingerprintOf(prompt: string, seed: number | undefined): string {
-  return createHash("sha256").update(JSON.stringify([prompt, seed ?? null])).digest("hex").slice(0, 32);
+/**
+ * What a keyed request asks, as the caller gave it (a retry asks the same; its deadline may be
+ * what is left): 32 hex. Generation settings and a pinned quality count when given (a request
+ * without them keeps the fingerprint it always had, so routers of either version agree on it).
+ */
+export function fingerprintOf(prompt: string, seed: number | undefined, asked: Record<string, unknown> = {}): string {
+  const given = Object.keys(asked).sort().filter((k) => asked[k] !== undefined).map((k) => [k, asked[k]]);
+  const what = given.length > 0 ? [prompt, seed ?? null, given] : [prompt, seed ?? null];
+  return createHash("sha256").update(JSON.stringify(what)).digest("hex").slice(0, 32);
 }
 
 /** The error of a key reused for another request. */
 export function keyReused(): HadisError {
-  return new HadisError("invalid_request", "this idempotency key was used for another request (prompt or seed) in the last 10 minutes: a retry must repeat its request, a new request needs a new key", { field: "idempotencyKey" });
+  return new HadisError("invalid_request", "this idempotency key was used for another request (prompt, seed or settings) in the last 10 minutes: a retry must repeat its request, a new request needs a new key", { field: "idempotencyKey" });
 }
 
 /** The results-bucket key under which the first router to see an idempotency key records what it asked (its fingerprint). */

@@ -28,6 +28,7 @@ export function buildReply(outcome: RequestOutcome, requestId: string, seed: num
     planEpoch: decision.planEpoch,
     timings: outcome.timings,
     ...(fallback ? { fallback } : {}),
+    ...(image.applied ? { applied: image.applied } : {}),
   };
 }
 

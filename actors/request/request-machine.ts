@@ -6,8 +6,8 @@
  */
 import { assign, fromPromise, setup } from "xstate";
 import { asHadisError, HadisError } from "../../contracts/errors.ts";
-import { Routes, type StageTimings } from "../../contracts/messages.ts";
-import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RequestOutcome, RouteDecision, Stage } from "./types.ts";
+import { Qualities, Routes, type GenerationOptions, type Quality, type StageTimings } from "../../contracts/messages.ts";
+import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RequestOutcome, RouteCall, RouteDecision, Stage } from "./types.ts";
 import { REPLY_MARGIN_MS } from "./types.ts";
 
 /** Input of one request machine. */
@@ -27,6 +27,10 @@ export interface RequestInput {
    * image would cost a GPU and the caller the image it can have).
    */
   heavyFloorMs?: (model: string) => number;
+  /** The caller's generation settings, carried to the workers (absent: each model's own). */
+  options?: GenerationOptions;
+  /** `fast` pins the light model, `best` the heavy one (routing applies it); `auto` by default. */
+  quality?: Quality;
 }
 
 interface Context extends RequestInput {
@@ -67,7 +71,7 @@ const generationTime = (ctx: Context, out: GenerateOutcome) => {
 export const RequestMachine = setup({
   types: {} as { context: Context; input: RequestInput; output: RequestOutcome },
   actors: {
-    route: missing("route") as unknown as ReturnType<typeof fromPromise<RouteDecision, { prompt: string; requestId: string }>>,
+    route: missing("route") as unknown as ReturnType<typeof fromPromise<RouteDecision, RouteCall>>,
     generate: missing("generate") as unknown as ReturnType<typeof fromPromise<GenerateOutcome, GenerateCall>>,
     judge: missing("judge") as unknown as ReturnType<typeof fromPromise<JudgeOutcome, JudgeCall>>,
   },
@@ -98,7 +102,12 @@ export const RequestMachine = setup({
       entry: { type: "markStage", params: { stage: "route" } },
       invoke: {
         src: "route",
-        input: ({ context }) => ({ prompt: context.prompt, requestId: context.requestId }),
+        input: ({ context }) => ({
+          prompt: context.prompt,
+          requestId: context.requestId,
+          ...(context.quality ? { quality: context.quality } : {}),
+          ...(context.options ? { options: context.options } : {}),
+        }),
         onDone: [
           {
             guard: ({ event }) => event.output.hard,
@@ -131,6 +140,7 @@ export const RequestMachine = setup({
           seed: context.seed,
           deadlineAtMs: context.deadlineAtMs,
           planEpoch: context.decision!.planEpoch,
+          ...(context.options ? { options: context.options } : {}),
         }),
         onDone: {
           target: "lightDone",
@@ -219,6 +229,7 @@ export const RequestMachine = setup({
           seed: context.seed,
           deadlineAtMs: context.deadlineAtMs,
           planEpoch: context.decision!.planEpoch,
+          ...(context.options ? { options: context.options } : {}),
         }),
         onDone: {
           target: "served",
@@ -241,8 +252,9 @@ export const RequestMachine = setup({
           },
           {
             // A hard prompt sent straight to the heavy model: the light model makes its image (no
-            // judging: there is nothing left to escalate to), when the heavy model failed it.
-            guard: ({ event }) => event.error instanceof HadisError && event.error.code === "generation_failed",
+            // judging: there is nothing left to escalate to), when the heavy model failed it. Not
+            // for a caller who pinned the heavy model (quality "best"): that one gets the error.
+            guard: ({ context, event }) => context.quality !== Qualities.best && event.error instanceof HadisError && event.error.code === "generation_failed",
             target: "light",
             actions: assign({ heavyError: ({ event }) => asHadisError(event.error).message }),
           },

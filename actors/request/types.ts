@@ -1,5 +1,5 @@
 /** Values the request machine exchanges with the actors the service provides. */
-import type { Route, StageTimings } from "../../contracts/messages.ts";
+import type { AppliedOptions, GenerationOptions, Quality, Route, StageTimings } from "../../contracts/messages.ts";
 
 /** A routing decision for one prompt under the plan in force. */
 /**
@@ -21,6 +21,16 @@ export interface RouteDecision {
   planEpoch: number;
 }
 
+/** What the route actor gets. */
+export interface RouteCall {
+  prompt: string;
+  requestId: string;
+  /** `fast` or `best` pins a model of the pair; absent or `auto`: the routing policy decides. */
+  quality?: Quality;
+  /** The caller's generation settings: the route actor checks them against the models that may serve. */
+  options?: GenerationOptions;
+}
+
 /** What the generate actor gets. */
 export interface GenerateCall {
   requestId: string;
@@ -31,6 +41,8 @@ export interface GenerateCall {
   seed: number;
   deadlineAtMs: number;
   planEpoch: number;
+  /** The caller's generation settings (absent: the model's own). */
+  options?: GenerationOptions;
 }
 
 /** A generated image and how long it took on the worker. */
@@ -43,6 +55,8 @@ export interface GenerateOutcome {
   batchSize: number;
   queueWaitMs: number;
   execMs: number;
+  /** What the worker applied (settings, size), when it says. */
+  applied?: AppliedOptions;
 }
 
 /** What the judge actor gets. */

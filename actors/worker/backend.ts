@@ -3,10 +3,14 @@
  * emulate GPUs from measured profiles; `onnx` backends run real inference.
  */
 
+import type { AppliedOptions, GenerationOptions } from "../../contracts/messages.ts";
+
 /** One image to generate. */
 export interface GenerationInput {
   prompt: string;
   seed: number;
+  /** The caller's settings (absent: the model's own). */
+  options?: GenerationOptions;
 }
 
 /** One generated image (PNG bytes). */
@@ -14,6 +18,8 @@ export interface GeneratedImage {
   image: Uint8Array;
   width: number;
   height: number;
+  /** What the backend applied to make it (reported in the reply). */
+  applied?: AppliedOptions;
 }
 
 /** A model executor on one GPU: holds loaded models and runs batches. */

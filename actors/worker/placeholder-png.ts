@@ -6,19 +6,20 @@ import { encodePng } from "../diffusion/png.ts";
 export const PLACEHOLDER_SIDE = 16;
 const cache = new Map<string, Uint8Array>();
 
-/** The placeholder PNG of a model (cached). */
-export function placeholderPng(model: string): Uint8Array {
-  let png = cache.get(model);
+/** The placeholder PNG of a model, `width`×`height` pixels (16×16 by default; cached). */
+export function placeholderPng(model: string, width = PLACEHOLDER_SIDE, height = PLACEHOLDER_SIDE): Uint8Array {
+  const key = `${model}\n${width}x${height}`;
+  let png = cache.get(key);
   if (!png) {
     const h = fnv1a(model);
-    const rgb = new Uint8Array(PLACEHOLDER_SIDE * PLACEHOLDER_SIDE * 3);
+    const rgb = new Uint8Array(width * height * 3);
     for (let i = 0; i < rgb.length; i += 3) {
       rgb[i] = h & 0xff;
       rgb[i + 1] = (h >>> 8) & 0xff;
       rgb[i + 2] = (h >>> 16) & 0xff;
     }
-    png = encodePng({ width: PLACEHOLDER_SIDE, height: PLACEHOLDER_SIDE, pixels: rgb });
-    cache.set(model, png);
+    png = encodePng({ width, height, pixels: rgb });
+    cache.set(key, png);
   }
   return png;
 }

@@ -4,6 +4,8 @@
  */
 import { HadisError } from "../../contracts/errors.ts";
 import type { ModelProfile } from "../../contracts/profile.ts";
+import type { AppliedOptions } from "../../contracts/messages.ts";
+import { runInOptionGroups } from "./option-groups.ts";
 import { batchLatencyMs } from "../profile/profile-set.ts";
 import type { GeneratedImage, GenerationBackend, GenerationInput } from "./backend.ts";
 import { PLACEHOLDER_SIDE, placeholderPng } from "./placeholder-png.ts";
@@ -43,11 +45,32 @@ export class ProfileGenerationBackend implements GenerationBackend {
     await this.wait(this.profile(model).unloadMs * this.options.timeScale);
   }
 
+  /**
+   * Waits the profiled latency of the batch, one sub-batch per distinct settings: scaled by asked
+   * steps ÷ profiled steps where the profile allows it (`options.latencyScalesWithSteps`). The
+   * placeholder has the asked size (the usual 16×16 without one); each image says what was applied.
+   */
   async generate(model: string, batch: readonly GenerationInput[]): Promise<GeneratedImage[]> {
     if (!this.loaded.has(model)) throw new HadisError("generation_failed", `model "${model}" is not loaded`);
-    await this.wait(batchLatencyMs(this.profile(model), batch.length, this.options.timeScale));
-    const image = placeholderPng(model);
-    return batch.map(() => ({ image, width: PLACEHOLDER_SIDE, height: PLACEHOLDER_SIDE }));
+    const profile = this.profile(model);
+    return runInOptionGroups(batch, async (options, part) => {
+      const scaled = options?.steps !== undefined && profile.options?.latencyScalesWithSteps === true && profile.steps !== undefined;
+      const factor = scaled ? options!.steps! / profile.steps! : 1;
+      await this.wait(batchLatencyMs(profile, part.length, this.options.timeScale) * factor);
+      const width = options?.width ?? PLACEHOLDER_SIDE;
+      const height = options?.height ?? PLACEHOLDER_SIDE;
+      const image = placeholderPng(model, width, height);
+      const steps = scaled ? options!.steps : profile.steps;
+      const applied: AppliedOptions = {
+        ...(steps !== undefined ? { steps } : {}),
+        ...(options?.guidanceScale !== undefined ? { guidanceScale: options.guidanceScale } : {}),
+        width,
+        height,
+        negativePrompt: options?.negativePrompt !== undefined && profile.options?.negativePrompt === true,
+        emulated: true,
+      };
+      return part.map(() => ({ image, width, height, applied }));
+    });
   }
 
   async close(): Promise<void> {

@@ -216,7 +216,7 @@ export class WorkerAgent {
   /** One run of the backend on `part`: its images, or why it failed. */
   private async generate(model: string, part: readonly BatchEntry[]): Promise<{ ok: true; results: GeneratedImage[] } | { ok: false; error: Error }> {
     try {
-      const made = await this.ports.backend.generate(model, part.map((b) => ({ prompt: b.item.prompt, seed: b.item.seed })));
+      const made = await this.ports.backend.generate(model, part.map((b) => ({ prompt: b.item.prompt, seed: b.item.seed, ...(b.item.options ? { options: b.item.options } : {}) })));
       if (made.length !== part.length) throw new HadisError("generation_failed", `the backend made ${made.length} images for a batch of ${part.length}`);
       return { ok: true, results: made };
     } catch (err) {
@@ -399,6 +399,7 @@ export class WorkerAgent {
           batchSize: batch.length,
           queueWaitMs: Math.max(0, startedMs - item.enqueuedAtMs),
           execMs,
+          ...(images[i].applied ? { applied: images[i].applied } : {}),
         });
         delivery.ack();
       });

@@ -46,7 +46,10 @@ runOptions(
     .option("--data-dir <dir>", "nats-server data folder", ".hadis/nats")
     .option("--dashboard-port <port>", "dashboard and aggregated /metrics on this port", port, 8787)
     .option("--dashboard-host <host>", "address the dashboard listens on (it has no authentication: 0.0.0.0 exposes it)", "127.0.0.1")
-    .option("--no-dashboard", "do not serve the dashboard"),
+    .option("--no-dashboard", "do not serve the dashboard")
+    .option("--http-port <port>", "HTTP gateway (POST /v1/generate, /v1/jobs; GET /v1/models, /openapi.json) on this port", port, 8000)
+    .option("--http-host <host>", "address the HTTP gateway listens on (it has no authentication: 0.0.0.0 exposes it)", "127.0.0.1")
+    .option("--no-http", "do not serve the HTTP gateway"),
 ).action(async (opts) => {
   const { startCommand } = await import("./serve.ts");
   await startCommand(opts);
@@ -55,14 +58,18 @@ runOptions(
 runOptions(
   program
     .command("serve")
-    .description("run one service against a NATS server: router | worker | discriminator | resource-manager | all")
+    .description("run one service against a NATS server: router | worker | discriminator | resource-manager | gateway (HTTP) | all (the four services)")
     .argument("<service>")
     .option("--nats <urls>", "NATS server URL (comma-separated for a cluster); credentials from HADIS_<ROLE>_NATS_USER/PASS, else HADIS_NATS_USER/PASS", DEFAULT_NATS_URL)
     .option("--id-prefix <prefix>", "worker ids are <prefix>-NN (default: random)", idPrefix)
     .option("--metrics-port <port>", "serve Prometheus /metrics of this process on this port", port)
     .option("--metrics-host <host>", "address /metrics listens on (0.0.0.0 for a Prometheus on another host)", "127.0.0.1")
     .option("--replicas <n>", "JetStream replicas of the work stream and plan bucket (3 on a 3-node cluster)", count)
-    .option("--wait-for-nats <seconds>", "wait this long for a NATS server that is not up yet (0: fail at once); refused credentials or TLS fail at once", integerIn(0, 86_400), 60),
+    .option("--wait-for-nats <seconds>", "wait this long for a NATS server that is not up yet (0: fail at once); refused credentials or TLS fail at once", integerIn(0, 86_400), 60)
+    .option("--http-port <port>", "gateway: HTTP port (default 8000)", port)
+    .option("--http-host <host>", "gateway: address to listen on (default 127.0.0.1; 0.0.0.0 in a container)")
+    .option("--http-max-body-bytes <n>", "gateway: largest request body read (default 65536)", atLeastOne)
+    .option("--http-max-concurrent <n>", "gateway: generate requests and job submissions in flight at once; past it 429 (default 256)", atLeastOne),
 ).action(async (service, opts, cmd: Command) => {
   const { serveCommand } = await import("./serve.ts");
   // The options typed on the command line (not defaults): `serve` warns of those its service does not read.

@@ -14,6 +14,7 @@ import { loadProfiles } from "../lib/profiles.ts";
 import { loadScoreModel } from "../lib/analyzer-files.ts";
 import { describeLoad, whenModelsLoaded } from "./models-ready.ts";
 import { describeProblem, telemetryEnvProblems } from "../lib/telemetry-config.ts";
+import { gatewayCommand, startLocalGateway, type GatewayCliOptions, type LocalGateway } from "./gateway.ts";
 import type { StaticConfig } from "../../actors/control/static-policy.ts";
 
 /** Options shared by `start` and `serve`. */
@@ -61,7 +62,13 @@ function checkedConfigOf(opts: RunOptions, command: string, starts: { router: bo
 }
 
 /** The services each `serve` option is read by (one missing here is read by every service). */
-const READ_BY: Partial<Record<keyof RunOptions, readonly ServiceKind[]>> = {
+const READ_BY: Partial<Record<keyof RunOptions | keyof GatewayCliOptions | "replicas", readonly (ServiceKind | "gateway")[]>> = {
+  httpPort: ["gateway"],
+  httpHost: ["gateway"],
+  httpMaxBodyBytes: ["gateway"],
+  httpMaxConcurrent: ["gateway"],
+  timeScale: ["router", "worker", "discriminator", "resource-manager"],
+  replicas: ["router", "worker", "discriminator", "resource-manager"],
   workers: ["worker"],
   idPrefix: ["worker"],
   routers: ["router"],
@@ -84,7 +91,7 @@ const READ_BY: Partial<Record<keyof RunOptions, readonly ServiceKind[]>> = {
 export function unreadOptions(kind: string, given: readonly { key: string; flag: string }[]): string[] {
   if (kind === "all") return [];
   return given.flatMap(({ key, flag }) => {
-    const readers = READ_BY[key as keyof RunOptions];
+    const readers = READ_BY[key as keyof typeof READ_BY];
     return readers && !readers.includes(kind as ServiceKind) ? [`${flag} does nothing for the ${kind} service (read by: ${readers.join(", ")})`] : [];
   });
 }
@@ -116,18 +123,20 @@ function backendOptions(opts: RunOptions) {
 }
 
 /** `hadis start`: a local nats-server plus every service, until Ctrl-C. */
-export async function startCommand(opts: RunOptions & { port: number; dataDir: string; dashboardPort?: number; dashboardHost?: string; dashboard?: boolean }): Promise<void> {
+export async function startCommand(opts: RunOptions & GatewayCliOptions & { port: number; dataDir: string; dashboardPort?: number; dashboardHost?: string; dashboard?: boolean; http?: boolean }): Promise<void> {
   const log = createLogger("start");
   const startedMs = performance.now();
   const staticConfig = checkedConfigOf(opts, "start", { router: true, manager: true });
   let server: LocalServer | undefined;
   let dashboard: Awaited<ReturnType<typeof startLocalDashboard>> | null = null;
+  let gateway: LocalGateway | null = null;
   let system: RunningSystem | undefined;
   let stopping = false;
   // From the first moment: a signal while things still start stops what has started (the server
   // itself is killed on exit, whatever the path).
   untilSignal(async () => {
     stopping = true;
+    await gateway?.stop(10_000); // intake first: HTTP callers get their answers before the routers stop
     await system?.stop(10_000);
     await dashboard?.stop();
     await server?.stop();
@@ -146,6 +155,7 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
     process.stderr.write(`hadis start: the embedded nats-server exited (${signal ?? `code ${code}`}); stopping\n`);
     setTimeout(() => process.exit(1), 10_000).unref();
     void (async () => {
+      await gateway?.stop(2_000).catch(() => undefined);
       await system?.stop(2_000).catch(() => undefined);
       await dashboard?.stop().catch(() => undefined);
       process.exit(1);
@@ -155,9 +165,12 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
   // the start, as a taken NATS port does: without it there is no /metrics and no probe.
   try {
     dashboard = opts.dashboard === false ? null : await startLocalDashboard(server.url, opts.dashboardPort, opts.dashboardHost, log, () => system?.health() ?? STARTING);
+    // The HTTP gateway likewise: a taken port ends the start before any service runs.
+    gateway = opts.http === false ? null : await startLocalGateway(server.url, opts, createLogger("gateway"));
   } catch (err) {
     process.stderr.write(`hadis start: ${(err as Error).message}\n`);
     stopping = true;
+    await dashboard?.stop().catch(() => undefined);
     await server.stop();
     process.exit(2);
   }
@@ -177,6 +190,7 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
   } catch (err) {
     process.stderr.write(`hadis start: ${(err as Error).message}\n`);
     stopping = true; // the server is stopped on purpose: not "the embedded nats-server exited"
+    await gateway?.stop(1_000).catch(() => undefined);
     await dashboard?.stop().catch(() => undefined);
     await server.stop();
     process.exit(1);
@@ -187,8 +201,10 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
       `HADIS is serving hadis.generate on ${server.url}`,
       `  ${opts.workers} ${opts.backend === "onnx" ? "ONNX (real inference)" : "profile-driven"} workers, policy ${opts.policy}, time scale ${opts.timeScale ?? 1}`,
       `  try:  npx hadis generate "a red bicycle" --nats ${server.url}`,
+      ...(gateway ? [`        curl -d '{"prompt":"a red bicycle"}' ${gateway.url}v1/generate -H 'accept: image/png' -o bike.png`] : []),
       `        npx hadis status --nats ${server.url}`,
       dashboard ? `  dashboard: ${dashboard.url}   metrics: ${dashboard.url}metrics` : `  dashboard: off`,
+      gateway ? `  HTTP API: ${gateway.url}v1/generate   OpenAPI: ${gateway.url}openapi.json` : `  HTTP API: off`,
       `  stop: Ctrl-C`,
       `  the workers are loading the plan's models; requests sent meanwhile wait in their queues (a line follows)`,
       "",
@@ -220,11 +236,12 @@ async function startLocalDashboard(url: string, port: number | undefined, host: 
 /** `hadis serve <service>`: one service against an existing NATS server. */
 export async function serveCommand(
   kind: string,
-  opts: RunOptions & { nats: string; metricsPort?: number; metricsHost?: string; replicas?: number; waitForNats?: number },
+  opts: RunOptions & GatewayCliOptions & { nats: string; metricsPort?: number; metricsHost?: string; replicas?: number; waitForNats?: number },
   given: readonly { key: string; flag: string }[] = [],
 ): Promise<void> {
-  if (kind !== "all" && !SERVICE_KINDS.includes(kind as ServiceKind)) throw new Error(`unknown service "${kind}"; one of ${SERVICE_KINDS.join(", ")}, all`);
+  if (kind !== "all" && kind !== "gateway" && !SERVICE_KINDS.includes(kind as ServiceKind)) throw new Error(`unknown service "${kind}"; one of ${SERVICE_KINDS.join(", ")}, gateway, all`);
   for (const line of unreadOptions(kind, given)) process.stderr.write(`hadis serve: warning: ${line}\n`);
+  if (kind === "gateway") return gatewayCommand(opts, untilSignal);
   const staticConfig = checkedConfigOf(opts, "serve", { router: kind === "router" || kind === "all", manager: kind === "resource-manager" || kind === "all" });
   let system: RunningSystem | undefined;
   // The metrics port first: a taken one fails before any service has joined (and pulled work).

@@ -2,8 +2,10 @@
 import { fromWireError, HadisError, isWireError } from "../../contracts/errors.ts";
 import { decode, encode, encodeJson, parseRaw } from "../../contracts/envelope.ts";
 import { GenerateReplyReadSchema, MAX_DEADLINE_MS, type GenerateReplyRead, type GenerateRequest } from "../../contracts/messages.ts";
-import { ContentTypes, Headers, subjects as buildSubjects } from "../../contracts/subjects.ts";
-import { ASK_AGAIN_MS, mayAskAgain, newHeaders, requestAttempt, watchConnection, type Msg, type NatsConnection, type RequestAttempt } from "./nats.ts";
+import { ContentTypes, Headers, subjects as buildSubjects, type Subjects } from "../../contracts/subjects.ts";
+import { JobAcceptedSchema, type JobAccepted, type JobEventRead } from "../../contracts/jobs.ts";
+import { ASK_AGAIN_MS, mayAskAgain, newHeaders, requestAttempt, watchConnection, type Msg, type MsgHdrs, type NatsConnection, type RequestAttempt } from "./nats.ts";
+import { readJob, type FollowOptions } from "./job-stream.ts";
 
 /** Reads a generate reply message: the reply, or the typed error it carries. */
 export function readGenerateReply(msg: Msg): GenerateReplyRead {
@@ -13,11 +15,16 @@ export function readGenerateReply(msg: Msg): GenerateReplyRead {
     if (isWireError(body)) throw fromWireError(body);
     throw new HadisError("internal", msg.headers.get(Headers.serviceError) || "error reply without body");
   }
-  if (isJson) {
-    const raw = parseRaw(msg.data, "json") as Record<string, unknown>;
-    return decode(GenerateReplyReadSchema, encode({ ...raw, image: Buffer.from(String(raw.image), "base64") }), "generate reply");
+  try {
+    if (isJson) {
+      const raw = parseRaw(msg.data, "json") as Record<string, unknown>;
+      return decode(GenerateReplyReadSchema, encode({ ...raw, image: Buffer.from(String(raw.image), "base64") }), "generate reply");
+    }
+    return decode(GenerateReplyReadSchema, msg.data, "generate reply");
+  } catch (err) {
+    // A reply that cannot be read is the system's fault, not the caller's request's: not a 400.
+    throw new HadisError("internal", `the router's reply could not be read: ${(err as Error).message}`, {}, { cause: err });
   }
-  return decode(GenerateReplyReadSchema, msg.data, "generate reply");
 }
 
 /**
@@ -40,12 +47,14 @@ export function replyWaitMs(request: Pick<GenerateRequest, "deadlineMs">): numbe
  */
 export class HadisClient {
   private readonly subject: string;
+  private readonly subjects: Subjects;
   constructor(private readonly nc: NatsConnection, prefix?: string) {
-    this.subject = buildSubjects(prefix).generate;
+    this.subjects = buildSubjects(prefix);
+    this.subject = this.subjects.generate;
   }
 
-  /** Sends one request; resolves with the reply or rejects with a HadisError. */
-  async generate(request: GenerateRequest, opts: { timeoutMs?: number; json?: boolean } = {}): Promise<GenerateReplyRead> {
+  /** Sends one request; resolves with the reply or rejects with a HadisError. `headers` (a `traceparent`, say) go with it. */
+  async generate(request: GenerateRequest, opts: { timeoutMs?: number; json?: boolean; headers?: MsgHdrs } = {}): Promise<GenerateReplyRead> {
     const timeout = opts.timeoutMs ?? replyWaitMs(request);
     const end = Date.now() + timeout;
     const link = watchConnection(this.nc);
@@ -58,7 +67,7 @@ export class HadisClient {
       if (!link.connected && !(await link.untilConnected(end - Date.now()))) {
         throw new HadisError("no_capacity", `not connected to NATS: no reply within ${timeout} ms`, { retryAfterMs: 1_000 });
       }
-      const attempt = await this.send(asked, opts.json ?? false, Math.max(1, end - Date.now()), keyed);
+      const attempt = await this.send(asked, opts.json ?? false, Math.max(1, end - Date.now()), keyed, opts.headers);
       if (attempt === "dropped") {
         // Sent again with the time the caller has left (a retry's deadline may be shorter: the key names the same work).
         dropped = true;
@@ -77,7 +86,7 @@ export class HadisClient {
           await new Promise((r) => setTimeout(r, ASK_AGAIN_MS));
           continue;
         }
-        throw new HadisError("no_capacity", "no router is serving hadis.generate", {}, { cause: attempt.err });
+        throw new HadisError("no_capacity", "no router is serving hadis.generate", { retryAfterMs: 1_000 }, { cause: attempt.err });
       }
       if (/timeout/i.test(message)) {
         const why = dropped ? "; the connection to NATS dropped meanwhile, so the request or its reply may be lost (with an idempotency key it is sent again after a reconnect)" : "";
@@ -88,10 +97,41 @@ export class HadisClient {
   }
 
   /** One request on the wire; with `resendOnDrop`, ends as "dropped" when the connection drops first. */
-  private send(request: GenerateRequest, json: boolean, timeout: number, resendOnDrop: boolean): Promise<RequestAttempt> {
+  private send(request: GenerateRequest, json: boolean, timeout: number, resendOnDrop: boolean, extra?: MsgHdrs): Promise<RequestAttempt> {
     const headers = newHeaders();
+    for (const [name, values] of extra ?? []) for (const value of values) headers.append(name, value);
     headers.set(Headers.contentType, json ? ContentTypes.json : ContentTypes.msgpack);
     return requestAttempt(this.nc, this.subject, json ? encodeJson(request) : encode(request), { timeout, headers }, resendOnDrop);
+  }
+
+  /**
+   * Submits a generate request as an asynchronous job: resolves at once with its id (a checked
+   * request; a refused one rejects with its HadisError, as `generate` does). Follow it with `job`.
+   */
+  async submitJob(request: GenerateRequest, opts: { timeoutMs?: number; headers?: MsgHdrs } = {}): Promise<JobAccepted> {
+    const headers = opts.headers ?? newHeaders();
+    headers.set(Headers.contentType, ContentTypes.msgpack);
+    const attempt = await requestAttempt(this.nc, this.subjects.jobsSubmit, encode(request), { timeout: opts.timeoutMs ?? 10_000, headers }, false);
+    if (attempt === "dropped") throw new HadisError("no_capacity", "the connection to NATS dropped before the job was accepted", { retryAfterMs: 1_000 });
+    if ("err" in attempt) {
+      const message = (attempt.err as Error)?.message ?? String(attempt.err);
+      if (/no responders/i.test(message)) throw new HadisError("no_capacity", "no router is taking jobs", { retryAfterMs: 1_000 }, { cause: attempt.err });
+      throw new HadisError(/timeout/i.test(message) ? "deadline_exceeded" : "internal", message, {}, { cause: attempt.err });
+    }
+    if (attempt.msg.headers?.get(Headers.serviceErrorCode)) {
+      const body = parseRaw(attempt.msg.data);
+      throw isWireError(body) ? fromWireError(body) : new HadisError("internal", attempt.msg.headers.get(Headers.serviceError));
+    }
+    return decode(JobAcceptedSchema, attempt.msg.data, "job accepted");
+  }
+
+  /**
+   * A job's events, oldest first, from the jobs stream: with `follow` (the default) until its
+   * `done` or `failed` event, else what is kept now. Works from any connection, at any time
+   * within the hour the stream keeps jobs: a caller that reconnects reads its job again.
+   */
+  job(jobId: string, opts: Partial<FollowOptions> = {}): AsyncGenerator<JobEventRead> {
+    return readJob(this.nc, this.subjects, jobId, { follow: true, ...opts });
   }
 
   /**

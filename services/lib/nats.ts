@@ -1,8 +1,8 @@
 /**
  * NATS connections: connecting (and waiting for a server that is not up yet), headers, and
  * what a service does around a dropped connection (held, kept and replayed sends, requests asked
- * again). With `work-queue.ts`, `kv-buckets.ts`, `replies.ts` and `nats-private.ts` the only modules that
- * talk to the NATS client libraries.
+ * again). With `work-queue.ts`, `kv-buckets.ts`, `job-stream.ts`, `replies.ts` and `nats-private.ts`
+ * the only modules that talk to the NATS client libraries.
  */
 import { retryWhile } from "./running.ts";
 import { connectedNow, connectionInboxPrefix } from "./nats-private.ts";

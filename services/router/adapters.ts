@@ -10,7 +10,8 @@ import { enqueueError, queueEntry, rideOn, storedResult } from "./keyed-work.ts"
 import { decode, encode, parseRaw } from "../../contracts/envelope.ts";
 import { JudgeReplySchema, PROTOCOL_VERSION, type WorkItem } from "../../contracts/messages.ts";
 import { Headers, type Subjects } from "../../contracts/subjects.ts";
-import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RouteDecision } from "../../actors/request/types.ts";
+import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RouteCall, RouteDecision } from "../../actors/request/types.ts";
+import { checkGenerationOptions, withQuality, type ModelRanges } from "../../actors/routing/generation-options.ts";
 import { NO_TIME_TO_JUDGE, REPLY_MARGIN_MS } from "../../actors/request/types.ts";
 import { decideRoute } from "../../actors/routing/route-policy.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
@@ -44,6 +45,8 @@ export interface RouterActorDeps {
   traces?: RequestTraces;
   /** Learns each model's fastest recent generation (the request machine's escalation check). */
   floor?: GenerationFloor;
+  /** The generation settings each model supports (its profile's `options`); absent: none, so settings are refused. */
+  rangesOf?: (model: string) => ModelRanges;
 }
 
 /**
@@ -73,12 +76,15 @@ async function askJudge(nc: NatsConnection, subject: string, data: Uint8Array, t
 
 /** The route, generate and judge actors bound to NATS. */
 export function routerActors(deps: RouterActorDeps) {
-  const route = fromPromise<RouteDecision, { prompt: string; requestId: string }>(async ({ input }) => {
+  const route = fromPromise<RouteDecision, RouteCall>(async ({ input }) => {
     const stage = deps.traces?.stage(input.requestId, "route", SpanKind.INTERNAL);
     try {
       const plan = deps.plans.current ?? (await deps.plans.waitForPlan(deps.planWaitMs));
       if (!plan) throw new HadisError("no_capacity", "no plan in force yet: is the resource manager running?");
-      const decision = decideRoute(plan, input.prompt, input.requestId, deps.scorer, deps.threshold);
+      // The caller's settings, against the models of the plan routing goes by (the router checked
+      // them at intake against the plan then in force, which may have changed since).
+      if (input.options) checkGenerationOptions(input.options, input.quality, plan.pair, deps.rangesOf ?? ((name) => ({ name })));
+      const decision = withQuality(decideRoute(plan, input.prompt, input.requestId, deps.scorer, deps.threshold), input.quality);
       stage?.setAttributes({
         "hadis.route.hard": decision.hard,
         "hadis.difficulty": decision.difficulty,
@@ -120,6 +126,7 @@ export function routerActors(deps: RouterActorDeps) {
       enqueuedAtMs: spanClockMs(), // after the stage span's start: the worker's queue span starts here
       deadlineAtMs: input.deadlineAtMs,
       planEpoch: input.planEpoch,
+      ...(input.options ? { options: input.options } : {}),
     };
     let cancel: () => void = () => {};
     let entry = { seq: 0 } as PendingItem;

@@ -99,6 +99,7 @@ export class PendingWork {
         batchSize: result.batchSize,
         queueWaitMs: result.queueWaitMs,
         execMs: result.execMs,
+        ...(result.applied ? { applied: result.applied } : {}),
       });
     } else {
       entry.reject(fromWireError({ v: PROTOCOL_VERSION, error: result.error as never }));

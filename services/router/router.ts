@@ -23,6 +23,11 @@ import { recoverLost, RECOVER_AFTER_MS, singleFlight } from "./recover.ts";
 import { failGivenUp } from "./given-up.ts";
 import { fingerprintOf, keyedRequestId, keyedSeed, keyReused } from "../../actors/request/idempotent.ts";
 import { routerActors } from "./adapters.ts";
+import { askedSettings } from "./settings.ts";
+import { beginJob, type JobRun } from "./jobs.ts";
+import { JobStream, type JobStreamOptions } from "../lib/job-stream.ts";
+import { progressBetween, type Progress, type ProgressView } from "../../actors/request/progress.ts";
+import type { ModelRanges } from "../../actors/routing/generation-options.ts";
 import { NO_TIME_TO_JUDGE } from "../../actors/request/types.ts";
 import { GenerationFloor } from "../../actors/routing/generation-floor.ts";
 import { recordEscalationSkipped, recordJudgeFailure, recordLightFallback } from "../lib/metrics.ts";
@@ -48,6 +53,10 @@ export interface RouterOptions {
   version?: string;
   /** Bytes of replies the router remembers by idempotency key (default `IDEMPOTENCY_BYTES`). */
   idempotencyBytes?: number;
+  /** The generation settings each model supports (its profile); absent: none, so a request giving settings is refused. */
+  rangesOf?: (model: string) => ModelRanges;
+  /** How the jobs stream is kept (`hadis.jobs.submit`); false: no jobs endpoint. */
+  jobs?: Partial<JobStreamOptions> | false;
 }
 
 /** Replies remembered by idempotency key take at most this much memory: 256 MiB. */
@@ -63,6 +72,7 @@ export interface RunningRouter extends RunningService {
 /** Starts a router instance. */
 export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   const { nc, subjects, log } = opts;
+  const rangesOf = opts.rangesOf ?? ((name: string) => ({ name }));
   const routerId = opts.routerId ?? `r-${newInbox().slice(-10)}`;
   const resultsSubject = subjects.results(routerId);
   const { view: plans } = await PlanView.open(nc, subjects, log);
@@ -118,6 +128,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       threshold: opts.threshold,
       resultsSubject,
       judgeTimeoutMs: opts.judgeTimeoutMs ?? 10_000,
+      rangesOf,
       planWaitMs: 2_000,
       log,
       traces,
@@ -148,6 +159,10 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     accepted: boolean;
     /** The deadline the caller gave, if any: one shorter than the SLO counts in no SLO figure. */
     deadlineMs?: number;
+    /** Called once the request is checked, before it runs, with its deadline (a job answers its submitter here). */
+    onChecked?: (deadlineMs: number) => Promise<void>;
+    /** Hears the request's progress (a job publishes it). */
+    onProgress?: (steps: Progress[]) => void;
   }
 
   async function serve(body: unknown, root: RequestSpan | null, serving: Serving): Promise<GenerateReply> {
@@ -158,10 +173,12 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     if (chars > MAX_PROMPT_CHARS) {
       throw new HadisError("prompt_too_long", `prompt has ${chars} characters; the limit is ${MAX_PROMPT_CHARS}`, { field: "prompt" });
     }
+    const { options, quality } = askedSettings(request, plans.current, rangesOf);
+    await serving.onChecked?.(deadlineOf(request, plans.current?.sloMs ?? opts.defaultSloMs));
     const arrivedAtMs = Date.now();
     const key = request.idempotencyKey;
     /** What a keyed request asks: a retry repeats it; a key reused for another request differs. */
-    const fingerprint = key ? fingerprintOf(prompt, request.seed) : "";
+    const fingerprint = key ? fingerprintOf(prompt, request.seed, { ...options, quality }) : "";
     const requestId = key ? keyedRequestId(key, fingerprint) : newInbox().slice(-22);
     const run = async (): Promise<GenerateReply> => {
       // A keyed retry that waited on an attempt abandoned by this router's stop: it must not start
@@ -183,8 +200,17 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       }
       serving.requestId = requestId;
       traces.bind(requestId, root, { "hadis.deadline_ms": deadlineMs, "hadis.seed": seed });
-      const actor = createActor(machine, { input: { requestId, prompt, seed, receivedAtMs: arrivedAtMs, deadlineAtMs: arrivedAtMs + deadlineMs, now: Date.now, heavyFloorMs } });
+      const asked = { ...(options ? { options } : {}), ...(quality ? { quality } : {}) };
+      const actor = createActor(machine, { input: { requestId, prompt, seed, receivedAtMs: arrivedAtMs, deadlineAtMs: arrivedAtMs + deadlineMs, now: Date.now, heavyFloorMs, ...asked } });
       const outcome = toPromise(actor);
+      if (serving.onProgress) {
+        let before: ProgressView | undefined;
+        actor.subscribe((snapshot) => {
+          const steps = progressBetween(before, snapshot);
+          before = snapshot;
+          if (steps.length > 0) serving.onProgress!(steps);
+        });
+      }
       actor.start();
       // One abandon hook per request, dropped when it ends (a race against one shared promise
       // that never settles kept every reply, image included, for as long as the router ran).
@@ -250,16 +276,25 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     return reply;
   }
 
-  async function handle(msg: ServiceMsg): Promise<void> {
+  /** Serves one request; with `jobs`, as a job: answered with its id once checked, its progress and result kept as events. */
+  async function handle(msg: ServiceMsg, jobs?: JobStream): Promise<void> {
     counters.received++;
     let encoding: Encoding = "msgpack";
     const root = traces.receive(msg.subject, msg.headers, routerId);
     const serving: Serving = { accepted: false };
     const sloMs = () => plans.current?.sloMs ?? opts.defaultSloMs;
+    let job: JobRun | null = null;
+    if (jobs) {
+      serving.onChecked = async (deadlineMs) => {
+        job = await beginJob(msg, { stream: jobs, subjects, log }, encoding, Date.now() + deadlineMs);
+        serving.onProgress = (steps) => job!.progress(steps);
+      };
+    }
     try {
       encoding = requestEncoding(msg);
       if (!accepting) throw new HadisError("overloaded", "router is shutting down", { retryAfterMs: 100 });
       const reply = await serve(parseRaw(msg.data, encoding), root, serving);
+      if (job) return await finishJob(job as JobRun, reply, root, serving);
       // Held while the connection is down (back within 10 s): nats.js would drop it, and the caller
       // still waits. Sent again after a drop that comes just after it (lost with the socket, maybe).
       await whenUp(nc);
@@ -280,7 +315,9 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       const code = asHadisError(err).code;
       errorsByCode[code] = (errorsByCode[code] ?? 0) + 1;
       try {
-        await sendKeptWhenUp(nc, () => void replyError(msg, err, encoding));
+        // A job's submitter had its answer: its error is the job's last event.
+        if (job) await (job as JobRun).failed(err);
+        else await sendKeptWhenUp(nc, () => void replyError(msg, err, encoding));
       } finally {
         // Counted and its trace ended even when the reply cannot be sent (a closing connection).
         const slo = sloOutcome(null, serving.accepted, sloMs(), serving.deadlineMs);
@@ -288,6 +325,16 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
         traces.finish(root, serving.requestId, null, err, sloMs(), slo);
       }
     }
+  }
+
+  /** A job's result kept as its `done` event, counted as a reply is. */
+  async function finishJob(job: JobRun, reply: GenerateReply, root: RequestSpan | null, serving: Serving): Promise<void> {
+    await job.done(reply);
+    counters.replied++;
+    const sloMs = plans.current?.sloMs ?? opts.defaultSloMs;
+    const slo = sloOutcome(reply, true, sloMs, serving.deadlineMs);
+    tally(slo);
+    traces.finish(root, serving.requestId, reply, null, sloMs, slo);
   }
 
   const service = await startService(nc, {
@@ -312,6 +359,22 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       inFlight.add(p);
     },
   });
+  // Asynchronous jobs, on the same queue group: any router takes a submission.
+  const jobs = opts.jobs === false ? null : await JobStream.open(nc, subjects, opts.jobs);
+  if (jobs) {
+    service.addEndpoint("jobs", {
+      subject: subjects.jobsSubmit,
+      queue: QueueGroups.router,
+      handler: (_err, msg) => {
+        counters.inFlight++;
+        const p = handle(msg, jobs).catch((err: unknown) => log.warn("router.job_failed", { error: (err as Error)?.message ?? String(err) })).finally(() => {
+          counters.inFlight--;
+          inFlight.delete(p);
+        });
+        inFlight.add(p);
+      },
+    });
+  }
 
   const statsEveryMs = opts.statsEveryMs ?? 1_000;
   let lastReportMs = Date.now();

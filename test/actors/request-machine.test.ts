@@ -2,7 +2,8 @@ import { describe, expect, it } from "vitest";
 import { createActor, fromPromise, SimulatedClock, toPromise } from "xstate";
 import { RequestMachine } from "../../actors/request/request-machine.ts";
 import { buildReply } from "../../actors/request/reply.ts";
-import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RequestOutcome, RouteDecision } from "../../actors/request/types.ts";
+import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RequestOutcome, RouteCall, RouteDecision } from "../../actors/request/types.ts";
+import type { GenerationOptions } from "../../contracts/messages.ts";
 import { HadisError } from "../../contracts/errors.ts";
 
 const PAIR = { light: "light-m", heavy: "heavy-m" };
@@ -18,21 +19,26 @@ interface Scenario {
   deadlineMs?: number;
   /** The least time a heavy generation takes, as the router has seen them. */
   heavyFloorMs?: number;
+  quality?: "auto" | "fast" | "best";
+  options?: GenerationOptions;
 }
 
 /** Runs one request on a simulated clock; returns the outcome and what the actors saw. */
 async function run(s: Scenario) {
   const clock = new SimulatedClock();
   const calls: string[] = [];
+  const seen: { route?: RouteCall; generate: GenerateCall[] } = { generate: [] };
   const sleep = (ms: number) => new Promise<void>((resolve) => clock.setTimeout(resolve, ms));
   const machine = RequestMachine.provide({
     actors: {
-      route: fromPromise<RouteDecision, { prompt: string; requestId: string }>(async () => {
+      route: fromPromise<RouteDecision, RouteCall>(async ({ input }) => {
         calls.push("route");
+        seen.route = input;
         return { hard: s.hard, difficulty: s.hard ? 2 : -1, routerThreshold: 0.2, pair: PAIR, skipJudge: s.skipJudge ?? false, planEpoch: 7 };
       }),
       generate: fromPromise<GenerateOutcome, GenerateCall>(async ({ input }) => {
         calls.push(`generate:${input.model}`);
+        seen.generate.push(input);
         const ms = s.latencyMs?.[input.model] ?? 100;
         await sleep(ms);
         if ([s.failModel ?? []].flat().includes(input.model)) throw new HadisError(s.failCode ?? "generation_failed", `${input.model} fell over`);
@@ -47,7 +53,7 @@ async function run(s: Scenario) {
   });
   const actor = createActor(machine, {
     clock,
-    input: { requestId: "r1", prompt: "a cat", seed: 1, receivedAtMs: 0, deadlineAtMs: s.deadlineMs ?? 10_000, now: () => clock.now(), heavyFloorMs: () => s.heavyFloorMs ?? 0 },
+    input: { requestId: "r1", prompt: "a cat", seed: 1, receivedAtMs: 0, deadlineAtMs: s.deadlineMs ?? 10_000, now: () => clock.now(), heavyFloorMs: () => s.heavyFloorMs ?? 0, ...(s.quality ? { quality: s.quality } : {}), ...(s.options ? { options: s.options } : {}) },
   });
   actor.start();
   const done = toPromise(actor) as Promise<RequestOutcome>;
@@ -57,7 +63,7 @@ async function run(s: Scenario) {
     await Promise.resolve();
     clock.increment(5);
   }
-  return { outcome: await done, calls };
+  return { outcome: await done, calls, seen };
 }
 
 describe("RequestMachine", () => {
@@ -186,5 +192,23 @@ describe("RequestMachine", () => {
     const refused = await run({ hard: true, failModel: "heavy-m", failCode: "no_capacity" });
     expect(refused.calls).toEqual(["route", "generate:heavy-m"]);
     expect(refused.outcome.ok || (refused.outcome.error as HadisError).code).toBe("no_capacity");
+  });
+
+  it("carries the caller's quality to routing and its settings to every generation", async () => {
+    const options = { steps: 12, width: 768, height: 768, negativePrompt: "blur" };
+    const { seen } = await run({ hard: false, accept: false, quality: "auto", options });
+    expect(seen.route).toMatchObject({ quality: "auto", options });
+    expect(seen.generate.map((g) => [g.stage, g.options])).toEqual([["light", options], ["heavy", options]]);
+  });
+
+  it("with quality best, a failed heavy generation fails the request instead of falling back to the light model", async () => {
+    const { outcome, calls } = await run({ hard: true, quality: "best", failModel: PAIR.heavy });
+    expect(calls).toEqual(["route", "generate:heavy-m"]);
+    expect(outcome.ok).toBe(false);
+    if (outcome.ok) return;
+    expect((outcome.error as HadisError).code).toBe("generation_failed");
+    // Without the pin the same failure is served by the light model (the behaviour callers who did not pin keep).
+    const unpinned = await run({ hard: true, failModel: PAIR.heavy });
+    expect(unpinned.calls).toEqual(["route", "generate:heavy-m", "generate:light-m"]);
   });
 });

@@ -20,6 +20,22 @@ describe("subjects", () => {
     expect(s.workGivenUp).toBe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.HADIS_WORK.*");
     expect(s.names).toMatchObject({ workStream: "HADIS_WORK", planBucket: "hadis-plan", planKey: "current" });
     expect(s.names.workConsumer("sdxl-lightning")).toBe("work-sdxl-lightning");
+    expect(s.jobsSubmit).toBe("hadis.jobs.submit");
+    expect(s.jobEvent("j1", "done")).toBe("hadis.jobs.j1.done");
+    expect(s.jobEvents("j1")).toBe("hadis.jobs.j1.*");
+    expect(s.jobEventsAll).toBe("hadis.jobs.*.*");
+    expect(s.names.jobStream).toBe("HADIS_JOBS");
+  });
+
+  it("the jobs stream keeps job events but not submissions (JetStream would answer those itself)", () => {
+    const matches = (filter: string, subject: string) => {
+      const f = filter.split(".");
+      const t = subject.split(".");
+      return f.length === t.length && f.every((tok, i) => tok === "*" || tok === t[i]);
+    };
+    expect(matches(s.jobEventsAll, s.jobEvent("abc", "queued"))).toBe(true);
+    expect(matches(s.jobEventsAll, s.jobsSubmit)).toBe(false);
+    expect(() => s.jobEvents("a.b")).toThrow(/not a valid subject token/);
   });
 
   it("a second prefix gives a disjoint set", () => {
@@ -28,6 +44,7 @@ describe("subjects", () => {
     expect(t.names.workStream).toBe("EXP_2_WORK");
     expect(t.workGivenUp).toBe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.EXP_2_WORK.*");
     expect(t.work("m")).toBe("exp-2.work.m");
+    expect(t.names.jobStream).toBe("EXP_2_JOBS");
   });
 
   it("refuses tokens that would widen or split a subject", () => {

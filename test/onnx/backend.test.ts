@@ -78,4 +78,36 @@ describe("the onnx backend's model map", () => {
     await expect(startSystem({ natsUrl: "nats://127.0.0.1:1", backend: "onnx", onnx: { modelMap, modelsDir: join(tiny.root, "models") } }))
       .rejects.toThrow(/no export for sd35-large, which the profile pool has/);
   });
+
+  it("applies a request's settings: size, steps, guidance and negative prompt, one run per distinct settings", async () => {
+    const b = new OnnxGenerationBackend({ models: { sd15: { dir: tiny.dirs.sd15, steps: 2, guidanceScale: 7.5 }, sd3: { dir: tiny.dirs.sd3, steps: 2, guidanceScale: 3 } }, maxResident: 2, intraOpNumThreads: 1 });
+    await b.load("sd15");
+    await b.load("sd3");
+    const same = { prompt: "a photo of a cat", seed: 5 };
+    const [plain, wide, more, guided, negative] = await b.generate("sd15", [
+      same,
+      { ...same, options: { width: 96, height: 48 } },
+      { ...same, options: { steps: 3 } },
+      { ...same, options: { guidanceScale: 2 } },
+      { ...same, options: { negativePrompt: "a dog" } },
+    ]);
+    expect([plain.width, plain.height, wide.width, wide.height]).toEqual([64, 64, 96, 48]);
+    expect(plain.applied).toEqual({ steps: 2, guidanceScale: 7.5, width: 64, height: 64, negativePrompt: false });
+    expect(wide.applied).toMatchObject({ width: 96, height: 48 });
+    expect(more.applied).toMatchObject({ steps: 3 });
+    expect(guided.applied).toMatchObject({ guidanceScale: 2 });
+    expect(negative.applied).toMatchObject({ negativePrompt: true });
+    // Each setting changes the image (same prompt and seed): the settings reached the denoiser loop.
+    const bytes = [plain, more, guided, negative].map((i) => Buffer.from(i.image).toString("base64"));
+    expect(new Set(bytes).size).toBe(4);
+    // In a batch or alone, the same image (grouping keeps batches deterministic).
+    const [alone] = await b.generate("sd15", [{ ...same, options: { steps: 3 } }]);
+    expect(Buffer.from(alone.image).equals(Buffer.from(more.image))).toBe(true);
+    // SD3 sides are multiples of 16; a size that is not fails the batch naming the rule.
+    const [sd3] = await b.generate("sd3", [{ ...same, options: { width: 80, height: 48 } }]);
+    expect([sd3.width, sd3.height]).toEqual([80, 48]);
+    await expect(b.generate("sd3", [{ ...same, options: { width: 72, height: 48 } }])).rejects.toThrow(/multiples of 16/);
+    await b.close();
+  });
 });
+

@@ -74,6 +74,22 @@ describe("per-role permissions", () => {
     expect(secure.violations()).toEqual([]);
   });
 
+  it("a client user submits a job and reads its events from the jobs stream, and asks for the plan in force", async () => {
+    const { nc, violations } = await as("client");
+    const client = new HadisClient(nc);
+    const accepted = await client.submitJob({ prompt: "a red bicycle", deadlineMs: 20_000 });
+    const kinds: string[] = [];
+    for await (const e of client.job(accepted.jobId)) kinds.push(e.kind);
+    expect(kinds.at(-1)).toBe("done");
+    const again: string[] = [];
+    for await (const e of client.job(accepted.jobId, { follow: false })) again.push(e.kind);
+    expect(again).toEqual(kinds);
+    const plan = await nc.request("hadis.manager.plan", new Uint8Array(), { timeout: 2_000 });
+    expect(plan.data.byteLength).toBeGreaterThan(0);
+    expect(violations).toEqual([]);
+    expect(secure.violations()).toEqual([]);
+  });
+
   it("an observer sees every service on $SRV.PING; a client cannot ask", async () => {
     const { nc } = await as("observer");
     expect(await pingServices(nc)).toEqual(Object.values(ServiceNames).sort());

@@ -57,6 +57,14 @@ describe("CLI option parsers", () => {
       "--storage does nothing for the discriminator service (read by: router, worker, resource-manager)",
     ]);
     expect(unreadOptions("all", given)).toEqual([]);
+    // The gateway reads its HTTP options (and the profiles, for /v1/models); the services do not.
+    expect(unreadOptions("gateway", [...given, { key: "httpPort", flag: "--http-port" }, { key: "profiles", flag: "--profiles" }])).toEqual([
+      "--workers does nothing for the gateway service (read by: worker)",
+      "--time-scale does nothing for the gateway service (read by: router, worker, discriminator, resource-manager)",
+      "--scorer does nothing for the gateway service (read by: router)",
+      "--storage does nothing for the gateway service (read by: router, worker, resource-manager)",
+    ]);
+    expect(unreadOptions("router", [{ key: "httpPort", flag: "--http-port" }])).toEqual(["--http-port does nothing for the router service (read by: gateway)"]);
   });
 
   it("a mistake on the command line: one line and a hint, or with --json one {\"error\"} object on stdout", async () => {

@@ -6,6 +6,7 @@
  */
 import { HadisError } from "../../../contracts/errors.ts";
 import type { GeneratedImage, GenerationBackend, GenerationInput } from "../../../actors/worker/backend.ts";
+import { runInOptionGroups } from "../../../actors/worker/option-groups.ts";
 import { OnnxDiffusionPipeline, type PipelineOptions } from "./pipeline.ts";
 import type { RuntimeOptions } from "./runtime.ts";
 
@@ -93,7 +94,8 @@ export class OnnxGenerationBackend implements GenerationBackend {
       if (!pipeline) throw new HadisError("no_capacity", `onnx backend: model "${model}" is not loaded`, { model });
       this.resident.delete(model);
       this.resident.set(model, pipeline);
-      return pipeline.generate(batch);
+      // One denoiser run per distinct settings: a run takes one size, step count and guidance.
+      return runInOptionGroups(batch, (options, part) => pipeline.generate(part, options));
     });
   }
 

@@ -10,6 +10,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import type { GeneratedImage, GenerationInput } from "../../../actors/worker/backend.ts";
+import type { AppliedOptions, GenerationOptions } from "../../../contracts/messages.ts";
 import { encodePng } from "../../../actors/diffusion/png.ts";
 import { vaeOutputToRgb } from "../../../actors/diffusion/image.ts";
 import { GaussianRng, combineGuidance, guidanceScaleEmbedding } from "../../../actors/diffusion/rng.ts";
@@ -332,12 +333,19 @@ export class OnnxDiffusionPipeline {
     return { type: "float32", data: new Float32Array(count).fill(t), dims };
   }
 
-  /** Generates one PNG per input, as one batch; `steps` overrides the configured count. */
-  async generate(batch: readonly GenerationInput[], overrides: { steps?: number } = {}): Promise<GeneratedImage[]> {
+  /**
+   * Generates one PNG per input, as one batch; `overrides` (a request's settings) replace the
+   * configured steps, guidance, size and negative prompt for this call. Each image says what applied.
+   */
+  async generate(batch: readonly GenerationInput[], overrides: GenerationOptions = {}): Promise<GeneratedImage[]> {
     if (batch.length === 0) return [];
-    const { height, width } = this.info;
+    const height = overrides.height ?? this.info.height;
+    const width = overrides.width ?? this.info.width;
+    const multiple = this.info.family === "sd3" ? 16 : 8;
+    if (height % multiple !== 0 || width % multiple !== 0) throw new Error(`${this.info.dir}: height and width must be multiples of ${multiple} (got ${height}×${width})`);
     const steps = overrides.steps ?? this.info.steps;
-    const guidance = this.info.guidanceScale;
+    const guidance = overrides.guidanceScale ?? this.info.guidanceScale;
+    const negativePrompt = overrides.negativePrompt ?? this.options.negativePrompt;
     const model = this.denoiser.model;
     const embedsGuidance = model.input("timestep_cond") !== undefined;
     const cfg = guidance > 1 && !embedsGuidance;
@@ -360,8 +368,8 @@ export class OnnxDiffusionPipeline {
       const rowPooled = cond.pooled ? cond.pooled.length / b : 0;
       let uncondHidden: Float32Array = new Float32Array(rowHidden);
       let uncondPooled: Float32Array = new Float32Array(rowPooled);
-      if (!this.zeroUncond) {
-        const uncond = await this.encode(this.options.negativePrompt ?? "");
+      if (!this.zeroUncond || overrides.negativePrompt !== undefined) {
+        const uncond = await this.encode(negativePrompt ?? "");
         uncondHidden = uncond.hidden;
         uncondPooled = uncond.pooled ?? uncondPooled;
       }
@@ -427,9 +435,10 @@ export class OnnxDiffusionPipeline {
     if (imageChannels !== 3) throw new Error(`${this.vae.file}: output "sample" has ${imageChannels} channels, expected 3`);
     expectDims(this.vae.file, "sample", decoded.sample.dims, [b, 3, outH, outW]);
     expectFinite(this.vae.file, 'output "sample"', decoded.sample.data);
+    const applied: AppliedOptions = { steps, guidanceScale: guidance, width: outW, height: outH, negativePrompt: cfg && negativePrompt !== undefined };
     return batch.map((_, k) => {
       const rgb = vaeOutputToRgb(decoded.sample.data, k, outH, outW);
-      return { image: encodePng(rgb), width: outW, height: outH };
+      return { image: encodePng(rgb), width: outW, height: outH, applied };
     });
   }
 
