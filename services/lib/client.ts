@@ -3,15 +3,15 @@ import { fromWireError, HadisError, isWireError } from "../../contracts/errors.t
 import { decode, encode, encodeJson, parseRaw } from "../../contracts/envelope.ts";
 import { GenerateReplyReadSchema, MAX_DEADLINE_MS, type GenerateReplyRead, type GenerateRequest } from "../../contracts/messages.ts";
 import { ContentTypes, Headers, subjects as buildSubjects } from "../../contracts/subjects.ts";
-import { ASK_AGAIN_MS, mayAskAgain, newHeaders, requestAttempt, watchConnection, type Msg, type NatsConnection, type RequestAttempt } from "./nats.ts";
+import { ASK_AGAIN_MS, headerOf, mayAskAgain, newHeaders, requestAttempt, watchConnection, type Msg, type NatsConnection, type RequestAttempt } from "./nats.ts";
 
 /** Reads a generate reply message: the reply, or the typed error it carries. */
 export function readGenerateReply(msg: Msg): GenerateReplyRead {
-  const isJson = (msg.headers?.get(Headers.contentType) ?? "").startsWith(ContentTypes.json);
-  if (msg.headers?.get(Headers.serviceErrorCode)) {
+  const isJson = headerOf(msg.headers, Headers.contentType).toLowerCase().startsWith(ContentTypes.json);
+  if (headerOf(msg.headers, Headers.serviceErrorCode)) {
     const body = parseRaw(msg.data, isJson ? "json" : "msgpack");
     if (isWireError(body)) throw fromWireError(body);
-    throw new HadisError("internal", msg.headers.get(Headers.serviceError) || "error reply without body");
+    throw new HadisError("internal", headerOf(msg.headers, Headers.serviceError) || "error reply without body");
   }
   if (isJson) {
     const raw = parseRaw(msg.data, "json") as Record<string, unknown>;

@@ -15,7 +15,7 @@ import { NO_TIME_TO_JUDGE, REPLY_MARGIN_MS } from "../../actors/request/types.ts
 import { decideRoute } from "../../actors/routing/route-policy.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
 import type { Logger } from "../lib/log.ts";
-import { ASK_AGAIN_MS, mayAskAgain, requestAttempt, watchConnection, type KV, type Msg, type MsgHdrs, type NatsConnection } from "../lib/nats.ts";
+import { ASK_AGAIN_MS, headerOf, mayAskAgain, requestAttempt, watchConnection, type KV, type Msg, type MsgHdrs, type NatsConnection } from "../lib/nats.ts";
 import type { WorkQueue } from "../lib/work-queue.ts";
 import type { PlanView } from "../lib/plan-view.ts";
 import { endWithError, SpanKind, spanClockMs } from "../lib/telemetry.ts";
@@ -197,9 +197,9 @@ export function routerActors(deps: RouterActorDeps) {
       timeout,
       traced ? deps.traces!.telemetry.inject(traced) : undefined,
     );
-    if (reply.headers?.get(Headers.serviceErrorCode)) {
+    if (headerOf(reply.headers, Headers.serviceErrorCode)) {
       const body = parseRaw(reply.data);
-      throw isWireError(body) ? fromWireError(body) : new HadisError("judge_failed", reply.headers.get(Headers.serviceError));
+      throw isWireError(body) ? fromWireError(body) : new HadisError("judge_failed", headerOf(reply.headers, Headers.serviceError));
     }
     const verdict = decode(JudgeReplySchema, reply.data, "judge reply");
     return { score: verdict.score, threshold: verdict.threshold, accept: verdict.accept };

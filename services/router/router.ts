@@ -6,7 +6,7 @@ import { randomInt } from "node:crypto";
 import { createActor, toPromise } from "xstate";
 import { asHadisError, HadisError } from "../../contracts/errors.ts";
 import { encode, parseRaw, validate, type Encoding } from "../../contracts/envelope.ts";
-import { deadlineOf, GenerateRequestSchema, MAX_PROMPT_CHARS, promptChars, PROTOCOL_VERSION, type GenerateReply, type Plan, type RouterStats } from "../../contracts/messages.ts";
+import { deadlineOf, GenerateRequestSchema, isBlankPrompt, MAX_PROMPT_CHARS, promptChars, PROTOCOL_VERSION, type GenerateReply, type Plan, type RouterStats } from "../../contracts/messages.ts";
 import { QueueGroups, ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import { RequestMachine } from "../../actors/request/request-machine.ts";
 import { buildReply, sloOutcome, type SloOutcome } from "../../actors/request/reply.ts";
@@ -15,7 +15,7 @@ import { throttled, type Logger } from "../lib/log.ts";
 import { newInbox, onReconnect, sendKept, sendKeptWhenUp, watchConnection, whenUp, type NatsConnection, type ServiceMsg } from "../lib/nats.ts";
 import type { WorkQueue } from "../lib/work-queue.ts";
 import { openResultsBucket } from "../lib/kv-buckets.ts";
-import { replyError, replyWith, requestEncoding, startService } from "../lib/replies.ts";
+import { HandlingTally, replyError, replyWith, requestEncoding, startService } from "../lib/replies.ts";
 import { PlanView } from "../lib/plan-view.ts";
 import { within, type RunningService } from "../lib/running.ts";
 import { claimKeyFor, detached, IdempotencyCache } from "./idempotency.ts";
@@ -153,7 +153,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   async function serve(body: unknown, root: RequestSpan | null, serving: Serving): Promise<GenerateReply> {
     const request = validate(GenerateRequestSchema, body, "generate request");
     const prompt = request.prompt.trim();
-    if (prompt.length === 0) throw new HadisError("invalid_request", "prompt is empty", { field: "prompt" });
+    if (isBlankPrompt(prompt)) throw new HadisError("invalid_request", prompt.length === 0 ? "prompt is empty" : "prompt is empty: it has only whitespace, control or invisible characters", { field: "prompt" });
     const chars = promptChars(prompt);
     if (chars > MAX_PROMPT_CHARS) {
       throw new HadisError("prompt_too_long", `prompt has ${chars} characters; the limit is ${MAX_PROMPT_CHARS}`, { field: "prompt" });
@@ -250,7 +250,8 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     return reply;
   }
 
-  async function handle(msg: ServiceMsg): Promise<void> {
+  /** Answers one request: with its image (resolves undefined) or a typed error reply (resolves that error). */
+  async function handle(msg: ServiceMsg): Promise<unknown> {
     counters.received++;
     let encoding: Encoding = "msgpack";
     const root = traces.receive(msg.subject, msg.headers, routerId);
@@ -275,6 +276,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       const slo = sloOutcome(reply, true, sloMs(), serving.deadlineMs);
       tally(slo);
       traces.finish(root, serving.requestId, reply, null, sloMs(), slo);
+      return undefined;
     } catch (err) {
       counters.errors++;
       const code = asHadisError(err).code;
@@ -287,25 +289,31 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
         tally(slo);
         traces.finish(root, serving.requestId, null, err, sloMs(), slo);
       }
+      return err;
     }
   }
 
+  /** Each request's whole handling, for `$SRV.STATS`: errors and processing time as the caller sees them. */
+  const handling = new HandlingTally();
   const service = await startService(nc, {
     name: ServiceNames.router,
     version: opts.version ?? "0.1.0",
     description: "HADIS router: routes each prompt (light, heavy, or light then heavy) under the plan in force",
     metadata: { routerId, protocol: String(PROTOCOL_VERSION) },
-    // Handlers are asynchronous, so the library's own error count stays 0: report ours.
     statsHandler: async () => ({ ...counters, errorsByCode, orphanedResults: pending.orphaned, duplicateResults: pending.duplicates, malformedResults: pending.malformed }),
-  });
+  }, { generate: handling });
   service.addEndpoint("generate", {
     subject: subjects.generate,
     queue: QueueGroups.router,
     handler: (_err, msg) => {
       counters.inFlight++;
+      const done = handling.begin();
       // A reply that cannot be sent (the connection closing under a late request) is logged:
       // it must not become an unhandled rejection, which would end the process.
-      const p = handle(msg).catch((err: unknown) => log.warn("router.reply_failed", { error: (err as Error)?.message ?? String(err) })).finally(() => {
+      const p = handle(msg).then(done, (err: unknown) => {
+        done(err);
+        log.warn("router.reply_failed", { error: (err as Error)?.message ?? String(err) });
+      }).finally(() => {
         counters.inFlight--;
         inFlight.delete(p);
       });
