@@ -325,6 +325,9 @@ export const ManagerPlanReplySchema = z.strictObject({
 /** A plan endpoint answer. */
 export type ManagerPlanReply = z.infer<typeof ManagerPlanReplySchema>;
 
+/** Workers beat once a second; one silent this long is gone, to the resource manager, the routers, `hadis status` and the dashboard alike. */
+export const WORKER_SILENT_AFTER_MS = 3_000;
+
 /** A worker's heartbeat. */
 export const WorkerHeartbeatSchema = z.strictObject({
   v: version,

@@ -8,7 +8,7 @@ import { moveTarget, type PendingItem, type PendingWork } from "./pending.ts";
 import { isKeyed, resultKey } from "../../actors/request/idempotent.ts";
 import { enqueueError, queueEntry, rideOn, storedResult } from "./keyed-work.ts";
 import { decode, encode, parseRaw } from "../../contracts/envelope.ts";
-import { JudgeReplySchema, PROTOCOL_VERSION, type WorkItem } from "../../contracts/messages.ts";
+import { JudgeReplySchema, PROTOCOL_VERSION, type Plan, type WorkItem } from "../../contracts/messages.ts";
 import { Headers, type Subjects } from "../../contracts/subjects.ts";
 import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RouteDecision } from "../../actors/request/types.ts";
 import { NO_TIME_TO_JUDGE, REPLY_MARGIN_MS } from "../../actors/request/types.ts";
@@ -44,6 +44,8 @@ export interface RouterActorDeps {
   traces?: RequestTraces;
   /** Learns each model's fastest recent generation (the request machine's escalation check). */
   floor?: GenerationFloor;
+  /** The refusal for work on a model no worker serves now (`capacityRefusal`), or null. */
+  capacity?: (model: string, plan: Plan | null) => HadisError | null;
 }
 
 /**
@@ -77,7 +79,7 @@ export function routerActors(deps: RouterActorDeps) {
     const stage = deps.traces?.stage(input.requestId, "route", SpanKind.INTERNAL);
     try {
       const plan = deps.plans.current ?? (await deps.plans.waitForPlan(deps.planWaitMs));
-      if (!plan) throw new HadisError("no_capacity", "no plan in force yet: is the resource manager running?");
+      if (!plan) throw new HadisError("no_capacity", "no plan in force yet: is the resource manager running?", { retryAfterMs: 1_000 });
       const decision = decideRoute(plan, input.prompt, input.requestId, deps.scorer, deps.threshold);
       stage?.setAttributes({
         "hadis.route.hard": decision.hard,
@@ -101,6 +103,9 @@ export function routerActors(deps: RouterActorDeps) {
     // to the model that plays this stage now if the decided one has lost its workers.
     const current = deps.plans.current;
     const model = (current && moveTarget(current, input.stage, input.model)) ?? input.model;
+    // No worker to take it: said now, not at the deadline (an escalated request is served its light image).
+    const refused = deps.capacity?.(model, current);
+    if (refused) throw refused;
     const stage = deps.traces?.stage(input.requestId, `${input.stage} ${model}`, SpanKind.PRODUCER, {
       "hadis.stage": input.stage,
       "hadis.model": model,
