@@ -96,6 +96,11 @@ export interface SystemOptions {
   subjectPrefix?: string;
   workerIdPrefix?: string;
   log?: Logger;
+  /**
+   * The whole system starts here with its own nats-server (`npm start`): nothing was served while
+   * the server was down, so the demand estimate of the plan it finds is not taken up.
+   */
+  coldStart?: boolean;
 }
 
 /** A user and password for one NATS connection. */
@@ -227,6 +232,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
         silentAfterMs: WORKER_SILENT_AFTER_MS,
         log: logFor("resource-manager"),
         onTick: tickObserver(nc),
+        ...(opts.coldStart ? { resumeDemand: false } : {}),
       });
       system.manager = manager;
       started.push({ kind: "resource-manager", service: manager });

@@ -7,12 +7,13 @@ import { startMetricsServer } from "../lib/metrics.ts";
 import { STARTING, type Health } from "../lib/health.ts";
 import { DEFAULT_DASHBOARD_PORT, startDashboard } from "../dashboard/dashboard.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
-import { credentialsFromEnv, natsTlsFromEnv, natsUrls } from "./credentials.ts";
+import { credentialsFromEnv, natsServerOf, natsTlsFromEnv, natsUrls } from "./credentials.ts";
 import { startSystem, startSystemWhenUp, SERVICE_KINDS, type RunningSystem, type ServiceKind } from "../system.ts";
 import { createPolicy, staticConfigFor } from "../resource-manager/policies.ts";
 import { loadProfiles } from "../lib/profiles.ts";
 import { loadScoreModel } from "../lib/analyzer-files.ts";
 import { describeLoad, whenModelsLoaded } from "./models-ready.ts";
+import { describeResume } from "../resource-manager/resume.ts";
 import type { StaticConfig } from "../../actors/control/static-policy.ts";
 
 /** Options shared by `start` and `serve`. */
@@ -164,6 +165,7 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
       profilesDir: opts.profiles,
       staticConfig,
       workQueue: { storage: opts.storage },
+      coldStart: true,
       ...backendOptions(opts),
     });
   } catch (err) {
@@ -174,10 +176,13 @@ export async function startCommand(opts: RunOptions & { port: number; dataDir: s
     process.exit(1);
   }
   log.info("start.ready", { nats: server.url, workers: opts.workers, policy: opts.policy, dataDir: server.dataDir });
+  const resumed = system.manager ? describeResume(system.manager.resumed) : null;
   process.stdout.write(
     [
       `HADIS is serving hadis.generate on ${server.url}`,
       `  ${opts.workers} ${opts.backend === "onnx" ? "ONNX (real inference)" : "profile-driven"} workers, policy ${opts.policy}, time scale ${opts.timeScale ?? 1}`,
+      ...(server.stoppedLeftover ? [`  stopped the nats-server (pid ${server.stoppedLeftover.pid}) an earlier start left running on this data dir when it was killed`] : []),
+      ...(resumed ? [`  state from ${opts.dataDir}: ${resumed}`] : []),
       `  try:  npx hadis generate "a red bicycle" --nats ${server.url}`,
       `        npx hadis status --nats ${server.url}`,
       dashboard ? `  dashboard: ${dashboard.url}   metrics: ${dashboard.url}metrics` : `  dashboard: off`,
@@ -212,10 +217,21 @@ async function startLocalDashboard(url: string, port: number | undefined, host: 
 /** `hadis serve <service>`: one service against an existing NATS server. */
 export async function serveCommand(
   kind: string,
-  opts: RunOptions & { nats: string; metricsPort?: number; metricsHost?: string; replicas?: number; waitForNats?: number },
+  opts: RunOptions & { nats?: string; metricsPort?: number; metricsHost?: string; replicas?: number; waitForNats?: number },
   given: readonly { key: string; flag: string }[] = [],
+  env: NodeJS.ProcessEnv = process.env,
 ): Promise<void> {
   if (kind !== "all" && !SERVICE_KINDS.includes(kind as ServiceKind)) throw new Error(`unknown service "${kind}"; one of ${SERVICE_KINDS.join(", ")}, all`);
+  // Which server: given, never guessed (a service joining whatever runs on 4222 serves someone else's system).
+  const server = natsServerOf(opts.nats, env);
+  let natsUrl: string | string[];
+  try {
+    if (!server) throw new Error("no NATS server given: pass --nats nats://host:4222 (comma-separated for a cluster) or set NATS_URL; `npm start` runs a server of its own");
+    natsUrl = natsUrls(server.value, server.source);
+  } catch (err) {
+    process.stderr.write(`hadis serve: ${(err as Error).message}\n`);
+    return process.exit(2);
+  }
   for (const line of unreadOptions(kind, given)) process.stderr.write(`hadis serve: warning: ${line}\n`);
   const staticConfig = checkedConfigOf(opts, "serve", { router: kind === "router" || kind === "all", manager: kind === "resource-manager" || kind === "all" });
   let system: RunningSystem | undefined;
@@ -229,7 +245,7 @@ export async function serveCommand(
   try {
     system = await startSystemWhenUp({
       ...backendOptions(opts),
-      natsUrl: natsUrls(opts.nats),
+      natsUrl,
       natsWaitMs: (opts.waitForNats ?? 0) * 1_000,
       credentials: credentialsFromEnv(),
       tls: natsTlsFromEnv(),
@@ -250,7 +266,7 @@ export async function serveCommand(
     throw err;
   }
   const running = system;
-  process.stderr.write(`hadis ${kind} connected to ${opts.nats}${metrics ? `; metrics on ${metrics.url} (probes: /healthz, /readyz)` : ""}\n`);
+  process.stderr.write(`hadis ${kind} connected to ${server.value}${server.source === "NATS_URL" ? " (NATS_URL)" : ""}${metrics ? `; metrics on ${metrics.url} (probes: /healthz, /readyz)` : ""}\n`);
   untilSignal(async () => {
     await running.stop(10_000);
     await metrics?.stop();

@@ -12,7 +12,8 @@ import { connectTool, reportToolFailure, ToolFailure } from "./tool-connection.t
 
 /** Options of `hadis status`. */
 export interface StatusCommandOptions {
-  nats: string;
+  /** NATS server URL(s); default `NATS_URL`, else where `npm start` listens. */
+  nats?: string;
   /** How long to listen to heartbeats, ms (workers beat every second). */
   listenMs?: number;
   json?: boolean;

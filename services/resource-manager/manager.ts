@@ -116,7 +116,8 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   // second; one beat late by a GC pause must not count). Ticking before that dropped every worker
   // not yet heard from the plan, and they unloaded, to load again a tick later. A first start (no
   // plan) has nobody to drop.
-  let warmUntilMs = resumeFrom ? Date.now() + opts.silentAfterMs : 0;
+  // (A system started cold has no worker of the stored plan alive: nobody to wait for.)
+  let warmUntilMs = resumeFrom && opts.resumeDemand !== false ? Date.now() + opts.silentAfterMs : 0;
   // A reconnect missed heartbeats as a restart does: the same wait before the next tick.
   const stopReconnectWatch = onReconnect(nc, () => {
     if (plans.current) warmUntilMs = Date.now() + opts.silentAfterMs;
