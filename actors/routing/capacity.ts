@@ -67,7 +67,8 @@ export class WorkerSightings {
 export function capacityRefusal(model: string, plan: Plan | null, sightings: WorkerSightings | null, nowMs: number): HadisError | null {
   const details = { retryAfterMs: NO_WORKER_RETRY_MS, model };
   if (plan && (plan.models[model]?.workers ?? 0) === 0) {
-    return new HadisError("no_capacity", `no worker serves ${model}: the plan in force (epoch ${plan.epoch}) gives it none (${plan.reason})`, details);
+    const none = Object.values(plan.models).every((a) => a.workers === 0);
+    return new HadisError("no_capacity", none ? `no worker is serving: the plan in force (epoch ${plan.epoch}) has none (${plan.reason})` : `no worker serves ${model}: the plan in force (epoch ${plan.epoch}) gives it none (${plan.reason})`, details);
   }
   if (sightings?.knows(nowMs) && sightings.serving(model, plan, nowMs) === 0) {
     const heard = sightings.live(nowMs).length;

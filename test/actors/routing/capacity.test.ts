@@ -16,6 +16,7 @@ describe("capacityRefusal", () => {
     expect(err?.message).toBe("no worker serves b: the plan in force (epoch 4) gives it none (test plan)");
     expect(err?.details).toMatchObject({ retryAfterMs: NO_WORKER_RETRY_MS, model: "b" });
     expect(capacityRefusal("a", plan({ a: 1, b: 0 }), null, 0)).toBeNull();
+    expect(capacityRefusal("a", plan({ a: 0, b: 0 }), null, 0)?.message).toBe("no worker is serving: the plan in force (epoch 4) has none (test plan)");
   });
 
   it("judges nothing from heartbeats until it has listened as long as a worker may be silent, and again after a reconnect", () => {
