@@ -117,6 +117,8 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       if (!refused) continue;
       pending.drop(entry);
       entry.reject(refused);
+      // Its queued item too: a worker back before its deadline would make an image nobody waits for.
+      if (entry.own !== false) void opts.queue.remove(entry.seq).catch(() => false);
     }
   };
   plans.onPlan(sweep);

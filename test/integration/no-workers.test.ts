@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
 import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
 import { HadisClient } from "../../services/lib/client.ts";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { HadisError } from "../../contracts/errors.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { readStatus } from "../../services/cli/status.ts";
@@ -57,6 +58,9 @@ describe("the only worker process SIGKILLed", () => {
       // Once the worker's silence shows (3 s) and the router's once-a-second sweep sees it: not at the 30 s deadline.
       expect(f!.afterMs).toBeLessThan(8_000);
     }
+    // Their items left the work queue with them (a worker back before their deadline would make images nobody waits for).
+    const jsm = await jetstreamManager(nc);
+    await waitFor(async () => (await jsm.streams.info("HADIS_WORK")).state.messages === 0, 1_000, "the answered requests' items removed");
 
     // status: not serving, and exit code 2.
     await waitFor(async () => !(await readStatus(nc, buildSubjects(), 1_100)).serving, 10_000, "status not serving");

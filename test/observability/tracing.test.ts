@@ -115,6 +115,15 @@ describe("one trace per request across router, worker and discriminator", () => 
     expect(spans[0].spanContext().traceId).toBe("4bf92f3577b34da6a3ce929d0e0e4737");
   });
 
+  it("continues a caller's trace whose header name is in another case (`Traceparent`, as a client canonicalizing names sends it)", async () => {
+    const traceId = "5bf92f3577b34da6a3ce929d0e0e4737";
+    const h = newHeaders();
+    h.set("Traceparent", `00-${traceId}-00f067aa0ba902b8-01`);
+    await t.nc.request("hadis.generate", encode({ prompt: routes.light, deadlineMs: 20_000 }), { timeout: 20_000, headers: h });
+    const spans = await traceOf(traceId, (s) => s.some((x) => x.name === "hadis.generate"));
+    expect(spans.find((s) => s.name === "hadis.generate")!.parentSpanContext?.spanId).toBe("00f067aa0ba902b8");
+  });
+
   it("a request without traceparent starts its own trace", async () => {
     const reply = await t.client.generate({ prompt: routes.heavy, deadlineMs: 20_000 });
     await waitFor(async () => {
