@@ -232,7 +232,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
         silentAfterMs: WORKER_SILENT_AFTER_MS,
         log: logFor("resource-manager"),
         onTick: tickObserver(nc),
-        ...(opts.coldStart ? { resumeDemand: false } : {}),
+        ...(opts.coldStart ? { coldStart: true } : {}),
       });
       system.manager = manager;
       started.push({ kind: "resource-manager", service: manager });

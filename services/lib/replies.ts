@@ -16,9 +16,11 @@ import { headerOf, type NatsConnection } from "./nats.ts";
  * seconds, an error reply sent later) read as taking a few ms and never failing.
  */
 export class HandlingTally {
-  /** Handlings that ended, and those that ended in an error reply. */
+  /** Handlings that ended. */
   ended = 0;
+  /** Of those, the ones answered with an error reply. */
   errors = 0;
+  /** The last error reply, as `code: message`. */
   lastError: string | undefined;
   /** Summed time of the ended handlings, ns. */
   processingNs = 0;

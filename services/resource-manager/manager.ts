@@ -46,11 +46,12 @@ export interface ResourceManagerOptions {
   onTick?: ((outcome: TickOutcome | null, error?: Error, tickMs?: number) => void) & { close?(): Promise<void> };
   version?: string;
   /**
-   * Take up the demand estimate of the plan found in the bucket (default true): a manager restarted
-   * in a running system should; a whole system started cold (`npm start`: nothing was served while
-   * its server was down) should not.
+   * The whole system starts with this manager (`npm start`, its own nats-server): nothing of the
+   * stored plan's run is alive. Its demand is not taken up (nothing was served while the server was
+   * down), there are no workers of it to wait for, and a fresh plan is published at once. A manager
+   * restarted in a running system (the default) takes up the demand and hears the workers first.
    */
-  resumeDemand?: boolean;
+  coldStart?: boolean;
 }
 
 /** A running resource manager. */
@@ -77,11 +78,12 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     await plans.waitForPlan(1_000);
   }
   // A stored plan made for another time scale, SLO, pool or policy is not built on: the next epoch
-  // is planned afresh (at once, below, so services starting with this manager never follow it).
+  // is planned afresh (on a cold start at once, below, so services starting with this manager
+  // never follow it; otherwise once the running workers are heard).
   const found = plans.current;
   const stale = found ? staleBecause(found, { timeScale: opts.tick.timeScale, sloMs: opts.tick.sloMs, policy: opts.tick.policyName, models: opts.tick.profiles.pool.models }) : null;
   let setAside: Plan | null = stale ? found : null;
-  const resumeFrom = !found || stale ? null : opts.resumeDemand === false ? { ...found, demandQps: 0 } : found;
+  const resumeFrom = !found || stale ? null : opts.coldStart ? { ...found, demandQps: 0 } : found;
   const state = newControlState(opts.demandHalfLifeMs, resumeFrom, Date.now());
   const resumed: PlanResume = !found ? { kind: "none" } : stale ? { kind: "fresh", storedEpoch: found.epoch, why: stale } : { kind: "resumed", epoch: found.epoch, policy: found.policy, timeScale: found.timeScale, demandQps: state.demand.value };
   // Every later plan starts the dwell of the workers it moves, whoever wrote it (another manager
@@ -117,7 +119,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   // not yet heard from the plan, and they unloaded, to load again a tick later. A first start (no
   // plan) has nobody to drop.
   // (A system started cold has no worker of the stored plan alive: nobody to wait for.)
-  let warmUntilMs = resumeFrom && opts.resumeDemand !== false ? Date.now() + opts.silentAfterMs : 0;
+  let warmUntilMs = found && !opts.coldStart ? Date.now() + opts.silentAfterMs : 0;
   // A reconnect missed heartbeats as a restart does: the same wait before the next tick.
   const stopReconnectWatch = onReconnect(nc, () => {
     if (plans.current) warmUntilMs = Date.now() + opts.silentAfterMs;
@@ -315,8 +317,9 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     const plan = plans.current;
     if (!plan || soon) return;
     const alive = new Set(inventory.live(Date.now(), opts.silentAfterMs).map((w) => w.id));
+    // (Each silence once: a worker planned around, or heard again, may go silent anew later.)
+    for (const id of lost) if (!(id in plan.assignment) || alive.has(id)) lost.delete(id);
     const gone = Object.keys(plan.assignment).filter((id) => !alive.has(id) && !lost.has(id));
-    for (const id of lost) if (!(id in plan.assignment)) lost.delete(id);
     if (gone.length === 0) return;
     gone.forEach((id) => lost.add(id));
     soon = setTimeout(() => ((soon = null), void tick()), 0);
@@ -326,8 +329,8 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   const first = setTimeout(() => void tick(), Math.max(250, warmUntilMs - Date.now() + 50));
   if (resumed.kind === "fresh") log.warn("manager.fresh_plan", { storedEpoch: resumed.storedEpoch, reason: `the stored plan's ${resumed.why}: planning afresh` });
   if (resumed.kind === "resumed") log.info("manager.resumed", { epoch: resumed.epoch, policy: resumed.policy, timeScale: resumed.timeScale, demandQps: resumed.demandQps });
-  // The fresh plan at once: services starting now read it, not the one set aside.
-  if (setAside) await tick();
+  // Cold, the fresh plan at once: services starting now read it, not the one set aside.
+  if (setAside && opts.coldStart) await tick();
   log.info("manager.started", { policy: opts.tick.policyName, tickMs: opts.tickMs, epoch: plans.current?.epoch ?? 0 });
 
   return {

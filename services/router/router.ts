@@ -5,8 +5,8 @@
 import { randomInt } from "node:crypto";
 import { createActor, toPromise } from "xstate";
 import { asHadisError, HadisError } from "../../contracts/errors.ts";
-import { decodeFromSender, encode, parseRaw, validate, type Encoding } from "../../contracts/envelope.ts";
-import { deadlineOf, GenerateRequestSchema, isBlankPrompt, MAX_PROMPT_CHARS, promptChars, PROTOCOL_VERSION, WORKER_SILENT_AFTER_MS, WorkerHeartbeatSchema, type GenerateReply, type Plan, type RouterStats } from "../../contracts/messages.ts";
+import { encode, parseRaw, validate, type Encoding } from "../../contracts/envelope.ts";
+import { deadlineOf, GenerateRequestSchema, isBlankPrompt, MAX_PROMPT_CHARS, promptChars, PROTOCOL_VERSION, WORKER_SILENT_AFTER_MS, type GenerateReply, type Plan, type RouterStats } from "../../contracts/messages.ts";
 import { QueueGroups, ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import { RequestMachine } from "../../actors/request/request-machine.ts";
 import { buildReply, sloOutcome, type SloOutcome } from "../../actors/request/reply.ts";
@@ -27,7 +27,7 @@ import { NO_TIME_TO_JUDGE } from "../../actors/request/types.ts";
 import { GenerationFloor } from "../../actors/routing/generation-floor.ts";
 import { recordEscalationSkipped, recordJudgeFailure, recordLightFallback } from "../lib/metrics.ts";
 import { refusal } from "../../actors/routing/admission.ts";
-import { capacityRefusal, WorkerSightings } from "../../actors/routing/capacity.ts";
+import { watchCapacity } from "./capacity-watch.ts";
 import { moveTarget, PendingWork, type PendingItem } from "./pending.ts";
 import { RequestTraces, type RequestSpan } from "./tracing.ts";
 import { createMover } from "./mover.ts";
@@ -80,31 +80,10 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   const rescue = (entry: PendingItem, to: string, plan: Plan) => void move(entry, to, plan);
   // Which workers are alive, from their heartbeats: work for a model none of them serves is
   // refused at once (`no_capacity`), not queued to wait out its deadline.
-  const sightings = new WorkerSightings(opts.silentAfterMs ?? WORKER_SILENT_AFTER_MS, Date.now());
-  const noCapacity = throttled(log, "warn", "router.no_capacity");
-  const capacity = (model: string, plan: Plan | null): HadisError | null => {
-    const refused = capacityRefusal(model, plan, sightings, Date.now());
-    if (refused) noCapacity({ model, reason: refused.message });
-    return refused;
-  };
-  const beatsSub = nc.subscribe(subjects.workerHeartbeatAll, {
-    callback: (err, m) => {
-      if (err) {
-        // Refused (a role without the permission): judged from the plan alone, said once.
-        sightings.deaf();
-        log.error("router.heartbeats_unwatched", { error: err.message, fix: `allow this router's user to subscribe to ${subjects.workerHeartbeatAll}` });
-        return;
-      }
-      try {
-        sightings.observe(decodeFromSender(WorkerHeartbeatSchema, m, "heartbeat", (b) => b.workerId), Date.now());
-      } catch {
-        // (A heartbeat that does not read is the resource manager's to count and report.)
-      }
-    },
-  });
+  const workers = watchCapacity(nc, subjects, log, opts.silentAfterMs ?? WORKER_SILENT_AFTER_MS);
   // A plan that leaves a model without workers must not strand the items queued for it: check on
   // every plan, and sweep once a second for items a worker handed back after the plan arrived.
-  // Items of a model that no worker serves any more, and that no other model can take over, are
+  // Items of a model the plan gives no worker any more, and no other model can take over, are
   // answered now (`no_capacity`) rather than at their deadline.
   const sweep = (plan: Plan | null) => {
     if (plan) for (const { entry, to } of pending.stranded(plan)) rescue(entry, to, plan);
@@ -112,7 +91,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     for (const entry of pending.waiting()) {
       const model = entry.item.model;
       if (entry.seq === 0 || (plan && moveTarget(plan, entry.stage, model))) continue;
-      if (!refusals.has(model)) refusals.set(model, capacity(model, plan));
+      if (!refusals.has(model)) refusals.set(model, workers.planRefusal(model, plan));
       const refused = refusals.get(model);
       if (!refused) continue;
       pending.drop(entry);
@@ -147,7 +126,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   );
   const stopReconnectWatch = onReconnect(nc, () => {
     // Heartbeats were missed meanwhile: no worker is taken for gone until they could have come again.
-    sightings.listenAgain(Date.now());
+    workers.listenAgain();
     setTimeout(recover, RECOVER_AFTER_MS).unref();
   });
   const machine = RequestMachine.provide({
@@ -167,7 +146,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       log,
       traces,
       floor,
-      capacity,
+      capacity: workers.refusal,
     }),
   });
   /** A judge outage fails every light request's verdict: one line a minute says so (the metric counts each). */
@@ -414,7 +393,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       if (!nc.isClosed()) report();
       resultsSub.unsubscribe();
       givenUpSub.unsubscribe();
-      beatsSub.unsubscribe();
+      workers.stop();
       stopReconnectWatch();
       plans.close();
       await traces.telemetry.close();

@@ -53,6 +53,7 @@ export class RawNatsClient {
     return reply;
   }
 
+  /** Closes the socket. */
   close(): void {
     this.socket.destroy();
   }

@@ -81,11 +81,14 @@ describe("a restart", () => {
       expect(await elsewhere.exited).toBe(2);
       expect(elsewhere.output()).toContain(`port ${port} on 127.0.0.1 is already in use by nats-server pid ${leftover}, left running by an earlier start on data dir ${dataDir} that was killed`);
 
-      // The same data dir: the leftover is stopped, and this start serves on the port, from the state it left.
-      const again = spawnHadis(["start", "--data-dir", dataDir, ...common], {}, { group: true });
-      await waitFor(() => again.output().includes("HADIS is serving") || again.child.exitCode !== null, 40_000, "second banner");
+      // The same data dir, at another time scale (as `npm start -- --time-scale 0.02`): the leftover is
+      // stopped, this start serves on the port, and says it planned afresh; no worker is told to
+      // change the time scale it was given.
+      const again = spawnHadis(["start", "--data-dir", dataDir, ...common, "--time-scale", "0.02"], {}, { group: true });
+      await waitFor(() => again.output().includes("HADIS models loaded") || again.child.exitCode !== null, 40_000, "second start's models loaded");
       expect(again.output()).toContain(`stopped the nats-server (pid ${leftover}) an earlier start left running on this data dir when it was killed`);
-      expect(again.output()).toMatch(/state from .*: resumed plan epoch \d+ \(policy hadis, time scale 0\.01, demand estimate 0 qps\)/);
+      expect(again.output()).toMatch(/state from .*: a fresh plan: the stored epoch \d+ was made for time scale 0\.01, not 0\.02\n/);
+      expect(again.output()).not.toContain("time_scale_differs");
       expect(spawnSync("kill", ["-0", leftover]).status).not.toBe(0);
       const nc = await connectNats(`nats://127.0.0.1:${port}`, "after-leftover");
       expect((await new HadisClient(nc).generate({ prompt: "a red bicycle", deadlineMs: 20_000 })).image.byteLength).toBeGreaterThan(0);
