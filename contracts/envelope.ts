@@ -42,11 +42,26 @@ export function encodeAs(message: unknown, encoding: Encoding): Uint8Array {
   return encoding === "json" ? encodeJson(message) : encode(message);
 }
 
+/**
+ * Whether a payload reads as a JSON object: its first byte other than JSON whitespace is `{`.
+ * No message of ours is msgpack starting so (they are maps; `{` is the msgpack integer 123).
+ */
+export function looksLikeJson(data: Uint8Array): boolean {
+  for (const byte of data) {
+    if (byte === 0x20 || byte === 0x09 || byte === 0x0a || byte === 0x0d) continue;
+    return byte === 0x7b;
+  }
+  return false;
+}
+
 /** Parses raw bytes (msgpack or JSON) into an unvalidated value; malformed input is a typed error. */
 export function parseRaw(data: Uint8Array, encoding: Encoding = "msgpack"): unknown {
   if (data.byteLength === 0) throw new HadisError("malformed_payload", "empty payload");
   if (data.byteLength > MAX_PAYLOAD_BYTES) {
     throw new HadisError("payload_too_large", `payload of ${data.byteLength} bytes exceeds ${MAX_PAYLOAD_BYTES}`);
+  }
+  if (encoding === "msgpack" && looksLikeJson(data)) {
+    throw new HadisError("malformed_payload", "payload is JSON where msgpack was expected: send it with the header Content-Type: application/json (or without a Content-Type)");
   }
   try {
     if (encoding === "json") return JSON.parse(textDecoder.decode(data));

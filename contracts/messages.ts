@@ -27,6 +27,14 @@ export function promptChars(prompt: string): number {
   return n;
 }
 
+/** Characters that draw nothing: whitespace, control (NUL, ESC, …) and invisible format characters (zero-width space, BOM, bidi marks). */
+const BLANK_PROMPT = /^[\s\p{Cc}\p{Cf}]*$/u;
+
+/** Whether a prompt has nothing a model could draw from: empty, or only whitespace, control and invisible format characters. */
+export function isBlankPrompt(prompt: string): boolean {
+  return BLANK_PROMPT.test(prompt);
+}
+
 /** A prompt inside the system, checked by the router: in UTF-16 units, which a character takes one or two of. */
 const promptText = z.string().min(1).max(2 * MAX_PROMPT_CHARS);
 
@@ -35,10 +43,20 @@ export function deadlineOf(request: { deadlineMs?: number | undefined }, sloMs: 
   return request.deadlineMs ?? Math.min(sloMs, MAX_DEADLINE_MS);
 }
 
-/** How a request was served. */
-export const Routes = { light: "light", heavy: "heavy", lightThenHeavy: "light→heavy" } as const;
+/**
+ * How a request was served. ASCII on the wire: clients that read text headers and bodies as
+ * bytes (libnats, Prometheus label matchers typed at a keyboard) need no arrow.
+ */
+export const Routes = { light: "light", heavy: "heavy", lightThenHeavy: "light->heavy" } as const;
 /** One of the routes. */
 export type Route = (typeof Routes)[keyof typeof Routes];
+/** The escalated route as routers before the ASCII name sent it: still read, as `Routes.lightThenHeavy`. */
+export const LEGACY_LIGHT_THEN_HEAVY = "light\u2192heavy";
+
+/** A route as read from a reply or a report: the legacy arrow becomes `Routes.lightThenHeavy`; anything else is kept as it is. */
+export function readRoute(route: string): string {
+  return route === LEGACY_LIGHT_THEN_HEAVY ? Routes.lightThenHeavy : route;
+}
 
 /**
  * Why a reply's image is not the one the cascade meant: the light image because the heavy
@@ -206,10 +224,12 @@ export type GenerateReply = z.infer<typeof GenerateReplySchema>;
 /**
  * A generate reply as a client reads it: fields it does not know are dropped, not refused, and a
  * `fallback` it does not know is kept as its text, so a router newer than its clients can add an
- * optional field or a reason (what it sends is still checked whole).
+ * optional field or a reason (what it sends is still checked whole). An older router's escalated
+ * route, `light→heavy`, is read as `light->heavy`.
  */
 export const GenerateReplyReadSchema = z.object({
   ...GenerateReplySchema.shape,
+  route: z.enum([Routes.light, Routes.heavy, Routes.lightThenHeavy, LEGACY_LIGHT_THEN_HEAVY]).transform((r) => readRoute(r) as Route),
   models: z.object(GenerateReplySchema.shape.models.shape),
   timings: z.object(StageTimingsSchema.shape),
   fallback: z.string().max(256).optional(),
@@ -385,6 +405,9 @@ export const ManagerPlanReplySchema = z.strictObject({
 });
 /** A plan endpoint answer. */
 export type ManagerPlanReply = z.infer<typeof ManagerPlanReplySchema>;
+
+/** Workers beat once a second; one silent this long is gone, to the resource manager, the routers, `hadis status` and the dashboard alike. */
+export const WORKER_SILENT_AFTER_MS = 3_000;
 
 /** A worker's heartbeat. */
 export const WorkerHeartbeatSchema = z.strictObject({

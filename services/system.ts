@@ -4,6 +4,7 @@
  * would in its own process.
  */
 import { inboxPrefixOf, subjects as buildSubjects, type Subjects } from "../contracts/subjects.ts";
+import { WORKER_SILENT_AFTER_MS } from "../contracts/messages.ts";
 import { ProfileJudge } from "../actors/judge/profile-judge.ts";
 import { ProfileGenerationBackend } from "../actors/worker/profile-backend.ts";
 import { FixedPercentileThreshold, ReferenceFeatureScorer, type DifficultyScorer, type HardnessThreshold } from "../actors/routing/difficulty.ts";
@@ -94,6 +95,11 @@ export interface SystemOptions {
   subjectPrefix?: string;
   workerIdPrefix?: string;
   log?: Logger;
+  /**
+   * The whole system starts here with its own nats-server (`npm start`): nothing was served while
+   * the server was down, so the demand estimate of the plan it finds is not taken up.
+   */
+  coldStart?: boolean;
 }
 
 /** A user and password for one NATS connection. */
@@ -222,9 +228,10 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
         // The paper re-plans every few seconds of its (compressed) trace time.
         tickMs: opts.tickMs ?? Math.max(500, 20_000 * timeScale),
         demandHalfLifeMs: opts.demandHalfLifeMs ?? Math.max(1_000, 20_000 * timeScale),
-        silentAfterMs: 3_000,
+        silentAfterMs: WORKER_SILENT_AFTER_MS,
         log: logFor("resource-manager"),
         onTick: tickObserver(nc),
+        ...(opts.coldStart ? { coldStart: true } : {}),
       });
       system.manager = manager;
       started.push({ kind: "resource-manager", service: manager });

@@ -1,5 +1,5 @@
 /** The live worker inventory, from heartbeats: a worker silent for too long is gone. */
-import type { Plan, WorkerHeartbeat } from "../../contracts/messages.ts";
+import type { WorkerHeartbeat } from "../../contracts/messages.ts";
 
 /** A worker as the resource manager knows it. */
 export interface KnownWorker {
@@ -28,13 +28,4 @@ export class WorkerInventory {
     for (const [id, w] of this.workers) if (nowMs - w.lastSeenMs > silentAfterMs) this.workers.delete(id);
     return [...this.workers.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   }
-}
-
-/**
- * Workers the plan in force assigns when none of them (nor any other) is heard from: the manager
- * missed their heartbeats (an event-loop stall, a reconnect) or the whole fleet is down. A plan
- * made now would unload every worker still there, so the plan in force stays: 0 means plan as usual.
- */
-export function unheardFleet(alive: readonly KnownWorker[], current: Plan | null): number {
-  return alive.length === 0 ? Object.keys(current?.assignment ?? {}).length : 0;
 }

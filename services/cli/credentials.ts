@@ -38,15 +38,23 @@ function serviceCredentials(env: NodeJS.ProcessEnv, kind: ServiceKind): NatsCred
   return found && { user: found.user, pass: found.pass, ...(found.prefix !== "HADIS_NATS" ? { ownRole: true } : {}) };
 }
 
-/** `--nats a,b,c` → every URL of a cluster. */
-export function natsUrls(value: string): string | string[] {
+/** `--nats a,b,c` (or `NATS_URL`: `source` names where it came from) → every URL of a cluster. */
+export function natsUrls(value: string, source = "--nats"): string | string[] {
   const urls = value.split(",").map((u) => u.trim()).filter(Boolean);
+  const named = source.startsWith("-") ? `${source} "${value}"` : `${source}=${value}`;
   // (An empty list would quietly become the client library's default server.)
-  if (urls.length === 0) throw new Error(`--nats "${value}" names no server`);
+  if (urls.length === 0) throw new Error(`${named} names no server`);
   // nats.js reads any scheme as nats:// (foo://bar tried host bar, and said it did not resolve).
   const odd = urls.find((u) => u.includes("://") && !/^(nats|tls):\/\//i.test(u));
-  if (odd) throw new Error(`--nats "${odd}" is not a NATS URL: nats://host:port, tls://host:port or host:port`);
+  if (odd) throw new Error(`${source.startsWith("-") ? `${source} "${odd}"` : `${source}=${value}: "${odd}"`} is not a NATS URL: nats://host:port, tls://host:port or host:port`);
   return urls.length === 1 ? urls[0] : urls;
+}
+
+/** The NATS server a command talks to and where that came from: `--nats`, else `NATS_URL`, else `fallback` (none: undefined). */
+export function natsServerOf(given: string | undefined, env: NodeJS.ProcessEnv, fallback?: string): { value: string; source: string } | undefined {
+  if (given !== undefined) return { value: given, source: "--nats" };
+  if (env.NATS_URL) return { value: env.NATS_URL, source: "NATS_URL" }; // (set empty: unset)
+  return fallback === undefined ? undefined : { value: fallback, source: "the default" };
 }
 
 /**

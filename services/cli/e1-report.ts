@@ -10,6 +10,7 @@ import { parsePrompts, parseTrace, type Arrival } from "../../actors/profile/ref
 import type { RunScore } from "../../actors/sim/scoring.ts";
 import { POLICY_NAMES } from "../../actors/planner/policies.ts";
 import { PACKAGE_ROOT, packagePath } from "../lib/package-root.ts";
+import { readRoute, Routes } from "../../contracts/messages.ts";
 
 /** Where the benchmark results go. */
 export const RESULTS_DIR = packagePath("bench", "results");
@@ -115,8 +116,11 @@ export function renderTable(systems: readonly SystemSummary[], colour = process.
     ...(colour ? {} : { style: { head: [], border: [] } }),
   });
   for (const s of systems) {
-    const share = (k: string) => f((s.routeShares[k] ?? 0) * 100, 0);
-    table.push([s.name, f(s.sloViolationRatio, 4), f(s.fid, 2), f(s.meanServedScore, 4), f(s.p50Ms, 0), f(s.p99Ms, 0), f(s.goodputQps, 2), String(s.swaps), `${share("light")} / ${share("heavy")} / ${share("light→heavy")} %`]);
+    // (A report written before routes were ASCII names the escalated one with an arrow.)
+    const shares: Record<string, number> = {};
+    for (const [route, x] of Object.entries(s.routeShares)) shares[readRoute(route)] = (shares[readRoute(route)] ?? 0) + x;
+    const share = (k: string) => f((shares[k] ?? 0) * 100, 0);
+    table.push([s.name, f(s.sloViolationRatio, 4), f(s.fid, 2), f(s.meanServedScore, 4), f(s.p50Ms, 0), f(s.p99Ms, 0), f(s.goodputQps, 2), String(s.swaps), `${share("light")} / ${share("heavy")} / ${share(Routes.lightThenHeavy)} %`]);
   }
   return table.toString();
 }

@@ -9,7 +9,8 @@ import { clientError, connectTool, reportToolFailure, ToolFailure } from "./tool
 
 /** Options of `hadis generate`. */
 export interface GenerateCommandOptions {
-  nats: string;
+  /** NATS server URL(s); default `NATS_URL`, else where `npm start` listens. */
+  nats?: string;
   deadlineMs?: number;
   seed?: number;
   idempotencyKey?: string;

@@ -13,6 +13,7 @@ import { POLICY_NAMES } from "../resource-manager/policy-names.ts";
 import { ARTIFACT_MECHANISMS } from "../../actors/artifact/mechanisms.ts";
 import { atLeastOne, count, idPrefix, integerIn, mechanismList, nonNegative, port, positive, text } from "./options.ts";
 import { jsonErrorsWhen } from "./tool-connection.ts";
+import { environmentProblems } from "./environment.ts";
 
 /** The anchor trace and prompts (`e1-report.ts` names the same files). */
 const DEFAULT_TRACE = packagePath("profiles/reference/traces/azure_1to64qps.txt");
@@ -21,6 +22,13 @@ const DEFAULT_PROMPTS = packagePath("profiles/reference/prompts/imagenet1k_capti
 const { version } = JSON.parse(readFileSync(packagePath("package.json"), "utf8")) as { version: string };
 // After a mistake, a hint rather than the whole help (40 lines that scrolled the error away).
 const program = new Command("hadis").description("HADIS: query-aware text-to-image diffusion serving over NATS").version(version).showHelpAfterError("(add --help for the options)");
+// Settings from the environment, before any command starts anything.
+program.hook("preAction", (_program, command) => {
+  const problems = environmentProblems(process.env);
+  if (problems.length === 0) return;
+  for (const problem of problems) process.stderr.write(`hadis ${command.name()}: ${problem}\n`);
+  process.exit(2);
+});
 
 const runOptions = (cmd: Command) =>
   cmd
@@ -60,7 +68,7 @@ runOptions(
     .command("serve")
     .description("run one service against a NATS server: router | worker | discriminator | resource-manager | gateway (HTTP) | all (the four services)")
     .argument("<service>")
-    .option("--nats <urls>", "NATS server URL (comma-separated for a cluster); credentials from HADIS_<ROLE>_NATS_USER/PASS, else HADIS_NATS_USER/PASS", DEFAULT_NATS_URL)
+    .option("--nats <urls>", "NATS server URL (comma-separated for a cluster; default $NATS_URL, and one of them is required); credentials from HADIS_<ROLE>_NATS_USER/PASS, else HADIS_NATS_USER/PASS")
     .option("--id-prefix <prefix>", "worker ids are <prefix>-NN (default: random)", idPrefix)
     .option("--metrics-port <port>", "serve Prometheus /metrics of this process on this port", port)
     .option("--metrics-host <host>", "address /metrics listens on (0.0.0.0 for a Prometheus on another host)", "127.0.0.1")
@@ -80,7 +88,7 @@ program
   .command("generate")
   .description("send one prompt to hadis.generate and print how it was served")
   .argument("<prompt>")
-  .option("--nats <urls>", "NATS server URL (comma-separated for a cluster); credentials from HADIS_CLIENT_NATS_USER/PASS or HADIS_NATS_USER/PASS", DEFAULT_NATS_URL)
+  .option("--nats <urls>", `NATS server URL (comma-separated for a cluster; default $NATS_URL, else ${DEFAULT_NATS_URL}); credentials from HADIS_CLIENT_NATS_USER/PASS or HADIS_NATS_USER/PASS`)
   .option("--deadline-ms <ms>", `deadline, 1 to ${MAX_DEADLINE_MS} (default: the SLO in force; without one the command waits up to ${MAX_DEADLINE_MS + 5_000} ms)`, integerIn(1, MAX_DEADLINE_MS))
   .option("--seed <n>", `seed for the image, 0 to ${MAX_SEED} (default: random)`, integerIn(0, MAX_SEED))
   .option("--idempotency-key <key>", `retries with the same key (1 to ${MAX_IDEMPOTENCY_KEY_CHARS} characters) are generated once`, text(MAX_IDEMPOTENCY_KEY_CHARS))
@@ -96,7 +104,7 @@ program
 program
   .command("status")
   .description("print the plan in force and every worker's model and state, from a running system")
-  .option("--nats <urls>", "NATS server URL (comma-separated for a cluster); credentials from HADIS_OBSERVER_NATS_USER/PASS or HADIS_NATS_USER/PASS", DEFAULT_NATS_URL)
+  .option("--nats <urls>", `NATS server URL (comma-separated for a cluster; default $NATS_URL, else ${DEFAULT_NATS_URL}); credentials from HADIS_OBSERVER_NATS_USER/PASS or HADIS_NATS_USER/PASS`)
   .option("--listen-ms <ms>", "how long to listen to worker heartbeats (they beat every second), up to 60000", integerIn(1, 60_000), 1_500)
   .option("--json", "print one JSON object: manager, plan, demandQps, workers (their heartbeats)")
   .configureOutput(jsonErrorsWhen(process.argv.includes("--json")))

@@ -7,7 +7,7 @@ import { startMetricsServer } from "../lib/metrics.ts";
 import { STARTING, type Health } from "../lib/health.ts";
 import { DEFAULT_DASHBOARD_PORT, startDashboard } from "../dashboard/dashboard.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
-import { credentialsFromEnv, natsTlsFromEnv, natsUrls } from "./credentials.ts";
+import { credentialsFromEnv, natsServerOf, natsTlsFromEnv, natsUrls } from "./credentials.ts";
 import { startSystem, startSystemWhenUp, SERVICE_KINDS, type RunningSystem, type ServiceKind } from "../system.ts";
 import { createPolicy, staticConfigFor } from "../resource-manager/policies.ts";
 import { loadProfiles } from "../lib/profiles.ts";
@@ -15,6 +15,7 @@ import { loadScoreModel } from "../lib/analyzer-files.ts";
 import { describeLoad, whenModelsLoaded } from "./models-ready.ts";
 import { describeProblem, telemetryEnvProblems } from "../lib/telemetry-config.ts";
 import { gatewayCommand, startLocalGateway, type GatewayCliOptions, type LocalGateway } from "./gateway.ts";
+import { describeResume } from "../resource-manager/resume.ts";
 import type { StaticConfig } from "../../actors/control/static-policy.ts";
 
 /** Options shared by `start` and `serve`. */
@@ -185,6 +186,7 @@ export async function startCommand(opts: RunOptions & GatewayCliOptions & { port
       profilesDir: opts.profiles,
       staticConfig,
       workQueue: { storage: opts.storage },
+      coldStart: true,
       ...backendOptions(opts),
     });
   } catch (err) {
@@ -196,10 +198,13 @@ export async function startCommand(opts: RunOptions & GatewayCliOptions & { port
     process.exit(1);
   }
   log.info("start.ready", { nats: server.url, workers: opts.workers, policy: opts.policy, dataDir: server.dataDir });
+  const resumed = system.manager ? describeResume(system.manager.resumed) : null;
   process.stdout.write(
     [
       `HADIS is serving hadis.generate on ${server.url}`,
       `  ${opts.workers} ${opts.backend === "onnx" ? "ONNX (real inference)" : "profile-driven"} workers, policy ${opts.policy}, time scale ${opts.timeScale ?? 1}`,
+      ...(server.stoppedLeftover ? [`  stopped the nats-server (pid ${server.stoppedLeftover.pid}) an earlier start left running on this data dir when it was killed`] : []),
+      ...(resumed ? [`  state from ${opts.dataDir}: ${resumed}`] : []),
       `  try:  npx hadis generate "a red bicycle" --nats ${server.url}`,
       ...(gateway ? [`        curl -d '{"prompt":"a red bicycle"}' ${gateway.url}v1/generate -H 'accept: image/png' -o bike.png`] : []),
       `        npx hadis status --nats ${server.url}`,
@@ -236,12 +241,23 @@ async function startLocalDashboard(url: string, port: number | undefined, host: 
 /** `hadis serve <service>`: one service against an existing NATS server. */
 export async function serveCommand(
   kind: string,
-  opts: RunOptions & GatewayCliOptions & { nats: string; metricsPort?: number; metricsHost?: string; replicas?: number; waitForNats?: number },
+  opts: RunOptions & GatewayCliOptions & { nats?: string; metricsPort?: number; metricsHost?: string; replicas?: number; waitForNats?: number },
   given: readonly { key: string; flag: string }[] = [],
+  env: NodeJS.ProcessEnv = process.env,
 ): Promise<void> {
   if (kind !== "all" && kind !== "gateway" && !SERVICE_KINDS.includes(kind as ServiceKind)) throw new Error(`unknown service "${kind}"; one of ${SERVICE_KINDS.join(", ")}, gateway, all`);
+  // Which server: given, never guessed (a service joining whatever runs on 4222 serves someone else's system).
+  const server = natsServerOf(opts.nats, env);
+  let natsUrl: string | string[];
+  try {
+    if (!server) throw new Error("no NATS server given: pass --nats nats://host:4222 (comma-separated for a cluster) or set NATS_URL; `npm start` runs a server of its own");
+    natsUrl = natsUrls(server.value, server.source);
+  } catch (err) {
+    process.stderr.write(`hadis serve: ${(err as Error).message}\n`);
+    return process.exit(2);
+  }
   for (const line of unreadOptions(kind, given)) process.stderr.write(`hadis serve: warning: ${line}\n`);
-  if (kind === "gateway") return gatewayCommand(opts, untilSignal);
+  if (kind === "gateway") return gatewayCommand({ ...opts, nats: server.value }, untilSignal);
   const staticConfig = checkedConfigOf(opts, "serve", { router: kind === "router" || kind === "all", manager: kind === "resource-manager" || kind === "all" });
   let system: RunningSystem | undefined;
   // The metrics port first: a taken one fails before any service has joined (and pulled work).
@@ -254,7 +270,7 @@ export async function serveCommand(
   try {
     system = await startSystemWhenUp({
       ...backendOptions(opts),
-      natsUrl: natsUrls(opts.nats),
+      natsUrl,
       natsWaitMs: (opts.waitForNats ?? 0) * 1_000,
       credentials: credentialsFromEnv(),
       tls: natsTlsFromEnv(),
@@ -275,7 +291,7 @@ export async function serveCommand(
     throw err;
   }
   const running = system;
-  process.stderr.write(`hadis ${kind} connected to ${opts.nats}${metrics ? `; metrics on ${metrics.url} (probes: /healthz, /readyz)` : ""}\n`);
+  process.stderr.write(`hadis ${kind} connected to ${server.value}${server.source === "NATS_URL" ? " (NATS_URL)" : ""}${metrics ? `; metrics on ${metrics.url} (probes: /healthz, /readyz)` : ""}\n`);
   untilSignal(async () => {
     await running.stop(10_000);
     await metrics?.stop();

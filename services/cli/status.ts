@@ -6,13 +6,14 @@
 import type { z } from "zod";
 import { decode } from "../../contracts/envelope.ts";
 import { ManagerPlanReplySchema, WorkerHeartbeatSchema, type Plan, type WorkerHeartbeat } from "../../contracts/messages.ts";
-import { subjects as buildSubjects, type Subjects } from "../../contracts/subjects.ts";
-import type { NatsConnection } from "../lib/nats.ts";
+import { ServiceNames, subjects as buildSubjects, type Subjects } from "../../contracts/subjects.ts";
+import { inboxPrefix, newInbox, type NatsConnection } from "../lib/nats.ts";
 import { connectTool, reportToolFailure, ToolFailure } from "./tool-connection.ts";
 
 /** Options of `hadis status`. */
 export interface StatusCommandOptions {
-  nats: string;
+  /** NATS server URL(s); default `NATS_URL`, else where `npm start` listens. */
+  nats?: string;
   /** How long to listen to heartbeats, ms (workers beat every second). */
   listenMs?: number;
   json?: boolean;
@@ -26,6 +27,21 @@ export interface SystemStatus {
   demandQps: number | null;
   /** The newest heartbeat of each worker heard, by id. */
   workers: WorkerHeartbeat[];
+  /** Ids of the routers that answered `$SRV.PING`. */
+  routers: string[];
+  /** Whether a request can be served now: a router answers, a worker is heard, and the plan in force (if known) gives some model a worker. */
+  serving: boolean;
+  /** Why not, when not serving. */
+  notServing: string[];
+}
+
+/** Why a system with this much cannot serve a request now (none: it can). */
+export function whyNotServing(s: Pick<SystemStatus, "plan" | "workers" | "routers">, listenMs: number): string[] {
+  const why: string[] = [];
+  if (s.routers.length === 0) why.push(`no router answered $SRV.PING within ${listenMs} ms`);
+  if (s.workers.length === 0) why.push(`no worker heard within ${listenMs} ms`);
+  else if (s.plan && Object.values(s.plan.models).every((a) => a.workers === 0)) why.push(`the plan in force (epoch ${s.plan.epoch}) gives no model a worker`);
+  return why;
 }
 
 /** How long the resource manager has to answer for its plan (a tick's solve may hold it up), ms. */
@@ -40,17 +56,42 @@ export async function readStatus(nc: NatsConnection, subjects: Subjects, listenM
       if (beat) beats.set(beat.workerId, beat);
     },
   });
+  // Every router answers a ping (the standard micro-service discovery), under this tool's own inbox.
+  const routers = new Set<string>();
+  const inbox = newInbox(inboxPrefix(nc));
+  const pings = nc.subscribe(inbox, {
+    callback: (_err, msg) => {
+      const id = routerIdOf(msg.data);
+      if (id) routers.add(id);
+    },
+  });
+  nc.publish(`$SRV.PING.${ServiceNames.router}`, new Uint8Array(), { reply: inbox });
   const [answer] = await Promise.all([
     nc.request(subjects.managerPlan, new Uint8Array(), { timeout: answerMs }).then((msg) => decodeOrNull(ManagerPlanReplySchema, msg.data), () => null),
     new Promise((r) => setTimeout(r, listenMs)),
   ]);
   sub.unsubscribe();
-  return {
+  pings.unsubscribe();
+  const found = {
     manager: answer !== null,
     plan: answer?.plan ?? null,
     demandQps: answer?.demandQps ?? null,
     workers: [...beats.values()].sort((a, b) => (a.workerId < b.workerId ? -1 : 1)),
+    routers: [...routers].sort(),
   };
+  const notServing = whyNotServing(found, listenMs);
+  return { ...found, serving: notServing.length === 0, notServing };
+}
+
+/** The router id a `$SRV.PING` answer names (its metadata's, else the service instance's), or null. */
+function routerIdOf(data: Uint8Array): string | null {
+  try {
+    const pong = JSON.parse(new TextDecoder().decode(data)) as { id?: unknown; metadata?: { routerId?: unknown } };
+    const id = pong.metadata?.routerId ?? pong.id;
+    return typeof id === "string" ? id.slice(0, 128) : null;
+  } catch {
+    return null;
+  }
 }
 
 /** The message `data` holds, or null when it is not one (a status read skips what it cannot read). */
@@ -68,6 +109,7 @@ const n = (x: number, digits = 2) => Number(x.toFixed(digits)).toString();
 export function formatStatus(s: SystemStatus): string {
   const lines: string[] = [];
   const p = s.plan;
+  lines.push(s.serving ? `serving: ${s.routers.length} router${s.routers.length === 1 ? "" : "s"} answered, ${s.workers.length} worker${s.workers.length === 1 ? "" : "s"} heard` : `not serving: ${s.notServing.join("; ")}`);
   if (!s.manager) lines.push("no resource manager answered on the plan endpoint: is one running (and may this user ask it)?");
   else if (!p) lines.push("the resource manager has made no plan yet (no workers heard from?)");
   if (p) {
@@ -100,7 +142,8 @@ export function formatStatus(s: SystemStatus): string {
 
 /**
  * Prints the status of the system behind `--nats`. Exits 1 when NATS cannot be reached, 2 when
- * no resource manager answered (scripts and health checks can tell).
+ * it is not serving (no router answered, no worker was heard, the plan gives no model a worker)
+ * or no resource manager answered: scripts and health checks can tell.
  */
 export async function statusCommand(opts: StatusCommandOptions, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   let nc: NatsConnection;
@@ -113,7 +156,7 @@ export async function statusCommand(opts: StatusCommandOptions, env: NodeJS.Proc
   try {
     const status = await readStatus(nc, buildSubjects(), opts.listenMs ?? 1_500);
     process.stdout.write(opts.json ? JSON.stringify(status) + "\n" : formatStatus(status));
-    if (!status.manager) process.exitCode = 2;
+    if (!status.manager || !status.serving) process.exitCode = 2;
   } finally {
     await nc.close();
   }

@@ -1,16 +1,22 @@
 /** How the command-line tools (`hadis generate`, `hadis status`) connect, and how they say they could not. */
 import type { OutputConfiguration } from "commander";
 import type { NatsConnection } from "../lib/nats.ts";
-import { natsTlsFromEnv, natsUrls, toolCredentials } from "./credentials.ts";
+import { DEFAULT_NATS_URL } from "../../contracts/limits.ts";
+import { natsServerOf, natsTlsFromEnv, natsUrls, toolCredentials } from "./credentials.ts";
 
 /** A failure on the caller's side (no server, bad settings, a file that cannot be written): not the system's, not retryable. */
 export class ToolFailure extends Error {}
 
-/** Connects as `role`, without reconnecting; settings and connection problems are `ToolFailure`s that say what to check. */
-export async function connectTool(nats: string, env: NodeJS.ProcessEnv, role: "client" | "observer", name: string): Promise<NatsConnection> {
+/**
+ * Connects as `role` to `--nats` (else `NATS_URL`, else where `npm start` listens), without
+ * reconnecting; settings and connection problems are `ToolFailure`s that say what to check.
+ */
+export async function connectTool(given: string | undefined, env: NodeJS.ProcessEnv, role: "client" | "observer", name: string): Promise<NatsConnection> {
+  const server = natsServerOf(given, env, DEFAULT_NATS_URL)!;
+  const nats = server.value;
   let urls: string | string[], credentials: ReturnType<typeof toolCredentials>, tls: ReturnType<typeof natsTlsFromEnv>;
   try {
-    [urls, credentials, tls] = [natsUrls(nats), toolCredentials(env, role), natsTlsFromEnv(env)];
+    [urls, credentials, tls] = [natsUrls(nats, server.source === "NATS_URL" ? "NATS_URL" : "--nats"), toolCredentials(env, role), natsTlsFromEnv(env)];
   } catch (err) {
     throw new ToolFailure((err as Error).message);
   }

@@ -4,7 +4,7 @@
  * reports (demand, served, SLO outcomes: every request, where the traces are a sample), worker
  * heartbeats and the plan. Pure: time is passed in.
  */
-import type { Plan, RouterStats, WorkerHeartbeat } from "../../contracts/messages.ts";
+import { WORKER_SILENT_AFTER_MS, type Plan, type RouterStats, type WorkerHeartbeat } from "../../contracts/messages.ts";
 import { REQUEST_SPAN, type Attributes, type SpanRecord } from "../lib/telemetry.ts";
 import type { AttributeValue } from "@opentelemetry/api";
 
@@ -124,6 +124,13 @@ export interface WorkerView extends WorkerHeartbeat {
   heardAtMs: number;
 }
 
+/**
+ * A worker as the dashboard shows it: as last heard, or `lost` once silent for
+ * `WORKER_SILENT_AFTER_MS` (when the resource manager plans without it), with the state it last
+ * said in `lastState`.
+ */
+export type ShownWorker = Omit<WorkerView, "state"> & { state: WorkerView["state"] | "lost"; lastState?: WorkerView["state"] };
+
 /** What the dashboard keeps at most. */
 export interface DashboardLimits {
   traces: number;
@@ -134,12 +141,15 @@ export interface DashboardLimits {
   spanBytes: number;
   requests: number;
   seconds: number;
+  /** A worker silent this long is shown lost (the resource manager's rule). */
+  workerLostMs: number;
+  /** A worker silent this long is forgotten (ids change as workers restart). */
   workerSilenceMs: number;
   /** Workers listed; past it the one heard from longest ago goes. */
   workers: number;
 }
 
-const DASHBOARD_LIMITS: DashboardLimits = { traces: 2_000, spansPerTrace: 512, traceBytes: 2 * 1024 * 1024, spanBytes: 64 * 1024 * 1024, requests: 300, seconds: 600, workerSilenceMs: 10_000, workers: 1_024 };
+const DASHBOARD_LIMITS: DashboardLimits = { traces: 2_000, spansPerTrace: 512, traceBytes: 2 * 1024 * 1024, spanBytes: 64 * 1024 * 1024, requests: 300, seconds: 600, workerLostMs: WORKER_SILENT_AFTER_MS, workerSilenceMs: 60_000, workers: 1_024 };
 
 /** The dashboard's model of the running system. */
 export class DashboardState {
@@ -326,10 +336,12 @@ export class DashboardState {
     }
   }
 
-  /** Workers heard from recently, by id. */
-  liveWorkers(nowMs: number): WorkerView[] {
+  /** Workers heard from within `workerSilenceMs`, by id; those silent past `workerLostMs` shown `lost`. */
+  liveWorkers(nowMs: number): ShownWorker[] {
     this.forgetSilent(nowMs);
-    return [...this.workers.values()].sort((a, b) => a.workerId.localeCompare(b.workerId));
+    return [...this.workers.values()]
+      .sort((a, b) => a.workerId.localeCompare(b.workerId))
+      .map((w) => (nowMs - w.heardAtMs > this.limits.workerLostMs ? { ...w, state: "lost", lastState: w.state } : w));
   }
 
   /** The last `n` seconds (oldest first, gaps filled), excluding the current second. */

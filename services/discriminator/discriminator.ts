@@ -12,7 +12,7 @@ import { acceptsLight } from "../../actors/judge/verdict.ts";
 import { JudgeQueue } from "../../actors/judge/judge-queue.ts";
 import { throttled, type Logger } from "../lib/log.ts";
 import { sendKeptWhenUp, type MsgHdrs, type NatsConnection } from "../lib/nats.ts";
-import { replyError, startService } from "../lib/replies.ts";
+import { HandlingTally, replyError, startService } from "../lib/replies.ts";
 import { recordJudgeExpired, recordVerdict } from "../lib/metrics.ts";
 import { endWithError, messagingAttributes, ServiceTelemetry, SpanKind } from "../lib/telemetry.ts";
 import { PlanView } from "../lib/plan-view.ts";
@@ -113,19 +113,24 @@ export async function startDiscriminator(opts: DiscriminatorOptions): Promise<Ru
     }
   }
 
+  /** Each judge request's whole handling, for `$SRV.STATS`. */
+  const handling = new HandlingTally();
   const service = await startService(nc, {
     name: ServiceNames.discriminator,
     version: opts.version ?? "0.1.0",
     description: `HADIS discriminator (${judge.kind} judge)`,
     metadata: { backend: judge.kind, protocol: String(PROTOCOL_VERSION) },
-  });
+  }, { judge: handling });
   service.addEndpoint("judge", {
     subject: subjects.judge,
     queue: QueueGroups.discriminator,
     handler: (_err, msg) => {
+      const done = handling.begin();
       if (inFlight.size >= (opts.maxInFlight ?? MAX_JUDGING)) {
         refusedBusy({ inFlight: inFlight.size });
-        replyError(msg, new HadisError("overloaded", `the discriminator is judging ${inFlight.size} images already`, { retryAfterMs: 100 }), "msgpack");
+        const busy = new HadisError("overloaded", `the discriminator is judging ${inFlight.size} images already`, { retryAfterMs: 100 });
+        replyError(msg, busy, "msgpack");
+        done(busy);
         return;
       }
       // A verdict reached while the connection is down is held until it is back (within 10 s):
@@ -133,8 +138,14 @@ export async function startDiscriminator(opts: DiscriminatorOptions): Promise<Ru
       // goes again once reconnected (it may be lost with the socket).
       const p = traced(msg.data, msg.headers)
         .then(
-          (reply) => sendKeptWhenUp(nc, () => void msg.respond(encode(reply))),
-          (err: unknown) => sendKeptWhenUp(nc, () => void replyError(msg, err, "msgpack")),
+          (reply) => {
+            done();
+            return sendKeptWhenUp(nc, () => void msg.respond(encode(reply)));
+          },
+          (err: unknown) => {
+            done(err);
+            return sendKeptWhenUp(nc, () => void replyError(msg, err, "msgpack"));
+          },
         )
         // A reply that cannot be sent (a closing connection) is logged, not an unhandled rejection.
         .catch((err: unknown) => log.warn("discriminator.reply_failed", { error: (err as Error)?.message ?? String(err) }));

@@ -4,16 +4,16 @@ import { decode, encode, encodeJson, parseRaw } from "../../contracts/envelope.t
 import { GenerateReplyReadSchema, MAX_DEADLINE_MS, type GenerateReplyRead, type GenerateRequest } from "../../contracts/messages.ts";
 import { ContentTypes, Headers, subjects as buildSubjects, type Subjects } from "../../contracts/subjects.ts";
 import { JobAcceptedSchema, type JobAccepted, type JobEventRead } from "../../contracts/jobs.ts";
-import { ASK_AGAIN_MS, mayAskAgain, newHeaders, requestAttempt, watchConnection, type Msg, type MsgHdrs, type NatsConnection, type RequestAttempt } from "./nats.ts";
+import { ASK_AGAIN_MS, headerOf, mayAskAgain, newHeaders, requestAttempt, watchConnection, type Msg, type MsgHdrs, type NatsConnection, type RequestAttempt } from "./nats.ts";
 import { readJob, type FollowOptions } from "./job-stream.ts";
 
 /** Reads a generate reply message: the reply, or the typed error it carries. */
 export function readGenerateReply(msg: Msg): GenerateReplyRead {
-  const isJson = (msg.headers?.get(Headers.contentType) ?? "").startsWith(ContentTypes.json);
-  if (msg.headers?.get(Headers.serviceErrorCode)) {
+  const isJson = headerOf(msg.headers, Headers.contentType).toLowerCase().startsWith(ContentTypes.json);
+  if (headerOf(msg.headers, Headers.serviceErrorCode)) {
     const body = parseRaw(msg.data, isJson ? "json" : "msgpack");
     if (isWireError(body)) throw fromWireError(body);
-    throw new HadisError("internal", msg.headers.get(Headers.serviceError) || "error reply without body");
+    throw new HadisError("internal", headerOf(msg.headers, Headers.serviceError) || "error reply without body");
   }
   try {
     if (isJson) {

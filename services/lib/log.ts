@@ -8,7 +8,9 @@ export interface Logger {
   error(event: string, fields?: Record<string, unknown>): void;
 }
 
-const LEVELS = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 } as const;
+/** Log levels, least severe first (`HADIS_LOG` names one). */
+export const LOG_LEVELS = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 } as const;
+const LEVELS = LOG_LEVELS;
 type Level = keyof typeof LEVELS;
 
 /** Creates a logger for one service. */

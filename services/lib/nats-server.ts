@@ -3,10 +3,10 @@
  * and every integration test). The server is a child process in its own data folder.
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { MAX_PAYLOAD_BYTES } from "../../contracts/envelope.ts";
 
 /** Where the server binary is looked up, in order. */
@@ -24,10 +24,12 @@ export function parseNatsServerVersion(text: string): [number, number, number] |
 const atLeast = (v: readonly number[], min: readonly number[]) => v[0] !== min[0] ? v[0] > min[0] : v[1] !== min[1] ? v[1] > min[1] : v[2] >= min[2];
 
 /** Path of a runnable nats-server, or null; throws for one older than `MIN_NATS_SERVER` (it would ignore settings the work queue relies on). */
-export function findNatsServer(bins: readonly string[] = candidates()): string | null {
+export function findNatsServer(bins: readonly string[] = candidates(), chosen: string | undefined = process.env.NATS_SERVER_BIN): string | null {
   let tooOld: string | null = null;
   for (const bin of bins) {
     const r = spawnSync(bin, ["--version"], { encoding: "utf8" });
+    // One named on purpose that does not run is said, not passed over for another.
+    if (r.status !== 0 && bin === chosen) throw new Error(`NATS_SERVER_BIN=${bin} is not a nats-server that runs (${r.error?.message ?? `\`${bin} --version\` exited ${r.status ?? r.signal}`})`);
     if (r.status !== 0) continue;
     const version = parseNatsServerVersion(r.stdout ?? "");
     if (version && !atLeast(version, MIN_NATS_SERVER)) {
@@ -89,6 +91,8 @@ export interface LocalServer {
   port: number;
   dataDir: string;
   process: ChildProcess;
+  /** The server an earlier start on this data dir left running when it was killed, stopped before this one started. */
+  stoppedLeftover?: { pid: number };
   /** Stops the server (SIGTERM, then SIGKILL) and removes a temporary data folder. Never rejects. */
   stop(): Promise<void>;
   /** Kills the server at once (fault tests). */
@@ -99,14 +103,21 @@ export interface LocalServer {
 export async function startNatsServer(opts: LocalServerOptions = {}): Promise<LocalServer> {
   const bin = findNatsServer();
   if (!bin) throw new Error("nats-server is not installed: run `apt-get install -y nats-server` (Debian) or put it on PATH / NATS_SERVER_BIN");
-  const port = opts.port && opts.port > 0 ? opts.port : await freePort();
-  if (opts.port && (await portInUse(port))) throw new Error(`port ${port} on 127.0.0.1 is already in use: pick another with --port, or stop what listens there`);
   const temporary = !opts.dataDir;
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "hadis-nats-"));
   mkdirSync(dataDir, { recursive: true });
   const confPath = join(dataDir, "nats-server.conf");
   const pidPath = join(dataDir, "nats-server.pid");
-  assertDataDirFree(dataDir, confPath, pidPath);
+  const ownerPath = join(dataDir, OWNER_FILE);
+  // The data dir first: its own leftover (a start killed with SIGKILL) holds the port too.
+  const stoppedLeftover = await claimDataDir(dataDir, confPath, pidPath, ownerPath);
+  const port = opts.port && opts.port > 0 ? opts.port : await freePort();
+  if (opts.port && (await portInUse(port))) {
+    const leftover = leftoverOnPort(port);
+    throw new Error(leftover
+      ? `port ${port} on 127.0.0.1 is already in use by nats-server pid ${leftover.pid}, left running by an earlier start on data dir ${leftover.dataDir} that was killed: stop it (kill ${leftover.pid}), start on that data dir (--data-dir ${leftover.dataDir}: the start stops it), or pick another port with --port`
+      : `port ${port} on 127.0.0.1 is already in use: pick another with --port, or stop what listens there`);
+  }
   writeFileSync(
     confPath,
     [
@@ -119,6 +130,8 @@ export async function startNatsServer(opts: LocalServerOptions = {}): Promise<Lo
   );
   const child = spawn(bin, ["-c", confPath], { stdio: ["ignore", "ignore", "pipe"], env: opts.env ? { ...process.env, ...opts.env } : process.env, detached: opts.ownSession ?? false });
   writeFileSync(pidPath, String(child.pid ?? ""));
+  // Who started it: a server whose parent is no longer this process is a leftover of a killed start.
+  writeFileSync(ownerPath, String(process.pid));
   // Whatever ends this process (an exception, a signal handled by exiting), the server goes too.
   const killOnExit = () => void child.kill("SIGKILL");
   process.on("exit", killOnExit);
@@ -127,6 +140,7 @@ export async function startNatsServer(opts: LocalServerOptions = {}): Promise<Lo
     child.kill("SIGKILL");
     process.off("exit", killOnExit);
     rmSync(pidPath, { force: true });
+    rmSync(ownerPath, { force: true });
     if (temporary) rmSync(dataDir, { recursive: true, force: true });
   };
   await new Promise<void>((resolve, reject) => {
@@ -167,38 +181,121 @@ export async function startNatsServer(opts: LocalServerOptions = {}): Promise<Lo
       }
       process.off("exit", killOnExit);
       rmSync(pidPath, { force: true });
+      rmSync(ownerPath, { force: true });
       if (temporary) rmSync(dataDir, { recursive: true, force: true });
     },
+    ...(stoppedLeftover ? { stoppedLeftover } : {}),
   };
 }
 
-/**
- * Refuses a data dir that a running nats-server of ours uses: its pid file names the process, and
- * that process's command line names this dir's config (a pid since reused by another program
- * does not count). Two servers on one JetStream store would write the same files, and the second
- * would overwrite the first one's config.
- */
-function assertDataDirFree(dataDir: string, confPath: string, pidPath: string): void {
-  let pid: number;
+/** Next to the pid file: the pid of the process that started the server. */
+const OWNER_FILE = "nats-server.owner";
+
+/** The parent pid and run state of a process, from /proc; null when it is gone (or there is no /proc). */
+function procStat(pid: number): { ppid: number; zombie: boolean } | null {
   try {
-    pid = Number(readFileSync(pidPath, "utf8").trim());
+    // pid (comm) state ppid …: the command name may hold spaces and parentheses, so read after its last ")".
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const [state, ppid] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return { ppid: Number(ppid), zombie: state === "Z" };
   } catch {
-    return; // no pid file: nobody runs here
+    return null;
   }
-  if (!Number.isInteger(pid) || pid <= 0) return;
+}
+
+/** Whether `pid` runs (a zombie, dead and not yet reaped, does not). */
+function running(pid: number): boolean {
+  const stat = procStat(pid);
+  if (stat) return !stat.zombie;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** A pid written in `path`, or null. */
+function pidIn(path: string): number | null {
+  try {
+    const pid = Number(readFileSync(path, "utf8").trim());
+    return Number.isInteger(pid) && pid > 0 ? pid : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Whether the server `pid`, whose start recorded `ownerPath`, was left by a start that is gone: its
+ * parent is no longer that start's process (a killed parent's children are handed to another).
+ * Unknown (no owner recorded, no /proc): false, taken as in use.
+ */
+function orphaned(pid: number, ownerPath: string): boolean {
+  const owner = pidIn(ownerPath);
+  const stat = procStat(pid);
+  return owner !== null && stat !== null && stat.ppid !== owner;
+}
+
+/** Stops a leftover server (SIGTERM: JetStream flushes its store; SIGKILL after 10 s); resolves once it is gone. */
+async function stopLeftover(pid: number): Promise<void> {
+  const signal = (sig: NodeJS.Signals) => {
+    try {
+      process.kill(pid, sig);
+    } catch {
+      // gone already
+    }
+  };
+  signal("SIGTERM");
+  const end = Date.now() + 10_000;
+  while (running(pid) && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
+  if (running(pid)) signal("SIGKILL");
+  for (let i = 0; i < 20 && running(pid); i++) await new Promise((r) => setTimeout(r, 100));
+}
+
+/**
+ * Takes the data dir for a new server. A running nats-server of ours on it (its pid file names the
+ * process, whose command line names this dir's config: a pid since reused by another program does
+ * not count) is refused while the start that runs it lives (two servers on one JetStream store
+ * would write the same files), and stopped when that start was killed: it is this data dir's
+ * leftover, which would hold the port and the store with nobody to stop it. Resolves with the
+ * leftover it stopped.
+ */
+async function claimDataDir(dataDir: string, confPath: string, pidPath: string, ownerPath: string): Promise<{ pid: number } | undefined> {
+  const pid = pidIn(pidPath);
+  if (pid === null || !running(pid)) return undefined; // nobody runs here (killed, the machine restarted)
   let commandLine: string;
   try {
     commandLine = readFileSync(`/proc/${pid}/cmdline`, "utf8");
   } catch {
+    commandLine = confPath; // alive, and no /proc to say what it runs: take it as ours
+  }
+  if (!commandLine.includes(confPath)) return undefined;
+  if (orphaned(pid, ownerPath)) {
+    await stopLeftover(pid);
+    return { pid };
+  }
+  throw new Error(`data dir ${dataDir} is in use by nats-server pid ${pid} (another \`npm start\`?): give this one its own with --data-dir, or stop that one (${pidPath} names it; delete that file if pid ${pid} is not a nats-server of this data dir)`);
+}
+
+/** A nats-server of ours listening on `port` that a killed start left running, or null (found through /proc). */
+export function leftoverOnPort(port: number): { pid: number; dataDir: string } | null {
+  let pids: string[];
+  try {
+    pids = readdirSync("/proc").filter((p) => /^\d+$/.test(p));
+  } catch {
+    return null;
+  }
+  for (const p of pids) {
     try {
-      process.kill(pid, 0); // alive, and no /proc to say what it runs: take it as ours
-      commandLine = confPath;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "EPERM") return; // gone (killed, the machine restarted): the dir is free
-      commandLine = confPath; // alive, another user's: take it as ours
+      const args = readFileSync(`/proc/${p}/cmdline`, "utf8").split("\0");
+      const conf = args[args.indexOf("-c") + 1];
+      if (!args[0]?.includes("nats-server") || !conf?.endsWith("/nats-server.conf")) continue;
+      if (!readFileSync(conf, "utf8").includes(`listen: "127.0.0.1:${port}"`)) continue;
+      const dataDir = dirname(conf);
+      if (orphaned(Number(p), join(dataDir, OWNER_FILE))) return { pid: Number(p), dataDir };
+    } catch {
+      // gone meanwhile, or not ours to read
     }
   }
-  if (commandLine.includes(confPath)) {
-    throw new Error(`data dir ${dataDir} is in use by nats-server pid ${pid} (another \`npm start\`?): give this one its own with --data-dir, or stop that one (${pidPath} names it; delete that file if pid ${pid} is not a nats-server of this data dir)`);
-  }
+  return null;
 }

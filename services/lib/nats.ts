@@ -7,7 +7,7 @@
 import { retryWhile } from "./running.ts";
 import { connectedNow, connectionInboxPrefix } from "./nats-private.ts";
 import { connect, type NodeConnectionOptions } from "@nats-io/transport-node";
-import { createInbox, headers as natsHeaders, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from "@nats-io/nats-core";
+import { createInbox, headers as natsHeaders, Match, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from "@nats-io/nats-core";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import type { Service, ServiceMsg } from "@nats-io/services";
@@ -89,6 +89,15 @@ export interface NatsTlsFiles {
 
 /** A new NATS header set. */
 export const newHeaders = natsHeaders;
+
+/**
+ * A header's value with its name matched in any case ("" when absent): header names are
+ * case-insensitive to NATS users (`content-type` from a raw client is `Content-Type`), where
+ * nats.js's `get` matches them exactly.
+ */
+export function headerOf(headers: MsgHdrs | undefined, name: string): string {
+  return headers?.get(name, Match.IgnoreCase) ?? "";
+}
 
 /** A unique inbox subject. */
 export const newInbox = createInbox;

@@ -6,19 +6,81 @@ import { headers as natsHeaders, type Msg, type MsgHdrs } from "@nats-io/nats-co
 import { Svcm, type Service, type ServiceConfig, type ServiceMsg } from "@nats-io/services";
 import { ContentTypes, Headers } from "../../contracts/subjects.ts";
 import { asHadisError, HadisError, toWireError } from "../../contracts/errors.ts";
-import { encodeAs, MAX_PAYLOAD_BYTES, type Encoding } from "../../contracts/envelope.ts";
+import { encodeAs, looksLikeJson, MAX_PAYLOAD_BYTES, type Encoding } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION } from "../../contracts/messages.ts";
-import type { NatsConnection } from "./nats.ts";
+import { headerOf, type NatsConnection } from "./nats.ts";
 
-/** Starts a NATS micro service (answers `$SRV.PING|INFO|STATS`). */
-export async function startService(nc: NatsConnection, config: ServiceConfig): Promise<Service> {
-  return new Svcm(nc).add(config);
+/**
+ * What an endpoint's whole handling took, which nats.js cannot see: it times a handler's
+ * synchronous part and counts only what it throws, so an asynchronous handler (a generation of
+ * seconds, an error reply sent later) read as taking a few ms and never failing.
+ */
+export class HandlingTally {
+  /** Handlings that ended. */
+  ended = 0;
+  /** Of those, the ones answered with an error reply. */
+  errors = 0;
+  /** The last error reply, as `code: message`. */
+  lastError: string | undefined;
+  /** Summed time of the ended handlings, ns. */
+  processingNs = 0;
+
+  /** Starts timing one handling; call what it returns once, with the error it was answered with, if any. */
+  begin(): (error?: unknown) => void {
+    const startedMs = performance.now();
+    return (error) => {
+      this.ended++;
+      this.processingNs += Math.round((performance.now() - startedMs) * 1e6);
+      if (error !== undefined) {
+        this.errors++;
+        const e = asHadisError(error);
+        this.lastError = `${e.code}: ${e.message}`;
+      }
+    };
+  }
+
+  /**
+   * Writes the figures over the ones nats.js keeps for `endpoint` (what `$SRV.STATS` reports):
+   * its request count stays (requests taken in, counted as each arrives), the errors, last error
+   * and processing times become the whole handling's.
+   */
+  report(endpoint: unknown): void {
+    const stats = (endpoint as { stats?: Record<string, unknown> }).stats;
+    // (nats.js keeps them on the endpoint's `stats`, not a public field: checked rather than assumed.)
+    if (!stats || typeof stats.num_errors !== "number" || typeof stats.processing_time !== "number") return;
+    stats.num_errors = this.errors;
+    stats.last_error = this.lastError;
+    stats.processing_time = this.processingNs;
+    stats.average_processing_time = this.ended > 0 ? Math.round(this.processingNs / this.ended) : 0;
+  }
 }
 
-/** The encoding a request asked for (JSON by `Content-Type`, msgpack otherwise). */
-export function requestEncoding(msg: Msg): Encoding {
-  const ct = msg.headers?.get(Headers.contentType) ?? "";
-  return ct.toLowerCase().startsWith(ContentTypes.json) ? "json" : "msgpack";
+/**
+ * Starts a NATS micro service (answers `$SRV.PING|INFO|STATS`). `tallies` names the endpoints
+ * whose handling is asynchronous, with what times it: their `$SRV.STATS` figures are those.
+ */
+export async function startService(nc: NatsConnection, config: ServiceConfig, tallies: Record<string, HandlingTally> = {}): Promise<Service> {
+  if (Object.keys(tallies).length === 0) return new Svcm(nc).add(config);
+  const data = config.statsHandler;
+  return new Svcm(nc).add({
+    ...config,
+    statsHandler: async (endpoint) => {
+      const tally = tallies[(endpoint as { name?: string }).name ?? ""];
+      tally?.report(endpoint);
+      return data ? data(endpoint) : undefined;
+    },
+  });
+}
+
+/**
+ * The encoding of a request, read and answered in: the one its `Content-Type` names (the header's
+ * name in any case); without one of ours, JSON when the body reads as a JSON object, else msgpack.
+ */
+export function requestEncoding(msg: Pick<Msg, "headers" | "data">): Encoding {
+  const ct = headerOf(msg.headers, Headers.contentType).trim().toLowerCase();
+  if (ct.startsWith(ContentTypes.json)) return "json";
+  if (ct.startsWith(ContentTypes.msgpack)) return "msgpack";
+  return looksLikeJson(msg.data) ? "json" : "msgpack";
 }
 
 function contentHeaders(encoding: Encoding): MsgHdrs {

@@ -8,21 +8,22 @@ import { decodeFromSender, encode } from "../../contracts/envelope.ts";
 import { asHadisError } from "../../contracts/errors.ts";
 import { PROTOCOL_VERSION, RouterStatsSchema, WorkerHeartbeatSchema, type ManagerPlanReply, type Plan, type PlanNotice } from "../../contracts/messages.ts";
 import { ServiceNames, type Subjects } from "../../contracts/subjects.ts";
-import { unheardFleet, WorkerInventory } from "../../actors/control/inventory.ts";
+import { WorkerInventory } from "../../actors/control/inventory.ts";
 import { ModelFailures, type ModelFailureOptions } from "../../actors/control/model-failures.ts";
 import { BatchCaps } from "../../actors/control/batch-caps.ts";
 import { PurgeWindows } from "../../actors/control/purge-windows.ts";
 import { ArrivalRate } from "../../actors/control/arrivals.ts";
 import { controlTick, newControlState, noteSwaps, type TickConfig, type TickOutcome } from "../../actors/control/reconcile.ts";
 import { throttled, type Logger } from "../lib/log.ts";
-import { recordDemand, recordQueueDepths, recordRejected } from "../lib/metrics.ts";
-import { onReconnect, type NatsConnection } from "../lib/nats.ts";
+import { recordRejected } from "../lib/metrics.ts";
+import { onReconnect, watchConnection, type NatsConnection } from "../lib/nats.ts";
 import type { WorkQueue } from "../lib/work-queue.ts";
 import { startService } from "../lib/replies.ts";
 import { PlanView } from "../lib/plan-view.ts";
 import { OutageLog } from "./outages.ts";
 import { writePlan, type PlanWrite } from "./plan-store.ts";
-import type { RunningService } from "../lib/running.ts";
+import { within, type RunningService } from "../lib/running.ts";
+import { staleBecause, type PlanResume } from "./resume.ts";
 
 /** Resource manager options. */
 export interface ResourceManagerOptions {
@@ -44,11 +45,20 @@ export interface ResourceManagerOptions {
   /** Called after every tick (metrics, spans), with the tick's wall time in ms; its `close` (if any) at stop. */
   onTick?: ((outcome: TickOutcome | null, error?: Error, tickMs?: number) => void) & { close?(): Promise<void> };
   version?: string;
+  /**
+   * The whole system starts with this manager (`npm start`, its own nats-server): nothing of the
+   * stored plan's run is alive. Its demand is not taken up (nothing was served while the server was
+   * down), there are no workers of it to wait for, and a fresh plan is published at once. A manager
+   * restarted in a running system (the default) takes up the demand and hears the workers first.
+   */
+  coldStart?: boolean;
 }
 
 /** A running resource manager. */
 export interface RunningResourceManager extends RunningService {
   readonly plans: PlanView;
+  /** What the start made of the plan it found in the bucket. */
+  readonly resumed: PlanResume;
   /** Runs one tick now (tests use it). */
   tick(): Promise<TickOutcome | null>;
 }
@@ -67,7 +77,15 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     log.warn("manager.plan_read_failed", { error: (err as Error).message });
     await plans.waitForPlan(1_000);
   }
-  const state = newControlState(opts.demandHalfLifeMs, plans.current, Date.now());
+  // A stored plan made for another time scale, SLO, pool or policy is not built on: the next epoch
+  // is planned afresh (on a cold start at once, below, so services starting with this manager
+  // never follow it; otherwise once the running workers are heard).
+  const found = plans.current;
+  const stale = found ? staleBecause(found, { timeScale: opts.tick.timeScale, sloMs: opts.tick.sloMs, policy: opts.tick.policyName, models: opts.tick.profiles.pool.models }) : null;
+  let setAside: Plan | null = stale ? found : null;
+  const resumeFrom = !found || stale ? null : opts.coldStart ? { ...found, demandQps: 0 } : found;
+  const state = newControlState(opts.demandHalfLifeMs, resumeFrom, Date.now());
+  const resumed: PlanResume = !found ? { kind: "none" } : stale ? { kind: "fresh", storedEpoch: found.epoch, why: stale } : { kind: "resumed", epoch: found.epoch, policy: found.policy, timeScale: found.timeScale, demandQps: state.demand.value };
   // Every later plan starts the dwell of the workers it moves, whoever wrote it (another manager
   // on the bucket too). For this manager's own plans the tick that adopted them noted it already:
   // noting again changes nothing (a dwell starts at the later of the two times, the same here).
@@ -100,7 +118,8 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   // second; one beat late by a GC pause must not count). Ticking before that dropped every worker
   // not yet heard from the plan, and they unloaded, to load again a tick later. A first start (no
   // plan) has nobody to drop.
-  let warmUntilMs = plans.current ? Date.now() + opts.silentAfterMs : 0;
+  // (A system started cold has no worker of the stored plan alive: nobody to wait for.)
+  let warmUntilMs = found && !opts.coldStart ? Date.now() + opts.silentAfterMs : 0;
   // A reconnect missed heartbeats as a restart does: the same wait before the next tick.
   const stopReconnectWatch = onReconnect(nc, () => {
     if (plans.current) warmUntilMs = Date.now() + opts.silentAfterMs;
@@ -137,7 +156,9 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   const reportOf = received("router_stats", (m) => decodeFromSender(RouterStatsSchema, m, "router stats", (r) => r.routerId), throttled(log, "warn", "manager.bad_stats"));
 
   const beats = nc.subscribe(subjects.workerHeartbeatAll, {
-    callback: (_e, m) => {
+    callback: (err, m) => {
+      // Refused (a role without the permission): every worker would read as gone. Said once.
+      if (err) return void log.error("manager.heartbeats_unwatched", { error: err.message, fix: `allow this manager's user to subscribe to ${subjects.workerHeartbeatAll}` });
       const beat = heartbeatOf(m);
       if (!beat) return;
       try {
@@ -199,19 +220,15 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     if (unread.length > 0) depthOutage.failed("depths", { models: unread, readAs: 0 });
     else depthOutage.works("depths");
     const { qps: arrivalsQps, routers } = arrivalRate.sample(nowMs, opts.silentAfterMs);
-    const alive = inventory.live(nowMs, opts.silentAfterMs);
-    // (See `unheardFleet`: the plan in force stays until a worker is heard from.)
-    const planned = unheardFleet(alive, plans.current);
-    if (planned > 0) {
-      silence.failed("all", { planned, held: `no worker heard from for ${opts.silentAfterMs} ms: the plan in force stays` });
-      // Demand and queues are still read and reported (they grow most while nobody serves), and
-      // work abandoned on models without workers still purged.
-      recordDemand(state.demand.update(arrivalsQps, nowMs));
-      recordQueueDepths(queueDepth);
-      await purgeAbandoned(nowMs, queueDepth);
-      return null;
-    }
-    silence.works("all", { workers: alive.length });
+    // Heartbeats the server sent before now are read first (an event loop that stalled has them
+    // waiting on the socket): a worker is gone for its silence, not for this process's.
+    if (watchConnection(nc).connected) await within(nc.flush(), 1_000);
+    // The workers heard, and only they: with none, the plan says so (routers answer no_capacity at
+    // once) rather than keep promising workers nobody hears.
+    const alive = inventory.live(Date.now(), opts.silentAfterMs);
+    const assigned = Object.keys(plans.current?.assignment ?? {}).length;
+    if (alive.length === 0 && assigned > 0) silence.failed("all", { planned: assigned, reason: `no worker heard from for ${opts.silentAfterMs} ms: planning with none (requests are answered no_capacity until one is heard)` });
+    else if (alive.length > 0) silence.works("all", { workers: alive.length });
     // Models that failed on several workers are left out, and workers that failed alone (they idle).
     const out = failures.unavailable(nowMs, alive.map((w) => w.id));
     benchLog.track(out.workers, (workerId) => (out.workers.has(workerId) ? { workerId, model: out.workers.get(workerId) } : { workerId }));
@@ -219,8 +236,12 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     unavailableLog.track(opts.tick.fixedModels ? new Set() : out.models, (model) => ({ model }));
     const workers = alive.filter((w) => !out.workers.has(w.id)).map((w) => ({ id: w.id, model: w.model }));
     const swapsBefore = { ...state.lastSwapAtMs };
-    let outcome = await controlTick(state, { nowMs, arrivalsQps, queueDepth, workers, current: plans.current, routers, unavailableModels: [...out.models], benchedWorkers: [...out.workers.keys()], batchCaps: batchCaps.current(nowMs) }, opts.tick);
+    const fresh = setAside !== null && plans.current === setAside;
+    let outcome = await controlTick(state, { nowMs, arrivalsQps, queueDepth, workers, current: fresh ? null : plans.current, routers, unavailableModels: [...out.models], benchedWorkers: [...out.workers.keys()], batchCaps: batchCaps.current(nowMs) }, opts.tick);
     const plan = outcome.plan;
+    // A fresh plan still follows the set-aside one's epoch: services ignore an older epoch.
+    if (plan && fresh) plan.epoch = setAside!.epoch + 1;
+    if (plan && workers.length === 0) plan.reason = `${alive.length === 0 ? `no worker heard from for ${opts.silentAfterMs} ms` : "every worker heard is benched"}: ${plan.reason}`;
     if (plan) {
       let write: PlanWrite;
       try {
@@ -241,6 +262,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
       }
     }
     if (plan && outcome.plan) {
+      if (fresh) setAside = null;
       plans.offer(encode(plan));
       nc.publish(subjects.planBroadcast, encode({ v: PROTOCOL_VERSION, epoch: plan.epoch } satisfies PlanNotice));
       log.info("manager.plan", {
@@ -289,18 +311,38 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   }
 
   const timer = setInterval(() => void tick(), opts.tickMs);
+  // A worker of the plan gone silent is planned around now, not at the next tick (20 s at time scale 1).
+  const lost = new Set<string>();
+  const silenceWatch = setInterval(() => {
+    const plan = plans.current;
+    if (!plan || soon) return;
+    const alive = new Set(inventory.live(Date.now(), opts.silentAfterMs).map((w) => w.id));
+    // (Each silence once: a worker planned around, or heard again, may go silent anew later.)
+    for (const id of lost) if (!(id in plan.assignment) || alive.has(id)) lost.delete(id);
+    const gone = Object.keys(plan.assignment).filter((id) => !alive.has(id) && !lost.has(id));
+    if (gone.length === 0) return;
+    gone.forEach((id) => lost.add(id));
+    soon = setTimeout(() => ((soon = null), void tick()), 0);
+  }, 1_000);
+  silenceWatch.unref();
   // (A little past the warm-up: a timer may fire a few ms early by the wall clock.)
   const first = setTimeout(() => void tick(), Math.max(250, warmUntilMs - Date.now() + 50));
+  if (resumed.kind === "fresh") log.warn("manager.fresh_plan", { storedEpoch: resumed.storedEpoch, reason: `the stored plan's ${resumed.why}: planning afresh` });
+  if (resumed.kind === "resumed") log.info("manager.resumed", { epoch: resumed.epoch, policy: resumed.policy, timeScale: resumed.timeScale, demandQps: resumed.demandQps });
+  // Cold, the fresh plan at once: services starting now read it, not the one set aside.
+  if (setAside && opts.coldStart) await tick();
   log.info("manager.started", { policy: opts.tick.policyName, tickMs: opts.tickMs, epoch: plans.current?.epoch ?? 0 });
 
   return {
     name: ServiceNames.resourceManager,
     plans,
+    resumed,
     tick,
     async stop() {
       stopped = true;
       stopReconnectWatch();
       clearInterval(timer);
+      clearInterval(silenceWatch);
       clearTimeout(first);
       if (soon) clearTimeout(soon);
       beats.unsubscribe();

@@ -8,7 +8,7 @@ import { moveTarget, type PendingItem, type PendingWork } from "./pending.ts";
 import { isKeyed, resultKey } from "../../actors/request/idempotent.ts";
 import { enqueueError, queueEntry, rideOn, storedResult } from "./keyed-work.ts";
 import { decode, encode, parseRaw } from "../../contracts/envelope.ts";
-import { JudgeReplySchema, PROTOCOL_VERSION, type WorkItem } from "../../contracts/messages.ts";
+import { JudgeReplySchema, PROTOCOL_VERSION, type Plan, type WorkItem } from "../../contracts/messages.ts";
 import { Headers, type Subjects } from "../../contracts/subjects.ts";
 import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RouteCall, RouteDecision } from "../../actors/request/types.ts";
 import { checkGenerationOptions, withQuality, type ModelRanges } from "../../actors/routing/generation-options.ts";
@@ -16,7 +16,7 @@ import { NO_TIME_TO_JUDGE, REPLY_MARGIN_MS } from "../../actors/request/types.ts
 import { decideRoute } from "../../actors/routing/route-policy.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
 import type { Logger } from "../lib/log.ts";
-import { ASK_AGAIN_MS, mayAskAgain, requestAttempt, watchConnection, type KV, type Msg, type MsgHdrs, type NatsConnection } from "../lib/nats.ts";
+import { ASK_AGAIN_MS, headerOf, mayAskAgain, requestAttempt, watchConnection, type KV, type Msg, type MsgHdrs, type NatsConnection } from "../lib/nats.ts";
 import type { WorkQueue } from "../lib/work-queue.ts";
 import type { PlanView } from "../lib/plan-view.ts";
 import { endWithError, messagingAttributes, SpanKind, spanClockMs } from "../lib/telemetry.ts";
@@ -47,6 +47,8 @@ export interface RouterActorDeps {
   floor?: GenerationFloor;
   /** The generation settings each model supports (its profile's `options`); absent: none, so settings are refused. */
   rangesOf?: (model: string) => ModelRanges;
+  /** The refusal for work on a model no worker serves now (`capacityRefusal`), or null. */
+  capacity?: (model: string, plan: Plan | null) => HadisError | null;
 }
 
 /**
@@ -80,7 +82,7 @@ export function routerActors(deps: RouterActorDeps) {
     const stage = deps.traces?.stage(input.requestId, "route", SpanKind.INTERNAL);
     try {
       const plan = deps.plans.current ?? (await deps.plans.waitForPlan(deps.planWaitMs));
-      if (!plan) throw new HadisError("no_capacity", "no plan in force yet: is the resource manager running?");
+      if (!plan) throw new HadisError("no_capacity", "no plan in force yet: is the resource manager running?", { retryAfterMs: 1_000 });
       // The caller's settings, against the models of the plan routing goes by (the router checked
       // them at intake against the plan then in force, which may have changed since).
       if (input.options) checkGenerationOptions(input.options, input.quality, plan.pair, deps.rangesOf ?? ((name) => ({ name })));
@@ -107,6 +109,9 @@ export function routerActors(deps: RouterActorDeps) {
     // to the model that plays this stage now if the decided one has lost its workers.
     const current = deps.plans.current;
     const model = (current && moveTarget(current, input.stage, input.model)) ?? input.model;
+    // No worker to take it: said now, not at the deadline (an escalated request is served its light image).
+    const refused = deps.capacity?.(model, current);
+    if (refused) throw refused;
     const msgId = `${input.requestId}/${input.stage}/${model}`;
     const stage = deps.traces?.stage(input.requestId, `${input.stage} ${model}`, SpanKind.PRODUCER, {
       ...messagingAttributes({ type: "send", name: "publish", destination: deps.subjects.work(model), messageId: msgId }),
@@ -205,9 +210,9 @@ export function routerActors(deps: RouterActorDeps) {
       timeout,
       traced ? deps.traces!.telemetry.inject(traced) : undefined,
     );
-    if (reply.headers?.get(Headers.serviceErrorCode)) {
+    if (headerOf(reply.headers, Headers.serviceErrorCode)) {
       const body = parseRaw(reply.data);
-      throw isWireError(body) ? fromWireError(body) : new HadisError("judge_failed", reply.headers.get(Headers.serviceError));
+      throw isWireError(body) ? fromWireError(body) : new HadisError("judge_failed", headerOf(reply.headers, Headers.serviceError));
     }
     const verdict = decode(JudgeReplySchema, reply.data, "judge reply");
     return { score: verdict.score, threshold: verdict.threshold, accept: verdict.accept };

@@ -6,7 +6,7 @@ import { randomInt } from "node:crypto";
 import { createActor, toPromise } from "xstate";
 import { asHadisError, HadisError } from "../../contracts/errors.ts";
 import { encode, parseRaw, validate, type Encoding } from "../../contracts/envelope.ts";
-import { deadlineOf, GenerateRequestSchema, MAX_PROMPT_CHARS, promptChars, PROTOCOL_VERSION, type GenerateReply, type Plan, type RouterStats } from "../../contracts/messages.ts";
+import { deadlineOf, GenerateRequestSchema, isBlankPrompt, MAX_PROMPT_CHARS, promptChars, PROTOCOL_VERSION, WORKER_SILENT_AFTER_MS, type GenerateReply, type Plan, type RouterStats } from "../../contracts/messages.ts";
 import { QueueGroups, ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import { RequestMachine } from "../../actors/request/request-machine.ts";
 import { buildReply, sloOutcome, type SloOutcome } from "../../actors/request/reply.ts";
@@ -15,7 +15,7 @@ import { throttled, type Logger } from "../lib/log.ts";
 import { newInbox, onReconnect, sendKept, sendKeptWhenUp, watchConnection, whenUp, type NatsConnection, type ServiceMsg } from "../lib/nats.ts";
 import type { WorkQueue } from "../lib/work-queue.ts";
 import { openResultsBucket } from "../lib/kv-buckets.ts";
-import { replyError, replyWith, requestEncoding, startService } from "../lib/replies.ts";
+import { HandlingTally, replyError, replyWith, requestEncoding, startService } from "../lib/replies.ts";
 import { PlanView } from "../lib/plan-view.ts";
 import { within, type RunningService } from "../lib/running.ts";
 import { claimKeyFor, detached, IdempotencyCache } from "./idempotency.ts";
@@ -32,6 +32,7 @@ import { NO_TIME_TO_JUDGE } from "../../actors/request/types.ts";
 import { GenerationFloor } from "../../actors/routing/generation-floor.ts";
 import { recordEscalationSkipped, recordJudgeFailure, recordLightFallback } from "../lib/metrics.ts";
 import { refusal } from "../../actors/routing/admission.ts";
+import { watchCapacity } from "./capacity-watch.ts";
 import { moveTarget, PendingWork, type PendingItem } from "./pending.ts";
 import { RequestTraces, type RequestSpan } from "./tracing.ts";
 import { createMover } from "./mover.ts";
@@ -57,6 +58,8 @@ export interface RouterOptions {
   rangesOf?: (model: string) => ModelRanges;
   /** How the jobs stream is kept (`hadis.jobs.submit`); false: no jobs endpoint. */
   jobs?: Partial<JobStreamOptions> | false;
+  /** A worker silent this long is gone (default `WORKER_SILENT_AFTER_MS`). */
+  silentAfterMs?: number;
 }
 
 /** Replies remembered by idempotency key take at most this much memory: 256 MiB. */
@@ -85,10 +88,27 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   /** Moves a waiting item off a model the plan no longer serves (removed by sequence, re-queued). */
   const move = createMover({ queue: opts.queue, pending, results, telemetry: traces.telemetry, log, afterEnqueue: (entry) => afterEnqueue(entry) });
   const rescue = (entry: PendingItem, to: string, plan: Plan) => void move(entry, to, plan);
+  // Which workers are alive, from their heartbeats: work for a model none of them serves is
+  // refused at once (`no_capacity`), not queued to wait out its deadline.
+  const workers = watchCapacity(nc, subjects, log, opts.silentAfterMs ?? WORKER_SILENT_AFTER_MS);
   // A plan that leaves a model without workers must not strand the items queued for it: check on
   // every plan, and sweep once a second for items a worker handed back after the plan arrived.
+  // Items of a model the plan gives no worker any more, and no other model can take over, are
+  // answered now (`no_capacity`) rather than at their deadline.
   const sweep = (plan: Plan | null) => {
     if (plan) for (const { entry, to } of pending.stranded(plan)) rescue(entry, to, plan);
+    const refusals = new Map<string, HadisError | null>();
+    for (const entry of pending.waiting()) {
+      const model = entry.item.model;
+      if (entry.seq === 0 || (plan && moveTarget(plan, entry.stage, model))) continue;
+      if (!refusals.has(model)) refusals.set(model, workers.planRefusal(model, plan));
+      const refused = refusals.get(model);
+      if (!refused) continue;
+      pending.drop(entry);
+      entry.reject(refused);
+      // Its queued item too: a worker back before its deadline would make an image nobody waits for.
+      if (entry.own !== false) void opts.queue.remove(entry.seq).catch(() => false);
+    }
   };
   plans.onPlan(sweep);
   const sweepTimer = setInterval(() => sweep(plans.current), 1_000);
@@ -114,7 +134,11 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       .then((n) => n > 0 && log.warn("router.recovered_after_reconnect", { items: n }))
       .catch((err) => log.warn("router.recover_failed", { error: (err as Error).message })),
   );
-  const stopReconnectWatch = onReconnect(nc, () => setTimeout(recover, RECOVER_AFTER_MS).unref());
+  const stopReconnectWatch = onReconnect(nc, () => {
+    // Heartbeats were missed meanwhile: no worker is taken for gone until they could have come again.
+    workers.listenAgain();
+    setTimeout(recover, RECOVER_AFTER_MS).unref();
+  });
   const machine = RequestMachine.provide({
     actors: routerActors({
       nc,
@@ -133,6 +157,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       log,
       traces,
       floor,
+      capacity: workers.refusal,
     }),
   });
   /** A judge outage fails every light request's verdict: one line a minute says so (the metric counts each). */
@@ -168,7 +193,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   async function serve(body: unknown, root: RequestSpan | null, serving: Serving): Promise<GenerateReply> {
     const request = validate(GenerateRequestSchema, body, "generate request");
     const prompt = request.prompt.trim();
-    if (prompt.length === 0) throw new HadisError("invalid_request", "prompt is empty", { field: "prompt" });
+    if (isBlankPrompt(prompt)) throw new HadisError("invalid_request", prompt.length === 0 ? "prompt is empty" : "prompt is empty: it has only whitespace, control or invisible characters", { field: "prompt" });
     const chars = promptChars(prompt);
     if (chars > MAX_PROMPT_CHARS) {
       throw new HadisError("prompt_too_long", `prompt has ${chars} characters; the limit is ${MAX_PROMPT_CHARS}`, { field: "prompt" });
@@ -276,8 +301,8 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     return reply;
   }
 
-  /** Serves one request; with `jobs`, as a job: answered with its id once checked, its progress and result kept as events. */
-  async function handle(msg: ServiceMsg, jobs?: JobStream): Promise<void> {
+  /** Serves one request; with `jobs`, as a job (answered with its id once checked, its progress and result kept as events). Resolves the typed error it answered with, if any (for `$SRV.STATS`). */
+  async function handle(msg: ServiceMsg, jobs?: JobStream): Promise<unknown> {
     counters.received++;
     let encoding: Encoding = "msgpack";
     const root = traces.receive(msg.subject, msg.headers, routerId);
@@ -310,6 +335,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       const slo = sloOutcome(reply, true, sloMs(), serving.deadlineMs);
       tally(slo);
       traces.finish(root, serving.requestId, reply, null, sloMs(), slo);
+      return undefined;
     } catch (err) {
       counters.errors++;
       const code = asHadisError(err).code;
@@ -324,6 +350,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
         tally(slo);
         traces.finish(root, serving.requestId, null, err, sloMs(), slo);
       }
+      return err;
     }
   }
 
@@ -337,22 +364,27 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     traces.finish(root, serving.requestId, reply, null, sloMs, slo);
   }
 
+  /** Each request's whole handling, for `$SRV.STATS`: errors and processing time as the caller sees them. */
+  const handling = new HandlingTally();
   const service = await startService(nc, {
     name: ServiceNames.router,
     version: opts.version ?? "0.1.0",
     description: "HADIS router: routes each prompt (light, heavy, or light then heavy) under the plan in force",
     metadata: { routerId, protocol: String(PROTOCOL_VERSION) },
-    // Handlers are asynchronous, so the library's own error count stays 0: report ours.
     statsHandler: async () => ({ ...counters, errorsByCode, orphanedResults: pending.orphaned, duplicateResults: pending.duplicates, malformedResults: pending.malformed }),
-  });
+  }, { generate: handling });
   service.addEndpoint("generate", {
     subject: subjects.generate,
     queue: QueueGroups.router,
     handler: (_err, msg) => {
       counters.inFlight++;
+      const done = handling.begin();
       // A reply that cannot be sent (the connection closing under a late request) is logged:
       // it must not become an unhandled rejection, which would end the process.
-      const p = handle(msg).catch((err: unknown) => log.warn("router.reply_failed", { error: (err as Error)?.message ?? String(err) })).finally(() => {
+      const p = handle(msg).then(done, (err: unknown) => {
+        done(err);
+        log.warn("router.reply_failed", { error: (err as Error)?.message ?? String(err) });
+      }).finally(() => {
         counters.inFlight--;
         inFlight.delete(p);
       });
@@ -423,6 +455,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       if (!nc.isClosed()) report();
       resultsSub.unsubscribe();
       givenUpSub.unsubscribe();
+      workers.stop();
       stopReconnectWatch();
       plans.close();
       await traces.telemetry.close();

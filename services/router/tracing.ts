@@ -8,7 +8,7 @@ import { HadisError, asHadisError } from "../../contracts/errors.ts";
 import type { GenerateReply } from "../../contracts/messages.ts";
 import type { SloOutcome } from "../../actors/request/reply.ts";
 import { recordRequest } from "../lib/metrics.ts";
-import type { MsgHdrs } from "../lib/nats.ts";
+import { headerOf, type MsgHdrs } from "../lib/nats.ts";
 import { QueueGroups } from "../../contracts/subjects.ts";
 import { endWithError, messagingAttributes, REQUEST_SPAN, SpanKind, type Attributes, type ServiceTelemetry, type Span, type SpanContext } from "../lib/telemetry.ts";
 
@@ -30,10 +30,12 @@ export class RequestTraces {
    */
   receive(subject: string, headers: MsgHdrs | undefined, routerId: string): RequestSpan | null {
     if (!this.telemetry.on) return null;
+    // (A caller's `Traceparent` is its `traceparent`: header names are read in any case.)
+    const parent = this.telemetry.extractWith((name) => headerOf(headers, name) || undefined);
     const span = this.telemetry.start(REQUEST_SPAN, {
       kind: SpanKind.SERVER,
       attributes: { ...messagingAttributes({ type: "process", name: "process", destination: subject, consumerGroup: QueueGroups.router }), "hadis.router_id": routerId },
-    }, this.telemetry.extract(headers));
+    }, parent);
     return span.isRecording() ? span : null;
   }
 

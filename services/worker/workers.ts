@@ -113,7 +113,10 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
   }
   let warnedScale: number | undefined;
   plans.onPlan((plan) => {
-    if (opts.timeScale !== undefined && plan.timeScale !== opts.timeScale && plan.timeScale !== warnedScale) {
+    // Judged on a plan that gives these workers work: one that does not may be an earlier run's,
+    // about to be replaced by a manager planning afresh, and says nothing of this system's scale.
+    const ours = agents.some((a) => plan.assignment[a.id] !== undefined);
+    if (ours && opts.timeScale !== undefined && plan.timeScale !== opts.timeScale && plan.timeScale !== warnedScale) {
       // Its workers would run every batch at another speed than the plan counts on (ten times slower
       // for a worker at 1 in a system at 0.1), and requests would miss the SLO with no other sign.
       warnedScale = plan.timeScale;

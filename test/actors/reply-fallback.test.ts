@@ -37,7 +37,7 @@ describe("buildReply's fallback", () => {
     const heavy = { ...light, model: "heavy-m" };
     expect(buildReply(served({ route: "heavy", image: heavy, models: { heavy: "heavy-m" }, decision: { ...decision, hard: true } }), "r1", 7).fallback).toBeUndefined();
     const moved = { ...light, model: "other-m" };
-    expect(buildReply(served({ route: "light→heavy", image: moved, models: { light: "light-m", heavy: "other-m" } }), "r1", 7).fallback).toBe("heavy_moved");
+    expect(buildReply(served({ route: "light->heavy", image: moved, models: { light: "light-m", heavy: "other-m" } }), "r1", 7).fallback).toBe("heavy_moved");
   });
 });
 
@@ -57,5 +57,11 @@ describe("readGenerateReply", () => {
     expect(() => readGenerateReply(msg({ ...reply, seed: "seven" }))).toThrow(HadisError);
     expect(() => readGenerateReply(msg({ ...reply, fallback: 7 }))).toThrow(HadisError);
     expect(readGenerateReply(msg({ ...reply, fallback: "a_reason_added_later" })).fallback).toBe("a_reason_added_later");
+  });
+
+  it("reads an older router's escalated route, named with an arrow, as the ASCII one", () => {
+    expect(readGenerateReply(msg({ ...reply, route: "light\u2192heavy" })).route).toBe("light->heavy");
+    expect(readGenerateReply(msg({ ...reply, route: "light->heavy" })).route).toBe("light->heavy");
+    expect(() => readGenerateReply(msg({ ...reply, route: "sideways" }))).toThrow(HadisError);
   });
 });

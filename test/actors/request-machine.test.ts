@@ -91,7 +91,7 @@ describe("RequestMachine", () => {
     expect(calls).toEqual(["route", "generate:light-m", "judge:light-m", "generate:heavy-m"]);
     expect(outcome.ok).toBe(true);
     if (!outcome.ok) return;
-    expect(outcome.route).toBe("light→heavy");
+    expect(outcome.route).toBe("light->heavy");
     expect(outcome.models).toEqual({ light: "light-m", heavy: "heavy-m" });
     expect(outcome.image.model).toBe("heavy-m");
     expect(outcome.judge?.accept).toBe(false);
@@ -173,7 +173,7 @@ describe("RequestMachine", () => {
     expect(outcome.timings.totalMs).toBe(975);
     // The heavy image that comes in time is served as ever.
     const inTime = await run({ hard: false, accept: false, deadlineMs: 1_000, latencyMs: { "heavy-m": 800 } });
-    expect(inTime.outcome.ok && inTime.outcome.route).toBe("light→heavy");
+    expect(inTime.outcome.ok && inTime.outcome.route).toBe("light->heavy");
     const hard = await run({ hard: true, deadlineMs: 1_000, latencyMs: { "heavy-m": 5_000 } });
     expect(hard.outcome.ok || hard.outcome.state).toBe("expired");
   });

@@ -50,7 +50,7 @@ describe("hadis.generate over real NATS", () => {
 
   it("escalates a rejected light image to the heavy model", async () => {
     const reply = await t.client.generate({ prompt: routes.escalated, deadlineMs: 20_000 });
-    expect(reply.route).toBe("light→heavy");
+    expect(reply.route).toBe("light->heavy");
     expect(reply.models).toEqual({ light: DEFAULT_STATIC.light, heavy: DEFAULT_STATIC.heavy });
     expect(reply.score).toBeLessThan(reply.threshold!);
     expect(reply.fallback).toBeUndefined();

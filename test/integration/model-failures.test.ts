@@ -153,7 +153,7 @@ describe("a pool model that loads and fails every batch", () => {
     // Every request was answered with an image, never the broken model's: those its batches
     // failed were made by the light model.
     expect(outcomes).toHaveLength(sent.length);
-    for (const o of outcomes) expect(o).toMatch(/^(light|heavy|light→heavy) by (?!sd35-large( |$))/);
+    for (const o of outcomes) expect(o).toMatch(/^(light|heavy|light->heavy) by (?!sd35-large( |$))/);
     const fallbacks = (await lightFallbacks()) - fallbacksBefore;
     console.log(`model-failures (batches): ${fallbacks} requests served by the light model after the heavy one failed them`);
     expect(fallbacks).toBeGreaterThan(0);

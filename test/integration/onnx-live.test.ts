@@ -84,7 +84,7 @@ describe("onnx backend behind the router and judge", () => {
       const { width, height, idat } = pngSize(r.image);
       expect([width, height]).toEqual([64, 64]);
       expect(idat.length).toBe((64 * 3 + 1) * 64);
-      expect(["light", "light→heavy"]).toContain(r.route);
+      expect(["light", "light->heavy"]).toContain(r.route);
       expect(r.models.light).toBe("sdxl-lightning");
     }
   });

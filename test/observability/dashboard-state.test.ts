@@ -186,17 +186,20 @@ describe("DashboardState", () => {
     expect(s.series(1_700_000_000_000, 2.5)).toHaveLength(2);
   });
 
-  it("forgets workers that went silent, with their swap counts", () => {
+  it("shows a worker silent 3 s as lost, and forgets one silent a minute, with its swap count", () => {
     const s = new DashboardState();
     const beat = (workerId: string, swapsTotal: number) =>
       ({ v: 1, workerId, model: "m", state: "serving", queueDepth: 0, batchSize: 1, swapsTotal, sentAtMs: 0 }) as unknown as Parameters<DashboardState["addHeartbeat"]>[0];
     expect(s.addHeartbeat(beat("w1", 3), 0)).toBe(0);
     expect(s.addHeartbeat(beat("w1", 5), 1_000)).toBe(2);
-    // w1 goes silent; a new worker's heartbeats prune it without anyone polling the state.
-    s.addHeartbeat(beat("w2", 0), 20_000);
-    expect(s.liveWorkers(20_000).map((w) => w.workerId)).toEqual(["w2"]);
+    // Silent 3 s, w1 is shown lost (as the resource manager counts it), with the state it last said.
+    s.addHeartbeat(beat("w2", 0), 4_100);
+    expect(s.liveWorkers(4_100).map((w) => [w.workerId, w.state, w.lastState])).toEqual([["w1", "lost", "serving"], ["w2", "serving", undefined]]);
+    // Silent a minute, it is forgotten: a new worker's heartbeats prune it without anyone polling the state.
+    s.addHeartbeat(beat("w2", 0), 62_000);
+    expect(s.liveWorkers(62_000).map((w) => w.workerId)).toEqual(["w2"]);
     // Back after its silence, w1's earlier count is forgotten: its first heartbeat counts no swaps.
-    expect(s.addHeartbeat(beat("w1", 9), 21_000)).toBe(0);
+    expect(s.addHeartbeat(beat("w1", 9), 63_000)).toBe(0);
   });
 
   it("keeps a bounded copy of what the feed sends: strings cut, bytes, BigInt and objects dropped, no throw on odd values", () => {

@@ -49,7 +49,7 @@ describe("the live dashboard", () => {
     expect(state.workers).toHaveLength(4);
     expect(state.recent.length).toBeGreaterThanOrEqual(10);
     const metrics = await (await fetch(`${dashboard.url}metrics`)).text();
-    expect(metrics).toMatch(/^hadis_requests_total\{route="light→heavy",outcome="ok"\} \d+/m);
+    expect(metrics).toMatch(/^hadis_requests_total\{route="light->heavy",outcome="ok"\} \d+/m);
 
     browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: CHROMIUM_ARGS });
     const page = await browser.newPage({ viewport: { width: 1440, height: 1300 } });

@@ -78,7 +78,7 @@ describe("Prometheus /metrics", () => {
     expect(types.get("hadis_requests_total")).toBe("counter");
     expect(value("hadis_requests_total", { route: "light", outcome: "ok" })).toBe(3);
     expect(value("hadis_requests_total", { route: "heavy", outcome: "ok" })).toBe(2);
-    expect(value("hadis_requests_total", { route: "light→heavy", outcome: "ok" })).toBe(1);
+    expect(value("hadis_requests_total", { route: "light->heavy", outcome: "ok" })).toBe(1);
     expect(value("hadis_requests_total", { route: "none", outcome: "invalid_request" })).toBe(1);
     expect(types.get("hadis_slo_violations_total")).toBe("counter");
     // The six served count in the SLO; the blank prompt, refused at the edge, does not, nor does

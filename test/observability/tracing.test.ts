@@ -38,14 +38,14 @@ async function traceOf(traceId: string, until: (spans: ReadableSpan[]) => boolea
 describe("one trace per request across router, worker and discriminator", () => {
   const routes = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold);
 
-  it("a light→heavy request continues the caller's traceparent, with correct parent links", async () => {
+  it("a light->heavy request continues the caller's traceparent, with correct parent links", async () => {
     const traceId = "4bf92f3577b34da6a3ce929d0e0e4736";
     const callerSpanId = "00f067aa0ba902b7";
     const h = newHeaders();
     h.set("traceparent", `00-${traceId}-${callerSpanId}-01`);
     const msg = await t.nc.request("hadis.generate", encode({ prompt: routes.escalated, deadlineMs: 20_000 }), { timeout: 20_000, headers: h });
     const reply = readGenerateReply(msg);
-    expect(reply.route).toBe("light→heavy");
+    expect(reply.route).toBe("light->heavy");
 
     const spans = await traceOf(traceId, (s) => s.some((x) => x.name === "hadis.generate") && s.filter((x) => x.name.startsWith("execute")).length >= 2);
     const byId = new Map(spans.map((s) => [s.spanContext().spanId, s]));
@@ -77,7 +77,7 @@ describe("one trace per request across router, worker and discriminator", () => 
     expect(named("reply")).toHaveLength(1);
 
     // The attributes an operator reads.
-    expect(root.attributes["hadis.route"]).toBe("light→heavy");
+    expect(root.attributes["hadis.route"]).toBe("light->heavy");
     expect(root.attributes["hadis.models"]).toEqual([DEFAULT_STATIC.light, DEFAULT_STATIC.heavy]);
     expect(root.attributes["hadis.plan_epoch"]).toBe(reply.planEpoch);
     // The test runs at time scale 0.001: a 60 ms SLO, which a cold first request may miss.
@@ -113,6 +113,15 @@ describe("one trace per request across router, worker and discriminator", () => 
     const spans = judged().slice(before);
     expect(spans).toHaveLength(1);
     expect(spans[0].spanContext().traceId).toBe("4bf92f3577b34da6a3ce929d0e0e4737");
+  });
+
+  it("continues a caller's trace whose header name is in another case (`Traceparent`, as a client canonicalizing names sends it)", async () => {
+    const traceId = "5bf92f3577b34da6a3ce929d0e0e4737";
+    const h = newHeaders();
+    h.set("Traceparent", `00-${traceId}-00f067aa0ba902b8-01`);
+    await t.nc.request("hadis.generate", encode({ prompt: routes.light, deadlineMs: 20_000 }), { timeout: 20_000, headers: h });
+    const spans = await traceOf(traceId, (s) => s.some((x) => x.name === "hadis.generate"));
+    expect(spans.find((s) => s.name === "hadis.generate")!.parentSpanContext?.spanId).toBe("00f067aa0ba902b8");
   });
 
   it("a request without traceparent starts its own trace", async () => {
@@ -161,7 +170,7 @@ describe("the dashboard's span sink", () => {
       const started = Date.now();
       const replies = await Promise.all(Array.from({ length: 12 }, (_, i) => t.client.generate({ prompt: routes.escalated, seed: i, deadlineMs: 20_000 })));
       const elapsedS = (Date.now() - started) / 1000;
-      expect(replies.every((r) => r.route === "light→heavy")).toBe(true);
+      expect(replies.every((r) => r.route === "light->heavy")).toBe(true);
       const ids = new Set(replies.map((r) => r.requestId));
       const exportedRoots = () => all.getFinishedSpans().filter((s) => s.name === "hadis.generate" && ids.has(String(s.attributes["hadis.request_id"])));
       await waitFor(async () => (await flushTelemetry(), exportedRoots().length === 12), 5_000, "every root exported");

@@ -60,10 +60,11 @@ function goodTraffic(everyMs: number) {
   };
 }
 
-/** Checks one reply is a typed error; returns its code. */
-function typedError(msg: Msg, json: boolean): string {
+/** Checks one reply is a typed error, read in the encoding its Content-Type names (a body without a header that reads as JSON is answered in JSON); returns its code. */
+function typedError(msg: Msg): string {
   const status = msg.headers?.get("Nats-Service-Error-Code");
   if (!status) throw new Error("reply without Nats-Service-Error-Code");
+  const json = msg.headers?.get("Content-Type") === "application/json";
   const body = json ? JSON.parse(new TextDecoder().decode(msg.data)) : packr.unpack(msg.data);
   const code = body?.error?.code;
   if (!(code in ErrorCodes)) throw new Error(`unknown error code ${code}`);
@@ -84,7 +85,7 @@ async function fuzzRequests(subject: string, cases: Iterable<FuzzCase>, concurre
     if (c.json) headers.set("Content-Type", "application/json");
     try {
       const msg = await t.nc.request(subject, c.data, { timeout: 10_000, headers });
-      const code = typedError(msg, c.json);
+      const code = typedError(msg);
       byCode[code] = (byCode[code] ?? 0) + 1;
     } catch (err) {
       failures.push(`${c.kind}: ${(err as Error).message}`);

@@ -66,7 +66,7 @@ describe("per-role permissions", () => {
     const light = await client.generate({ prompt: routes.light, deadlineMs: 20_000 });
     const heavy = await client.generate({ prompt: routes.heavy, deadlineMs: 20_000 });
     const escalated = await client.generate({ prompt: routes.escalated, deadlineMs: 20_000 });
-    expect([light.route, heavy.route, escalated.route]).toEqual(["light", "heavy", "light→heavy"]);
+    expect([light.route, heavy.route, escalated.route]).toEqual(["light", "heavy", "light->heavy"]);
     const many = await Promise.all(Array.from({ length: 40 }, (_, i) => client.generate({ prompt: `a photo of thing ${i}`, deadlineMs: 20_000 })));
     expect(many.every((r) => r.image.byteLength > 0)).toBe(true);
     expect(violations).toEqual([]);
@@ -131,7 +131,7 @@ describe("per-role permissions", () => {
     const asker = await as("client");
     const client = new HadisClient(asker.nc);
     const replies = [await client.generate({ prompt: routes.escalated, deadlineMs: 20_000 }), await client.generate({ prompt: routes.heavy, deadlineMs: 20_000 })];
-    expect(replies.map((r) => r.route)).toEqual(["light→heavy", "heavy"]);
+    expect(replies.map((r) => r.route)).toEqual(["light->heavy", "heavy"]);
     await snoop.nc.flush();
     // Only the two replies to the other client's requests (the same user shares `_INBOX.>`).
     expect(seen).toHaveLength(2);

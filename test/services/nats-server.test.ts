@@ -35,10 +35,13 @@ describe("findNatsServer", () => {
       expect(findNatsServer([fine.bin])).toBe(fine.bin);
       expect(findNatsServer([old.bin, fine.bin])).toBe(fine.bin);
       expect(findNatsServer(["/nonexistent/nats-server"])).toBeNull();
-      // NATS_SERVER_BIN comes first in the default list.
+      // NATS_SERVER_BIN comes first in the default list; one that does not run is said, not passed over.
       process.env.NATS_SERVER_BIN = fine.bin;
       expect(findNatsServer()).toBe(fine.bin);
+      process.env.NATS_SERVER_BIN = "/nonexistent/nats-server";
+      expect(() => findNatsServer()).toThrow(/^NATS_SERVER_BIN=\/nonexistent\/nats-server is not a nats-server that runs \(spawnSync \/nonexistent\/nats-server ENOENT\)$/);
     } finally {
+      delete process.env.NATS_SERVER_BIN;
       for (const d of [old.dir, fine.dir]) rmSync(d, { recursive: true, force: true });
     }
   });

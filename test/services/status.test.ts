@@ -39,7 +39,11 @@ describe("hadis status", () => {
         beat("w4", "a", "failed", { failedModel: "a", lastError: "output \"sample\" has 4 channels, expected 3" }),
         beat("w5", "a", "serving", { batchCap: 1 }),
       ],
+      routers: ["r-1"],
+      serving: true,
+      notServing: [],
     });
+    expect(text).toMatch(/^serving: 1 router answered, 5 workers heard\n/);
     expect(text).toContain("workers heard (5): 2 serving, 1 loading, 2 failed");
     expect(text).toContain("; demand estimate 2 qps"); // the planner's average (the dashboard's 10-s rate differs)
     expect(text).toMatch(/w5 .*serving .*batch 1 .*batches capped at 1 \(a bigger one ran only in parts\)\n/);
@@ -51,8 +55,9 @@ describe("hadis status", () => {
 
   it("says when no resource manager answers and no worker beats", async () => {
     const status = await readStatus(t.nc, buildSubjects(), 300, 300);
-    expect(status).toEqual({ manager: false, plan: null, demandQps: null, workers: [] });
+    expect(status).toEqual({ manager: false, plan: null, demandQps: null, workers: [], routers: [], serving: false, notServing: ["no router answered $SRV.PING within 300 ms", "no worker heard within 300 ms"] });
     const text = formatStatus(status);
+    expect(text).toMatch(/^not serving: no router answered \$SRV\.PING within 300 ms; no worker heard within 300 ms\n/);
     expect(text).toContain("no resource manager answered");
     expect(text).toContain("workers heard (0)");
   });
@@ -66,10 +71,13 @@ describe("hadis status", () => {
     expect(status.plan?.epoch).toBe(plans.current!.epoch);
     expect(status.demandQps).not.toBeNull();
     expect(status.workers.map((w) => w.workerId)).toEqual(["gpu-00", "gpu-01", "gpu-02", "gpu-03"]);
+    expect(status.routers).toEqual([system.routers[0].routerId]);
+    expect(status.serving).toBe(true);
     for (const w of status.workers) expect(w.model).toBe(status.plan!.assignment[w.workerId]);
     const text = formatStatus(status);
     expect(text).toContain(`plan epoch ${status.plan!.epoch} (hadis)`);
     expect(text).toContain("workers heard (4): 4 serving");
+    expect(text).toMatch(/^serving: 1 router answered, 4 workers heard\n/);
     for (const [model, a] of Object.entries(status.plan!.models)) expect(text).toContain(`${model}: ${a.workers} worker`);
     expect(text).not.toContain("plan: "); // every worker holds its planned model
   }, 30_000);
@@ -93,6 +101,8 @@ describe("hadis status as the observer role", () => {
       expect(status.manager).toBe(true);
       expect(status.plan.epoch).toBeGreaterThanOrEqual(1);
       expect(status.workers.map((w: { workerId: string }) => w.workerId)).toEqual(["obs-00", "obs-01"]);
+      expect(status.routers).toHaveLength(1); // pinged under the observer's own inbox
+      expect(status.serving).toBe(true);
       expect(process.exitCode ?? 0).toBe(0);
       // hadis generate as the client role (HADIS_CLIENT_NATS_*): served.
       out.length = 0;

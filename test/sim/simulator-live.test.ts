@@ -93,7 +93,7 @@ describe("simulate, as the live system", () => {
       { atMs: 8_000, plan: plan({ "w-00": LARGE, "w-01": LIGHTNING }, { light: LIGHTNING, heavy: LARGE }, 0.5) },
     ])));
     const [record] = run.records;
-    expect(record).toMatchObject({ outcome: "served", route: "light→heavy", servedModel: LARGE, models: { light: LIGHTNING, heavy: LARGE } });
+    expect(record).toMatchObject({ outcome: "served", route: "light->heavy", servedModel: LARGE, models: { light: LIGHTNING, heavy: LARGE } });
     // Light 0.5 s on lightning, judge, unload medium + load large + 27 s on large, after w-00's batch.
     expect(record.latencyMs).toBe(20_550 + 500 + 13_700 + 27_000 - 7_550);
     expect(run.wastedItems).toBe(1);

@@ -144,7 +144,7 @@ function renderPlan(s) {
   for (const w of s.workers) {
     const model = workerModel(w, p);
     // Loading or unloading is a swap in progress; a failed or draining worker is neither serving nor swapping.
-    const kind = w.state === "serving" ? "serving" : w.state === "loading" || w.state === "unloading" ? "swapping" : w.state === "failed" || w.state === "draining" ? "down" : null;
+    const kind = w.state === "serving" ? "serving" : w.state === "loading" || w.state === "unloading" ? "swapping" : w.state === "failed" || w.state === "draining" || w.state === "lost" ? "down" : null;
     if (model && kind) (live[model] ??= { serving: 0, swapping: 0, down: 0 })[kind]++;
   }
   const models = Object.entries(p.models).sort((a, b) => b[1].workers - a[1].workers);
@@ -159,7 +159,7 @@ function renderPlan(s) {
       <div class="fact"><div class="k">expected FID</div><div class="v">${p.expectedFid == null ? "–" : p.expectedFid.toFixed(2)}</div></div>
       <div class="fact"><div class="k">time scale</div><div class="v">${p.timeScale}</div></div>
     </div>
-    <table><thead><tr><th>model</th><th class="num">workers (plan)</th><th class="num">batch</th><th class="num">serving now</th><th class="num">swapping</th><th class="num">failed or draining</th></tr></thead><tbody>
+    <table><thead><tr><th>model</th><th class="num">workers (plan)</th><th class="num">batch</th><th class="num">serving now</th><th class="num">swapping</th><th class="num">failed, draining or lost</th></tr></thead><tbody>
     ${models.map(([m, a]) => `<tr><td><span class="model-chip" style="background:${modelColor(m)}"></span>${esc(m)}</td><td class="num">${a.workers}</td><td class="num">${a.batchSize}</td><td class="num">${live[m]?.serving ?? 0}</td><td class="num">${live[m]?.swapping ?? 0}</td><td class="num">${live[m]?.down ?? 0}</td></tr>`).join("")}
     </tbody></table>
     <div class="reason">${esc(p.reason)}</div>`;
@@ -170,7 +170,7 @@ function renderWorkers(s) {
   $("#workers").innerHTML = s.workers.map((w) => {
     const model = workerModel(w, s.plan);
     return `
-    <div class="worker" style="border-left-color:${modelColor(model)}" title="${esc(w.workerId)}${w.lastError ? " — " + esc(w.lastError) : ""}">
+    <div class="worker" style="border-left-color:${modelColor(model)}" title="${esc(w.workerId)}${w.state === "lost" ? ` — no heartbeat for over 3 s (last ${esc(w.lastState)}): the resource manager plans without it` : ""}${w.lastError ? " — " + esc(w.lastError) : ""}">
       <div class="id">${esc(w.workerId.split("-").slice(-2).join("-"))}</div>
       <div class="model">${esc(model ?? "—")}${w.state === "loading" && !w.model && model ? " <small>(loading)</small>" : ""}</div>
       <div><span class="badge ${esc(w.state)}">${esc(w.state)}</span></div>
