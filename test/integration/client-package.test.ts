@@ -81,7 +81,7 @@ console.log(JSON.stringify({
     );
     const out = JSON.parse((await runAsync(process.execPath, ["use.mjs", t.server.url], scratch, 60_000)).trim());
     expect(out).toEqual({
-      route: expect.stringMatching(/^(light|heavy|light→heavy)$/),
+      route: expect.stringMatching(/^(light|heavy|light->heavy)$/),
       seed: 5,
       png: "PNG",
       kinds: expect.arrayContaining(["queued", "routed", "done"]),

@@ -55,7 +55,7 @@ describe("jobs over HTTP", () => {
     expect(events.map((e) => e.event)).toEqual(["queued", "routed", "light_done", "judged", "heavy_running", "done"]);
     expect(events.map((e) => e.id)).toEqual(["1", "2", "3", "4", "5", "6"]);
     const done = JSON.parse(events.at(-1)!.data) as { kind: string; result: { route: string; image: string } };
-    expect(done.result.route).toBe("light→heavy");
+    expect(done.result.route).toBe("light->heavy");
     expect(typeof done.result.image).toBe("string"); // base64, as in a JSON reply
     expect(Buffer.from(done.result.image, "base64").subarray(1, 4).toString()).toBe("PNG");
   });

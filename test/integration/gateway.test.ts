@@ -66,7 +66,7 @@ describe("POST /v1/generate", () => {
     expect(isPng(png)).toBe(true);
     expect(Number(res.headers.get("content-length"))).toBe(png.byteLength);
     expect(res.headers.get("x-hadis-request-id")).toMatch(/^[A-Za-z0-9]{22}$/);
-    expect(decodeURIComponent(res.headers.get("x-hadis-route")!)).toBe("light→heavy");
+    expect(decodeURIComponent(res.headers.get("x-hadis-route")!)).toBe("light->heavy");
     expect(res.headers.get("x-hadis-served-by")).toBe(DEFAULT_STATIC.heavy);
     expect(JSON.parse(res.headers.get("x-hadis-models")!)).toEqual({ light: DEFAULT_STATIC.light, heavy: DEFAULT_STATIC.heavy });
     expect(JSON.parse(res.headers.get("x-hadis-timings")!).totalMs).toBeGreaterThan(0);

@@ -36,7 +36,7 @@ describe("asynchronous jobs over real NATS (hadis.jobs.submit, events kept in Je
     expect(events.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5, 6]);
     const done = events.at(-1)!;
     if (done.kind !== "done") throw new Error("no result");
-    expect(done.result.route).toBe("light→heavy");
+    expect(done.result.route).toBe("light->heavy");
     expect(done.result.seed).toBe(3);
     expect(Buffer.from(done.result.image).subarray(1, 4).toString()).toBe("PNG");
     const judged = events.find((e) => e.kind === "judged");

@@ -56,7 +56,7 @@ describe("a light→heavy request's trace, exported over OTLP/HTTP protobuf", ()
     const h = newHeaders();
     h.set("traceparent", `00-${traceId}-${callerSpanId}-01`);
     const reply = readGenerateReply(await t.nc.request("hadis.generate", encode({ prompt: routes.escalated, deadlineMs: 20_000 }), { timeout: 20_000, headers: h }));
-    expect(reply.route).toBe("light→heavy");
+    expect(reply.route).toBe("light->heavy");
 
     const inTrace = () => allSpans().filter((s) => s.traceId === traceId);
     await waitFor(async () => {
@@ -90,7 +90,7 @@ describe("a light→heavy request's trace, exported over OTLP/HTTP protobuf", ()
 
     // The attributes an operator reads.
     expect(root.attributes).toMatchObject({
-      "hadis.route": "light→heavy",
+      "hadis.route": "light->heavy",
       "hadis.models": [lightModel, heavyModel],
       "hadis.plan_epoch": reply.planEpoch,
       "hadis.deadline_ms": 20_000,

@@ -52,7 +52,7 @@ describe("the compiled hadis command", () => {
   it.each([
     { name: "version", args: () => ["--version"] },
     { name: "generate", args: () => ["generate", "a red bicycle", "--nats", t.server.url, "--json", "--deadline-ms", "10000"] },
-    { name: "status", args: () => ["status", "--nats", t.server.url, "--json", "--listen-ms", "300"] },
+    { name: "status", args: () => ["status", "--nats", t.server.url, "--json", "--listen-ms", "1500"] },
   ])("$name runs compiled code and loads none of onnxruntime, wink-nlp, the telemetry SDK", async ({ name, args }) => {
     const run = await hadis(name, args());
     expect(run.status, run.stderr + run.stdout).toBe(0);
