@@ -27,6 +27,10 @@ import { createPolicy, hasFixedModels } from "./resource-manager/policies.ts";
 import { tickObserver } from "./resource-manager/observe.ts";
 import { createHighsSolver } from "./lib/highs-solver.ts";
 import { plannerWarmupLp } from "../actors/planner/milp.ts";
+import { NATIVE, type Fidelity } from "../actors/artifact/mechanisms.ts";
+import { policyFor, usesArtifactAllocator } from "../actors/artifact/policies.ts";
+import { plannerView } from "../actors/artifact/runtimes.ts";
+import { ArtifactRouterThreshold } from "../actors/artifact/worker-rules.ts";
 
 /** The router's scorer and threshold: the analyzer with a live window, or the reference features. */
 function routerScoring(kind: "analyzer" | "reference", profiles: ProfileSet, files: { profilesDir?: string; weightsPath?: string }): { scorer: DifficultyScorer; threshold: HardnessThreshold } {
@@ -100,6 +104,12 @@ export interface SystemOptions {
    * the server was down, so the demand estimate of the plan it finds is not taken up.
    */
   coldStart?: boolean;
+  /**
+   * The paper artifact's mechanisms to run under (default none: our design). The resource manager
+   * plans with the artifact's allocators and signals and stamps the mechanisms on its plans; routers
+   * and workers follow the plan in force (docs/benchmarks.md).
+   */
+  fidelity?: Fidelity;
 }
 
 /** A user and password for one NATS connection. */
@@ -210,14 +220,16 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
       const policyName = opts.policy ?? DEFAULT_POLICY;
       const solver = createHighsSolver({ warmupLp: plannerWarmupLp(profiles) });
       closers.push(() => solver.close());
+      const fidelity = opts.fidelity ?? NATIVE;
       const manager = await startResourceManager({
         nc,
         subjects,
         queue: await WorkQueue.open(nc, subjects, queueOptions),
+        fidelity,
         tick: {
           policyName,
-          policy: createPolicy(policyName, profiles, opts.staticConfig),
-          profiles,
+          policy: usesArtifactAllocator(policyName, fidelity) ? policyFor(policyName, fidelity) : createPolicy(policyName, profiles, opts.staticConfig),
+          profiles: plannerView(profiles, fidelity.on.has("latency"), timeScale),
           solve: (lp, o) => solver.solve(lp, o),
           sloMs,
           timeScale,
@@ -266,9 +278,12 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
         ...(opts.profilesDir ? { profilesDir: opts.profilesDir } : {}),
         ...(opts.analyzerWeights ? { weightsPath: opts.analyzerWeights } : {}),
       });
+      // The artifact's router (reference features, its percentile rule), used while a plan runs its `hadis` mechanism.
+      const reference = new ReferenceFeatureScorer(profiles);
+      const artifactScoring = { scorer: reference, threshold: new ArtifactRouterThreshold(reference.referenceScores) };
       for (let i = 0; i < (opts.routers ?? 1); i++) {
         const nc = await connect("hadis-router", "router");
-        const router = await startRouter({ nc, subjects, queue: await WorkQueue.open(nc, subjects, queueOptions), scorer, threshold, defaultSloMs: sloMs, rangesOf: (model) => profiles.byName.get(model) ?? { name: model }, jobs: { replicas: queueOptions.replicas, storage: queueOptions.storage }, log: logFor("router"), ...(opts.judgeTimeoutMs !== undefined ? { judgeTimeoutMs: opts.judgeTimeoutMs } : {}) });
+        const router = await startRouter({ nc, subjects, queue: await WorkQueue.open(nc, subjects, queueOptions), scorer, threshold, artifactScoring, defaultSloMs: sloMs, rangesOf: (model) => profiles.byName.get(model) ?? { name: model }, jobs: { replicas: queueOptions.replicas, storage: queueOptions.storage }, log: logFor("router"), ...(opts.judgeTimeoutMs !== undefined ? { judgeTimeoutMs: opts.judgeTimeoutMs } : {}) });
         system.routers.push(router);
         started.push({ kind: "router", service: router });
       }

@@ -7,6 +7,7 @@ import { BASELINE_MODELS, getPolicy, type PlannerPolicy } from "../planner/polic
 import type { ProfileSet } from "../profile/profile-set.ts";
 import type { ParetoRow } from "../profile/reference.ts";
 import type { ArtifactMechanism, Fidelity } from "./mechanisms.ts";
+export { isHadisFamily } from "./mechanisms.ts";
 import { diffserveIlp, hadisMilp, proteusIlp } from "./milps.ts";
 import { clipperDecision, infaasDecision } from "./rules.ts";
 
@@ -56,11 +57,6 @@ function artifactAllocator(name: string): PlannerPolicy {
     default:
       return (s, p, solve) => hadisMilp(s, p, tableOf(name, p), solve);
   }
-}
-
-/** Whether `name` is HADIS or one of its ablations (the policies with the artifact's router). */
-export function isHadisFamily(name: string): boolean {
-  return POLICY_MECHANISM[name] === "hadis";
 }
 
 /** Whether `name` runs the artifact's definition under `fidelity`. */

@@ -16,8 +16,8 @@ import { allocationPeriodMs, artifactTick } from "../artifact/controller.ts";
 import { ControllerLedger, type LedgerOutcome } from "../artifact/ledger.ts";
 import { NATIVE, has } from "../artifact/mechanisms.ts";
 import { admissionFactor, isHadisFamily, policyFor, tableOf } from "../artifact/policies.ts";
-import { artifactExecMs, withPlannerLatencies } from "../artifact/runtimes.ts";
-import { fidSourceOf } from "../artifact/scoring.ts";
+import { artifactExecMs, plannerView } from "../artifact/runtimes.ts";
+import { ARTIFACT_STOP_AFTER_TRACE_MS, fidSourceOf } from "../artifact/scoring.ts";
 import { ARTIFACT_JUDGE_MS, ArtifactRouterThreshold, artifactQualified, takeArtifactBatch } from "../artifact/worker-rules.ts";
 import { ArrivalRate } from "../control/arrivals.ts";
 import { controlTick, newControlState, type TickConfig } from "../control/reconcile.ts";
@@ -36,19 +36,6 @@ import type { SimConfig, SimEvent, SimRequest, SimResult, SimWorker, Stage, Work
 
 export type { SimConfig, SimPlanChange, SimResult } from "./types.ts";
 
-/**
- * How long the artifact's controller keeps writing rows after the last query is sent: run_E1.sh
- * stops every node once the client prints TRACE ENDED (an estimate of that stop's few seconds).
- */
-export const ARTIFACT_STOP_AFTER_TRACE_MS = 3_000;
-
-/** The planners' view of the pool: latencies rounded to 0.1 s under the artifact's `latency`. */
-function plannerProfiles(profiles: ProfileSet, rounded: boolean, timeScale: number): ProfileSet {
-  if (!rounded) return profiles;
-  const models = profiles.models.map((m) => withPlannerLatencies(m, timeScale));
-  return { ...profiles, models, byName: new Map(models.map((m) => [m.name, m])) };
-}
-
 /** Runs one policy over a trace; deterministic for the same inputs and seed. */
 export async function simulate(config: SimConfig): Promise<SimResult> {
   const { profiles, timeScale, sloMs } = config;
@@ -60,7 +47,7 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
   const warmupMs = config.warmupMs ?? (artifactControl ? 10_000 : 2 * tickMs);
   const judgeLatencyMs = config.judgeLatencyMs ?? profiles.pool.judge.latencyMs * timeScale;
   const policy = policyFor(config.policyName, fidelity);
-  const planning = plannerProfiles(profiles, workerJudge, timeScale);
+  const planning = plannerView(profiles, workerJudge, timeScale);
   const tick: TickConfig = { policyName: config.policyName, policy, profiles: planning, solve: config.solve, sloMs, timeScale, queueSafety: config.queueSafety ?? 1.5 };
   const control = newControlState(config.demandHalfLifeMs ?? Math.max(1_000, 20_000 * timeScale));
   const agenda = new EventQueue<SimEvent>();
@@ -457,15 +444,6 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     agenda.push(req.deadlineAtMs, { kind: "deadline", req });
     // No plan, or the router's admission bound (Little's law on the plan's capacity): refused at once.
     if (!plan || (!drops && refusal(plan, routerInFlight, sloMs))) return finish(req, { latencyMs: 0, outcome: "dropped" });
-    if (plan.routerMode === "workers") {
-      // Every worker takes an equal share: a model with probability in proportion to its workers.
-      const entries = Object.entries(plan.models).filter(([, a]) => a.workers > 0);
-      const total = entries.reduce((s, [, a]) => s + a.workers, 0);
-      let draw = random() * total;
-      const [target] = entries.find(([, a]) => (draw -= a.workers) < 0) ?? entries[entries.length - 1];
-      req.decision = { hard: true, difficulty: 0, routerThreshold: 0, pair: { light: target, heavy: target }, skipJudge: true, planEpoch: plan.epoch };
-      return enqueue(req, "heavy", target);
-    }
     const scorer = reference ? { score: () => reference.referenceScores[req.seqIndex] } : config.scorer;
     req.decision = decideRoute(plan, req.prompt, req.id, scorer, artifactThreshold ?? config.threshold);
     // Under random dispatch every query enters at a light worker, which counts it even when its router sends it on.

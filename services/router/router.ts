@@ -36,6 +36,8 @@ import { watchCapacity } from "./capacity-watch.ts";
 import { moveTarget, PendingWork, type PendingItem } from "./pending.ts";
 import { RequestTraces, type RequestSpan } from "./tracing.ts";
 import { createMover } from "./mover.ts";
+import { planMechanisms } from "../../actors/artifact/mechanisms.ts";
+import { ARTIFACT_SLO_FACTOR } from "../../actors/artifact/worker-rules.ts";
 import { endWithError, messagingAttributes, REQUEST_SPAN, ServiceTelemetry, SpanKind } from "../lib/telemetry.ts";
 
 /** Router options. */
@@ -45,6 +47,8 @@ export interface RouterOptions {
   queue: WorkQueue;
   scorer: DifficultyScorer;
   threshold: HardnessThreshold;
+  /** The artifact's router, used for HADIS and its ablations while the plan runs its `hadis` mechanism. */
+  artifactScoring?: { scorer: DifficultyScorer; threshold: HardnessThreshold };
   /** SLO used as the default deadline before a plan is known, ms. */
   defaultSloMs: number;
   log: Logger;
@@ -96,6 +100,8 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   // Items of a model the plan gives no worker any more, and no other model can take over, are
   // answered now (`no_capacity`) rather than at their deadline.
   const sweep = (plan: Plan | null) => {
+    // Under the artifact's random dispatch items wait in workers' own queues, which they run whatever model they hold.
+    if (planMechanisms(plan).has("dispatch")) return;
     if (plan) for (const { entry, to } of pending.stranded(plan)) rescue(entry, to, plan);
     const refusals = new Map<string, HadisError | null>();
     for (const entry of pending.waiting()) {
@@ -116,6 +122,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   // An item whose publish was acknowledged after such a plan arrived gets the same check.
   const afterEnqueue = (entry: PendingItem) => {
     const plan = plans.current;
+    if (entry.lane) return;
     const to = plan ? moveTarget(plan, entry.stage, entry.item.model) : null;
     if (plan && to) rescue(entry, to, plan);
   };
@@ -158,8 +165,12 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       traces,
       floor,
       capacity: workers.refusal,
+      ...(opts.artifactScoring ? { artifactScoring: opts.artifactScoring } : {}),
+      onEnqueued: (model) => enqueuedSinceReport.set(model, (enqueuedSinceReport.get(model) ?? 0) + 1),
     }),
   });
+  /** Items queued per model since the last report (the artifact's per-model load signal). */
+  const enqueuedSinceReport = new Map<string, number>();
   /** A judge outage fails every light request's verdict: one line a minute says so (the metric counts each). */
   const judgeFailed = throttled(log, "warn", "router.judge_failed");
   const keyUnchecked = throttled(log, "warn", "router.idempotency_key_unchecked");
@@ -218,7 +229,10 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       const deadlineMs = deadlineOf(request, plans.current?.sloMs ?? opts.defaultSloMs);
       // The caller's own (none: the SLO's, whatever the SLO is when the request ends).
       serving.deadlineMs = request.deadlineMs;
-      const refused = refusal(plans.current, counters.inFlight, deadlineMs);
+      // Under the artifact's drops nothing is refused at the door, nothing served early as the deadline
+      // nears, and work carries 1.5 × SLO from the start (its workers drop what cannot finish by then).
+      const artifactDrops = planMechanisms(plans.current).has("drops");
+      const refused = artifactDrops ? null : refusal(plans.current, counters.inFlight, deadlineMs);
       if (refused) {
         counters.refused++;
         throw refused;
@@ -226,7 +240,10 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       serving.requestId = requestId;
       traces.bind(requestId, root, { "hadis.deadline_ms": deadlineMs, "hadis.seed": seed });
       const asked = { ...(options ? { options } : {}), ...(quality ? { quality } : {}) };
-      const actor = createActor(machine, { input: { requestId, prompt, seed, receivedAtMs: arrivedAtMs, deadlineAtMs: arrivedAtMs + deadlineMs, now: Date.now, heavyFloorMs, ...asked } });
+      const dropsInput = artifactDrops
+        ? { lightFallback: false, workDeadlineAtMs: Math.min(arrivedAtMs + deadlineMs, arrivedAtMs + ARTIFACT_SLO_FACTOR * (plans.current?.sloMs ?? opts.defaultSloMs)) }
+        : { heavyFloorMs };
+      const actor = createActor(machine, { input: { requestId, prompt, seed, receivedAtMs: arrivedAtMs, deadlineAtMs: arrivedAtMs + deadlineMs, now: Date.now, ...dropsInput, ...asked } });
       const outcome = toPromise(actor);
       if (serving.onProgress) {
         let before: ProgressView | undefined;
@@ -423,10 +440,12 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       intervalMs: Math.max(1, now - lastReportMs),
       inFlight: counters.inFlight,
       ...outcomes,
+      ...(enqueuedSinceReport.size > 0 ? { enqueued: Object.fromEntries(enqueuedSinceReport) } : {}),
       sentAtMs: now,
     };
     nc.publish(subjects.routerStats(routerId), encode(stats));
     counters.arrivalsSinceReport = 0;
+    enqueuedSinceReport.clear();
     outcomes.served = outcomes.answered = outcomes.violations = 0;
     lastReportMs = now;
   };
