@@ -44,7 +44,9 @@ const runOptions = (cmd: Command) =>
     .option("--models-dir <dir>", "onnx backend: folder of the exports (tiny models are generated there when missing or made by an older generator)", ".hadis/models")
     .option("--profiles <dir>", "profiles folder (default: the repository's profiles/)")
     .option("--static-config <json>", 'static policy configuration, e.g. \'{"light":"sdxl-lightning","heavy":"sd35-large","routerThreshold":0.3,"discThreshold":0.1}\'')
-    .addOption(new Option("--storage <kind>", "JetStream storage of the work queue").choices(["file", "memory"]).default("file"));
+    .addOption(new Option("--storage <kind>", "JetStream storage of the work queue").choices(["file", "memory"]).default("file"))
+    .addOption(new Option("--fidelity <name>", "native: our serving design; artifact: the paper artifact's mechanisms, put in the plans by the resource manager (docs/benchmarks.md)").choices(["native", "artifact"]).default("native"))
+    .option("--mechanisms <list>", `artifact mechanisms to turn on (or, as -name, off) on top of --fidelity (the simulator's partial sets; a live system runs native or the whole artifact): ${ARTIFACT_MECHANISMS.join(", ")}`, mechanismList);
 
 runOptions(
   program

@@ -17,6 +17,7 @@ import { describeProblem, telemetryEnvProblems } from "../lib/telemetry-config.t
 import { gatewayCommand, startLocalGateway, type GatewayCliOptions, type LocalGateway } from "./gateway.ts";
 import { describeResume } from "../resource-manager/resume.ts";
 import type { StaticConfig } from "../../actors/control/static-policy.ts";
+import { parseFidelity } from "../../actors/artifact/mechanisms.ts";
 
 /** Options shared by `start` and `serve`. */
 export interface RunOptions {
@@ -36,6 +37,10 @@ export interface RunOptions {
   /** onnx backend: model map file and export folder. */
   modelMap?: string;
   modelsDir?: string;
+  /** `native` (default) or `artifact`: the paper artifact's mechanisms, which the resource manager puts in its plans. */
+  fidelity?: string;
+  /** Artifact mechanisms on (or `-name` off) on top of the fidelity. */
+  mechanisms?: string;
 }
 
 /**
@@ -77,6 +82,8 @@ const READ_BY: Partial<Record<keyof RunOptions | keyof GatewayCliOptions | "repl
   analyzerWeights: ["router"],
   policy: ["resource-manager"],
   staticConfig: ["resource-manager"],
+  fidelity: ["resource-manager"],
+  mechanisms: ["resource-manager"],
   backend: ["worker", "discriminator"],
   zeroLatency: ["worker", "discriminator"],
   modelMap: ["worker", "discriminator"],
@@ -116,6 +123,7 @@ function untilSignal(stop: () => Promise<void>): void {
 
 function backendOptions(opts: RunOptions) {
   return {
+    fidelity: parseFidelity(opts.fidelity, opts.mechanisms),
     scorer: opts.scorer,
     ...(opts.analyzerWeights ? { analyzerWeights: opts.analyzerWeights } : {}),
     backend: opts.backend as "profile" | "onnx",
