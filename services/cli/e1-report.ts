@@ -74,7 +74,7 @@ export function policiesFor(policy: string): string[] {
 }
 
 /** The six systems of the paper first, then the ablations. */
-const ORDER = ["clipper-light", "clipper-heavy", "infaas-acc", "proteus", "diffserve", "hadis", "router-only", "disc-only", "fixed-pair"];
+const ORDER = ["clipper-light", "clipper-heavy", "infaas-acc", "proteus", "diffserve", "hadis", "router-only", "disc-only", "fixed-pair", "hadis-plus"];
 
 /** Reads the trace and the prompts. */
 export function loadWorkload(opts: Pick<E1Options, "trace" | "prompts">): { arrivals: Arrival[]; prompts: string[] } {
