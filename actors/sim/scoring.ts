@@ -22,6 +22,8 @@ export interface RequestRecord {
   servedModel?: string;
   /** Discriminator score of the image served: the reference per-prompt score of the served model. */
   servedScore?: number;
+  /** Why the image served is not the one the cascade meant (e.g. `degraded`: rejected, and no time to remake it). */
+  fallback?: string;
 }
 
 /** A plan adopted at `atMs` (trace clock), with its table FID. */

@@ -30,6 +30,7 @@ import { ReferenceFeatureScorer } from "../routing/difficulty.ts";
 import { GenerationFloor } from "../routing/generation-floor.ts";
 import { moveTarget } from "../routing/move-target.ts";
 import { decideRoute } from "../routing/route-policy.ts";
+import { admissionChoice, escalationFits, stageEstimateMs } from "../routing/deadline-aware.ts";
 import { EventQueue } from "./event-queue.ts";
 import type { RequestRecord } from "./scoring.ts";
 import type { SimConfig, SimEvent, SimRequest, SimResult, SimWorker, Stage, WorkItem } from "./types.ts";
@@ -72,7 +73,7 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
   const waitingPulls = new Map<string, SimWorker[]>(profiles.models.map((m) => [m.name, []]));
   /** The load balancer's routing table: workers listed per model (random dispatch). */
   let routing = new Map<string, SimWorker[]>();
-  const result: SimResult = { records: [], plans: [], swaps: 0, loads: [], ticks: 0, expiredDrops: 0, wastedItems: 0, movedItems: 0, escalationsSkipped: 0, lightFallbacks: 0, leftInQueue: {}, unfinished: 0, rows: [] };
+  const result: SimResult = { records: [], plans: [], swaps: 0, loads: [], ticks: 0, expiredDrops: 0, wastedItems: 0, movedItems: 0, escalationsSkipped: 0, lightFallbacks: 0, admissions: { cascade: 0, heavy: 0, light: 0 }, leftInQueue: {}, unfinished: 0, rows: [] };
   /** What the live router learns from results: each model's fastest recent generation. */
   const floor = new GenerationFloor();
   let plan: Plan | null = null;
@@ -93,6 +94,8 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
   const worstFid = Math.max(...tableOf(config.policyName, profiles).map((r) => r.fid));
   const giveUpAfterMs = drops ? 2 * sloMs : sloMs;
   const startLimitMs = admissionFactor(config.policyName, fidelity) * sloMs;
+  /** hadis-plus decides per request from the path ahead (deadline-aware cascade). */
+  const deadlineAware = config.policyName === "hadis-plus";
 
   const requests: SimRequest[] = config.arrivals.map((a, index) => {
     const prompt = config.prompts[a.promptIdx % config.prompts.length];
@@ -133,10 +136,24 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     }
   }
 
-  function serve(req: SimRequest, model: string, route: Route): void {
+  function serve(req: SimRequest, model: string, route: Route, fallback?: string): void {
     const models = route === Routes.light ? { light: model } : route === Routes.heavy ? { heavy: model } : { light: req.lightModel, heavy: model };
-    finish(req, { latencyMs: now - req.arrivalMs, outcome: "served", route, models, servedModel: model, servedScore: scoreOf(model, req) });
+    finish(req, { latencyMs: now - req.arrivalMs, outcome: "served", route, models, servedModel: model, servedScore: scoreOf(model, req), ...(fallback ? { fallback } : {}) });
   }
+
+  /** hadis-plus: how long a generation of `model` queued now would take (the batches ahead, then its own). */
+  function estimateMs(model: string): number {
+    const a = plan?.models[model];
+    if (!a || a.workers === 0) return Number.POSITIVE_INFINITY;
+    return stageEstimateMs(queueDepth()[model] ?? 0, a.workers, a.batchSize, execMs(model, a.batchSize));
+  }
+  /** hadis-plus: whether the heavy model has no backlog beyond one round of its batches. */
+  function heavyHasRoom(model: string): boolean {
+    const a = plan?.models[model];
+    return a !== undefined && (queueDepth()[model] ?? 0) < a.workers * a.batchSize;
+  }
+  /** The request's SLO deadline (its own deadline is 2 × SLO under the artifact's drops). */
+  const sloDeadline = (req: SimRequest) => req.arrivalMs + sloMs;
 
   /** Queues work as the router's generate actor does: to the model playing the stage now if the decided one has no workers. */
   function enqueue(req: SimRequest, stage: Stage, decided: string): void {
@@ -304,7 +321,11 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     }
     const heavy = dispatch && freeSwaps ? (isCascade(plan) ? plan!.pair.heavy : null) : req.decision!.pair.heavy;
     if (accept || heavy === null) serve(req, req.lightModel!, Routes.light);
-    else if (drops || req.deadlineAtMs - now >= floor.floorMs(heavy)) {
+    else if (deadlineAware && (req.lightOnly || !escalationFits(sloDeadline(req) - now, estimateMs(heavy)))) {
+      // hadis-plus: the heavy model cannot remake it in time, so the light image goes out now, degraded.
+      result.escalationsSkipped++;
+      serve(req, req.lightModel!, Routes.light, "degraded");
+    } else if (drops || deadlineAware || req.deadlineAtMs - now >= floor.floorMs(heavy)) {
       enqueue(req, "heavy", heavy);
       if (!drops) agenda.push(Math.max(now, req.deadlineAtMs - REPLY_MARGIN_MS), { kind: "lightBeforeDeadline", req });
     } else {
@@ -446,6 +467,14 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     if (!plan || (!drops && refusal(plan, routerInFlight, sloMs))) return finish(req, { latencyMs: 0, outcome: "dropped" });
     const scorer = reference ? { score: () => reference.referenceScores[req.seqIndex] } : config.scorer;
     req.decision = decideRoute(plan, req.prompt, req.id, scorer, artifactThreshold ?? config.threshold);
+    if (deadlineAware && !req.decision.hard && isCascade(plan) && !req.decision.skipJudge) {
+      // hadis-plus's admission: the whole path (light, judge, heavy if rejected) against the time left.
+      const { light, heavy } = req.decision.pair;
+      const choice = admissionChoice(sloDeadline(req) - now, { lightMs: estimateMs(light), judgeMs: workerJudge ? 0 : judgeLatencyMs, heavyMs: estimateMs(heavy) }, heavyHasRoom(heavy));
+      result.admissions[choice]++;
+      if (choice === "heavy") req.decision = { ...req.decision, hard: true };
+      else if (choice === "light") req.lightOnly = true;
+    }
     // Under random dispatch every query enters at a light worker, which counts it even when its router sends it on.
     if (req.decision.hard && dispatch && isCascade(plan)) ledger.arrival(plan.pair.light);
     enqueue(req, req.decision.hard ? "heavy" : "light", req.decision.hard ? req.decision.pair.heavy : req.decision.pair.light);

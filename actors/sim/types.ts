@@ -93,6 +93,8 @@ export interface SimResult {
   escalationsSkipped: number;
   /** Escalated requests served their light image as the deadline neared, the heavy image not come. */
   lightFallbacks: number;
+  /** hadis-plus's admission choices (cascade, straight to heavy, light only). */
+  admissions: { cascade: number; heavy: number; light: number };
   /** Items left in each model's queue when the run ended (stale work no worker pulled). */
   leftInQueue: Record<string, number>;
   /** Requests with no outcome when the agenda ran dry (recorded as dropped); 0 unless the simulator has a bug. */
@@ -123,6 +125,8 @@ export interface SimRequest {
   waitingModel?: string;
   /** Light image made (the model that made it). */
   lightModel?: string;
+  /** hadis-plus admitted it to the light model only: a rejected image is served degraded. */
+  lightOnly?: boolean;
   ended: boolean;
   record?: RequestRecord;
 }
