@@ -28,6 +28,9 @@ export function tableOf(name: string, p: ProfileSet): ParetoRow[] {
   }
 }
 
+/** The simulator's bound: hadis-plus's planner told the demand to come (`hadis sim --policy clairvoyant`). */
+export const CLAIRVOYANT = "clairvoyant";
+
 /** The switch that gives each policy the artifact's definition. */
 export const POLICY_MECHANISM: Record<string, ArtifactMechanism> = {
   "clipper-light": "clipper",
@@ -67,7 +70,8 @@ export function usesArtifactAllocator(name: string, fidelity: Fidelity): boolean
 
 /** The policy `name` under `fidelity`; throws a RangeError for an unknown name. */
 export function policyFor(name: string, fidelity: Fidelity): PlannerPolicy {
-  const native = getPolicy(name);
+  // The clairvoyant bound plans as hadis-plus does, with the demand the trace will bring (the simulator's `demandOracle`).
+  const native = getPolicy(name === CLAIRVOYANT ? "hadis-plus" : name);
   return usesArtifactAllocator(name, fidelity) ? artifactAllocator(name) : native;
 }
 

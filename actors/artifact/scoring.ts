@@ -16,7 +16,7 @@ export type FidSource = "config" | "dominant" | "mix";
 
 /** The FID source of each policy: HADIS and its ablations log their configuration; INFaaS-Acc its dominant model; the rest their query mix. */
 export function fidSourceOf(policy: string): FidSource {
-  if (["hadis", "hadis-plus", "router-only", "disc-only", "fixed-pair"].includes(policy)) return "config";
+  if (["hadis", "hadis-plus", "clairvoyant", "router-only", "disc-only", "fixed-pair"].includes(policy)) return "config";
   if (policy === "infaas-acc") return "dominant";
   return "mix";
 }

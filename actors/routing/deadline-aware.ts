@@ -41,3 +41,11 @@ export function admissionChoice(leftMs: number, path: PathEstimate, heavyHasRoom
 export function escalationFits(leftMs: number, heavyMs: number): boolean {
   return heavyMs <= leftMs;
 }
+
+/**
+ * For a prompt the router sends straight to the heavy model: the light model instead, served
+ * without judging (degraded), when the heavy model cannot answer in the time left and the light one can.
+ */
+export function hardFallsBackToLight(leftMs: number, path: Pick<PathEstimate, "lightMs" | "heavyMs">): boolean {
+  return path.heavyMs > leftMs && path.lightMs <= leftMs;
+}

@@ -41,7 +41,7 @@ export interface FidLookup {
 }
 
 /** Policies scored by the table FID of the configuration in force (the rest by the served mix). */
-export const CASCADE_POLICIES: readonly string[] = ["hadis", "hadis-plus", "router-only", "disc-only", "fixed-pair", "diffserve"];
+export const CASCADE_POLICIES: readonly string[] = ["hadis", "hadis-plus", "clairvoyant", "router-only", "disc-only", "fixed-pair", "diffserve"];
 
 /** One scoring window (Figure 7's x axis). */
 export interface WindowPoint {

@@ -30,7 +30,7 @@ import { ReferenceFeatureScorer } from "../routing/difficulty.ts";
 import { GenerationFloor } from "../routing/generation-floor.ts";
 import { moveTarget } from "../routing/move-target.ts";
 import { decideRoute } from "../routing/route-policy.ts";
-import { admissionChoice, escalationFits, stageEstimateMs } from "../routing/deadline-aware.ts";
+import { admissionChoice, escalationFits, hardFallsBackToLight, stageEstimateMs } from "../routing/deadline-aware.ts";
 import { EventQueue } from "./event-queue.ts";
 import type { RequestRecord } from "./scoring.ts";
 import type { SimConfig, SimEvent, SimRequest, SimResult, SimWorker, Stage, WorkItem } from "./types.ts";
@@ -302,7 +302,7 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     if (stage === "heavy") return serve(req, item.model, req.lightModel ? Routes.lightThenHeavy : Routes.heavy);
     req.lightModel = item.model;
     const skip = dispatch && freeSwaps ? !isCascade(plan) || plan!.discThreshold <= 0 : req.decision!.skipJudge;
-    if (skip) return serve(req, item.model, Routes.light);
+    if (skip) return serve(req, item.model, Routes.light, req.degraded ? "degraded" : undefined);
     if (workerJudge) return void judge(req); // synchronous: the worker's own verdict
     agenda.push(now + judgeLatencyMs, { kind: "judged", req });
   }
@@ -414,7 +414,7 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
   }
 
   /** The demand a planner sees: arrivals per second (our design), or the artifact's in-flight signal. */
-  const plannedDemand = (): number | undefined => (on("demand") ? ledger.signals.demand : undefined);
+  const plannedDemand = (): number | undefined => config.demandOracle?.(now) ?? (on("demand") ? ledger.signals.demand : undefined);
 
   async function runTick(): Promise<void> {
     result.ticks++;
@@ -467,7 +467,12 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     if (!plan || (!drops && refusal(plan, routerInFlight, sloMs))) return finish(req, { latencyMs: 0, outcome: "dropped" });
     const scorer = reference ? { score: () => reference.referenceScores[req.seqIndex] } : config.scorer;
     req.decision = decideRoute(plan, req.prompt, req.id, scorer, artifactThreshold ?? config.threshold);
-    if (deadlineAware && !req.decision.hard && isCascade(plan) && !req.decision.skipJudge) {
+    if (deadlineAware && req.decision.hard && isCascade(plan) && hardFallsBackToLight(sloDeadline(req) - now, { lightMs: estimateMs(req.decision.pair.light), heavyMs: estimateMs(req.decision.pair.heavy) })) {
+      // hadis-plus: the heavy model cannot answer in time, the light one can: its image, degraded.
+      result.admissions.light++;
+      req.decision = { ...req.decision, hard: false, skipJudge: true };
+      req.degraded = true;
+    } else if (deadlineAware && !req.decision.hard && isCascade(plan) && !req.decision.skipJudge) {
       // hadis-plus's admission: the whole path (light, judge, heavy if rejected) against the time left.
       const { light, heavy } = req.decision.pair;
       const choice = admissionChoice(sloDeadline(req) - now, { lightMs: estimateMs(light), judgeMs: workerJudge ? 0 : judgeLatencyMs, heavyMs: estimateMs(heavy) }, heavyHasRoom(heavy));

@@ -112,3 +112,22 @@ export function traceFromHourly(hourly: readonly number[], opts: HourlyTraceOpti
 export function formatTrace(arrivals: readonly Arrival[]): string {
   return arrivals.map((a) => `${a.atMs.toFixed(1)},${a.promptIdx}`).join("\n") + "\n";
 }
+
+/**
+ * The clairvoyant demand of a trace: at time t, the arrival rate over [t, t + windowMs] (what a
+ * planner that knew the trace would see until its next plan could take over), qps.
+ */
+export function futureDemandOracle(arrivals: readonly Arrival[], windowMs: number): (nowMs: number) => number {
+  const times = arrivals.map((a) => a.atMs).sort((a, b) => a - b);
+  const firstAtOrAfter = (t: number) => {
+    let lo = 0;
+    let hi = times.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (times[mid] < t) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  };
+  return (nowMs) => ((firstAtOrAfter(nowMs + windowMs) - firstAtOrAfter(nowMs)) * 1000) / windowMs;
+}

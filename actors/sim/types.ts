@@ -55,6 +55,11 @@ export interface SimConfig {
    * workers. `false` replays the earlier behaviour, where such items stayed and read as load.
    */
   purgeFinished?: boolean;
+  /**
+   * The demand the planner is told instead of its estimate (the clairvoyant bound: the peak rate
+   * the trace will bring over the coming window), qps at a time.
+   */
+  demandOracle?: (nowMs: number) => number;
   /** The manager's control tick (default `controlTick`); tests script plans with a fake. */
   control?: typeof controlTick;
   /** Called after every control tick (diagnostics), like the manager's `onTick`. */
@@ -127,6 +132,8 @@ export interface SimRequest {
   lightModel?: string;
   /** hadis-plus admitted it to the light model only: a rejected image is served degraded. */
   lightOnly?: boolean;
+  /** hadis-plus sent a hard prompt to the light model (the heavy could not answer in time): its image is degraded. */
+  degraded?: boolean;
   ended: boolean;
   record?: RequestRecord;
 }

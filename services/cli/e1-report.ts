@@ -69,6 +69,7 @@ export function sloOf(opts: Pick<E1Options, "sloMs" | "timeScale">, pool: { sloM
 /** The policies `--policy` names (`all` = the nine). */
 export function policiesFor(policy: string): string[] {
   if (policy === "all") return [...ORDER];
+  if (policy === "clairvoyant") return [policy];
   if (!(POLICY_NAMES as readonly string[]).includes(policy)) throw new Error(`unknown policy "${policy}" (known: all, ${POLICY_NAMES.join(", ")})`);
   return [policy];
 }

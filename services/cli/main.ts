@@ -177,7 +177,7 @@ const e1Options = (cmd: Command, live: boolean) =>
   cmd
     .addOption(new Option("--trace <file>", "arrival trace, lines arrival_ms,prompt_idx").default(DEFAULT_TRACE, "profiles/reference/traces/azure_1to64qps.txt"))
     .addOption(new Option("--prompts <file>", "prompts, one a line (line i = prompt index i)").default(DEFAULT_PROMPTS, "profiles/reference/prompts/imagenet1k_captions_5k.txt"))
-    .addOption(new Option("--policy <name|all>", "planning policy, or all nine").choices(["all", ...PLANNER_POLICIES]).default("all"))
+    .addOption(new Option("--policy <name|all>", `planning policy, or all ten${live ? "" : "; clairvoyant: the simulator's bound (hadis-plus told the demand to come)"}`).choices(["all", ...PLANNER_POLICIES, ...(live ? [] : ["clairvoyant"])]).default("all"))
     .option("--slo-ms <ms>", `latency objective per request, ms (default: the pool's SLO at --time-scale, 6000 at 0.1${live ? "; against a running system, its plan's" : ""})`, positive)
     .option("--workers <n>", "workers (GPUs)", atLeastOne, 16)
     .option("--time-scale <x>", "multiplies every profiled latency", positive, 0.1)

@@ -10,6 +10,8 @@ import { AnalyzerScorer, liveThreshold } from "../../actors/routing/analyzer-sco
 import { simulate, type SimConfig, type SimResult } from "../../actors/sim/simulator.ts";
 import { fidLookupFromProfiles } from "../../actors/sim/scoring.ts";
 import { parseFidelity, type Fidelity } from "../../actors/artifact/mechanisms.ts";
+import { CLAIRVOYANT } from "../../actors/artifact/policies.ts";
+import { futureDemandOracle } from "../../actors/sim/trace.ts";
 import { scoreWithFidelity } from "../../actors/artifact/score-run.ts";
 import { loadPromptAnalyzer } from "../lib/analyzer-files.ts";
 import { createInlineHighsSolver } from "../lib/highs-solver.ts";
@@ -47,6 +49,8 @@ export async function runSimulation(input: SimRunInput): Promise<SimResult> {
     threshold: liveThreshold(analyzer, input.profiles.reference.prompts),
     judge: new ProfileJudge(input.profiles, { latencyMs: 0, sleep: async () => undefined }),
     judgeLatencyMs: input.profiles.pool.judge.latencyMs * input.timeScale,
+    // The bound knows the rate of the coming tick plus the slowest load (its plan must carry that until the next can take over).
+    ...(policy === CLAIRVOYANT ? { demandOracle: futureDemandOracle(input.arrivals, Math.max(500, 20_000 * input.timeScale) + Math.max(...input.profiles.models.map((m) => m.loadMs + m.unloadMs)) * input.timeScale) } : {}),
   });
 }
 

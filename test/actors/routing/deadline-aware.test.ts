@@ -25,3 +25,12 @@ describe("hadis-plus's deadline-aware cascade", () => {
     expect(escalationFits(2_000, 2_700)).toBe(false);
   });
 });
+
+describe("a hard prompt under hadis-plus", () => {
+  it("goes to the light model, degraded, only when the heavy model cannot answer in time and the light one can", async () => {
+    const { hardFallsBackToLight } = await import("../../../actors/routing/deadline-aware.ts");
+    expect(hardFallsBackToLight(3_000, { lightMs: 130, heavyMs: 4_860 })).toBe(true);
+    expect(hardFallsBackToLight(6_000, { lightMs: 130, heavyMs: 4_860 })).toBe(false);
+    expect(hardFallsBackToLight(100, { lightMs: 130, heavyMs: 4_860 })).toBe(false);
+  });
+});
