@@ -6,10 +6,7 @@
 import { inboxPrefixOf, subjects as buildSubjects, type Subjects } from "../contracts/subjects.ts";
 import { ProfileJudge } from "../actors/judge/profile-judge.ts";
 import { ProfileGenerationBackend } from "../actors/worker/profile-backend.ts";
-import { FixedPercentileThreshold, ReferenceFeatureScorer, type DifficultyScorer, type HardnessThreshold } from "../actors/routing/difficulty.ts";
-import { AnalyzerScorer, liveThreshold } from "../actors/routing/analyzer-scorer.ts";
-import { loadPromptAnalyzer } from "./lib/analyzer-files.ts";
-import type { ProfileSet } from "../actors/profile/profile-set.ts";
+import { routerScoring, type ScorerKind } from "./lib/router-scoring.ts";
 import type { StaticConfig } from "../actors/control/static-policy.ts";
 import { createLogger, type Logger } from "./lib/log.ts";
 import { connectWhenUp, isJetStreamNotReady, NATS_WAIT_RETRY_MS, type NatsConnection, type NatsTlsFiles } from "./lib/nats.ts";
@@ -26,17 +23,6 @@ import { createPolicy, hasFixedModels } from "./resource-manager/policies.ts";
 import { tickObserver } from "./resource-manager/observe.ts";
 import { createHighsSolver } from "./lib/highs-solver.ts";
 import { plannerWarmupLp } from "../actors/planner/milp.ts";
-
-/** The router's scorer and threshold: the analyzer with a live window, or the reference features. */
-function routerScoring(kind: "analyzer" | "reference", profiles: ProfileSet, files: { profilesDir?: string; weightsPath?: string }): { scorer: DifficultyScorer; threshold: HardnessThreshold } {
-  if (kind === "reference") {
-    const scorer = new ReferenceFeatureScorer(profiles);
-    return { scorer, threshold: new FixedPercentileThreshold(scorer.referenceScores) };
-  }
-  // Lexicons and weights from the same profiles folder as the reference prompts.
-  const analyzer = loadPromptAnalyzer(files);
-  return { scorer: new AnalyzerScorer(analyzer), threshold: liveThreshold(analyzer, profiles.reference.prompts) };
-}
 
 /** The policy `npm start` runs unless told otherwise. */
 export const DEFAULT_POLICY = "hadis";
@@ -83,8 +69,10 @@ export interface SystemOptions {
   onnx?: { modelMap?: string; modelsDir: string; maxResident?: number; warmUp?: boolean };
   policy?: string;
   staticConfig?: StaticConfig;
-  /** The router's difficulty score: the prompt analyzer (default) or the reference features of known prompts. */
-  scorer?: "analyzer" | "reference";
+  /** The router's difficulty score: the prompt analyzer (default), the reference features of known prompts, or the learned model. */
+  scorer?: ScorerKind;
+  /** The learned scorer's model file (default: the profiles folder's analyzer/difficulty-model.json). */
+  difficultyModel?: string;
   /** Resource manager tick, ms (default 20 s × time scale, at least 0.5 s). */
   tickMs?: number;
   /** Half-life of the demand EWMA, ms (default 20 s × time scale, at least 1 s). */
@@ -259,6 +247,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
       const { scorer, threshold } = routerScoring(opts.scorer ?? "analyzer", profiles, {
         ...(opts.profilesDir ? { profilesDir: opts.profilesDir } : {}),
         ...(opts.analyzerWeights ? { weightsPath: opts.analyzerWeights } : {}),
+        ...(opts.difficultyModel ? { difficultyModelPath: opts.difficultyModel } : {}),
       });
       for (let i = 0; i < (opts.routers ?? 1); i++) {
         const nc = await connect("hadis-router", "router");

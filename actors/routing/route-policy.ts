@@ -10,7 +10,7 @@ import type { DifficultyScorer, HardnessThreshold } from "./difficulty.ts";
  * the same hash breaks ties among scores at the threshold.
  */
 export function decideRoute(plan: Plan, prompt: string, requestId: string, scorer: DifficultyScorer, threshold: HardnessThreshold): RouteDecision {
-  const difficulty = scorer.score(prompt);
+  const difficulty = scorer.score(prompt, plan.pair);
   threshold.observe?.(difficulty);
   const single = plan.pair.light === plan.pair.heavy;
   // A stable draw per request: the share in random mode, the tie-break at the cut otherwise.

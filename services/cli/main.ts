@@ -4,6 +4,7 @@ import { Command, Option } from "commander";
 import { MAX_DEADLINE_MS, MAX_IDEMPOTENCY_KEY_CHARS, MAX_SEED } from "../../contracts/messages.ts";
 import { POLICY_NAMES as PLANNER_POLICIES } from "../../actors/planner/policies.ts";
 import { DEFAULT_NATS_URL } from "../lib/nats.ts";
+import { SCORER_KINDS } from "../lib/router-scoring.ts";
 import { POLICY_NAMES } from "../resource-manager/policies.ts";
 import { DEFAULT_PROMPTS, DEFAULT_TRACE } from "./e1-report.ts";
 import { generateCommand } from "./generate.ts";
@@ -23,8 +24,9 @@ const runOptions = (cmd: Command) =>
     .option("--routers <n>", "router instances", atLeastOne, 1)
     .option("--time-scale <x>", "multiplies every profiled latency and the SLO (0.1 = the paper's 10x compression; default: the pool's, 1 = real time)", positive)
     .addOption(new Option("--policy <name>", "planning policy of the resource manager").choices(POLICY_NAMES).default("hadis"))
-    .addOption(new Option("--scorer <kind>", "router difficulty score").choices(["analyzer", "reference"]).default("analyzer"))
+    .addOption(new Option("--scorer <kind>", "router difficulty score (learned: docs/router.md)").choices(SCORER_KINDS).default("analyzer"))
     .option("--analyzer-weights <file>", "analyzer score weights, e.g. learned ones (default <profiles>/analyzer/router-weights.json)")
+    .option("--difficulty-model <file>", "with --scorer learned: the model file (default <profiles>/analyzer/difficulty-model.json)")
     .addOption(new Option("--backend <kind>", "worker and judge backend").choices(["profile", "onnx"]).default("profile"))
     .option("--zero-latency", "profile backends do not wait (overhead benchmarks)")
     .option("--model-map <file>", "onnx backend: pool model name → export folder (default profiles/onnx/tiny-pool.json)")
@@ -133,6 +135,20 @@ program
   });
 
 program
+  .command("train-router")
+  .description("learn the per-pair difficulty model from the discriminator scores; held-out AUC and served quality against the reference weights (docs/router.md)")
+  .option("--pairs <list>", "pairs as light:heavy reference ids, comma-separated (default: every pair)")
+  .option("--seeds <n>", "held-out splits by prompt (seeds 1..n)", atLeastOne, 5)
+  .option("--out <file>", "where to write the model (default profiles/analyzer/difficulty-model.json)")
+  .option("--holdout-seed <n>", "fit on that split's training prompts only and write its held-out prompts beside the model", count)
+  .option("--holdout-prompts <file>", "with --holdout-seed: where to write the held-out prompts")
+  .option("--use-all", "mark every pair in use (simulator experiments), not only those where served quality rose")
+  .action(async (opts) => {
+    const { trainRouterCommand } = await import("./train-router.ts");
+    await trainRouterCommand(opts);
+  });
+
+program
   .command("pareto")
   .description("build the Pareto lookup table from the full configuration grid and compare it with the reference table")
   .option("--out <file>", "write the front as CSV")
@@ -157,6 +173,8 @@ const e1Options = (cmd: Command, live: boolean) =>
 e1Options(program.command("sim").description("the anchor experiment on the discrete-event simulator (no NATS): policies over a trace"), false)
   .option("--seed <n>", "seed of the simulation", count, 1)
   .option("--keep-finished", "what-if: queued work of answered or expired requests stays in the queues (the behaviour before routers removed it)")
+  .addOption(new Option("--scorer <kind>", "router difficulty score (native fidelity; the artifact fidelity's hadis mechanism uses the reference features)").choices(SCORER_KINDS).default("analyzer"))
+  .option("--difficulty-model <file>", "with --scorer learned: the model file (default profiles/analyzer/difficulty-model.json)")
   .action(async (opts) => {
   const { simCommand } = await import("./sim.ts");
   await simCommand(opts);

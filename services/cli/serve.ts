@@ -1,5 +1,5 @@
 /** `hadis start` and `hadis serve`: run the system (embedded) or one service against a NATS URL. */
-import { resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { startNatsServer, type LocalServer } from "../lib/nats-server.ts";
 import { createLogger, type Logger } from "../lib/log.ts";
 import { connectNats } from "../lib/nats.ts";
@@ -10,8 +10,9 @@ import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { credentialsFromEnv, natsTlsFromEnv, natsUrls } from "./credentials.ts";
 import { startSystem, startSystemWhenUp, SERVICE_KINDS, type RunningSystem, type ServiceKind } from "../system.ts";
 import { createPolicy, staticConfigFor } from "../resource-manager/policies.ts";
-import { loadProfiles } from "../lib/profiles.ts";
-import { loadScoreModel } from "../lib/analyzer-files.ts";
+import { DEFAULT_PROFILES_DIR, loadProfiles } from "../lib/profiles.ts";
+import { ANALYZER_PATHS, loadDifficultyModel, loadScoreModel } from "../lib/analyzer-files.ts";
+import type { ScorerKind } from "../lib/router-scoring.ts";
 import { describeLoad, whenModelsLoaded } from "./models-ready.ts";
 import type { StaticConfig } from "../../actors/control/static-policy.ts";
 
@@ -28,8 +29,9 @@ export interface RunOptions {
   storage: "file" | "memory";
   /** JSON of a StaticConfig for the static policy. */
   staticConfig?: string;
-  scorer: "analyzer" | "reference";
+  scorer: ScorerKind;
   analyzerWeights?: string;
+  difficultyModel?: string;
   /** onnx backend: model map file and export folder. */
   modelMap?: string;
   modelsDir?: string;
@@ -43,6 +45,7 @@ export interface RunOptions {
 function checkedConfigOf(opts: RunOptions, command: string, starts: { router: boolean; manager: boolean }): StaticConfig | undefined {
   try {
     if (starts.router && opts.scorer !== "reference" && opts.analyzerWeights !== undefined) loadScoreModel(opts.analyzerWeights);
+    if (starts.router && opts.scorer === "learned") loadDifficultyModel(opts.difficultyModel ?? join(opts.profiles ?? DEFAULT_PROFILES_DIR, ANALYZER_PATHS.difficultyModel));
     const config = staticConfigFor(opts.policy, opts.staticConfig);
     if (starts.manager) createPolicy(opts.policy, loadProfiles(opts.profiles), config);
     return config;
@@ -59,6 +62,7 @@ const READ_BY: Partial<Record<keyof RunOptions, readonly ServiceKind[]>> = {
   routers: ["router"],
   scorer: ["router"],
   analyzerWeights: ["router"],
+  difficultyModel: ["router"],
   policy: ["resource-manager"],
   staticConfig: ["resource-manager"],
   backend: ["worker", "discriminator"],
@@ -102,6 +106,7 @@ function backendOptions(opts: RunOptions) {
   return {
     scorer: opts.scorer,
     ...(opts.analyzerWeights ? { analyzerWeights: opts.analyzerWeights } : {}),
+    ...(opts.difficultyModel ? { difficultyModel: opts.difficultyModel } : {}),
     backend: opts.backend as "profile" | "onnx",
     onnx: { modelMap: opts.modelMap, modelsDir: opts.modelsDir ?? ".hadis/models" },
   };
