@@ -5,7 +5,7 @@
  * tokenisation, ~20 hash lookups and a sum (about 1–2 µs a prompt).
  */
 import { z } from "zod";
-import { hashedNgrams, promptWords } from "./text-features.ts";
+import { fnv1a32, hashedNgrams, promptWords } from "./text-features.ts";
 
 const finite = z.number().refine(Number.isFinite, "must be finite");
 
@@ -21,6 +21,8 @@ const PairModelSchema = z
     scoreStd: finite.refine((s) => s > 0, "must be > 0"),
     /** Route this pair by the model (true only where it raised served quality); otherwise the fallback scorer decides. */
     use: z.boolean(),
+    /** Out-of-fold z-scores of the reference prompts, in file order (see `crossFit`). */
+    crossFitted: z.array(finite).optional(),
   })
   .passthrough();
 
@@ -34,6 +36,11 @@ export const DifficultyModelFileSchema = z
     /** Hashed columns with a weight in some pair, strictly ascending. */
     columns: z.array(z.number().int().nonnegative()),
     pairs: z.array(PairModelSchema).min(1),
+    /**
+     * The reference prompts the pairs' `crossFitted` scores are for: each scored by the model of
+     * the fold that left it out, so a benchmark on those prompts measures the router out of sample.
+     */
+    crossFit: z.object({ folds: z.number().int().min(2), seed: z.number().int(), prompts: z.number().int().positive(), promptsHash: z.string().regex(/^[0-9a-f]{8}$/) }).optional(),
     source: z.string(),
   })
   .passthrough()
@@ -46,6 +53,8 @@ export const DifficultyModelFileSchema = z
     const seen = new Set<string>();
     f.pairs.forEach((p, i) => {
       if (p.weights.length !== f.columns.length) ctx.addIssue({ code: "custom", path: ["pairs", i, "weights"], message: `has ${p.weights.length} weights for ${f.columns.length} columns` });
+      if (p.crossFitted && p.crossFitted.length !== f.crossFit?.prompts)
+        ctx.addIssue({ code: "custom", path: ["pairs", i, "crossFitted"], message: f.crossFit ? `has ${p.crossFitted.length} scores for ${f.crossFit.prompts} prompts` : "needs crossFit" });
       const key = pairKey(p.light, p.heavy);
       if (seen.has(key)) ctx.addIssue({ code: "custom", path: ["pairs", i], message: `pair ${key} appears twice` });
       seen.add(key);
@@ -64,6 +73,8 @@ export interface PairDifficultyModel {
   scoreMean: number;
   scoreStd: number;
   use: boolean;
+  /** Out-of-fold z-scores of the reference prompts (`DifficultyModel.crossFit`), if the file has them. */
+  crossFitted?: Float64Array;
 }
 
 /** A validated difficulty model, ready to score. */
@@ -73,7 +84,14 @@ export interface DifficultyModel {
   /** Hashed column → slot in every pair's weights; a column not here has weight 0. */
   slotOf: ReadonlyMap<number, number>;
   pairs: ReadonlyMap<string, PairDifficultyModel>;
+  /** The reference prompts the pairs' cross-fitted scores are for (count and `promptsHash`). */
+  crossFit?: { prompts: number; promptsHash: string };
   source: string;
+}
+
+/** Identifies a prompt list (FNV-1a of its lines, 8 hex digits): cross-fitted scores apply to that list only. */
+export function promptsHash(prompts: readonly string[]): string {
+  return fnv1a32(prompts.join("\n")).toString(16).padStart(8, "0");
 }
 
 /** The key of a (light, heavy) pair in a model. */
@@ -94,8 +112,21 @@ export function parseDifficultyModel(json: unknown): DifficultyModel {
     ngramOrders: [...f.ngramOrders],
     slotOf: new Map(f.columns.map((c, i) => [c, i])),
     pairs: new Map(
-      f.pairs.map((p) => [pairKey(p.light, p.heavy), { light: p.light, heavy: p.heavy, intercept: p.intercept, weights: Float64Array.from(p.weights), scoreMean: p.scoreMean, scoreStd: p.scoreStd, use: p.use }]),
+      f.pairs.map((p) => [
+        pairKey(p.light, p.heavy),
+        {
+          light: p.light,
+          heavy: p.heavy,
+          intercept: p.intercept,
+          weights: Float64Array.from(p.weights),
+          scoreMean: p.scoreMean,
+          scoreStd: p.scoreStd,
+          use: p.use,
+          ...(p.crossFitted ? { crossFitted: Float64Array.from(p.crossFitted) } : {}),
+        },
+      ]),
     ),
+    ...(f.crossFit ? { crossFit: { prompts: f.crossFit.prompts, promptsHash: f.crossFit.promptsHash } } : {}),
     source: f.source,
   };
 }

@@ -33,6 +33,37 @@ export function splitByPrompt(prompts: readonly string[], trainFraction: number,
   return { train, test };
 }
 
+/** Seeded k-fold partition of prompt rows by their trimmed text (every copy of a text in one fold). */
+export function foldsByPrompt(prompts: readonly string[], k: number, seed: number): number[][] {
+  const groupOf = new Map<string, number>();
+  const group = prompts.map((p) => {
+    const key = p.trim();
+    let g = groupOf.get(key);
+    if (g === undefined) groupOf.set(key, (g = groupOf.size));
+    return g;
+  });
+  const foldOfGroup = new Int32Array(groupOf.size);
+  kFolds(groupOf.size, k, seed).forEach((groups, f) => groups.forEach((g) => (foldOfGroup[g] = f)));
+  const folds: number[][] = Array.from({ length: k }, () => []);
+  group.forEach((g, i) => folds[foldOfGroup[g]].push(i));
+  return folds;
+}
+
+/**
+ * Out-of-fold scores: every row scored by the n-gram ridge fitted (penalty by inner
+ * cross-validation, labels cut at that fit's training median) on the folds without it.
+ */
+export function crossFittedScores(rows: readonly SparseRow[], target: ArrayLike<number>, prompts: readonly string[], k: number, seed: number): Float64Array {
+  const out = new Float64Array(rows.length);
+  const folds = foldsByPrompt(prompts, k, seed);
+  folds.forEach((held, f) => {
+    const train = folds.filter((_, g) => g !== f).flat();
+    const fit = fitNgramRidge(rows, target, hardLabelsFrom(target, train), train, { seed: seed + f });
+    for (const i of held) out[i] = ngramFitScore(fit, rows[i]);
+  });
+  return out;
+}
+
 /** The median of `values` at `rows` (upper middle for an even count, as calibrate's cut). */
 export function medianAt(values: ArrayLike<number>, rows: readonly number[]): number {
   const s = Float64Array.from(rows, (i) => values[i]).sort();
@@ -79,17 +110,25 @@ export interface NgramFit {
 }
 
 /**
- * Ridge regression of the clipped target on hashed n-gram rows over `train`, the penalty picked
- * from `grid` by `folds`-fold cross-validation (ROC AUC against the rows' `labels`; ties go to
- * the earlier, smaller penalty).
+ * Ridge regression of the clipped target on hashed n-gram rows over `train` (or, with `loss:
+ * "logistic"`, logistic regression of the labels), the penalty picked from `grid` by
+ * `folds`-fold cross-validation (ROC AUC against the rows' `labels`; ties go to the earlier,
+ * smaller penalty).
  */
-export function fitNgramRidge(rows: readonly SparseRow[], target: ArrayLike<number>, labels: ArrayLike<number>, train: readonly number[], options: { grid?: readonly number[]; folds?: number; seed: number }): NgramFit {
+export function fitNgramRidge(
+  rows: readonly SparseRow[],
+  target: ArrayLike<number>,
+  labels: ArrayLike<number>,
+  train: readonly number[],
+  options: { grid?: readonly number[]; folds?: number; seed: number; loss?: "squared" | "logistic" },
+): NgramFit {
   const grid = options.grid ?? NGRAM_L2_GRID;
   const k = options.folds ?? 5;
-  const clipped = (i: number) => Math.max(-TARGET_CLIP, Math.min(TARGET_CLIP, target[i]));
+  const loss = options.loss ?? "squared";
+  const y = loss === "squared" ? (i: number) => Math.max(-TARGET_CLIP, Math.min(TARGET_CLIP, target[i])) : (i: number) => labels[i];
   const fit = (fitRows: readonly number[], l2: number) => {
     const { columns, compact } = compactColumns(rows, fitRows);
-    const model = fitSparseLinear(fitRows.map((i) => compact(rows[i])), fitRows.map(clipped), columns.length, { loss: "squared", l2 });
+    const model = fitSparseLinear(fitRows.map((i) => compact(rows[i])), fitRows.map(y), columns.length, { loss, l2 });
     return { columns, compact, model };
   };
   let best = { l2: grid[0], cvAuc: -Infinity };
@@ -137,6 +176,8 @@ export interface PairFitEntry {
   /** Raw scores of the reference prompts under the fit (their mean and sd z-normalise served scores). */
   referenceScores: ArrayLike<number>;
   use: boolean;
+  /** Out-of-fold raw scores of the reference prompts (`crossFittedScores`), written z-normalised. */
+  crossFitted?: ArrayLike<number>;
   /** Anything else to record beside the pair (target, held-out figures). */
   extra?: Record<string, unknown>;
 }
@@ -144,8 +185,25 @@ export interface PairFitEntry {
 /** Significant digits kept of each weight in the file (scores move by far less than their spread: tested). */
 const WEIGHT_DIGITS = 5;
 
-/** The model file for the pairs' fits: one shared column list, each pair's weights aligned to it. */
-export function toDifficultyModelFile(entries: readonly PairFitEntry[], hashBits: number, ngramOrders: readonly number[], source: string, extra: Record<string, unknown> = {}): DifficultyModelFile {
+/** Mean and population sd of values (sd 1 when they do not vary). */
+function meanStd(values: ArrayLike<number>): { mean: number; std: number } {
+  const v = Array.from(values);
+  const mean = v.reduce((s, x) => s + x, 0) / v.length;
+  const std = Math.sqrt(v.reduce((s, x) => s + (x - mean) ** 2, 0) / v.length);
+  return { mean, std: std > 0 ? std : 1 };
+}
+
+/**
+ * The model file for the pairs' fits: one shared column list, each pair's weights aligned to it;
+ * `crossFit` names the reference prompts the entries' cross-fitted scores are for.
+ */
+export function toDifficultyModelFile(
+  entries: readonly PairFitEntry[],
+  hashBits: number,
+  ngramOrders: readonly number[],
+  source: string,
+  crossFit?: NonNullable<DifficultyModelFile["crossFit"]>,
+): DifficultyModelFile {
   const all = new Set<number>();
   for (const e of entries) for (const c of e.fit.columns) all.add(c);
   const columns = Int32Array.from(all).sort();
@@ -157,21 +215,21 @@ export function toDifficultyModelFile(entries: readonly PairFitEntry[], hashBits
       while (columns[j] !== c) j++;
       weights[j] = e.fit.weights[k];
     });
-    const scores = Array.from(e.referenceScores);
-    const mean = scores.reduce((s, v) => s + v, 0) / scores.length;
-    const std = Math.sqrt(scores.reduce((s, v) => s + (v - mean) ** 2, 0) / scores.length);
+    const { mean, std } = meanStd(e.referenceScores);
+    const cross = e.crossFitted ? meanStd(e.crossFitted) : undefined;
     return {
       light: e.light,
       heavy: e.heavy,
       intercept: round(e.fit.intercept),
       weights: Array.from(weights, round),
       scoreMean: round(mean),
-      scoreStd: round(std > 0 ? std : 1),
+      scoreStd: round(std),
       use: e.use,
       l2: e.fit.l2,
       ...e.extra,
+      ...(e.crossFitted && cross ? { crossFitted: Array.from(e.crossFitted, (v) => Number(((v - cross.mean) / cross.std).toPrecision(4))) } : {}),
     };
   });
-  return { version: 1, kind: "hashed-ngram-linear", hashBits, ngramOrders: [...ngramOrders], columns: Array.from(columns), pairs, source, ...extra };
+  return { version: 1, kind: "hashed-ngram-linear", hashBits, ngramOrders: [...ngramOrders], columns: Array.from(columns), pairs, ...(crossFit ? { crossFit } : {}), source };
 }
 

@@ -3,9 +3,12 @@
  * raised served quality), a prompt scores the model's prediction of the heavy model's gain; for
  * any other pair, or without a pair, it scores the fallback scorer (the analyzer). Both are
  * z-normalised over the reference prompts, so the live percentile threshold sees one scale
- * when the plan changes pair.
+ * when the plan changes pair. A reference prompt scores its cross-fitted score when the file has
+ * them for these prompts (a model never scores a prompt whose quality it learned from, so the
+ * simulator and profile-driven benchmarks, which serve the reference prompts, measure it out of
+ * sample).
  */
-import { encodePrompt, pairKey, pairScore, type DifficultyModel } from "../analyzer/difficulty-model.ts";
+import { encodePrompt, pairKey, pairScore, promptsHash, type DifficultyModel } from "../analyzer/difficulty-model.ts";
 import { SlidingPercentileThreshold } from "../analyzer/threshold.ts";
 import type { DifficultyScorer, HardnessThreshold, ModelPair } from "./difficulty.ts";
 
@@ -13,6 +16,8 @@ import type { DifficultyScorer, HardnessThreshold, ModelPair } from "./difficult
 export class LearnedDifficultyScorer implements DifficultyScorer {
   private readonly fallbackMean: number;
   private readonly fallbackStd: number;
+  /** Reference prompt (trimmed) → its row in the cross-fitted scores; empty when they do not apply. */
+  private readonly crossFitRow = new Map<string, number>();
 
   /**
    * `referencePrompts` give the fallback's mean and sd (the learned pairs carry their own, from
@@ -34,6 +39,17 @@ export class LearnedDifficultyScorer implements DifficultyScorer {
     this.fallbackMean = sum / n;
     const std = Math.sqrt(Math.max(0, sumSq / n - this.fallbackMean ** 2));
     this.fallbackStd = std > 0 ? std : 1;
+    const cf = model.crossFit;
+    if (cf && cf.prompts === referencePrompts.length && cf.promptsHash === promptsHash(referencePrompts))
+      referencePrompts.forEach((p, i) => {
+        const key = p.trim();
+        if (!this.crossFitRow.has(key)) this.crossFitRow.set(key, i);
+      });
+  }
+
+  /** True when reference prompts score their cross-fitted scores (the file has them for these prompts). */
+  get crossFitted(): boolean {
+    return this.crossFitRow.size > 0;
   }
 
   /** True when `pair` is routed by the learned model (not the fallback). */
@@ -43,7 +59,12 @@ export class LearnedDifficultyScorer implements DifficultyScorer {
 
   score(prompt: string, pair?: ModelPair): number {
     const learned = pair ? this.model.pairs.get(pairKey(pair.light, pair.heavy)) : undefined;
-    const score = learned?.use ? pairScore(learned, encodePrompt(this.model, prompt)) : (this.fallback.score(prompt) - this.fallbackMean) / this.fallbackStd;
+    let score: number;
+    if (!learned?.use) score = (this.fallback.score(prompt) - this.fallbackMean) / this.fallbackStd;
+    else {
+      const row = learned.crossFitted ? this.crossFitRow.get(prompt.trim()) : undefined;
+      score = row !== undefined ? learned.crossFitted![row] : pairScore(learned, encodePrompt(this.model, prompt));
+    }
     return Number.isFinite(score) ? score : 0;
   }
 }

@@ -8,7 +8,8 @@
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { fitNgramRidge, ngramFitScore, splitByPrompt, hardLabelsFrom, toDifficultyModelFile, type PairFitEntry } from "../../actors/analyzer/difficulty-training.ts";
+import { crossFittedScores, fitNgramRidge, ngramFitScore, splitByPrompt, hardLabelsFrom, toDifficultyModelFile, type PairFitEntry } from "../../actors/analyzer/difficulty-training.ts";
+import { promptsHash } from "../../actors/analyzer/difficulty-model.ts";
 import { pairQuality, raisesServedQuality, studyPair, summariseStudy, tablePoints, type ScorerSummary } from "../../actors/analyzer/difficulty-study.ts";
 import { ngramRow, promptWords } from "../../actors/analyzer/text-features.ts";
 import { parseDiscriminatorImageScores } from "../../actors/profile/reference.ts";
@@ -21,6 +22,8 @@ export const HASH_BITS = 18;
 export const NGRAM_ORDERS = [1, 2] as const;
 /** Share of prompts learned on in each held-out split. */
 export const TRAIN_FRACTION = 0.8;
+/** Folds of the cross-fitted reference scores, and their seed. */
+export const CROSS_FIT = { folds: 5, seed: 20260405 } as const;
 
 /** Options of `trainRouterCommand`. */
 export interface TrainRouterOptions {
@@ -88,12 +91,15 @@ export async function trainRouterCommand(opts: TrainRouterOptions): Promise<Reco
     report[`${light}→${heavy}`] = summary;
     const use = opts.useAll === true || raisesServedQuality(summary.learned);
     const fit = fitNgramRidge(rows, quality.gapT, hardLabelsFrom(quality.gapT, finalRows), finalRows, { seed: 1 });
+    // A held-out model must not know its held-out prompts' scores in any form: no cross-fitting there.
+    const crossFitted = opts.holdoutSeed === undefined ? crossFittedScores(rows, quality.gapT, prompts, CROSS_FIT.folds, CROSS_FIT.seed) : undefined;
     entries.push({
       light,
       heavy,
       fit,
       referenceScores: rows.map((r) => ngramFitScore(fit, r)),
       use,
+      ...(crossFitted ? { crossFitted } : {}),
       extra: { heldOut: { seeds: seeds.length, trainFraction: TRAIN_FRACTION, auc: { learned: summary.learned.auc, reference: summary.reference.auc, random: summary.random.auc }, servedGain: summary.learned.gain, gainPerPoint: summary.learned.gainPerPoint } },
     });
     printPair(light, heavy, summary, use, fit.l2, (performance.now() - t0) / 1000);
@@ -103,8 +109,9 @@ export async function trainRouterCommand(opts: TrainRouterOptions): Promise<Reco
   const source =
     `hadis train-router${opts.holdoutSeed !== undefined ? ` --holdout-seed ${opts.holdoutSeed}` : ""}${opts.useAll ? " --use-all" : ""}: per pair, ridge regression (truncated Newton; l2 by 5-fold CV on held-out AUC) of ` +
     `Welch's t of the heavy − light image log-odds (clipped to ±4) on hashed word unigrams and bigrams (2^${HASH_BITS} columns, each present n-gram 1/√count), fitted on ${on}; ` +
-    `score = prediction z-normalised over the reference prompts. use = the held-out served P(real) at the tables' router shares rose over the reference weights by more than 2 standard errors over ${seeds.length} splits${opts.useAll ? " (overridden: every pair in use)" : ""}.`;
-  writeTextFile(out, compactJson(toDifficultyModelFile(entries, HASH_BITS, NGRAM_ORDERS, source)));
+    `score = prediction z-normalised over the reference prompts${opts.holdoutSeed === undefined ? `; crossFitted = each reference prompt's score from the model of the ${CROSS_FIT.folds}-fold split (by prompt text, seed ${CROSS_FIT.seed}) that left it out, z-normalised, served for those prompts` : ""}. use = the held-out served P(real) at the tables' router shares rose over the reference weights by more than 2 standard errors over ${seeds.length} splits${opts.useAll ? " (overridden: every pair in use)" : ""}.`;
+  const crossFit = opts.holdoutSeed === undefined ? { ...CROSS_FIT, prompts: prompts.length, promptsHash: promptsHash(prompts) } : undefined;
+  writeTextFile(out, compactJson(toDifficultyModelFile(entries, HASH_BITS, NGRAM_ORDERS, source, crossFit)));
   console.log(`wrote ${out}`);
   if (opts.holdoutSeed !== undefined) {
     const test = splitByPrompt(prompts, TRAIN_FRACTION, opts.holdoutSeed).test;

@@ -1,9 +1,9 @@
 /** The learned difficulty model: the sparse fitter, n-gram hashing, training and splitting, the held-out study, and the model file's schema. */
 import { describe, expect, it } from "vitest";
-import { fitLogistic, mulberry32, solveLinear } from "../../../actors/analyzer/calibration.ts";
+import { fitLogistic, mulberry32, rocAuc, solveLinear } from "../../../actors/analyzer/calibration.ts";
 import { encodePrompt, pairScore, parseDifficultyModel, type DifficultyModelFile } from "../../../actors/analyzer/difficulty-model.ts";
 import { evaluateHeldOut, pairQuality, raisesServedQuality, summariseStudy, tablePoints, type PairQuality } from "../../../actors/analyzer/difficulty-study.ts";
-import { fitNgramRidge, ngramFitScore, splitByPrompt, toDifficultyModelFile } from "../../../actors/analyzer/difficulty-training.ts";
+import { crossFittedScores, fitNgramRidge, foldsByPrompt, ngramFitScore, splitByPrompt, toDifficultyModelFile } from "../../../actors/analyzer/difficulty-training.ts";
 import { fitSparseLinear, sparseScore, type SparseRow } from "../../../actors/analyzer/sparse-linear.ts";
 import { fnv1a32, hashedNgrams, ngramRow, promptWords } from "../../../actors/analyzer/text-features.ts";
 
@@ -85,6 +85,32 @@ describe("hashed n-grams", () => {
     const row = ngramRow(promptWords("a dog on a log"), 16, [1, 2]);
     expect(row.values.reduce((s, v) => s + v * v, 0)).toBeCloseTo(1, 12);
     expect(ngramRow(promptWords("  !! "), 16, [1, 2]).indices.length).toBe(0);
+  });
+});
+
+describe("foldsByPrompt and crossFittedScores", () => {
+  it("partitions by prompt text into k folds", () => {
+    const prompts = Array.from({ length: 100 }, (_, i) => `prompt ${i % 37}`);
+    const folds = foldsByPrompt(prompts, 4, 2);
+    expect(folds.flat().sort((a, b) => a - b)).toEqual(prompts.map((_, i) => i));
+    folds.forEach((fold, f) => {
+      const texts = new Set(fold.map((i) => prompts[i]));
+      folds.forEach((other, g) => g !== f && expect(other.some((i) => texts.has(prompts[i]))).toBe(false));
+    });
+  });
+  it("scores every prompt with a fit that did not see it: a prompt's own noise does not help it", () => {
+    // Targets are pure noise: in sample a fit memorises them, out of fold it cannot.
+    const rand = mulberry32(5);
+    const prompts = Array.from({ length: 150 }, (_, i) => `thing ${i} word${i % 7}`);
+    const target = prompts.map(() => rand() * 2 - 1);
+    const rows = prompts.map((p) => ngramRow(promptWords(p), 16, [1]));
+    const labels = Uint8Array.from(target, (t) => (t > 0 ? 1 : 0));
+    const all = prompts.map((_, i) => i);
+    const inSample = fitNgramRidge(rows, target, labels, all, { seed: 1, grid: [1e-4] });
+    const inSampleAuc = rocAuc(rows.map((r) => ngramFitScore(inSample, r)), labels);
+    const crossAuc = rocAuc(crossFittedScores(rows, target, prompts, 5, 1), labels);
+    expect(inSampleAuc).toBeGreaterThan(0.9);
+    expect(Math.abs(crossAuc - 0.5)).toBeLessThan(0.15);
   });
 });
 
@@ -242,5 +268,11 @@ describe("difficulty-model file schema", () => {
     expect(refusal((f) => ((f as Record<string, unknown>).version = 2))).toMatch(/version/);
     expect(refusal((f) => (f.ngramOrders = []))).toMatch(/ngramOrders/);
     expect(refusal((f) => (f.pairs = []))).toMatch(/pairs/);
+    expect(refusal((f) => ((f.pairs[0] as Record<string, unknown>).crossFitted = [1, 2]))).toMatch(/pairs\.0\.crossFitted: needs crossFit/);
+    expect(refusal((f) => {
+      f.crossFit = { folds: 5, seed: 1, prompts: 3, promptsHash: "0badcafe" };
+      (f.pairs[0] as Record<string, unknown>).crossFitted = [1, 2];
+    })).toMatch(/pairs\.0\.crossFitted: has 2 scores for 3 prompts/);
+    expect(refusal((f) => (f.crossFit = { folds: 5, seed: 1, prompts: 3, promptsHash: "xyz" }))).toMatch(/crossFit\.promptsHash/);
   });
 });

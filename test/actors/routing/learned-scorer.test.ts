@@ -1,7 +1,7 @@
 /** The learned scorer: the shipped model file, per-pair scoring with its fallback, determinism and speed, and the pair the route policy passes. */
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { parseDifficultyModel } from "../../../actors/analyzer/difficulty-model.ts";
+import { parseDifficultyModel, promptsHash } from "../../../actors/analyzer/difficulty-model.ts";
 import { rocAuc } from "../../../actors/analyzer/calibration.ts";
 import { pairQuality } from "../../../actors/analyzer/difficulty-study.ts";
 import { parseDiscriminatorImageScores } from "../../../actors/profile/reference.ts";
@@ -28,15 +28,23 @@ describe("the shipped difficulty model", () => {
     for (let l = 0; l < names.length; l++) for (let h = l + 1; h < names.length; h++) expect(model.pairs.has(`${names[l]}→${names[h]}`)).toBe(true);
   });
 
-  it("ranks the reference prompts by the heavy model's gain far better than chance (in sample: the fit saw them)", () => {
-    // A check that the file is the fitted model, not a held-out estimate (docs/router.md has those).
+  it("scores the reference prompts out of sample (cross-fitted), not with the model that learned them", () => {
     const images = (id: number) => parseDiscriminatorImageScores(readFileSync(join(DEFAULT_PROFILES_DIR, "reference", "discriminator", `scores_model_${id}.txt`), "utf8"));
     const q = pairQuality(images(2), images(3));
-    const scorer = new LearnedDifficultyScorer(model, lengthScorer, profiles.reference.prompts);
-    const scores = profiles.reference.prompts.map((p) => scorer.score(p, MEDIUM_LARGE));
     const sorted = Float64Array.from(q.gapT).sort();
     const median = sorted[sorted.length >> 1];
-    expect(rocAuc(scores, Array.from(q.gapT, (t) => (t > median ? 1 : 0)))).toBeGreaterThan(0.75);
+    const hard = Array.from(q.gapT, (t) => (t > median ? 1 : 0));
+    const prompts = profiles.reference.prompts;
+    const crossFitted = new LearnedDifficultyScorer(model, lengthScorer, prompts);
+    expect(crossFitted.crossFitted).toBe(true);
+    const heldOutAuc = rocAuc(prompts.map((p) => crossFitted.score(p, MEDIUM_LARGE)), hard);
+    // Without the reference list the scorer cannot know them: the fitted model scores them in sample.
+    const inSample = new LearnedDifficultyScorer(model, lengthScorer, []);
+    expect(inSample.crossFitted).toBe(false);
+    const inSampleAuc = rocAuc(prompts.map((p) => inSample.score(p, MEDIUM_LARGE)), hard);
+    expect(heldOutAuc).toBeGreaterThan(0.6);
+    expect(heldOutAuc).toBeLessThan(0.72);
+    expect(inSampleAuc).toBeGreaterThan(heldOutAuc + 0.05);
   });
 
   it("scores deterministically, z-normalised over the reference prompts, in microseconds", () => {
@@ -90,6 +98,22 @@ describe("LearnedDifficultyScorer", () => {
     const scorer = new LearnedDifficultyScorer(parseDifficultyModel(file(false)), lengthScorer, reference);
     expect(scorer.usesModel({ light: "l", heavy: "h" })).toBe(false);
     expect(scorer.score("abcdefg", { light: "l", heavy: "h" })).toBeCloseTo((7 - 3) / Math.sqrt(8 / 3), 12);
+  });
+
+  it("serves cross-fitted scores for the reference prompts they were made for, and the model for any other prompt or list", () => {
+    const reference3 = ["a", "abc", "abcde"];
+    const f = { ...file(true), crossFit: { folds: 2, seed: 1, prompts: 3, promptsHash: promptsHash(reference3) } };
+    f.pairs = [{ ...f.pairs[0], crossFitted: [7, 8, 9] } as (typeof f.pairs)[0]];
+    const model = parseDifficultyModel(f);
+    const lh = { light: "l", heavy: "h" };
+    const scorer = new LearnedDifficultyScorer(model, lengthScorer, reference3);
+    expect(scorer.score("abc", lh)).toBe(8);
+    expect(scorer.score(" abcde ", lh)).toBe(9);
+    const plain = new LearnedDifficultyScorer(parseDifficultyModel(file(true)), lengthScorer, reference3);
+    expect(scorer.score("storm", lh)).toBe(plain.score("storm", lh));
+    // Another prompt list (the hash differs): the cross-fitted scores are not theirs.
+    const other = new LearnedDifficultyScorer(model, lengthScorer, ["a", "abc", "abcdf"]);
+    expect(other.score("abc", lh)).toBe(plain.score("abc", lh));
   });
 
   it("starts its live threshold from the reference prompts' scores of the pairs in use", () => {

@@ -1,0 +1,116 @@
+/**
+ * Learned router in the simulator, on prompts it never learned from: for each held-out split
+ * (80/20 by prompt text, seeds 1..h) the per-pair model is fitted on the training prompts only,
+ * then the anchor trace is simulated (native fidelity, 16 workers, time scale 0.1, SLO 6 s) with
+ * its prompt indices drawn from the held-out prompts, for `hadis` and `router-only`, with the
+ * analyzer's reference weights, the artifact's reference features and the learned scorer, over
+ * simulator seeds 1..s. Reports mean served discriminator score (P(real)), SLO violations and
+ * FID, and the paired learned − analyzer differences. Run: node --import tsx bench/router-sim.ts
+ * [--holdouts 3] [--sim-seeds 3]. Writes bench/results/router-sim.json.
+ */
+import { join } from "node:path";
+import { readFileSync } from "node:fs";
+import { parseFidelity } from "../actors/artifact/mechanisms.ts";
+import { scoreWithFidelity } from "../actors/artifact/score-run.ts";
+import { pairQuality } from "../actors/analyzer/difficulty-study.ts";
+import { fitNgramRidge, hardLabelsFrom, ngramFitScore, splitByPrompt, toDifficultyModelFile } from "../actors/analyzer/difficulty-training.ts";
+import { ngramRow, promptWords } from "../actors/analyzer/text-features.ts";
+import { parseDiscriminatorImageScores, parseTrace } from "../actors/profile/reference.ts";
+import { fidLookupFromProfiles } from "../actors/sim/scoring.ts";
+import { DEFAULT_TRACE, sloOf } from "../services/cli/e1-report.ts";
+import { memoizedAnalyzer, runSimulation } from "../services/cli/sim.ts";
+import { compactJson, HASH_BITS, NGRAM_ORDERS, TRAIN_FRACTION } from "../services/cli/train-router.ts";
+import { writeTextFile } from "../services/lib/analyzer-files.ts";
+import { DEFAULT_PROFILES_DIR, loadProfiles } from "../services/lib/profiles.ts";
+import type { ScorerKind } from "../services/lib/router-scoring.ts";
+import { writeResult } from "./lib.ts";
+
+const arg = (name: string, fallback: number) => {
+  const i = process.argv.indexOf(name);
+  return i > 0 ? Number(process.argv[i + 1]) : fallback;
+};
+const holdouts = Array.from({ length: arg("--holdouts", 3) }, (_, i) => i + 1);
+const simSeeds = Array.from({ length: arg("--sim-seeds", 3) }, (_, i) => i + 1);
+const POLICIES = ["hadis", "router-only"];
+const SCORERS: ScorerKind[] = ["analyzer", "reference", "learned"];
+const timeScale = 0.1;
+const workers = 16;
+
+const profiles = loadProfiles();
+const prompts = profiles.reference.prompts;
+const sloMs = sloOf({ timeScale }, profiles.pool);
+const arrivals = parseTrace(readFileSync(DEFAULT_TRACE, "utf8"));
+const fidelity = parseFidelity("native");
+const analyzer = memoizedAnalyzer();
+const ids = [...profiles.nameByReferenceId.keys()].sort((a, b) => a - b);
+const images = new Map(ids.map((id) => [id, parseDiscriminatorImageScores(readFileSync(join(DEFAULT_PROFILES_DIR, "reference", "discriminator", `scores_model_${id}.txt`), "utf8"))]));
+const rows = prompts.map((p) => ngramRow(promptWords(p), HASH_BITS, NGRAM_ORDERS));
+
+interface Run {
+  holdout: number;
+  simSeed: number;
+  policy: string;
+  scorer: ScorerKind;
+  meanServedScore: number;
+  sloViolationRatio: number;
+  fid: number;
+  routeShares: Record<string, number>;
+  swaps: number;
+}
+const runs: Run[] = [];
+for (const holdout of holdouts) {
+  const { train, test } = splitByPrompt(prompts, TRAIN_FRACTION, holdout);
+  const entries = ids.flatMap((l, i) =>
+    ids.slice(i + 1).map((h) => {
+      const q = pairQuality(images.get(l)!, images.get(h)!);
+      const fit = fitNgramRidge(rows, q.gapT, hardLabelsFrom(q.gapT, train), train, { seed: 1 });
+      return { light: profiles.nameByReferenceId.get(l)!, heavy: profiles.nameByReferenceId.get(h)!, fit, referenceScores: rows.map((r) => ngramFitScore(fit, r)), use: true };
+    }),
+  );
+  const modelPath = join(".hadis", "router-sim", `difficulty-model-holdout${holdout}.json`);
+  writeTextFile(modelPath, compactJson(toDifficultyModelFile(entries, HASH_BITS, NGRAM_ORDERS, `bench/router-sim.ts: fitted on the training prompts of split ${holdout}`)));
+  const heldOut = test.map((i) => prompts[i]);
+  for (const policy of POLICIES)
+    for (const simSeed of simSeeds)
+      for (const scorer of SCORERS) {
+        const run = await runSimulation({ policy, profiles, analyzer, arrivals, prompts: heldOut, workers, sloMs, timeScale, seed: simSeed, purgeFinished: true, fidelity, scorer, difficultyModel: modelPath });
+        const score = scoreWithFidelity({ policy, records: run.records, plans: run.plans, sloMs, fid: fidLookupFromProfiles(profiles), fidelity, rows: run.rows, profiles });
+        runs.push({ holdout, simSeed, policy, scorer, meanServedScore: score.meanServedScore, sloViolationRatio: score.sloViolationRatio, fid: score.fid, routeShares: score.routeShares, swaps: run.swaps });
+      }
+  console.log(`held-out split ${holdout}: ${heldOut.length} prompts simulated`);
+}
+
+const stats = (v: number[]) => {
+  const mean = v.reduce((s, x) => s + x, 0) / v.length;
+  const sd = Math.sqrt(v.reduce((s, x) => s + (x - mean) ** 2, 0) / Math.max(1, v.length - 1));
+  return { mean, sd, se: sd / Math.sqrt(v.length), n: v.length };
+};
+const summary = POLICIES.map((policy) => {
+  const of = (scorer: ScorerKind) => runs.filter((r) => r.policy === policy && r.scorer === scorer);
+  const bySc = Object.fromEntries(SCORERS.map((s) => [s, { meanServedScore: stats(of(s).map((r) => r.meanServedScore)), sloViolationRatio: stats(of(s).map((r) => r.sloViolationRatio)), fid: stats(of(s).map((r) => r.fid)), swaps: stats(of(s).map((r) => r.swaps)) }]));
+  const base = of("analyzer");
+  const paired = of("learned").map((r, k) => ({ served: r.meanServedScore - base[k].meanServedScore, violations: r.sloViolationRatio - base[k].sloViolationRatio, fid: r.fid - base[k].fid }));
+  return { policy, scorers: bySc, learnedMinusAnalyzer: { meanServedScore: stats(paired.map((p) => p.served)), sloViolationRatio: stats(paired.map((p) => p.violations)), fid: stats(paired.map((p) => p.fid)) } };
+});
+for (const s of summary) {
+  console.log(`${s.policy} (${holdouts.length} held-out splits × ${simSeeds.length} simulator seeds):`);
+  for (const sc of SCORERS) {
+    const x = s.scorers[sc];
+    console.log(`  ${sc.padEnd(9)} served P(real) ${x.meanServedScore.mean.toFixed(5)} ± ${x.meanServedScore.sd.toFixed(5)}  violations ${x.sloViolationRatio.mean.toFixed(5)}  FID ${x.fid.mean.toFixed(3)} ± ${x.fid.sd.toFixed(3)}  swaps ${x.swaps.mean.toFixed(1)}`);
+  }
+  const d = s.learnedMinusAnalyzer;
+  console.log(`  learned − analyzer: served ${d.meanServedScore.mean >= 0 ? "+" : ""}${d.meanServedScore.mean.toFixed(5)} (SE ${d.meanServedScore.se.toFixed(5)}), violations ${d.sloViolationRatio.mean.toExponential(1)}, FID ${d.fid.mean.toFixed(3)}`);
+}
+const path = writeResult("router-sim", {
+  command: `node --import tsx bench/router-sim.ts${process.argv.slice(2).length ? " " + process.argv.slice(2).join(" ") : ""}`,
+  trace: "profiles/reference/traces/azure_1to64qps.txt (prompt index i → held-out prompt i mod count)",
+  fidelity: "native",
+  workers,
+  timeScale,
+  sloMs,
+  holdouts,
+  simSeeds,
+  summary,
+  runs,
+});
+console.log(`wrote ${path}`);
