@@ -1,12 +1,13 @@
 /**
- * Learned router in the simulator, on prompts it never learned from: for each held-out split
- * (80/20 by prompt text, seeds 1..h) the per-pair model is fitted on the training prompts only,
- * then the anchor trace is simulated (native fidelity, 16 workers, time scale 0.1, SLO 6 s) with
- * its prompt indices drawn from the held-out prompts, for `hadis` and `router-only`, with the
- * analyzer's reference weights, the artifact's reference features and the learned scorer, over
- * simulator seeds 1..s. Reports mean served discriminator score (P(real)), SLO violations and
+ * Learned router in the simulator, on prompts it never learned from; native fidelity, 16
+ * workers, time scale 0.1, SLO 6 s, `hadis` and `router-only`, each with the analyzer's reference
+ * weights, the artifact's reference features and the learned scorer. First the anchor trace as
+ * `hadis sim` runs it (all 5,000 reference prompts) with the shipped model, whose scores of those
+ * prompts are cross-fitted (each from the fold model that left it out), simulator seeds 1..a.
+ * Then, for each held-out split (80/20 by prompt text, seeds 1..h), models fitted on the training
+ * prompts only and the trace's prompt indices drawn from the held-out prompts, seeds 1..s. Reports mean served discriminator score (P(real)), SLO violations and
  * FID, and the paired learned − analyzer differences. Run: node --import tsx bench/router-sim.ts
- * [--holdouts 3] [--sim-seeds 3]. Writes bench/results/router-sim.json.
+ * [--anchor-seeds 5] [--holdouts 3] [--sim-seeds 3]. Writes bench/results/router-sim.json.
  */
 import { join } from "node:path";
 import { readFileSync } from "node:fs";
@@ -31,6 +32,7 @@ const arg = (name: string, fallback: number) => {
 };
 const holdouts = Array.from({ length: arg("--holdouts", 3) }, (_, i) => i + 1);
 const simSeeds = Array.from({ length: arg("--sim-seeds", 3) }, (_, i) => i + 1);
+const anchorSeeds = Array.from({ length: arg("--anchor-seeds", 5) }, (_, i) => i + 1);
 const POLICIES = ["hadis", "router-only"];
 const SCORERS: ScorerKind[] = ["analyzer", "reference", "learned"];
 const timeScale = 0.1;
@@ -58,6 +60,14 @@ interface Run {
   swaps: number;
 }
 const runs: Run[] = [];
+const simulateOnce = async (holdout: number, promptList: readonly string[], policy: string, simSeed: number, scorer: ScorerKind, modelPath?: string) => {
+  const run = await runSimulation({ policy, profiles, analyzer, arrivals, prompts: promptList, workers, sloMs, timeScale, seed: simSeed, purgeFinished: true, fidelity, scorer, ...(modelPath ? { difficultyModel: modelPath } : {}) });
+  const score = scoreWithFidelity({ policy, records: run.records, plans: run.plans, sloMs, fid: fidLookupFromProfiles(profiles), fidelity, rows: run.rows, profiles });
+  runs.push({ holdout, simSeed, policy, scorer, meanServedScore: score.meanServedScore, sloViolationRatio: score.sloViolationRatio, fid: score.fid, routeShares: score.routeShares, swaps: run.swaps });
+};
+// Holdout 0: the anchor trace over all reference prompts, the shipped (cross-fitted) model.
+for (const policy of POLICIES) for (const simSeed of anchorSeeds) for (const scorer of SCORERS) await simulateOnce(0, prompts, policy, simSeed, scorer);
+console.log(`anchor trace, all ${prompts.length} prompts: ${POLICIES.length * anchorSeeds.length * SCORERS.length} runs`);
 for (const holdout of holdouts) {
   const { train, test } = splitByPrompt(prompts, TRAIN_FRACTION, holdout);
   const entries = ids.flatMap((l, i) =>
@@ -72,11 +82,7 @@ for (const holdout of holdouts) {
   const heldOut = test.map((i) => prompts[i]);
   for (const policy of POLICIES)
     for (const simSeed of simSeeds)
-      for (const scorer of SCORERS) {
-        const run = await runSimulation({ policy, profiles, analyzer, arrivals, prompts: heldOut, workers, sloMs, timeScale, seed: simSeed, purgeFinished: true, fidelity, scorer, difficultyModel: modelPath });
-        const score = scoreWithFidelity({ policy, records: run.records, plans: run.plans, sloMs, fid: fidLookupFromProfiles(profiles), fidelity, rows: run.rows, profiles });
-        runs.push({ holdout, simSeed, policy, scorer, meanServedScore: score.meanServedScore, sloViolationRatio: score.sloViolationRatio, fid: score.fid, routeShares: score.routeShares, swaps: run.swaps });
-      }
+      for (const scorer of SCORERS) await simulateOnce(holdout, heldOut, policy, simSeed, scorer, modelPath);
   console.log(`held-out split ${holdout}: ${heldOut.length} prompts simulated`);
 }
 
@@ -85,15 +91,19 @@ const stats = (v: number[]) => {
   const sd = Math.sqrt(v.reduce((s, x) => s + (x - mean) ** 2, 0) / Math.max(1, v.length - 1));
   return { mean, sd, se: sd / Math.sqrt(v.length), n: v.length };
 };
-const summary = POLICIES.map((policy) => {
-  const of = (scorer: ScorerKind) => runs.filter((r) => r.policy === policy && r.scorer === scorer);
+const summarise = (section: Run[], policy: string) => {
+  const of = (scorer: ScorerKind) => section.filter((r) => r.policy === policy && r.scorer === scorer);
   const bySc = Object.fromEntries(SCORERS.map((s) => [s, { meanServedScore: stats(of(s).map((r) => r.meanServedScore)), sloViolationRatio: stats(of(s).map((r) => r.sloViolationRatio)), fid: stats(of(s).map((r) => r.fid)), swaps: stats(of(s).map((r) => r.swaps)) }]));
   const base = of("analyzer");
   const paired = of("learned").map((r, k) => ({ served: r.meanServedScore - base[k].meanServedScore, violations: r.sloViolationRatio - base[k].sloViolationRatio, fid: r.fid - base[k].fid }));
-  return { policy, scorers: bySc, learnedMinusAnalyzer: { meanServedScore: stats(paired.map((p) => p.served)), sloViolationRatio: stats(paired.map((p) => p.violations)), fid: stats(paired.map((p) => p.fid)) } };
-});
-for (const s of summary) {
-  console.log(`${s.policy} (${holdouts.length} held-out splits × ${simSeeds.length} simulator seeds):`);
+  return { policy, runs: of("analyzer").length, scorers: bySc, learnedMinusAnalyzer: { meanServedScore: stats(paired.map((p) => p.served)), sloViolationRatio: stats(paired.map((p) => p.violations)), fid: stats(paired.map((p) => p.fid)) } };
+};
+const sections = {
+  anchor: { description: `anchor trace over all ${prompts.length} reference prompts, shipped model (cross-fitted scores), simulator seeds ${anchorSeeds.join(", ")}`, summary: POLICIES.map((p) => summarise(runs.filter((r) => r.holdout === 0), p)) },
+  heldOut: { description: `anchor trace over the held-out prompts of splits ${holdouts.join(", ")}, models fitted on the rest, simulator seeds ${simSeeds.join(", ")}`, summary: POLICIES.map((p) => summarise(runs.filter((r) => r.holdout > 0), p)) },
+};
+for (const [name, section] of Object.entries(sections)) for (const s of section.summary) {
+  console.log(`${name}, ${s.policy} (${s.runs} runs: ${section.description}):`);
   for (const sc of SCORERS) {
     const x = s.scorers[sc];
     console.log(`  ${sc.padEnd(9)} served P(real) ${x.meanServedScore.mean.toFixed(5)} ± ${x.meanServedScore.sd.toFixed(5)}  violations ${x.sloViolationRatio.mean.toFixed(5)}  FID ${x.fid.mean.toFixed(3)} ± ${x.fid.sd.toFixed(3)}  swaps ${x.swaps.mean.toFixed(1)}`);
@@ -110,7 +120,8 @@ const path = writeResult("router-sim", {
   sloMs,
   holdouts,
   simSeeds,
-  summary,
+  anchorSeeds,
+  sections,
   runs,
 });
 console.log(`wrote ${path}`);

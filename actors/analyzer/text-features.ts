@@ -46,19 +46,28 @@ const END = fnv1a32("\u0003</s>");
  */
 export function hashedNgrams(words: readonly string[], bits: number, orders: readonly number[]): Int32Array {
   if (!(Number.isInteger(bits) && bits >= 1 && bits <= 30)) throw new Error(`hash bits must be an integer in 1..30, got ${bits}`);
-  if (words.length === 0) return new Int32Array(0);
+  const n = words.length;
+  if (n === 0) return new Int32Array(0);
   const mask = (1 << bits) - 1;
-  const hashes = words.map(fnv1a32);
-  const columns = new Set<number>();
+  // Word hashes with the start and end markers around them: slot 0 and n + 1.
+  const padded = new Array<number>(n + 2);
+  padded[0] = START;
+  for (let i = 0; i < n; i++) padded[i + 1] = fnv1a32(words[i]);
+  padded[n + 1] = END;
+  const columns: number[] = [];
   for (const order of orders) {
-    const padded = order > 1 ? [START, ...hashes, END] : hashes;
-    for (let i = 0; i + order <= padded.length; i++) {
+    // Unigrams skip the markers; longer n-grams include them.
+    const [from, to] = order > 1 ? [0, n + 2] : [1, n + 1];
+    for (let i = from; i + order <= to; i++) {
       let h = Math.imul(0x9e3779b1, order + 1);
       for (let j = 0; j < order; j++) h = Math.imul(h ^ padded[i + j], 0x01000193) + 0x7f4a7c15;
-      columns.add(fmix32(h) & mask);
+      columns.push(fmix32(h) & mask);
     }
   }
-  return Int32Array.from(columns).sort();
+  const sorted = Int32Array.from(columns).sort();
+  let distinct = 0;
+  for (let i = 0; i < sorted.length; i++) if (i === 0 || sorted[i] !== sorted[i - 1]) sorted[distinct++] = sorted[i];
+  return sorted.subarray(0, distinct);
 }
 
 /**

@@ -71,11 +71,12 @@ export class LearnedDifficultyScorer implements DifficultyScorer {
 
 /**
  * The router's live threshold for the learned scorer: a sliding window of the last `capacity`
- * scores, starting from the reference prompts' scores under every pair in use (the fallback's
- * when none is), which are on the same z scale.
+ * scores, starting from the reference prompts' scores under every pair in use among `models`
+ * (the pool's; default any), or the fallback's when none is: all on the same z scale.
  */
-export function learnedLiveThreshold(scorer: LearnedDifficultyScorer, referencePrompts: readonly string[], capacity = 10_000): HardnessThreshold {
-  const used = [...scorer.model.pairs.values()].filter((p) => p.use);
+export function learnedLiveThreshold(scorer: LearnedDifficultyScorer, referencePrompts: readonly string[], capacity = 10_000, models?: readonly string[]): HardnessThreshold {
+  const inPool = (m: string) => !models || models.includes(m);
+  const used = [...scorer.model.pairs.values()].filter((p) => p.use && inPool(p.light) && inPool(p.heavy));
   const reference: number[] = [];
   for (const pair of used.length > 0 ? used : [undefined]) for (const p of referencePrompts) reference.push(scorer.score(p, pair));
   return new SlidingPercentileThreshold({ capacity, reference });

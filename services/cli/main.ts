@@ -4,7 +4,7 @@ import { Command, Option } from "commander";
 import { MAX_DEADLINE_MS, MAX_IDEMPOTENCY_KEY_CHARS, MAX_SEED } from "../../contracts/messages.ts";
 import { POLICY_NAMES as PLANNER_POLICIES } from "../../actors/planner/policies.ts";
 import { DEFAULT_NATS_URL } from "../lib/nats.ts";
-import { SCORER_KINDS } from "../lib/router-scoring.ts";
+import { DEFAULT_SCORER, SCORER_KINDS } from "../lib/router-scoring.ts";
 import { POLICY_NAMES } from "../resource-manager/policies.ts";
 import { DEFAULT_PROMPTS, DEFAULT_TRACE } from "./e1-report.ts";
 import { generateCommand } from "./generate.ts";
@@ -24,7 +24,7 @@ const runOptions = (cmd: Command) =>
     .option("--routers <n>", "router instances", atLeastOne, 1)
     .option("--time-scale <x>", "multiplies every profiled latency and the SLO (0.1 = the paper's 10x compression; default: the pool's, 1 = real time)", positive)
     .addOption(new Option("--policy <name>", "planning policy of the resource manager").choices(POLICY_NAMES).default("hadis"))
-    .addOption(new Option("--scorer <kind>", "router difficulty score (learned: docs/router.md)").choices(SCORER_KINDS).default("analyzer"))
+    .addOption(new Option("--scorer <kind>", "router difficulty score: the learned per-pair model, the analyzer's reference weights, or the artifact's reference features (docs/router.md)").choices(SCORER_KINDS).default(DEFAULT_SCORER))
     .option("--analyzer-weights <file>", "analyzer score weights, e.g. learned ones (default <profiles>/analyzer/router-weights.json)")
     .option("--difficulty-model <file>", "with --scorer learned: the model file (default <profiles>/analyzer/difficulty-model.json)")
     .addOption(new Option("--backend <kind>", "worker and judge backend").choices(["profile", "onnx"]).default("profile"))
@@ -168,13 +168,13 @@ const e1Options = (cmd: Command, live: boolean) =>
     .addOption(new Option("--fidelity <name>", "native: our serving design; artifact: the paper artifact's mechanisms (docs/benchmarks.md)").choices(["native", "artifact"]).default("native"))
     .option("--mechanisms <list>", `artifact mechanisms to turn on (or, as -name, off) on top of --fidelity: ${ARTIFACT_MECHANISMS.join(", ")}`, mechanismList)
     .option("--json <file>", "write the report as JSON")
-    .option("--plots", "write PNG plots under bench/results/ (default with --policy all)");
+    .option("--plots", "write PNG plots under bench/results/ (default with --policy all)")
+    .addOption(new Option("--scorer <kind>", "router difficulty score (docs/router.md; in the artifact fidelity the hadis mechanism uses the reference features)").choices(SCORER_KINDS).default(DEFAULT_SCORER))
+    .option("--difficulty-model <file>", "with --scorer learned: the model file (default profiles/analyzer/difficulty-model.json)");
 
 e1Options(program.command("sim").description("the anchor experiment on the discrete-event simulator (no NATS): policies over a trace"), false)
   .option("--seed <n>", "seed of the simulation", count, 1)
   .option("--keep-finished", "what-if: queued work of answered or expired requests stays in the queues (the behaviour before routers removed it)")
-  .addOption(new Option("--scorer <kind>", "router difficulty score (native fidelity; the artifact fidelity's hadis mechanism uses the reference features)").choices(SCORER_KINDS).default("analyzer"))
-  .option("--difficulty-model <file>", "with --scorer learned: the model file (default profiles/analyzer/difficulty-model.json)")
   .action(async (opts) => {
   const { simCommand } = await import("./sim.ts");
   await simCommand(opts);

@@ -17,6 +17,12 @@ import { DEFAULT_PROFILES_DIR } from "./profiles.ts";
 export const SCORER_KINDS = ["analyzer", "reference", "learned"] as const;
 /** One scorer name. */
 export type ScorerKind = (typeof SCORER_KINDS)[number];
+/**
+ * The scorer every `hadis` command uses unless told otherwise: the learned model raised the
+ * served quality in the simulator (docs/router.md). Code that builds a system or a simulation
+ * itself (`startSystem`, `runSimulation`) gets the analyzer unless it names one.
+ */
+export const DEFAULT_SCORER: ScorerKind = "learned";
 
 /** Where the scorers' data comes from (defaults: the profiles folder's files). */
 export interface ScorerFiles {
@@ -40,5 +46,5 @@ export function routerScoring(kind: ScorerKind, profiles: ProfileSet, files: Sco
   if (kind === "analyzer") return { scorer: new AnalyzerScorer(analyzer), threshold: liveThreshold(analyzer, profiles.reference.prompts) };
   const model = loadDifficultyModel(files.difficultyModelPath ?? join(files.profilesDir ?? DEFAULT_PROFILES_DIR, ANALYZER_PATHS.difficultyModel));
   const scorer = new LearnedDifficultyScorer(model, new AnalyzerScorer(analyzer), profiles.reference.prompts);
-  return { scorer, threshold: learnedLiveThreshold(scorer, profiles.reference.prompts) };
+  return { scorer, threshold: learnedLiveThreshold(scorer, profiles.reference.prompts, undefined, profiles.models.map((m) => m.name)) };
 }
