@@ -144,7 +144,10 @@ for (const [l, h] of pairs) {
 // Speed of the shipped scorer (z-normalised per-pair model) against the analyzer's (tagging + eight features).
 const model = loadDifficultyModel(join(DEFAULT_PROFILES_DIR, ANALYZER_PATHS.difficultyModel));
 const analyzerScorer = new AnalyzerScorer(analyzer);
-const learned = new LearnedDifficultyScorer(model, analyzerScorer, prompts);
+// Built without the reference list, the scorer runs the model on every prompt, as on a new prompt
+// (with it, a reference prompt is a lookup of its cross-fitted score: timed apart).
+const learned = new LearnedDifficultyScorer(model, analyzerScorer, []);
+const crossFitted = new LearnedDifficultyScorer(model, analyzerScorer, prompts);
 const pair = { light: "sd35-medium", heavy: "sd35-large" };
 function timing(score: (p: string) => number) {
   let sink = 0;
@@ -167,7 +170,7 @@ function timing(score: (p: string) => number) {
   return { prompts: prompts.length, passes, meanUs: (wallMs * 1000) / (prompts.length * passes), p50Us: quantileSorted(latenciesUs, 0.5), p99Us: quantileSorted(latenciesUs, 0.99), maxUs: latenciesUs[latenciesUs.length - 1] };
 }
 // The analyzer caches nothing; a fresh prompt each call is what a router sees.
-const speed = { learned: timing((p) => learned.score(p, pair)), analyzer: timing((p) => analyzerScorer.score(p)) };
+const speed = { learned: timing((p) => learned.score(p, pair)), learnedReferenceLookup: timing((p) => crossFitted.score(p, pair)), analyzer: timing((p) => analyzerScorer.score(p)) };
 for (const [name, s] of Object.entries(speed)) console.log(`speed ${name}: mean ${s.meanUs.toFixed(2)} µs, p50 ${s.p50Us.toFixed(2)} µs, p99 ${s.p99Us.toFixed(2)} µs a prompt (${s.prompts} prompts × ${s.passes} passes)`);
 
 const path = writeResult("router-learned", {

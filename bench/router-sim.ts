@@ -5,8 +5,10 @@
  * `hadis sim` runs it (all 5,000 reference prompts) with the shipped model, whose scores of those
  * prompts are cross-fitted (each from the fold model that left it out), simulator seeds 1..a.
  * Then, for each held-out split (80/20 by prompt text, seeds 1..h), models fitted on the training
- * prompts only and the trace's prompt indices drawn from the held-out prompts, seeds 1..s. Reports mean served discriminator score (P(real)), SLO violations and
- * FID, and the paired learned − analyzer differences. Run: node --import tsx bench/router-sim.ts
+ * prompts only and the trace's prompt indices drawn from the held-out prompts, seeds 1..s.
+ * Reports mean served discriminator score (P(real)), the routing lift (what the choice of prompts
+ * added at the share sent), SLO violations and FID, and the paired learned − analyzer
+ * differences. Run: node --import tsx bench/router-sim.ts
  * [--anchor-seeds 5] [--holdouts 3] [--sim-seeds 3]. Writes bench/results/router-sim.json.
  */
 import { join } from "node:path";
@@ -20,6 +22,8 @@ import { parseDiscriminatorImageScores, parseTrace } from "../actors/profile/ref
 import { fidLookupFromProfiles } from "../actors/sim/scoring.ts";
 import { DEFAULT_TRACE, sloOf } from "../services/cli/e1-report.ts";
 import { memoizedAnalyzer, runSimulation } from "../services/cli/sim.ts";
+import type { SimResult } from "../actors/sim/simulator.ts";
+import { referenceIndexFor } from "../actors/profile/profile-set.ts";
 import { compactJson, HASH_BITS, NGRAM_ORDERS, TRAIN_FRACTION } from "../services/cli/train-router.ts";
 import { writeTextFile } from "../services/lib/analyzer-files.ts";
 import { DEFAULT_PROFILES_DIR, loadProfiles } from "../services/lib/profiles.ts";
@@ -48,12 +52,49 @@ const ids = [...profiles.nameByReferenceId.keys()].sort((a, b) => a - b);
 const images = new Map(ids.map((id) => [id, parseDiscriminatorImageScores(readFileSync(join(DEFAULT_PROFILES_DIR, "reference", "discriminator", `scores_model_${id}.txt`), "utf8"))]));
 const rows = prompts.map((p) => ngramRow(promptWords(p), HASH_BITS, NGRAM_ORDERS));
 
+/**
+ * How well the router picked, apart from how many it sent: per pair in force, the heavy − light
+ * P(real) gain of the prompts it routed straight to the heavy model, less what as many prompts
+ * drawn at random from that pair's arrivals would gain; summed and divided by the arrivals.
+ * A router that sends a larger share raises served P(real) by that alone; this does not move.
+ */
+function routingLift(run: SimResult, promptList: readonly string[]): { routingLift: number; heavyRouted: number } {
+  const perPair = new Map<string, { n: number; k: number; gainAll: number; gainRouted: number }>();
+  let plan = 0;
+  let routed = 0;
+  arrivals.forEach((a, i) => {
+    while (plan + 1 < run.plans.length && run.plans[plan + 1].atMs <= a.atMs) plan++;
+    const pair = run.plans[plan]?.pair;
+    const record = run.records[i];
+    if (!pair || pair.light === pair.heavy || !record.route) return;
+    const row = referenceIndexFor(profiles, promptList[a.promptIdx % promptList.length]).index;
+    const gain = profiles.reference.scores.get(pair.heavy)![row] - profiles.reference.scores.get(pair.light)![row];
+    const key = `${pair.light}→${pair.heavy}`;
+    const s = perPair.get(key) ?? { n: 0, k: 0, gainAll: 0, gainRouted: 0 };
+    s.n++;
+    s.gainAll += gain;
+    if (record.route === "heavy") {
+      s.k++;
+      s.gainRouted += gain;
+      routed++;
+    }
+    perPair.set(key, s);
+  });
+  let lift = 0;
+  for (const s of perPair.values()) lift += s.gainRouted - (s.k * s.gainAll) / s.n;
+  return { routingLift: lift / arrivals.length, heavyRouted: routed / arrivals.length };
+}
+
 interface Run {
   holdout: number;
   simSeed: number;
   policy: string;
   scorer: ScorerKind;
   meanServedScore: number;
+  /** `routingLift`: served P(real) the router's choice of prompts added, at the share it sent. */
+  routingLift: number;
+  /** Share of arrivals the router sent straight to the heavy model. */
+  heavyRouted: number;
   sloViolationRatio: number;
   fid: number;
   routeShares: Record<string, number>;
@@ -63,7 +104,7 @@ const runs: Run[] = [];
 const simulateOnce = async (holdout: number, promptList: readonly string[], policy: string, simSeed: number, scorer: ScorerKind, modelPath?: string) => {
   const run = await runSimulation({ policy, profiles, analyzer, arrivals, prompts: promptList, workers, sloMs, timeScale, seed: simSeed, purgeFinished: true, fidelity, scorer, ...(modelPath ? { difficultyModel: modelPath } : {}) });
   const score = scoreWithFidelity({ policy, records: run.records, plans: run.plans, sloMs, fid: fidLookupFromProfiles(profiles), fidelity, rows: run.rows, profiles });
-  runs.push({ holdout, simSeed, policy, scorer, meanServedScore: score.meanServedScore, sloViolationRatio: score.sloViolationRatio, fid: score.fid, routeShares: score.routeShares, swaps: run.swaps });
+  runs.push({ holdout, simSeed, policy, scorer, meanServedScore: score.meanServedScore, ...routingLift(run, promptList), sloViolationRatio: score.sloViolationRatio, fid: score.fid, routeShares: score.routeShares, swaps: run.swaps });
 };
 // Holdout 0: the anchor trace over all reference prompts, the shipped (cross-fitted) model.
 for (const policy of POLICIES) for (const simSeed of anchorSeeds) for (const scorer of SCORERS) await simulateOnce(0, prompts, policy, simSeed, scorer);
@@ -93,10 +134,10 @@ const stats = (v: number[]) => {
 };
 const summarise = (section: Run[], policy: string) => {
   const of = (scorer: ScorerKind) => section.filter((r) => r.policy === policy && r.scorer === scorer);
-  const bySc = Object.fromEntries(SCORERS.map((s) => [s, { meanServedScore: stats(of(s).map((r) => r.meanServedScore)), sloViolationRatio: stats(of(s).map((r) => r.sloViolationRatio)), fid: stats(of(s).map((r) => r.fid)), swaps: stats(of(s).map((r) => r.swaps)) }]));
+  const bySc = Object.fromEntries(SCORERS.map((s) => [s, { meanServedScore: stats(of(s).map((r) => r.meanServedScore)), routingLift: stats(of(s).map((r) => r.routingLift)), heavyRouted: stats(of(s).map((r) => r.heavyRouted)), sloViolationRatio: stats(of(s).map((r) => r.sloViolationRatio)), fid: stats(of(s).map((r) => r.fid)), swaps: stats(of(s).map((r) => r.swaps)) }]));
   const base = of("analyzer");
-  const paired = of("learned").map((r, k) => ({ served: r.meanServedScore - base[k].meanServedScore, violations: r.sloViolationRatio - base[k].sloViolationRatio, fid: r.fid - base[k].fid }));
-  return { policy, runs: of("analyzer").length, scorers: bySc, learnedMinusAnalyzer: { meanServedScore: stats(paired.map((p) => p.served)), sloViolationRatio: stats(paired.map((p) => p.violations)), fid: stats(paired.map((p) => p.fid)) } };
+  const paired = of("learned").map((r, k) => ({ served: r.meanServedScore - base[k].meanServedScore, lift: r.routingLift - base[k].routingLift, violations: r.sloViolationRatio - base[k].sloViolationRatio, fid: r.fid - base[k].fid }));
+  return { policy, runs: of("analyzer").length, scorers: bySc, learnedMinusAnalyzer: { meanServedScore: stats(paired.map((p) => p.served)), routingLift: stats(paired.map((p) => p.lift)), sloViolationRatio: stats(paired.map((p) => p.violations)), fid: stats(paired.map((p) => p.fid)) } };
 };
 const sections = {
   anchor: { description: `anchor trace over all ${prompts.length} reference prompts, shipped model (cross-fitted scores), simulator seeds ${anchorSeeds.join(", ")}`, summary: POLICIES.map((p) => summarise(runs.filter((r) => r.holdout === 0), p)) },
@@ -106,10 +147,10 @@ for (const [name, section] of Object.entries(sections)) for (const s of section.
   console.log(`${name}, ${s.policy} (${s.runs} runs: ${section.description}):`);
   for (const sc of SCORERS) {
     const x = s.scorers[sc];
-    console.log(`  ${sc.padEnd(9)} served P(real) ${x.meanServedScore.mean.toFixed(5)} ± ${x.meanServedScore.sd.toFixed(5)}  violations ${x.sloViolationRatio.mean.toFixed(5)}  FID ${x.fid.mean.toFixed(3)} ± ${x.fid.sd.toFixed(3)}  swaps ${x.swaps.mean.toFixed(1)}`);
+    console.log(`  ${sc.padEnd(9)} served P(real) ${x.meanServedScore.mean.toFixed(5)} ± ${x.meanServedScore.sd.toFixed(5)}  routing lift ${x.routingLift.mean.toFixed(5)} at ${(100 * x.heavyRouted.mean).toFixed(1)}% routed heavy  violations ${x.sloViolationRatio.mean.toFixed(5)}  FID ${x.fid.mean.toFixed(3)} ± ${x.fid.sd.toFixed(3)}  swaps ${x.swaps.mean.toFixed(1)}`);
   }
   const d = s.learnedMinusAnalyzer;
-  console.log(`  learned − analyzer: served ${d.meanServedScore.mean >= 0 ? "+" : ""}${d.meanServedScore.mean.toFixed(5)} (SE ${d.meanServedScore.se.toFixed(5)}), violations ${d.sloViolationRatio.mean.toExponential(1)}, FID ${d.fid.mean.toFixed(3)}`);
+  console.log(`  learned − analyzer: served ${d.meanServedScore.mean >= 0 ? "+" : ""}${d.meanServedScore.mean.toFixed(5)} (SE ${d.meanServedScore.se.toFixed(5)}), routing lift ${d.routingLift.mean >= 0 ? "+" : ""}${d.routingLift.mean.toFixed(5)} (SE ${d.routingLift.se.toFixed(5)}), violations ${d.sloViolationRatio.mean.toExponential(1)}, FID ${d.fid.mean.toFixed(3)}`);
 }
 const path = writeResult("router-sim", {
   command: `node --import tsx bench/router-sim.ts${process.argv.slice(2).length ? " " + process.argv.slice(2).join(" ") : ""}`,
