@@ -7,10 +7,8 @@ import { inboxPrefixOf, subjects as buildSubjects, type Subjects } from "../cont
 import { WORKER_SILENT_AFTER_MS } from "../contracts/messages.ts";
 import { ProfileJudge } from "../actors/judge/profile-judge.ts";
 import { ProfileGenerationBackend } from "../actors/worker/profile-backend.ts";
-import { FixedPercentileThreshold, ReferenceFeatureScorer, type DifficultyScorer, type HardnessThreshold } from "../actors/routing/difficulty.ts";
-import { AnalyzerScorer, liveThreshold } from "../actors/routing/analyzer-scorer.ts";
-import { loadPromptAnalyzer } from "./lib/analyzer-files.ts";
-import type { ProfileSet } from "../actors/profile/profile-set.ts";
+import { routerScoring, type ScorerKind } from "./lib/router-scoring.ts";
+import { ReferenceFeatureScorer } from "../actors/routing/difficulty.ts";
 import type { StaticConfig } from "../actors/control/static-policy.ts";
 import { createLogger, type Logger } from "./lib/log.ts";
 import { connectWhenUp, isJetStreamNotReady, NATS_WAIT_RETRY_MS, type NatsConnection, type NatsTlsFiles } from "./lib/nats.ts";
@@ -31,17 +29,6 @@ import { NATIVE, type Fidelity } from "../actors/artifact/mechanisms.ts";
 import { policyFor, usesArtifactAllocator } from "../actors/artifact/policies.ts";
 import { plannerView } from "../actors/artifact/runtimes.ts";
 import { ArtifactRouterThreshold } from "../actors/artifact/worker-rules.ts";
-
-/** The router's scorer and threshold: the analyzer with a live window, or the reference features. */
-function routerScoring(kind: "analyzer" | "reference", profiles: ProfileSet, files: { profilesDir?: string; weightsPath?: string }): { scorer: DifficultyScorer; threshold: HardnessThreshold } {
-  if (kind === "reference") {
-    const scorer = new ReferenceFeatureScorer(profiles);
-    return { scorer, threshold: new FixedPercentileThreshold(scorer.referenceScores) };
-  }
-  // Lexicons and weights from the same profiles folder as the reference prompts.
-  const analyzer = loadPromptAnalyzer(files);
-  return { scorer: new AnalyzerScorer(analyzer), threshold: liveThreshold(analyzer, profiles.reference.prompts) };
-}
 
 /** The policy `npm start` runs unless told otherwise. */
 export const DEFAULT_POLICY = "hadis";
@@ -87,8 +74,10 @@ export interface SystemOptions {
   onnx?: { modelMap?: string; modelsDir: string; maxResident?: number; warmUp?: boolean };
   policy?: string;
   staticConfig?: StaticConfig;
-  /** The router's difficulty score: the prompt analyzer (default) or the reference features of known prompts. */
-  scorer?: "analyzer" | "reference";
+  /** The router's difficulty score: the prompt analyzer (default), the reference features of known prompts, or the learned model. */
+  scorer?: ScorerKind;
+  /** The learned scorer's model file (default: the profiles folder's analyzer/difficulty-model.json). */
+  difficultyModel?: string;
   /** Resource manager tick, ms (default 20 s × time scale, at least 0.5 s). */
   tickMs?: number;
   /** Half-life of the demand EWMA, ms (default 20 s × time scale, at least 1 s). */
@@ -274,16 +263,20 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
       started.push({ kind: "worker", service: workers });
     }
     if (kinds.has("router")) {
-      const { scorer, threshold } = routerScoring(opts.scorer ?? "analyzer", profiles, {
+      const files = {
         ...(opts.profilesDir ? { profilesDir: opts.profilesDir } : {}),
         ...(opts.analyzerWeights ? { weightsPath: opts.analyzerWeights } : {}),
-      });
+        ...(opts.difficultyModel ? { difficultyModelPath: opts.difficultyModel } : {}),
+      };
+      const { scorer, threshold } = routerScoring(opts.scorer ?? "analyzer", profiles, files);
+      // Unless a scorer is named, hadis-plus's plans are routed by the learned model (`defaultScorerFor`).
+      const learnedScoring = opts.scorer ? undefined : routerScoring("learned", profiles, files);
       // The artifact's router (reference features, its percentile rule), used while a plan runs its `hadis` mechanism.
       const reference = new ReferenceFeatureScorer(profiles);
       const artifactScoring = { scorer: reference, threshold: new ArtifactRouterThreshold(reference.referenceScores) };
       for (let i = 0; i < (opts.routers ?? 1); i++) {
         const nc = await connect("hadis-router", "router");
-        const router = await startRouter({ nc, subjects, queue: await WorkQueue.open(nc, subjects, queueOptions), scorer, threshold, artifactScoring, defaultSloMs: sloMs, rangesOf: (model) => profiles.byName.get(model) ?? { name: model }, jobs: { replicas: queueOptions.replicas, storage: queueOptions.storage }, log: logFor("router"), ...(opts.judgeTimeoutMs !== undefined ? { judgeTimeoutMs: opts.judgeTimeoutMs } : {}) });
+        const router = await startRouter({ nc, subjects, queue: await WorkQueue.open(nc, subjects, queueOptions), scorer, threshold, artifactScoring, ...(learnedScoring ? { learnedScoring } : {}), defaultSloMs: sloMs, rangesOf: (model) => profiles.byName.get(model) ?? { name: model }, jobs: { replicas: queueOptions.replicas, storage: queueOptions.storage }, log: logFor("router"), ...(opts.judgeTimeoutMs !== undefined ? { judgeTimeoutMs: opts.judgeTimeoutMs } : {}) });
         system.routers.push(router);
         started.push({ kind: "router", service: router });
       }

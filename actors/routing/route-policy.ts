@@ -11,7 +11,7 @@ import type { DifficultyScorer, HardnessThreshold } from "./difficulty.ts";
  */
 export function decideRoute(plan: Plan, prompt: string, requestId: string, scorer: DifficultyScorer, threshold: HardnessThreshold): RouteDecision {
   if (plan.routerMode === "workers") return byWorkers(plan, requestId);
-  const difficulty = scorer.score(prompt);
+  const difficulty = scorer.score(prompt, plan.pair);
   threshold.observe?.(difficulty);
   const single = plan.pair.light === plan.pair.heavy;
   // A stable draw per request: the share in random mode, the tie-break at the cut otherwise.

@@ -31,12 +31,16 @@ import { PlanView } from "../lib/plan-view.ts";
 import { loadProfiles } from "../lib/profiles.ts";
 import { sleep } from "../lib/running.ts";
 import { startSystem, type RunningSystem } from "../system.ts";
+import type { ScorerKind } from "../lib/router-scoring.ts";
 import { loadWorkload, policiesFor, sloOf, renderTable, summarize, writePlots, writeReport, type E1Options, type PlanLog, type SystemSummary } from "./e1-report.ts";
 
 /** Options of `hadis bench e1`. */
 export interface BenchE1Options extends E1Options {
   nats?: string;
   embedded?: boolean;
+  /** The embedded systems' router scorer and, for `learned`, its model file. */
+  scorer?: ScorerKind;
+  difficultyModel?: string;
 }
 
 /** What one live replay recorded. */
@@ -223,7 +227,8 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
       let system: RunningSystem | null = null;
       if (embedded) {
         const server = await startNatsServer();
-        system = await startSystem({ natsUrl: server.url, policy, workers: opts.workers, timeScale: opts.timeScale, workQueue: { storage: "memory" }, log: createLogger(policy, "warn"), fidelity });
+        const scoring = { ...(opts.scorer ? { scorer: opts.scorer } : {}), ...(opts.difficultyModel ? { difficultyModel: opts.difficultyModel } : {}) };
+        system = await startSystem({ natsUrl: server.url, policy, workers: opts.workers, timeScale: opts.timeScale, workQueue: { storage: "memory" }, log: createLogger(policy, "warn"), fidelity, ...scoring });
         natsUrl = server.url;
         stopAll = async () => {
           await system!.stop(5_000);

@@ -10,6 +10,7 @@ import { DEFAULT_NATS_URL, MAX_DEADLINE_MS, MAX_IDEMPOTENCY_KEY_CHARS, MAX_SEED 
 import { POLICY_NAMES as PLANNER_POLICIES } from "../../actors/planner/policy-names.ts";
 import { packagePath } from "../lib/package-root.ts";
 import { POLICY_NAMES } from "../resource-manager/policy-names.ts";
+import { SCORER_KINDS } from "../lib/scorer-kinds.ts";
 import { ARTIFACT_MECHANISMS } from "../../actors/artifact/mechanisms.ts";
 import { atLeastOne, count, idPrefix, integerIn, mechanismList, nonNegative, port, positive, text } from "./options.ts";
 import { jsonErrorsWhen } from "./tool-connection.ts";
@@ -36,8 +37,9 @@ const runOptions = (cmd: Command) =>
     .option("--routers <n>", "router instances", atLeastOne, 1)
     .option("--time-scale <x>", "multiplies every profiled latency and the SLO (0.1 = the paper's 10x compression; default: the pool's, 1 = real time)", positive)
     .addOption(new Option("--policy <name>", "planning policy of the resource manager").choices(POLICY_NAMES).default("hadis"))
-    .addOption(new Option("--scorer <kind>", "router difficulty score").choices(["analyzer", "reference"]).default("analyzer"))
+    .addOption(new Option("--scorer <kind>", "router difficulty score: the learned per-pair model, the analyzer's reference weights, or the artifact's reference features (default: learned for hadis-plus, analyzer otherwise; docs/router.md)").choices(SCORER_KINDS))
     .option("--analyzer-weights <file>", "analyzer score weights, e.g. learned ones (default <profiles>/analyzer/router-weights.json)")
+    .option("--difficulty-model <file>", "with --scorer learned: the model file (default <profiles>/analyzer/difficulty-model.json)")
     .addOption(new Option("--backend <kind>", "worker and judge backend").choices(["profile", "onnx"]).default("profile"))
     .option("--zero-latency", "profile backends do not wait (overhead benchmarks)")
     .option("--model-map <file>", "onnx backend: pool model name → export folder (default profiles/onnx/tiny-pool.json)")
@@ -165,6 +167,20 @@ program
   });
 
 program
+  .command("train-router")
+  .description("learn the per-pair difficulty model from the discriminator scores; held-out AUC and served quality against the reference weights (docs/router.md)")
+  .option("--pairs <list>", "pairs as light:heavy reference ids, comma-separated (default: every pair)")
+  .option("--seeds <n>", "held-out splits by prompt (seeds 1..n)", atLeastOne, 5)
+  .option("--out <file>", "where to write the model (default profiles/analyzer/difficulty-model.json)")
+  .option("--holdout-seed <n>", "fit on that split's training prompts only and write its held-out prompts beside the model", count)
+  .option("--holdout-prompts <file>", "with --holdout-seed: where to write the held-out prompts")
+  .option("--use-all", "mark every pair in use (simulator experiments), not only those where served quality rose")
+  .action(async (opts) => {
+    const { trainRouterCommand } = await import("./train-router.ts");
+    await trainRouterCommand(opts);
+  });
+
+program
   .command("pareto")
   .description("build the Pareto lookup table from the full configuration grid and compare it with the reference table")
   .option("--out <file>", "write the front as CSV")
@@ -184,7 +200,9 @@ const e1Options = (cmd: Command, live: boolean) =>
     .addOption(new Option("--fidelity <name>", "native: our serving design; artifact: the paper artifact's mechanisms (docs/benchmarks.md)").choices(["native", "artifact"]).default("native"))
     .option("--mechanisms <list>", `artifact mechanisms to turn on (or, as -name, off) on top of --fidelity: ${ARTIFACT_MECHANISMS.join(", ")}`, mechanismList)
     .option("--json <file>", "write the report as JSON")
-    .option("--plots", "write PNG plots under bench/results/ (default with --policy all)");
+    .option("--plots", "write PNG plots under bench/results/ (default with --policy all)")
+    .addOption(new Option("--scorer <kind>", "router difficulty score (default: learned for hadis-plus, analyzer otherwise; docs/router.md; under the artifact's hadis mechanism HADIS uses the reference features)").choices(SCORER_KINDS))
+    .option("--difficulty-model <file>", "with --scorer learned: the model file (default profiles/analyzer/difficulty-model.json)");
 
 e1Options(program.command("sim").description("the anchor experiment on the discrete-event simulator (no NATS): policies over a trace"), false)
   .option("--seed <n>", "seed of the simulation", count, 1)

@@ -1,5 +1,5 @@
 /** `hadis start` and `hadis serve`: run the system (embedded) or one service against a NATS URL. */
-import { resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { startNatsServer, type LocalServer } from "../lib/nats-server.ts";
 import { createLogger, type Logger } from "../lib/log.ts";
 import { connectNats } from "../lib/nats.ts";
@@ -10,8 +10,9 @@ import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { credentialsFromEnv, natsServerOf, natsTlsFromEnv, natsUrls } from "./credentials.ts";
 import { startSystem, startSystemWhenUp, SERVICE_KINDS, type RunningSystem, type ServiceKind } from "../system.ts";
 import { createPolicy, staticConfigFor } from "../resource-manager/policies.ts";
-import { loadProfiles } from "../lib/profiles.ts";
-import { loadScoreModel } from "../lib/analyzer-files.ts";
+import { DEFAULT_PROFILES_DIR, loadProfiles } from "../lib/profiles.ts";
+import { ANALYZER_PATHS, loadDifficultyModel, loadScoreModel } from "../lib/analyzer-files.ts";
+import type { ScorerKind } from "../lib/router-scoring.ts";
 import { describeLoad, whenModelsLoaded } from "./models-ready.ts";
 import { describeProblem, telemetryEnvProblems } from "../lib/telemetry-config.ts";
 import { gatewayCommand, startLocalGateway, type GatewayCliOptions, type LocalGateway } from "./gateway.ts";
@@ -32,8 +33,9 @@ export interface RunOptions {
   storage: "file" | "memory";
   /** JSON of a StaticConfig for the static policy. */
   staticConfig?: string;
-  scorer: "analyzer" | "reference";
+  scorer: ScorerKind;
   analyzerWeights?: string;
+  difficultyModel?: string;
   /** onnx backend: model map file and export folder. */
   modelMap?: string;
   modelsDir?: string;
@@ -58,6 +60,8 @@ function checkedConfigOf(opts: RunOptions, command: string, starts: { router: bo
   }
   try {
     if (starts.router && opts.scorer !== "reference" && opts.analyzerWeights !== undefined) loadScoreModel(opts.analyzerWeights);
+    // (No scorer named: the router holds the learned model too, for hadis-plus's plans.)
+    if (starts.router && opts.scorer !== "analyzer" && opts.scorer !== "reference") loadDifficultyModel(opts.difficultyModel ?? join(opts.profiles ?? DEFAULT_PROFILES_DIR, ANALYZER_PATHS.difficultyModel));
     const config = staticConfigFor(opts.policy, opts.staticConfig);
     if (starts.manager) createPolicy(opts.policy, loadProfiles(opts.profiles), config);
     return config;
@@ -80,6 +84,7 @@ const READ_BY: Partial<Record<keyof RunOptions | keyof GatewayCliOptions | "repl
   routers: ["router"],
   scorer: ["router"],
   analyzerWeights: ["router"],
+  difficultyModel: ["router"],
   policy: ["resource-manager"],
   staticConfig: ["resource-manager"],
   fidelity: ["resource-manager"],
@@ -126,6 +131,7 @@ function backendOptions(opts: RunOptions) {
     fidelity: parseFidelity(opts.fidelity, opts.mechanisms),
     scorer: opts.scorer,
     ...(opts.analyzerWeights ? { analyzerWeights: opts.analyzerWeights } : {}),
+    ...(opts.difficultyModel ? { difficultyModel: opts.difficultyModel } : {}),
     backend: opts.backend as "profile" | "onnx",
     onnx: { modelMap: opts.modelMap, modelsDir: opts.modelsDir ?? ".hadis/models" },
   };

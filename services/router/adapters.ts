@@ -48,6 +48,8 @@ export interface RouterActorDeps {
   floor?: GenerationFloor;
   /** The artifact's router (reference features, its percentile rule), for HADIS and its ablations under its `hadis` mechanism. */
   artifactScoring?: { scorer: DifficultyScorer; threshold: HardnessThreshold };
+  /** The learned router, for hadis-plus's plans. */
+  learnedScoring?: { scorer: DifficultyScorer; threshold: HardnessThreshold };
   /** Counts each item queued, by model (router stats). */
   onEnqueued?: (model: string) => void;
   /** The generation settings each model supports (its profile's `options`); absent: none, so settings are refused. */
@@ -97,7 +99,7 @@ export function routerActors(deps: RouterActorDeps) {
       // The caller's settings, against the models of the plan routing goes by (the router checked
       // them at intake against the plan then in force, which may have changed since).
       if (input.options) checkGenerationOptions(input.options, input.quality, plan.pair, deps.rangesOf ?? ((name) => ({ name })));
-      const artifactRouter = deps.artifactScoring && planMechanisms(plan).has("hadis") && isHadisFamily(plan.policy) ? deps.artifactScoring : null;
+      const artifactRouter = deps.artifactScoring && planMechanisms(plan).has("hadis") && isHadisFamily(plan.policy) ? deps.artifactScoring : plan.policy === "hadis-plus" ? (deps.learnedScoring ?? null) : null;
       const decision = withQuality(decideRoute(plan, input.prompt, input.requestId, artifactRouter?.scorer ?? deps.scorer, artifactRouter?.threshold ?? deps.threshold), input.quality);
       stage?.setAttributes({
         "hadis.route.hard": decision.hard,

@@ -49,6 +49,8 @@ export interface RouterOptions {
   threshold: HardnessThreshold;
   /** The artifact's router, used for HADIS and its ablations while the plan runs its `hadis` mechanism. */
   artifactScoring?: { scorer: DifficultyScorer; threshold: HardnessThreshold };
+  /** The learned router, used while the plan in force is hadis-plus's (when no scorer was named). */
+  learnedScoring?: { scorer: DifficultyScorer; threshold: HardnessThreshold };
   /** SLO used as the default deadline before a plan is known, ms. */
   defaultSloMs: number;
   log: Logger;
@@ -166,6 +168,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       floor,
       capacity: workers.refusal,
       ...(opts.artifactScoring ? { artifactScoring: opts.artifactScoring } : {}),
+      ...(opts.learnedScoring ? { learnedScoring: opts.learnedScoring } : {}),
       onEnqueued: (model) => enqueuedSinceReport.set(model, (enqueuedSinceReport.get(model) ?? 0) + 1),
     }),
   });
