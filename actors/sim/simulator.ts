@@ -95,7 +95,7 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
   const giveUpAfterMs = drops ? 2 * sloMs : sloMs;
   const startLimitMs = admissionFactor(config.policyName, fidelity) * sloMs;
   /** hadis-plus decides per request from the path ahead (deadline-aware cascade). */
-  const deadlineAware = config.policyName === "hadis-plus";
+  const deadlineAware = config.policyName === "hadis-plus" || config.policyName === "clairvoyant";
 
   const requests: SimRequest[] = config.arrivals.map((a, index) => {
     const prompt = config.prompts[a.promptIdx % config.prompts.length];

@@ -6,10 +6,11 @@ export const SCORER_KINDS = ["analyzer", "reference", "learned"] as const;
 export type ScorerKind = (typeof SCORER_KINDS)[number];
 
 /**
- * The scorer a policy runs unless told otherwise: hadis-plus the learned per-pair model (it raised
+ * The scorer a policy runs unless told otherwise: hadis-plus (and the simulator's clairvoyant
+ * bound, which plans as it does) the learned per-pair model (it raised
  * the served quality in the simulator, docs/router.md); every other policy the paper's rule-based
  * analyzer, so that HADIS stays the reference design hadis-plus is measured against.
  */
 export function defaultScorerFor(policy: string): ScorerKind {
-  return policy === "hadis-plus" ? "learned" : "analyzer";
+  return policy === "hadis-plus" || policy === "clairvoyant" ? "learned" : "analyzer";
 }
