@@ -26,8 +26,8 @@ import { fileURLToPath } from "node:url";
 import { mulberry32 } from "../actors/profile/stats.ts";
 import { HadisError } from "../contracts/errors.ts";
 import { HadisClient } from "../services/lib/client.ts";
-import { startNatsServer } from "../services/lib/nats-server.ts";
-import { connectNats } from "../services/lib/nats.ts";
+import { startNatsServer } from "../services/nats/server.ts";
+import { connectNats } from "../services/nats/connection.ts";
 import { writeResult } from "./lib.ts";
 
 const args = new Map(process.argv.slice(2).map((a, i, all) => [a, all[i + 1]]));

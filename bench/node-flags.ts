@@ -12,8 +12,8 @@
  *   node --import tsx bench/node-flags.ts --node-args "--max-semi-space-size=32" [--seconds 120] [--mode off]
  *                                         [--concurrency 200] [--window-ms 600] [--settle-ms 250] [--pin]
  */
-import { startNatsServer } from "../services/lib/nats-server.ts";
-import { connectNats } from "../services/lib/nats.ts";
+import { startNatsServer } from "../services/nats/server.ts";
+import { connectNats } from "../services/nats/connection.ts";
 import { HadisClient } from "../services/lib/client.ts";
 import { placement, median, percentile, pinnedToLastCore, r2, writeResult } from "./lib.ts";
 import { cpuMsBetween, gcPausesMs, modesNamed, phaseOptions, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing, threadCpuNs } from "./tracing-lib.ts";

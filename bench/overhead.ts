@@ -6,8 +6,8 @@
  *
  * The system runs in a child process (as `npm start` would), the load here; one nats-server.
  */
-import { startNatsServer } from "../services/lib/nats-server.ts";
-import { connectNats, type NatsConnection } from "../services/lib/nats.ts";
+import { startNatsServer } from "../services/nats/server.ts";
+import { connectNats, type NatsConnection } from "../services/nats/connection.ts";
 import { HadisClient } from "../services/lib/client.ts";
 import { closedLoop, median, percentile, r2, spawnBenchSystem, writeResult } from "./lib.ts";
 

@@ -10,8 +10,8 @@
  */
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { startNatsServer } from "../services/lib/nats-server.ts";
-import { connectNats } from "../services/lib/nats.ts";
+import { startNatsServer } from "../services/nats/server.ts";
+import { connectNats } from "../services/nats/connection.ts";
 import { HadisClient } from "../services/lib/client.ts";
 import { r2, writeResult } from "./lib.ts";
 import { decodeTraceExport } from "../test/helpers/otlp-decode.ts";

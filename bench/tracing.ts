@@ -28,8 +28,8 @@
  *                                      [--node-args "--max-semi-space-size=64"]   (flags of the services' node)
  *                                      [--time-scale 0.1 --window-ms 2000 --settle-ms 2500]   (profiled latencies: longer phases)
  */
-import { startNatsServer } from "../services/lib/nats-server.ts";
-import { connectNats } from "../services/lib/nats.ts";
+import { startNatsServer } from "../services/nats/server.ts";
+import { connectNats } from "../services/nats/connection.ts";
 import { HadisClient } from "../services/lib/client.ts";
 import { spanSinkSubject } from "../services/lib/telemetry.ts";
 import { blockOrder, placement, median, percentile, pinnedToLastCore, r2, writeResult } from "./lib.ts";

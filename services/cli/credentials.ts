@@ -5,7 +5,7 @@
  */
 import { existsSync } from "node:fs";
 import { inboxPrefixOf } from "../../contracts/subjects.ts";
-import type { NatsTlsFiles } from "../lib/nats.ts";
+import type { NatsTlsFiles } from "../nats/connection.ts";
 import type { NatsCredentials } from "../system.ts";
 import { SERVICE_KINDS, type ServiceKind } from "../service-kinds.ts";
 

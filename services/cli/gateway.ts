@@ -1,7 +1,7 @@
 /** `hadis serve gateway` and the gateway `hadis start` runs: the HTTP API on its own NATS connection. */
 import { createServer as createNetServer } from "node:net";
 import { createLogger, type Logger } from "../lib/log.ts";
-import { connectWhenUp, type NatsConnection } from "../lib/nats.ts";
+import { connectWhenUp, type NatsConnection } from "../nats/connection.ts";
 import { loadProfiles } from "../lib/profiles.ts";
 import { startMetricsServer } from "../lib/metrics.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";

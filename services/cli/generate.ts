@@ -4,7 +4,7 @@ import { dirname, resolve } from "node:path";
 import { HadisError } from "../../contracts/errors.ts";
 import type { Fallback, GenerateReplyRead } from "../../contracts/messages.ts";
 import { HadisClient } from "../lib/client.ts";
-import type { NatsConnection } from "../lib/nats.ts";
+import type { NatsConnection } from "../nats/connection.ts";
 import { clientError, connectTool, reportToolFailure, ToolFailure } from "./tool-connection.ts";
 
 /** Options of `hadis generate`. */

@@ -1,8 +1,8 @@
 /** `hadis start` and `hadis serve`: run the system (embedded) or one service against a NATS URL. */
 import { resolve } from "node:path";
-import { startNatsServer, type LocalServer } from "../lib/nats-server.ts";
+import { startNatsServer, type LocalServer } from "../nats/server.ts";
 import { createLogger, type Logger } from "../lib/log.ts";
-import { connectNats } from "../lib/nats.ts";
+import { connectNats } from "../nats/connection.ts";
 import { startMetricsServer } from "../lib/metrics.ts";
 import { STARTING, type Health } from "../lib/health.ts";
 import { DEFAULT_DASHBOARD_PORT, startDashboard } from "../dashboard/dashboard.ts";

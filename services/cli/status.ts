@@ -7,7 +7,7 @@ import type { z } from "zod";
 import { decode } from "../../contracts/envelope.ts";
 import { ManagerPlanReplySchema, WorkerHeartbeatSchema, type Plan, type WorkerHeartbeat } from "../../contracts/messages.ts";
 import { ServiceNames, subjects as buildSubjects, type Subjects } from "../../contracts/subjects.ts";
-import { inboxPrefix, newInbox, type NatsConnection } from "../lib/nats.ts";
+import { inboxPrefix, newInbox, type NatsConnection } from "../nats/connection.ts";
 import { connectTool, reportToolFailure, ToolFailure } from "./tool-connection.ts";
 
 /** Options of `hadis status`. */

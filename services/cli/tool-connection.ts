@@ -1,6 +1,6 @@
 /** How the command-line tools (`hadis generate`, `hadis status`) connect, and how they say they could not. */
 import type { OutputConfiguration } from "commander";
-import type { NatsConnection } from "../lib/nats.ts";
+import type { NatsConnection } from "../nats/connection.ts";
 import { DEFAULT_NATS_URL } from "../../contracts/limits.ts";
 import { natsServerOf, natsTlsFromEnv, natsUrls, toolCredentials } from "./credentials.ts";
 
@@ -25,7 +25,7 @@ export async function connectTool(given: string | undefined, env: NodeJS.Process
   // node down failed about half the time. In a random order, as nats.js would: tools spread over a cluster.
   const failures: string[] = [];
   // (Imported here: `main.ts` reads this module for every command, which need not load the client.)
-  const { connectNats } = await import("../lib/nats.ts");
+  const { connectNats } = await import("../nats/connection.ts");
   for (const url of shuffled([urls].flat())) {
     try {
       return await connectNats(url, name, { maxReconnectAttempts: 0, timeout: 3_000, ...credentials, ...(tls ? { tls } : {}) });

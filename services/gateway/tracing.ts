@@ -5,7 +5,7 @@
  * the services that trace still continue the caller's trace.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { MsgHdrs, NatsConnection } from "../lib/nats.ts";
+import type { MsgHdrs, NatsConnection } from "../nats/connection.ts";
 import { endWithError, ServiceTelemetry, SpanKind } from "../lib/telemetry.ts";
 
 /** The name of the gateway's spans' service. */

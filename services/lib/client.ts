@@ -4,8 +4,8 @@ import { decode, encode, encodeJson, parseRaw } from "../../contracts/envelope.t
 import { GenerateReplyReadSchema, MAX_DEADLINE_MS, type GenerateReplyRead, type GenerateRequest } from "../../contracts/messages.ts";
 import { ContentTypes, Headers, subjects as buildSubjects, type Subjects } from "../../contracts/subjects.ts";
 import { JobAcceptedSchema, type JobAccepted, type JobEventRead } from "../../contracts/jobs.ts";
-import { ASK_AGAIN_MS, headerOf, mayAskAgain, newHeaders, requestAttempt, watchConnection, type Msg, type MsgHdrs, type NatsConnection, type RequestAttempt } from "./nats.ts";
-import { readJob, type FollowOptions } from "./job-stream.ts";
+import { ASK_AGAIN_MS, headerOf, mayAskAgain, newHeaders, requestAttempt, watchConnection, type Msg, type MsgHdrs, type NatsConnection, type RequestAttempt } from "../nats/connection.ts";
+import { readJob, type FollowOptions } from "../nats/job-stream.ts";
 
 /** Reads a generate reply message: the reply, or the typed error it carries. */
 export function readGenerateReply(msg: Msg): GenerateReplyRead {

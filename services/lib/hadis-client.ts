@@ -5,8 +5,8 @@
  * apply. The JSON Schemas of the public messages ship too (`hadis-ts/schemas/<Name>.json`).
  */
 export { HadisClient, readGenerateReply, replyWaitMs } from "./client.ts";
-export { connectNats, type NatsConnection } from "./nats.ts";
-export type { FollowOptions } from "./job-stream.ts";
+export { connectNats, type NatsConnection } from "../nats/connection.ts";
+export type { FollowOptions } from "../nats/job-stream.ts";
 export {
   AppliedOptionsSchema,
   Fallbacks,

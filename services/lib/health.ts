@@ -4,7 +4,7 @@
  * a router has a plan to route by, it is not stopping), with each check and why.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { NatsConnection } from "./nats.ts";
+import type { NatsConnection } from "../nats/connection.ts";
 
 /** One check of a readiness answer. */
 export interface HealthCheck {

@@ -7,7 +7,7 @@ import { SpanStatusCode, type Attributes } from "@opentelemetry/api";
 import type { ReadableSpan, SpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { ATTR_SERVICE_NAME } from "@opentelemetry/semantic-conventions";
 import { encode } from "../../contracts/envelope.ts";
-import type { NatsConnection } from "./nats.ts";
+import type { NatsConnection } from "../nats/connection.ts";
 
 /** A finished span as published on the sink subject: compact (msgpack, plain maps). */
 export interface SpanRecord {

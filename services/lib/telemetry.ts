@@ -61,7 +61,7 @@ import {
   ATTR_MESSAGING_SYSTEM,
 } from "@opentelemetry/semantic-conventions/incubating";
 import { createLogger } from "./log.ts";
-import { newHeaders, type MsgHdrs, type NatsConnection } from "./nats.ts";
+import { newHeaders, type MsgHdrs, type NatsConnection } from "../nats/connection.ts";
 import { flushSinks, NatsSpanSink, RatePicker, SINK_MARK } from "./span-sink.ts";
 import { recordSpansLost } from "./metrics.ts";
 import { SpanLossLog, type SpanLoss } from "./span-loss.ts";

@@ -3,7 +3,7 @@ import type { TickOutcome } from "../../actors/control/reconcile.ts";
 import { ServiceNames } from "../../contracts/subjects.ts";
 import { recordDemand, recordExcluded, recordPlan, recordQueueDepths, recordSolve } from "../lib/metrics.ts";
 import { endWithError, ServiceTelemetry } from "../lib/telemetry.ts";
-import type { NatsConnection } from "../lib/nats.ts";
+import type { NatsConnection } from "../nats/connection.ts";
 
 /** An `onTick` callback; `close` lets its tracing go when the manager has stopped. */
 export type TickObserver = ((outcome: TickOutcome | null, error?: Error, tickMs?: number) => void) & { close(): Promise<void> };

@@ -8,7 +8,7 @@ import { WorkerHeartbeatSchema, type Plan } from "../../contracts/messages.ts";
 import type { Subjects } from "../../contracts/subjects.ts";
 import { capacityRefusal, WorkerSightings } from "../../actors/routing/capacity.ts";
 import { throttled, type Logger } from "../lib/log.ts";
-import { watchConnection, type NatsConnection } from "../lib/nats.ts";
+import { watchConnection, type NatsConnection } from "../nats/connection.ts";
 
 /** What the router asks of it. */
 export interface CapacityWatch {

@@ -11,7 +11,7 @@ import { HadisError } from "../../contracts/errors.ts";
 import { MaxDeliveriesAdvisorySchema } from "../../contracts/messages.ts";
 import type { Logger } from "../lib/log.ts";
 import { recordGivenUp } from "../lib/metrics.ts";
-import type { WorkQueue } from "../lib/work-queue.ts";
+import type { WorkQueue } from "../nats/work-queue.ts";
 import type { PendingWork } from "./pending.ts";
 
 /** What failing given-up items needs. */

@@ -1,6 +1,6 @@
 /** Remembers replies by idempotency key for a while, so a retried request is generated once. */
 import { claimKey, keyReused } from "../../actors/request/idempotent.ts";
-import type { KV } from "../lib/nats.ts";
+import type { KV } from "../nats/connection.ts";
 import { within } from "../lib/running.ts";
 
 /**

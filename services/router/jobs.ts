@@ -10,9 +10,9 @@ import type { Subjects } from "../../contracts/subjects.ts";
 import type { Encoding } from "../../contracts/envelope.ts";
 import type { Progress } from "../../actors/request/progress.ts";
 import type { Logger } from "../lib/log.ts";
-import { newInbox, type ServiceMsg } from "../lib/nats.ts";
-import type { JobStream } from "../lib/job-stream.ts";
-import { replyWith } from "../lib/replies.ts";
+import { newInbox, type ServiceMsg } from "../nats/connection.ts";
+import type { JobStream } from "../nats/job-stream.ts";
+import { replyWith } from "../nats/replies.ts";
 
 /** One job as the router runs it: its events go out in order, each once the previous is kept. */
 export interface JobRun {

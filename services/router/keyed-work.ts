@@ -6,8 +6,8 @@ import { answerableUntil, heldItem, isKeyed, resultKey } from "../../actors/requ
 import { encode } from "../../contracts/envelope.ts";
 import type { WorkItem } from "../../contracts/messages.ts";
 import { HadisError } from "../../contracts/errors.ts";
-import type { KV, MsgHdrs } from "../lib/nats.ts";
-import type { WorkQueue } from "../lib/work-queue.ts";
+import type { KV, MsgHdrs } from "../nats/connection.ts";
+import type { WorkQueue } from "../nats/work-queue.ts";
 import type { Logger } from "../lib/log.ts";
 import type { ServiceTelemetry } from "../lib/telemetry.ts";
 import type { PendingItem, PendingWork } from "./pending.ts";

@@ -8,7 +8,7 @@ import { HadisError, asHadisError } from "../../contracts/errors.ts";
 import type { GenerateReply } from "../../contracts/messages.ts";
 import type { SloOutcome } from "../../actors/request/reply.ts";
 import { recordRequest } from "../lib/metrics.ts";
-import { headerOf, type MsgHdrs } from "../lib/nats.ts";
+import { headerOf, type MsgHdrs } from "../nats/connection.ts";
 import { QueueGroups } from "../../contracts/subjects.ts";
 import { endWithError, messagingAttributes, REQUEST_SPAN, SpanKind, type Attributes, type ServiceTelemetry, type Span, type SpanContext } from "../lib/telemetry.ts";
 

@@ -9,14 +9,14 @@ import { ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import type { GenerationBackend } from "../../actors/worker/backend.ts";
 import { errorResult, WorkerAgent, type WorkerOptions } from "../../actors/worker/worker-agent.ts";
 import type { Logger } from "../lib/log.ts";
-import { newInbox, sendWhenUp, type MsgHdrs, type NatsConnection } from "../lib/nats.ts";
-import type { WorkQueue } from "../lib/work-queue.ts";
-import { openResultsBucket } from "../lib/kv-buckets.ts";
-import { isPayloadTooLarge, payloadTooLarge, startService } from "../lib/replies.ts";
+import { newInbox, sendWhenUp, type MsgHdrs, type NatsConnection } from "../nats/connection.ts";
+import type { WorkQueue } from "../nats/work-queue.ts";
+import { openResultsBucket } from "../nats/kv-buckets.ts";
+import { isPayloadTooLarge, payloadTooLarge, startService } from "../nats/replies.ts";
 import { recordSwaps, recordWorkers } from "../lib/metrics.ts";
 import { ServiceTelemetry, spanClockMs } from "../lib/telemetry.ts";
 import { workerObserver } from "./tracing.ts";
-import { PlanView } from "../lib/plan-view.ts";
+import { PlanView } from "../nats/plan-view.ts";
 import { sleep, within, type RunningService } from "../lib/running.ts";
 
 /** Worker service options. */

@@ -7,7 +7,7 @@ import { buildReply } from "../../actors/request/reply.ts";
 import { NO_TIME_TO_JUDGE, type RequestOutcome } from "../../actors/request/types.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { HadisError } from "../../contracts/errors.ts";
-import type { Msg } from "../../services/lib/nats.ts";
+import type { Msg } from "../../services/nats/connection.ts";
 import { readGenerateReply } from "../../services/lib/client.ts";
 
 const timings = { routeMs: 1, queueWaitMs: 2, lightMs: 3, judgeMs: 4, heavyMs: 0, totalMs: 10 };

@@ -2,8 +2,8 @@
  * A 3-node JetStream cluster on loopback ports, each node a `nats-server` child with its own
  * store folder, monitoring port and `server_name` (the test twin of ops/nats/cluster-node*.conf).
  */
-import { freePort, startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats } from "../../services/lib/nats.ts";
+import { freePort, startNatsServer, type LocalServer } from "../../services/nats/server.ts";
+import { connectNats } from "../../services/nats/connection.ts";
 import { jetstreamManager, StorageType } from "@nats-io/jetstream";
 
 /** One node of the cluster. */

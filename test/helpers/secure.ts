@@ -5,8 +5,8 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { startNatsServer, type LocalServer, type LocalServerOptions } from "../../services/lib/nats-server.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
+import { startNatsServer, type LocalServer, type LocalServerOptions } from "../../services/nats/server.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
 import type { NatsCredentials, ServiceKind } from "../../services/system.ts";
 import { inboxPrefixOf } from "../../contracts/subjects.ts";
 

@@ -1,6 +1,6 @@
 /** Starts a real nats-server on a free port and the HADIS services against it, for one test file. */
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, inboxPrefix, newInbox, type NatsConnection } from "../../services/lib/nats.ts";
+import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
+import { connectNats, inboxPrefix, newInbox, type NatsConnection } from "../../services/nats/connection.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import { startSystem, type RunningSystem, type SystemOptions } from "../../services/system.ts";
 import { createLogger } from "../../services/lib/log.ts";

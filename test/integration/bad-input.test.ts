@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Packr } from "msgpackr";
 import { startTestSystem, type TestSystem } from "../helpers/system.ts";
-import { newHeaders } from "../../services/lib/nats.ts";
+import { newHeaders } from "../../services/nats/connection.ts";
 
 let t: TestSystem;
 beforeAll(async () => {

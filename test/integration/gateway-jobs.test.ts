@@ -9,7 +9,7 @@ import { promptsByRoute } from "../helpers/prompts.ts";
 import { readSse } from "../helpers/http.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 import { startGateway, type RunningGateway } from "../../services/gateway/gateway.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
 import { loadProfiles } from "../../services/lib/profiles.ts";
 import { createLogger } from "../../services/lib/log.ts";
 

@@ -11,7 +11,7 @@ import { jsonSchemaValidator } from "../helpers/http.ts";
 import { waitFor } from "../helpers/processes.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 import { startGateway, type RunningGateway } from "../../services/gateway/gateway.ts";
-import { connectNats, newHeaders, type NatsConnection } from "../../services/lib/nats.ts";
+import { connectNats, newHeaders, type NatsConnection } from "../../services/nats/connection.ts";
 import { loadProfiles } from "../../services/lib/profiles.ts";
 import { createLogger } from "../../services/lib/log.ts";
 import { encode, parseRaw } from "../../contracts/envelope.ts";

@@ -3,7 +3,7 @@ import { inflateSync } from "node:zlib";
 import { pingServices, startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
-import { newHeaders } from "../../services/lib/nats.ts";
+import { newHeaders } from "../../services/nats/connection.ts";
 import { ServiceNames } from "../../contracts/subjects.ts";
 
 let t: TestSystem;

@@ -3,10 +3,10 @@ import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 import { HadisClient } from "../../services/lib/client.ts";
-import { connectNats } from "../../services/lib/nats.ts";
+import { connectNats } from "../../services/nats/connection.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import { JOB_LOST_AFTER_MS, type JobEventRead } from "../../contracts/jobs.ts";
-import { JobStream } from "../../services/lib/job-stream.ts";
+import { JobStream } from "../../services/nats/job-stream.ts";
 
 let t: TestSystem;
 beforeAll(async () => {

@@ -7,9 +7,9 @@
  * services/router/router.ts; the test plays the workers.
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import type { KV } from "../../services/lib/nats.ts";
-import { WorkQueue, DEFAULT_WORK_QUEUE } from "../../services/lib/work-queue.ts";
-import { openResultsBucket } from "../../services/lib/kv-buckets.ts";
+import type { KV } from "../../services/nats/connection.ts";
+import { WorkQueue, DEFAULT_WORK_QUEUE } from "../../services/nats/work-queue.ts";
+import { openResultsBucket } from "../../services/nats/kv-buckets.ts";
 import { createMover } from "../../services/router/mover.ts";
 import { PendingWork, type PendingItem } from "../../services/router/pending.ts";
 import { ServiceTelemetry } from "../../services/lib/telemetry.ts";

@@ -7,7 +7,7 @@ import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { subjects } from "../../contracts/subjects.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION } from "../../contracts/messages.ts";
-import { openPlanBucket } from "../../services/lib/kv-buckets.ts";
+import { openPlanBucket } from "../../services/nats/kv-buckets.ts";
 
 let t: TestSystem;
 beforeAll(async () => {

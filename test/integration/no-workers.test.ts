@@ -5,8 +5,8 @@
  * `hadis status` says "not serving" and exits 2, and the manager's plan says it has no worker.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
+import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { HadisError } from "../../contracts/errors.ts";

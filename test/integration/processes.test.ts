@@ -4,12 +4,12 @@
  * each: it stops intake, finishes in-flight work and exits 0.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
+import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import { spawnHadis, stopSpawned, waitFor, type Spawned } from "../helpers/processes.ts";
 import { serviceStats } from "../helpers/system.ts";
-import { freePort } from "../../services/lib/nats-server.ts";
+import { freePort } from "../../services/nats/server.ts";
 import { ServiceNames } from "../../contracts/subjects.ts";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";

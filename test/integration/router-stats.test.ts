@@ -1,6 +1,6 @@
 import { expect, it } from "vitest";
-import { startNatsServer } from "../../services/lib/nats-server.ts";
-import { connectNats } from "../../services/lib/nats.ts";
+import { startNatsServer } from "../../services/nats/server.ts";
+import { connectNats } from "../../services/nats/connection.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import { decode, encode } from "../../contracts/envelope.ts";
 import { RouterStatsSchema, type RouterStats } from "../../contracts/messages.ts";

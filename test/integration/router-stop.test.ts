@@ -3,8 +3,8 @@
  * none is left to its caller's timeout.
  */
 import { afterAll, describe, expect, it } from "vitest";
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
+import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import { startTestServices } from "../helpers/system.ts";

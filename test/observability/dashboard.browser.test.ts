@@ -5,7 +5,7 @@ import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { waitFor } from "../helpers/processes.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
 import { createLogger } from "../../services/lib/log.ts";
 import { startDashboard, type RunningDashboard } from "../../services/dashboard/dashboard.ts";
 import { shutdownTelemetry, spanSinkSubject } from "../../services/lib/telemetry.ts";

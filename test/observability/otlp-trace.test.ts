@@ -11,7 +11,7 @@ import { SpanKind } from "@opentelemetry/api";
 import { configureTelemetry, flushTelemetry, shutdownTelemetry } from "../../services/lib/telemetry.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 import { readGenerateReply } from "../../services/lib/client.ts";
-import { newHeaders } from "../../services/lib/nats.ts";
+import { newHeaders } from "../../services/nats/connection.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { QueueGroups } from "../../contracts/subjects.ts";
 import { decodeTraceExport, type DecodedSpan } from "../helpers/otlp-decode.ts";

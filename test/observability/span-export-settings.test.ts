@@ -3,7 +3,7 @@ import { ExportResultCode, type ExportResult } from "@opentelemetry/core";
 import { type ReadableSpan, type SpanExporter } from "@opentelemetry/sdk-trace-base";
 import { batchSettings, configureTelemetry, flushTelemetry, ServiceTelemetry } from "../../services/lib/telemetry.ts";
 import { metricsText } from "../../services/lib/metrics.ts";
-import { freePort } from "../../services/lib/nats-server.ts";
+import { freePort } from "../../services/nats/server.ts";
 import { CountedBatchProcessor } from "../../services/lib/span-export.ts";
 import { SpanLossLog, type SpanLoss } from "../../services/lib/span-loss.ts";
 

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { telemetryEnvProblems } from "../../services/lib/telemetry-config.ts";
-import { startNatsServer, freePort, type LocalServer } from "../../services/lib/nats-server.ts";
+import { startNatsServer, freePort, type LocalServer } from "../../services/nats/server.ts";
 import { metricsText } from "../../services/lib/metrics.ts";
 import { shutdownTelemetry, tracingEnabled } from "../../services/lib/telemetry.ts";
 import { spawnHadis, stopSpawned } from "../helpers/processes.ts";

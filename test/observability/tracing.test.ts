@@ -4,7 +4,7 @@ import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { waitFor } from "../helpers/processes.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
-import { newHeaders } from "../../services/lib/nats.ts";
+import { newHeaders } from "../../services/nats/connection.ts";
 import { readGenerateReply } from "../../services/lib/client.ts";
 import { encode, parseRaw } from "../../contracts/envelope.ts";
 import { SpanStatusCode } from "@opentelemetry/api";

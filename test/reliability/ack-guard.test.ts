@@ -7,9 +7,9 @@
  * memory queue, another item lands at the same sequence and is delivered, and the worker comes back.
  */
 import { afterAll, describe, expect, it } from "vitest";
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, watchConnection, type NatsConnection } from "../../services/lib/nats.ts";
-import { DEFAULT_WORK_QUEUE, WorkQueue } from "../../services/lib/work-queue.ts";
+import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
+import { connectNats, watchConnection, type NatsConnection } from "../../services/nats/connection.ts";
+import { DEFAULT_WORK_QUEUE, WorkQueue } from "../../services/nats/work-queue.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { subjects } from "../../contracts/subjects.ts";
 import { startProxy, type Proxy } from "../helpers/proxy.ts";

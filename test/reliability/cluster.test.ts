@@ -10,7 +10,7 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { startCluster, type ClusterNode, type LocalCluster } from "../helpers/cluster.ts";
 import { generateCredentials, permissionViolations, secureConfigText } from "../helpers/secure.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
 import { createLogger } from "../../services/lib/log.ts";

@@ -4,8 +4,8 @@
  * answered; the figures (offered, answered, lost, recovery time) are printed for the README.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
+import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import { decode } from "../../contracts/envelope.ts";
 import { ManagerPlanReplySchema, PlanSchema, type Plan } from "../../contracts/messages.ts";
@@ -32,7 +32,7 @@ async function currentPlan(): Promise<Plan> {
 }
 
 async function planFromKv(): Promise<Plan> {
-  const { openPlanBucket } = await import("../../services/lib/kv-buckets.ts");
+  const { openPlanBucket } = await import("../../services/nats/kv-buckets.ts");
   const { subjects } = await import("../../contracts/subjects.ts");
   const kv = await openPlanBucket(nc, subjects());
   const entry = await kv.get("current");
@@ -96,7 +96,7 @@ describe("faults", () => {
 
     // Every plan written from here on: a restarted manager that has not heard every worker yet
     // must not drop the unheard ones (they would unload, then reload a tick later).
-    const { openPlanBucket } = await import("../../services/lib/kv-buckets.ts");
+    const { openPlanBucket } = await import("../../services/nats/kv-buckets.ts");
     const { subjects } = await import("../../contracts/subjects.ts");
     const watch = await (await openPlanBucket(nc, subjects())).watch({ key: "current", include: "updates" });
     const written: Plan[] = [];

@@ -11,7 +11,7 @@ import { Kvm } from "@nats-io/kv";
 import { pingServices, serviceStats, startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { fuzzPayloads, pooled, type FuzzCase, type FuzzKind } from "../helpers/fuzz.ts";
 import { waitFor } from "../helpers/processes.ts";
-import { newHeaders, type Msg } from "../../services/lib/nats.ts";
+import { newHeaders, type Msg } from "../../services/nats/connection.ts";
 import { decode, encode } from "../../contracts/envelope.ts";
 import { ErrorCodes } from "../../contracts/errors.ts";
 import { ServiceNames } from "../../contracts/subjects.ts";

@@ -6,10 +6,10 @@
  * removes the item (a work-queue stream keeps an unacknowledged item until its max age).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
-import { DEFAULT_WORK_QUEUE, WorkQueue } from "../../services/lib/work-queue.ts";
-import { openPlanBucket } from "../../services/lib/kv-buckets.ts";
+import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
+import { DEFAULT_WORK_QUEUE, WorkQueue } from "../../services/nats/work-queue.ts";
+import { openPlanBucket } from "../../services/nats/kv-buckets.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import { metricsText } from "../../services/lib/metrics.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";

@@ -8,8 +8,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Packr } from "msgpackr";
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, watchConnection, type Msg, type NatsConnection } from "../../services/lib/nats.ts";
+import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
+import { connectNats, watchConnection, type Msg, type NatsConnection } from "../../services/nats/connection.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import { startDiscriminator } from "../../services/discriminator/discriminator.ts";
 import { createLogger } from "../../services/lib/log.ts";

@@ -4,7 +4,7 @@
  * cluster answers, instead of exiting at their first JetStream call.
  */
 import { afterAll, describe, expect, it } from "vitest";
-import { freePort, startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
+import { freePort, startNatsServer, type LocalServer } from "../../services/nats/server.ts";
 import { startSystemWhenUp, type RunningSystem } from "../../services/system.ts";
 import { createLogger } from "../../services/lib/log.ts";
 import { clusterConfig } from "../helpers/cluster.ts";

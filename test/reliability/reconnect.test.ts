@@ -5,8 +5,8 @@
  * again; the request is answered instead of waiting out its deadline.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
+import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import type { RunningSystem } from "../../services/system.ts";
 import { startTestServices } from "../helpers/system.ts";

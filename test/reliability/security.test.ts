@@ -11,9 +11,9 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { PermissionViolationError } from "@nats-io/nats-core";
 import { generateCredentials, roleEnv, secureConfigText, startSecureServer, type Role, type SecureServer } from "../helpers/secure.ts";
-import { findNatsServer, startNatsServer } from "../../services/lib/nats-server.ts";
+import { findNatsServer, startNatsServer } from "../../services/nats/server.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import type { RunningSystem } from "../../services/system.ts";
 import { pingServices, startTestServices } from "../helpers/system.ts";
@@ -149,7 +149,7 @@ describe("per-role permissions", () => {
 
   it("a router may read a stored result and a queued item (a keyed retry checks both)", async () => {
     const { Kvm } = await import("@nats-io/kv");
-    const { WorkQueue, DEFAULT_WORK_QUEUE } = await import("../../services/lib/work-queue.ts");
+    const { WorkQueue, DEFAULT_WORK_QUEUE } = await import("../../services/nats/work-queue.ts");
     const { subjects } = await import("../../contracts/subjects.ts");
     const r = await as("router");
     const results = await new Kvm(r.nc).open("hadis-results");

@@ -1,7 +1,7 @@
 /** The client's wait for a serving system, against a real nats-server and a stand-in router. */
 import { afterEach, describe, expect, it } from "vitest";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
-import { replyError } from "../../services/lib/replies.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
+import { replyError } from "../../services/nats/replies.ts";
 import { startProxy, type Proxy } from "../helpers/proxy.ts";
 import { waitFor } from "../helpers/processes.ts";
 import { useNatsServer } from "../helpers/nats.ts";

@@ -11,15 +11,15 @@ import { PlanSchema, PROTOCOL_VERSION } from "../../contracts/messages.ts";
 import { loadProfiles } from "../../services/lib/profiles.ts";
 import type { Logger } from "../../services/lib/log.ts";
 import { metricsText } from "../../services/lib/metrics.ts";
-import { DEFAULT_WORK_QUEUE, WorkQueue } from "../../services/lib/work-queue.ts";
-import { openPlanBucket } from "../../services/lib/kv-buckets.ts";
+import { DEFAULT_WORK_QUEUE, WorkQueue } from "../../services/nats/work-queue.ts";
+import { openPlanBucket } from "../../services/nats/kv-buckets.ts";
 import { createPolicy } from "../../services/resource-manager/policies.ts";
 import { startResourceManager, type ResourceManagerOptions } from "../../services/resource-manager/manager.ts";
 import { writePlan } from "../../services/resource-manager/plan-store.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 import { startProxy } from "../helpers/proxy.ts";
 import { waitFor } from "../helpers/processes.ts";
-import { connectNats } from "../../services/lib/nats.ts";
+import { connectNats } from "../../services/nats/connection.ts";
 
 const t = useNatsServer("manager-test");
 const profiles = loadProfiles();

@@ -4,7 +4,7 @@ import { createMover } from "../../services/router/mover.ts";
 import { PendingWork, type PendingItem } from "../../services/router/pending.ts";
 import { configureTelemetry, ServiceTelemetry, shutdownTelemetry, SpanKind } from "../../services/lib/telemetry.ts";
 import { createLogger } from "../../services/lib/log.ts";
-import type { MsgHdrs } from "../../services/lib/nats.ts";
+import type { MsgHdrs } from "../../services/nats/connection.ts";
 import { PROTOCOL_VERSION, type Plan, type WorkItem, type WorkResult } from "../../contracts/messages.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { waitFor } from "../helpers/processes.ts";

@@ -3,7 +3,7 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { findNatsServer, parseNatsServerVersion } from "../../services/lib/nats-server.ts";
+import { findNatsServer, parseNatsServerVersion } from "../../services/nats/server.ts";
 
 const saved = process.env.NATS_SERVER_BIN;
 afterEach(() => {

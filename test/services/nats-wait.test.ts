@@ -5,8 +5,8 @@
  * fails at once.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { freePort, startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { isJetStreamNotReady, isServerNotUp } from "../../services/lib/nats.ts";
+import { freePort, startNatsServer, type LocalServer } from "../../services/nats/server.ts";
+import { isJetStreamNotReady, isServerNotUp } from "../../services/nats/connection.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
 import { createLogger } from "../../services/lib/log.ts";
 import { connectTool } from "../../services/cli/tool-connection.ts";

@@ -6,7 +6,7 @@
  * is let go once `REPLAY_MS` has passed, whether or not anything is sent after it.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { connectNats, REPLAY_MS, sendKept, sendWhenUp, watchConnection, type Msg, type NatsConnection } from "../../services/lib/nats.ts";
+import { connectNats, REPLAY_MS, sendKept, sendWhenUp, watchConnection, type Msg, type NatsConnection } from "../../services/nats/connection.ts";
 import { startProxy, type Proxy } from "../helpers/proxy.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 import { waitFor } from "../helpers/processes.ts";

@@ -2,10 +2,10 @@
 import { describe, expect, it } from "vitest";
 import { claimKeyFor, detached, IdempotencyCache } from "../../services/router/idempotency.ts";
 import { fingerprintOf } from "../../actors/request/idempotent.ts";
-import type { KV } from "../../services/lib/nats.ts";
-import { openResultsBucket, RESULTS_MAX_BYTES } from "../../services/lib/kv-buckets.ts";
+import type { KV } from "../../services/nats/connection.ts";
+import { openResultsBucket, RESULTS_MAX_BYTES } from "../../services/nats/kv-buckets.ts";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { PlanView } from "../../services/lib/plan-view.ts";
+import { PlanView } from "../../services/nats/plan-view.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION } from "../../contracts/messages.ts";

@@ -1,8 +1,8 @@
 /** The JetStream work queue against a real nats-server: pulls that nobody answers, items by sequence. */
 import { describe, expect, it } from "vitest";
 import { jetstream, jetstreamManager, type JsMsg } from "@nats-io/jetstream";
-import { connectNats, watchConnection } from "../../services/lib/nats.ts";
-import { DEFAULT_WORK_QUEUE, deliveryCountOf, WORK_ITEM_MAX_AGE_MS, WorkQueue } from "../../services/lib/work-queue.ts";
+import { connectNats, watchConnection } from "../../services/nats/connection.ts";
+import { DEFAULT_WORK_QUEUE, deliveryCountOf, WORK_ITEM_MAX_AGE_MS, WorkQueue } from "../../services/nats/work-queue.ts";
 import { startProxy } from "../helpers/proxy.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 import { waitFor } from "../helpers/processes.ts";

@@ -7,7 +7,7 @@ import { execFileSync } from "node:child_process";
 import { benchE1Command } from "../../services/cli/bench-e1.ts";
 import { DEFAULT_PROMPTS, DEFAULT_TRACE, reportPath } from "../../services/cli/e1-report.ts";
 import { startTestSystem } from "../helpers/system.ts";
-import { freePort } from "../../services/lib/nats-server.ts";
+import { freePort } from "../../services/nats/server.ts";
 import { spawnHadis, stopSpawned, waitFor } from "../helpers/processes.ts";
 
 /** Runs bench e1 quietly on five arrivals; returns its JSON report. */

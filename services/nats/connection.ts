@@ -1,11 +1,11 @@
 /**
  * NATS connections: connecting (and waiting for a server that is not up yet), headers, and
  * what a service does around a dropped connection (held, kept and replayed sends, requests asked
- * again). With `work-queue.ts`, `kv-buckets.ts`, `job-stream.ts`, `replies.ts` and `nats-private.ts`
- * the only modules that talk to the NATS client libraries.
+ * again). The folder `services/nats/` holds the only modules that talk to the NATS client
+ * libraries.
  */
-import { retryWhile } from "./running.ts";
-import { connectedNow, connectionInboxPrefix } from "./nats-private.ts";
+import { retryWhile } from "../lib/running.ts";
+import { connectedNow, connectionInboxPrefix } from "./private.ts";
 import { connect, type NodeConnectionOptions } from "@nats-io/transport-node";
 import { createInbox, headers as natsHeaders, Match, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from "@nats-io/nats-core";
 import type { JetStreamClient } from "@nats-io/jetstream";

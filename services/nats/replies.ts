@@ -8,7 +8,7 @@ import { ContentTypes, Headers } from "../../contracts/subjects.ts";
 import { asHadisError, HadisError, toWireError } from "../../contracts/errors.ts";
 import { encodeAs, looksLikeJson, MAX_PAYLOAD_BYTES, type Encoding } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION } from "../../contracts/messages.ts";
-import { headerOf, type NatsConnection } from "./nats.ts";
+import { headerOf, type NatsConnection } from "./connection.ts";
 
 /**
  * What an endpoint's whole handling took, which nats.js cannot see: it times a handler's

@@ -20,8 +20,8 @@ import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy,
 import type { Subjects } from "../../contracts/subjects.ts";
 import { MAX_DEADLINE_MS } from "../../contracts/messages.ts";
 import type { Delivery } from "../../actors/worker/worker-agent.ts";
-import { createLogger } from "./log.ts";
-import { inboxPrefix, sendWhenUp, watchConnection, type NatsConnection } from "./nats.ts";
+import { createLogger } from "../lib/log.ts";
+import { inboxPrefix, sendWhenUp, watchConnection, type NatsConnection } from "./connection.ts";
 
 /** How the work queue is kept. */
 export interface WorkQueueOptions {

@@ -11,7 +11,7 @@ import { encodeAs, parseRaw, type Encoding } from "../../contracts/envelope.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import { isTerminal, JOB_LOST_AFTER_MS, readJobEvent, type JobEvent, type JobEventRead } from "../../contracts/jobs.ts";
 import { PROTOCOL_VERSION } from "../../contracts/messages.ts";
-import type { NatsConnection } from "./nats.ts";
+import type { NatsConnection } from "./connection.ts";
 
 /** How the jobs stream is kept. */
 export interface JobStreamOptions {

@@ -2,7 +2,7 @@
 import { Kvm, type KV } from "@nats-io/kv";
 import { StorageType } from "@nats-io/jetstream";
 import type { Subjects } from "../../contracts/subjects.ts";
-import type { NatsConnection } from "./nats.ts";
+import type { NatsConnection } from "./connection.ts";
 
 /** The plan's KV bucket. */
 export async function openPlanBucket(nc: NatsConnection, subjects: Subjects, replicas = 1, storage: "file" | "memory" = "file"): Promise<KV> {

@@ -8,9 +8,9 @@
 import { decode } from "../../contracts/envelope.ts";
 import { PlanNoticeSchema, PlanSchema, type Plan } from "../../contracts/messages.ts";
 import type { Subjects } from "../../contracts/subjects.ts";
-import type { KV, NatsConnection, Subscription } from "./nats.ts";
+import type { KV, NatsConnection, Subscription } from "./connection.ts";
 import { openPlanBucket, watchKey } from "./kv-buckets.ts";
-import type { Logger } from "./log.ts";
+import type { Logger } from "../lib/log.ts";
 
 /** How long a notice of a newer epoch waits for the watch before the watch is re-opened. */
 const RESYNC_AFTER_MS = 1_000;
