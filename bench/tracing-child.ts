@@ -6,7 +6,7 @@
 import { writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 import { PerformanceObserver } from "node:perf_hooks";
-import { configureTelemetry, flushTelemetry, samplerNamed } from "../services/lib/telemetry.ts";
+import { configureTelemetry, flushTelemetry, samplerNamed } from "../services/telemetry/tracing.ts";
 
 /** A tracing configuration, as the bench sends it. */
 export interface TracingSwitch {

@@ -12,7 +12,7 @@ import { AnalyzerScorer, liveThreshold } from "../actors/routing/analyzer-scorer
 import { loadPromptAnalyzer } from "./lib/analyzer-files.ts";
 import type { ProfileSet } from "../actors/profile/profile-set.ts";
 import type { StaticConfig } from "../actors/control/static-policy.ts";
-import { createLogger, type Logger } from "./lib/log.ts";
+import { createLogger, type Logger } from "./telemetry/log.ts";
 import { connectWhenUp, isJetStreamNotReady, NATS_WAIT_RETRY_MS, type NatsConnection, type NatsTlsFiles } from "./nats/connection.ts";
 import { DEFAULT_WORK_QUEUE, WorkQueue, type WorkQueueOptions } from "./nats/work-queue.ts";
 import { openPlanBucket, openResultsBucket } from "./nats/kv-buckets.ts";
@@ -42,7 +42,7 @@ function routerScoring(kind: "analyzer" | "reference", profiles: ProfileSet, fil
 /** The policy `npm start` runs unless told otherwise. */
 export const DEFAULT_POLICY = "hadis";
 import { prepareOnnx } from "./lib/onnx-setup.ts";
-import { ConnectionWatch, healthOf, type Health, type HealthCheck } from "./lib/health.ts";
+import { ConnectionWatch, healthOf, type Health, type HealthCheck } from "./telemetry/health.ts";
 
 import { SERVICE_KINDS, type ServiceKind } from "./service-kinds.ts";
 

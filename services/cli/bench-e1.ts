@@ -16,7 +16,7 @@ import { referenceIndexFor, type ProfileSet } from "../../actors/profile/profile
 import type { Arrival } from "../../actors/profile/reference.ts";
 import { fidLookupFromProfiles, scoreRun, type PlanMark, type RequestRecord } from "../../actors/sim/scoring.ts";
 import { HadisClient } from "../lib/client.ts";
-import { createLogger } from "../lib/log.ts";
+import { createLogger } from "../telemetry/log.ts";
 import { connectNats } from "../nats/connection.ts";
 import { natsUrls } from "./credentials.ts";
 import { startNatsServer } from "../nats/server.ts";

@@ -3,7 +3,7 @@
  * value ends the command (exit 2) naming the variable, rather than being quietly read as the
  * default.
  */
-import { LOG_LEVELS } from "../lib/log.ts";
+import { LOG_LEVELS } from "../telemetry/log.ts";
 
 /** What is wrong with the environment's settings, one line each (none: nothing). */
 export function environmentProblems(env: NodeJS.ProcessEnv): string[] {

@@ -1,9 +1,9 @@
 /** `hadis serve gateway` and the gateway `hadis start` runs: the HTTP API on its own NATS connection. */
 import { createServer as createNetServer } from "node:net";
-import { createLogger, type Logger } from "../lib/log.ts";
+import { createLogger, type Logger } from "../telemetry/log.ts";
 import { connectWhenUp, type NatsConnection } from "../nats/connection.ts";
 import { loadProfiles } from "../lib/profiles.ts";
-import { startMetricsServer } from "../lib/metrics.ts";
+import { startMetricsServer } from "../telemetry/metrics.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { DEFAULT_HTTP_PORT, startGateway, type RunningGateway } from "../gateway/gateway.ts";
 import { natsTlsFromEnv, natsUrls, toolCredentials } from "./credentials.ts";

@@ -1,10 +1,10 @@
 /** `hadis start` and `hadis serve`: run the system (embedded) or one service against a NATS URL. */
 import { resolve } from "node:path";
 import { startNatsServer, type LocalServer } from "../nats/server.ts";
-import { createLogger, type Logger } from "../lib/log.ts";
+import { createLogger, type Logger } from "../telemetry/log.ts";
 import { connectNats } from "../nats/connection.ts";
-import { startMetricsServer } from "../lib/metrics.ts";
-import { STARTING, type Health } from "../lib/health.ts";
+import { startMetricsServer } from "../telemetry/metrics.ts";
+import { STARTING, type Health } from "../telemetry/health.ts";
 import { DEFAULT_DASHBOARD_PORT, startDashboard } from "../dashboard/dashboard.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { credentialsFromEnv, natsServerOf, natsTlsFromEnv, natsUrls } from "./credentials.ts";
@@ -13,7 +13,7 @@ import { createPolicy, staticConfigFor } from "../resource-manager/policies.ts";
 import { loadProfiles } from "../lib/profiles.ts";
 import { loadScoreModel } from "../lib/analyzer-files.ts";
 import { describeLoad, whenModelsLoaded } from "./models-ready.ts";
-import { describeProblem, telemetryEnvProblems } from "../lib/telemetry-config.ts";
+import { describeProblem, telemetryEnvProblems } from "../telemetry/config.ts";
 import { gatewayCommand, startLocalGateway, type GatewayCliOptions, type LocalGateway } from "./gateway.ts";
 import { describeResume } from "../resource-manager/resume.ts";
 import type { StaticConfig } from "../../actors/control/static-policy.ts";

@@ -9,12 +9,12 @@ import { readFileSync } from "node:fs";
 import { decodeFromSender, parseRaw } from "../../contracts/envelope.ts";
 import { RouterStatsSchema, WorkerHeartbeatSchema } from "../../contracts/messages.ts";
 import type { Subjects } from "../../contracts/subjects.ts";
-import type { Logger } from "../lib/log.ts";
+import type { Logger } from "../telemetry/log.ts";
 import type { NatsConnection, Subscription } from "../nats/connection.ts";
 import { PlanView } from "../nats/plan-view.ts";
-import { serveProbe, type Health } from "../lib/health.ts";
-import { listenUrl, METRICS_CONTENT_TYPE, metricsText, recordPlan } from "../lib/metrics.ts";
-import { configureTelemetry, spanSinkSubject, tracingEnabled, tracingOptedOut } from "../lib/telemetry.ts";
+import { serveProbe, type Health } from "../telemetry/health.ts";
+import { listenUrl, METRICS_CONTENT_TYPE, metricsText, recordPlan } from "../telemetry/metrics.ts";
+import { configureTelemetry, spanSinkSubject, tracingEnabled, tracingOptedOut } from "../telemetry/tracing.ts";
 import { DashboardState } from "./state.ts";
 import { packagePath } from "../lib/package-root.ts";
 

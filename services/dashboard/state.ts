@@ -5,7 +5,7 @@
  * heartbeats and the plan. Pure: time is passed in.
  */
 import { WORKER_SILENT_AFTER_MS, type Plan, type RouterStats, type WorkerHeartbeat } from "../../contracts/messages.ts";
-import { REQUEST_SPAN, type Attributes, type SpanRecord } from "../lib/telemetry.ts";
+import { REQUEST_SPAN, type Attributes, type SpanRecord } from "../telemetry/tracing.ts";
 import type { AttributeValue } from "@opentelemetry/api";
 
 /** One second of traffic. */

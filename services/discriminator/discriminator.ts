@@ -10,11 +10,11 @@ import { QueueGroups, ServiceNames, type Subjects } from "../../contracts/subjec
 import type { JudgeBackend } from "../../actors/worker/backend.ts";
 import { acceptsLight } from "../../actors/judge/verdict.ts";
 import { JudgeQueue } from "../../actors/judge/judge-queue.ts";
-import { throttled, type Logger } from "../lib/log.ts";
+import { throttled, type Logger } from "../telemetry/log.ts";
 import { sendKeptWhenUp, type MsgHdrs, type NatsConnection } from "../nats/connection.ts";
 import { HandlingTally, replyError, startService } from "../nats/replies.ts";
-import { recordJudgeExpired, recordVerdict } from "../lib/metrics.ts";
-import { endWithError, messagingAttributes, ServiceTelemetry, SpanKind } from "../lib/telemetry.ts";
+import { recordJudgeExpired, recordVerdict } from "../telemetry/metrics.ts";
+import { endWithError, messagingAttributes, ServiceTelemetry, SpanKind } from "../telemetry/tracing.ts";
 import { PlanView } from "../nats/plan-view.ts";
 import { within, type RunningService } from "../lib/running.ts";
 

@@ -6,7 +6,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { MsgHdrs, NatsConnection } from "../nats/connection.ts";
-import { endWithError, ServiceTelemetry, SpanKind } from "../lib/telemetry.ts";
+import { endWithError, ServiceTelemetry, SpanKind } from "../telemetry/tracing.ts";
 
 /** The name of the gateway's spans' service. */
 export const GATEWAY_SERVICE = "hadis-gateway";

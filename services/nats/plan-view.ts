@@ -10,7 +10,7 @@ import { PlanNoticeSchema, PlanSchema, type Plan } from "../../contracts/message
 import type { Subjects } from "../../contracts/subjects.ts";
 import type { KV, NatsConnection, Subscription } from "./connection.ts";
 import { openPlanBucket, watchKey } from "./kv-buckets.ts";
-import type { Logger } from "../lib/log.ts";
+import type { Logger } from "../telemetry/log.ts";
 
 /** How long a notice of a newer epoch waits for the watch before the watch is re-opened. */
 const RESYNC_AFTER_MS = 1_000;

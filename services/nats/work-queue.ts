@@ -20,7 +20,7 @@ import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy,
 import type { Subjects } from "../../contracts/subjects.ts";
 import { MAX_DEADLINE_MS } from "../../contracts/messages.ts";
 import type { Delivery } from "../../actors/worker/worker-agent.ts";
-import { createLogger } from "../lib/log.ts";
+import { createLogger } from "../telemetry/log.ts";
 import { inboxPrefix, sendWhenUp, watchConnection, type NatsConnection } from "./connection.ts";
 
 /** How the work queue is kept. */

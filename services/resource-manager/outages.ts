@@ -1,5 +1,5 @@
 /** Failures that last (JetStream unavailable) in the log once when they start and once when they end, not on every tick. */
-import type { Logger } from "../lib/log.ts";
+import type { Logger } from "../telemetry/log.ts";
 
 export class OutageLog {
   private readonly down = new Set<string>();

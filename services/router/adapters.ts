@@ -15,11 +15,11 @@ import { checkGenerationOptions, withQuality, type ModelRanges } from "../../act
 import { NO_TIME_TO_JUDGE, REPLY_MARGIN_MS } from "../../actors/request/types.ts";
 import { decideRoute } from "../../actors/routing/route-policy.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
-import type { Logger } from "../lib/log.ts";
+import type { Logger } from "../telemetry/log.ts";
 import { ASK_AGAIN_MS, headerOf, mayAskAgain, requestAttempt, watchConnection, type KV, type Msg, type MsgHdrs, type NatsConnection } from "../nats/connection.ts";
 import type { WorkQueue } from "../nats/work-queue.ts";
 import type { PlanView } from "../nats/plan-view.ts";
-import { endWithError, messagingAttributes, SpanKind, spanClockMs } from "../lib/telemetry.ts";
+import { endWithError, messagingAttributes, SpanKind, spanClockMs } from "../telemetry/tracing.ts";
 import type { GenerationFloor } from "../../actors/routing/generation-floor.ts";
 import type { RequestTraces } from "./tracing.ts";
 

@@ -7,7 +7,7 @@ import type { HadisError } from "../../contracts/errors.ts";
 import { WorkerHeartbeatSchema, type Plan } from "../../contracts/messages.ts";
 import type { Subjects } from "../../contracts/subjects.ts";
 import { capacityRefusal, WorkerSightings } from "../../actors/routing/capacity.ts";
-import { throttled, type Logger } from "../lib/log.ts";
+import { throttled, type Logger } from "../telemetry/log.ts";
 import { watchConnection, type NatsConnection } from "../nats/connection.ts";
 
 /** What the router asks of it. */

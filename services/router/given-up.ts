@@ -9,8 +9,8 @@
 import { decode } from "../../contracts/envelope.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import { MaxDeliveriesAdvisorySchema } from "../../contracts/messages.ts";
-import type { Logger } from "../lib/log.ts";
-import { recordGivenUp } from "../lib/metrics.ts";
+import type { Logger } from "../telemetry/log.ts";
+import { recordGivenUp } from "../telemetry/metrics.ts";
 import type { WorkQueue } from "../nats/work-queue.ts";
 import type { PendingWork } from "./pending.ts";
 

@@ -9,7 +9,7 @@ import { PROTOCOL_VERSION, type GenerateReply } from "../../contracts/messages.t
 import type { Subjects } from "../../contracts/subjects.ts";
 import type { Encoding } from "../../contracts/envelope.ts";
 import type { Progress } from "../../actors/request/progress.ts";
-import type { Logger } from "../lib/log.ts";
+import type { Logger } from "../telemetry/log.ts";
 import { newInbox, type ServiceMsg } from "../nats/connection.ts";
 import type { JobStream } from "../nats/job-stream.ts";
 import { replyWith } from "../nats/replies.ts";

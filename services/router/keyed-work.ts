@@ -8,8 +8,8 @@ import type { WorkItem } from "../../contracts/messages.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import type { KV, MsgHdrs } from "../nats/connection.ts";
 import type { WorkQueue } from "../nats/work-queue.ts";
-import type { Logger } from "../lib/log.ts";
-import type { ServiceTelemetry } from "../lib/telemetry.ts";
+import type { Logger } from "../telemetry/log.ts";
+import type { ServiceTelemetry } from "../telemetry/tracing.ts";
 import type { PendingItem, PendingWork } from "./pending.ts";
 
 /** What keyed work needs: the queue, the results bucket, the router's waiting entries. */

@@ -11,7 +11,7 @@ import { QueueGroups, ServiceNames, type Subjects } from "../../contracts/subjec
 import { RequestMachine } from "../../actors/request/request-machine.ts";
 import { buildReply, sloOutcome, type SloOutcome } from "../../actors/request/reply.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
-import { throttled, type Logger } from "../lib/log.ts";
+import { throttled, type Logger } from "../telemetry/log.ts";
 import { newInbox, onReconnect, sendKept, sendKeptWhenUp, watchConnection, whenUp, type NatsConnection, type ServiceMsg } from "../nats/connection.ts";
 import type { WorkQueue } from "../nats/work-queue.ts";
 import { openResultsBucket } from "../nats/kv-buckets.ts";
@@ -30,13 +30,13 @@ import { progressBetween, type Progress, type ProgressView } from "../../actors/
 import type { ModelRanges } from "../../actors/routing/generation-options.ts";
 import { NO_TIME_TO_JUDGE } from "../../actors/request/types.ts";
 import { GenerationFloor } from "../../actors/routing/generation-floor.ts";
-import { recordEscalationSkipped, recordJudgeFailure, recordLightFallback } from "../lib/metrics.ts";
+import { recordEscalationSkipped, recordJudgeFailure, recordLightFallback } from "../telemetry/metrics.ts";
 import { refusal } from "../../actors/routing/admission.ts";
 import { watchCapacity } from "./capacity-watch.ts";
 import { moveTarget, PendingWork, type PendingItem } from "./pending.ts";
 import { RequestTraces, type RequestSpan } from "./tracing.ts";
 import { createMover } from "./mover.ts";
-import { endWithError, messagingAttributes, REQUEST_SPAN, ServiceTelemetry, SpanKind } from "../lib/telemetry.ts";
+import { endWithError, messagingAttributes, REQUEST_SPAN, ServiceTelemetry, SpanKind } from "../telemetry/tracing.ts";
 
 /** Router options. */
 export interface RouterOptions {

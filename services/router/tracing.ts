@@ -7,10 +7,10 @@
 import { HadisError, asHadisError } from "../../contracts/errors.ts";
 import type { GenerateReply } from "../../contracts/messages.ts";
 import type { SloOutcome } from "../../actors/request/reply.ts";
-import { recordRequest } from "../lib/metrics.ts";
+import { recordRequest } from "../telemetry/metrics.ts";
 import { headerOf, type MsgHdrs } from "../nats/connection.ts";
 import { QueueGroups } from "../../contracts/subjects.ts";
-import { endWithError, messagingAttributes, REQUEST_SPAN, SpanKind, type Attributes, type ServiceTelemetry, type Span, type SpanContext } from "../lib/telemetry.ts";
+import { endWithError, messagingAttributes, REQUEST_SPAN, SpanKind, type Attributes, type ServiceTelemetry, type Span, type SpanContext } from "../telemetry/tracing.ts";
 
 /** A request's root span, handed from the subject handler to the request machine's actors. */
 export type RequestSpan = Span;

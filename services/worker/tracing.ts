@@ -7,8 +7,8 @@
  */
 import type { BatchObservation, BatchObserver } from "../../actors/worker/worker-agent.ts";
 import { Headers, type Subjects } from "../../contracts/subjects.ts";
-import { recordBatch } from "../lib/metrics.ts";
-import { messagingAttributes, SpanKind, SpanStatusCode, type Link, type ServiceTelemetry, type Span, type SpanContext } from "../lib/telemetry.ts";
+import { recordBatch } from "../telemetry/metrics.ts";
+import { messagingAttributes, SpanKind, SpanStatusCode, type Link, type ServiceTelemetry, type Span, type SpanContext } from "../telemetry/tracing.ts";
 
 const NO_TRACE: BatchObservation = { ended: () => undefined };
 

@@ -3,7 +3,7 @@ import { startNatsServer, type LocalServer } from "../../services/nats/server.ts
 import { connectNats, inboxPrefix, newInbox, type NatsConnection } from "../../services/nats/connection.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import { startSystem, type RunningSystem, type SystemOptions } from "../../services/system.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { rmSync } from "node:fs";
 
 /** A test system: server, services, and a client connection. */

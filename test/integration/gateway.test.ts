@@ -13,12 +13,12 @@ import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 import { startGateway, type RunningGateway } from "../../services/gateway/gateway.ts";
 import { connectNats, newHeaders, type NatsConnection } from "../../services/nats/connection.ts";
 import { loadProfiles } from "../../services/lib/profiles.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { encode, parseRaw } from "../../contracts/envelope.ts";
 import { request as httpRequest } from "node:http";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { toWireError, HadisError } from "../../contracts/errors.ts";
-import { configureTelemetry, flushTelemetry, shutdownTelemetry } from "../../services/lib/telemetry.ts";
+import { configureTelemetry, flushTelemetry, shutdownTelemetry } from "../../services/telemetry/tracing.ts";
 
 const exporter = new InMemorySpanExporter();
 const log = createLogger("test", "error");

@@ -4,11 +4,11 @@ import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 import type { HadisError } from "../../contracts/errors.ts";
-import { metricsText } from "../../services/lib/metrics.ts";
+import { metricsText } from "../../services/telemetry/metrics.ts";
 import { decode } from "../../contracts/envelope.ts";
 import { JudgeRequestSchema } from "../../contracts/messages.ts";
 import { InMemorySpanExporter } from "@opentelemetry/sdk-trace-base";
-import { configureTelemetry, flushTelemetry, shutdownTelemetry } from "../../services/lib/telemetry.ts";
+import { configureTelemetry, flushTelemetry, shutdownTelemetry } from "../../services/telemetry/tracing.ts";
 import { waitFor } from "../helpers/processes.ts";
 
 const exporter = new InMemorySpanExporter();

@@ -12,8 +12,8 @@ import { WorkQueue, DEFAULT_WORK_QUEUE } from "../../services/nats/work-queue.ts
 import { openResultsBucket } from "../../services/nats/kv-buckets.ts";
 import { createMover } from "../../services/router/mover.ts";
 import { PendingWork, type PendingItem } from "../../services/router/pending.ts";
-import { ServiceTelemetry } from "../../services/lib/telemetry.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { ServiceTelemetry } from "../../services/telemetry/tracing.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { decode, encode } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION, WorkItemSchema, type Plan, type WorkItem } from "../../contracts/messages.ts";
 import { subjects } from "../../contracts/subjects.ts";

@@ -10,7 +10,7 @@ import { HadisError } from "../../contracts/errors.ts";
 import { claimKey, fingerprintOf, keyedRequestId, resultKey } from "../../actors/request/idempotent.ts";
 import { claimKeyFor } from "../../services/router/idempotency.ts";
 import { storedResult } from "../../services/router/keyed-work.ts";
-import { metricsText } from "../../services/lib/metrics.ts";
+import { metricsText } from "../../services/telemetry/metrics.ts";
 import { decode, encode } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION, WorkItemSchema, type WorkItem } from "../../contracts/messages.ts";
 import { subjects } from "../../contracts/subjects.ts";

@@ -16,7 +16,7 @@ import { connectNats, type NatsConnection } from "../../services/nats/connection
 import { openPlanBucket } from "../../services/nats/kv-buckets.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
-import type { Logger } from "../../services/lib/log.ts";
+import type { Logger } from "../../services/telemetry/log.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION, type Plan } from "../../contracts/messages.ts";
 import { subjects } from "../../contracts/subjects.ts";

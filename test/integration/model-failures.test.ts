@@ -15,11 +15,11 @@ import { startNatsServer, type LocalServer } from "../../services/nats/server.ts
 import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
-import type { Logger } from "../../services/lib/log.ts";
+import type { Logger } from "../../services/telemetry/log.ts";
 import { decode } from "../../contracts/envelope.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import { WorkerHeartbeatSchema, type WorkerHeartbeat } from "../../contracts/messages.ts";
-import { metricsText } from "../../services/lib/metrics.ts";
+import { metricsText } from "../../services/telemetry/metrics.ts";
 
 const BROKEN = "sd35-large";
 

@@ -15,7 +15,7 @@ import { connectNats, type NatsConnection } from "../../services/nats/connection
 import { openPlanBucket } from "../../services/nats/kv-buckets.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { encode, parseRaw } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION, type Plan } from "../../contracts/messages.ts";
 import { subjects } from "../../contracts/subjects.ts";

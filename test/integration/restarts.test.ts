@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { freePort, startNatsServer } from "../../services/nats/server.ts";
 import { connectNats } from "../../services/nats/connection.ts";
 import { HadisClient } from "../../services/lib/client.ts";
-import type { Logger } from "../../services/lib/log.ts";
+import type { Logger } from "../../services/telemetry/log.ts";
 import { startTestServices } from "../helpers/system.ts";
 import { spawnHadis, stopSpawned, waitFor } from "../helpers/processes.ts";
 

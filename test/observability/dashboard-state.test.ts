@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { DashboardState } from "../../services/dashboard/state.ts";
-import type { SpanRecord } from "../../services/lib/telemetry.ts";
+import type { SpanRecord } from "../../services/telemetry/tracing.ts";
 
 /** A 16-hex span id per name (the sink only carries ids the tracer made: hex, 16 digits). */
 const ids = new Map<string, string>();

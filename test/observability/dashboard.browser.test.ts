@@ -6,9 +6,9 @@ import { promptsByRoute } from "../helpers/prompts.ts";
 import { waitFor } from "../helpers/processes.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { startDashboard, type RunningDashboard } from "../../services/dashboard/dashboard.ts";
-import { shutdownTelemetry, spanSinkSubject } from "../../services/lib/telemetry.ts";
+import { shutdownTelemetry, spanSinkSubject } from "../../services/telemetry/tracing.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { fingerprintOf, keyedRequestId } from "../../actors/request/idempotent.ts";
 

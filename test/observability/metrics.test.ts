@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
-import { recordPlan, recordQueueDepths, recordSolve, startMetricsServer, type MetricsServer } from "../../services/lib/metrics.ts";
+import { recordPlan, recordQueueDepths, recordSolve, startMetricsServer, type MetricsServer } from "../../services/telemetry/metrics.ts";
 import { ErrorCodes } from "../../contracts/errors.ts";
 import grafana from "../../ops/grafana/hadis.json" with { type: "json" };
 

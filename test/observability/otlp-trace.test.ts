@@ -8,7 +8,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SpanKind } from "@opentelemetry/api";
-import { configureTelemetry, flushTelemetry, shutdownTelemetry } from "../../services/lib/telemetry.ts";
+import { configureTelemetry, flushTelemetry, shutdownTelemetry } from "../../services/telemetry/tracing.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 import { readGenerateReply } from "../../services/lib/client.ts";
 import { newHeaders } from "../../services/nats/connection.ts";

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { createServer } from "node:http";
 import { InMemorySpanExporter } from "@opentelemetry/sdk-trace-base";
-import { configureTelemetry, endWithError, flushTelemetry, RatePicker, samplerFromEnv, serviceResource, ServiceTelemetry, shutdownTelemetry, SpanKind, SpanStatusCode, tracingEnabled } from "../../services/lib/telemetry.ts";
+import { configureTelemetry, endWithError, flushTelemetry, RatePicker, samplerFromEnv, serviceResource, ServiceTelemetry, shutdownTelemetry, SpanKind, SpanStatusCode, tracingEnabled } from "../../services/telemetry/tracing.ts";
 import { newHeaders, type MsgHdrs } from "../../services/nats/connection.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 

@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { ExportResultCode, type ExportResult } from "@opentelemetry/core";
 import { type ReadableSpan, type SpanExporter } from "@opentelemetry/sdk-trace-base";
-import { batchSettings, configureTelemetry, flushTelemetry, ServiceTelemetry } from "../../services/lib/telemetry.ts";
-import { metricsText } from "../../services/lib/metrics.ts";
+import { batchSettings, configureTelemetry, flushTelemetry, ServiceTelemetry } from "../../services/telemetry/tracing.ts";
+import { metricsText } from "../../services/telemetry/metrics.ts";
 import { freePort } from "../../services/nats/server.ts";
-import { CountedBatchProcessor } from "../../services/lib/span-export.ts";
-import { SpanLossLog, type SpanLoss } from "../../services/lib/span-loss.ts";
+import { CountedBatchProcessor } from "../../services/telemetry/span-export.ts";
+import { SpanLossLog, type SpanLoss } from "../../services/telemetry/span-loss.ts";
 
 /** An exporter that records each export and completes it only when told. */
 function heldExporter() {

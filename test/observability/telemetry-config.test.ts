@@ -8,10 +8,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { telemetryEnvProblems } from "../../services/lib/telemetry-config.ts";
+import { telemetryEnvProblems } from "../../services/telemetry/config.ts";
 import { startNatsServer, freePort, type LocalServer } from "../../services/nats/server.ts";
-import { metricsText } from "../../services/lib/metrics.ts";
-import { shutdownTelemetry, tracingEnabled } from "../../services/lib/telemetry.ts";
+import { metricsText } from "../../services/telemetry/metrics.ts";
+import { shutdownTelemetry, tracingEnabled } from "../../services/telemetry/tracing.ts";
 import { spawnHadis, stopSpawned } from "../helpers/processes.ts";
 import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 

@@ -6,8 +6,8 @@
 import { describe, expect, it } from "vitest";
 import type { TickOutcome } from "../../actors/control/reconcile.ts";
 import type { Plan } from "../../contracts/messages.ts";
-import { metricsText } from "../../services/lib/metrics.ts";
-import { configureTelemetry } from "../../services/lib/telemetry.ts";
+import { metricsText } from "../../services/telemetry/metrics.ts";
+import { configureTelemetry } from "../../services/telemetry/tracing.ts";
 import { tickObserver } from "../../services/resource-manager/observe.ts";
 
 const kept: Plan = {

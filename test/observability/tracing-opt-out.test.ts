@@ -5,8 +5,8 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
-import { createLogger } from "../../services/lib/log.ts";
-import { configureTelemetry, spanSinkEnabled, tracingEnabled } from "../../services/lib/telemetry.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
+import { configureTelemetry, spanSinkEnabled, tracingEnabled } from "../../services/telemetry/tracing.ts";
 import { startDashboard } from "../../services/dashboard/dashboard.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 

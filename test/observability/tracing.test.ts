@@ -9,7 +9,7 @@ import { readGenerateReply } from "../../services/lib/client.ts";
 import { encode, parseRaw } from "../../contracts/envelope.ts";
 import { SpanStatusCode } from "@opentelemetry/api";
 import { tickObserver } from "../../services/resource-manager/observe.ts";
-import { configureTelemetry, flushTelemetry, shutdownTelemetry, spanSinkCount, spanSinkSubject, type SpanRecord } from "../../services/lib/telemetry.ts";
+import { configureTelemetry, flushTelemetry, shutdownTelemetry, spanSinkCount, spanSinkSubject, type SpanRecord } from "../../services/telemetry/tracing.ts";
 
 const exporter = new InMemorySpanExporter();
 let t: TestSystem;

@@ -13,7 +13,7 @@ import { generateCredentials, permissionViolations, secureConfigText } from "../
 import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { decode } from "../../contracts/envelope.ts";
 import { PlanSchema } from "../../contracts/messages.ts";
 

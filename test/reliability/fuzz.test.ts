@@ -16,7 +16,7 @@ import { decode, encode } from "../../contracts/envelope.ts";
 import { ErrorCodes } from "../../contracts/errors.ts";
 import { ServiceNames } from "../../contracts/subjects.ts";
 import { RouterStatsSchema, WorkerHeartbeatSchema, type Plan } from "../../contracts/messages.ts";
-import { metricsText } from "../../services/lib/metrics.ts";
+import { metricsText } from "../../services/telemetry/metrics.ts";
 import type { z } from "zod";
 
 /** The resource manager's count of refused control messages of a kind (this process's metrics). */

@@ -11,9 +11,9 @@ import { connectNats, type NatsConnection } from "../../services/nats/connection
 import { DEFAULT_WORK_QUEUE, WorkQueue } from "../../services/nats/work-queue.ts";
 import { openPlanBucket } from "../../services/nats/kv-buckets.ts";
 import { HadisClient } from "../../services/lib/client.ts";
-import { metricsText } from "../../services/lib/metrics.ts";
+import { metricsText } from "../../services/telemetry/metrics.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import { PROTOCOL_VERSION, type Plan } from "../../contracts/messages.ts";

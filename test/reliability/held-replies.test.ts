@@ -12,7 +12,7 @@ import { startNatsServer, type LocalServer } from "../../services/nats/server.ts
 import { connectNats, watchConnection, type Msg, type NatsConnection } from "../../services/nats/connection.ts";
 import { HadisClient } from "../../services/lib/client.ts";
 import { startDiscriminator } from "../../services/discriminator/discriminator.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import type { RunningSystem } from "../../services/system.ts";

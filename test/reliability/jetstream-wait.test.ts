@@ -6,7 +6,7 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { freePort, startNatsServer, type LocalServer } from "../../services/nats/server.ts";
 import { startSystemWhenUp, type RunningSystem } from "../../services/system.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { clusterConfig } from "../helpers/cluster.ts";
 import { waitFor } from "../helpers/processes.ts";
 

@@ -6,9 +6,9 @@ import { HadisError } from "../../contracts/errors.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { startDiscriminator } from "../../services/discriminator/discriminator.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { useNatsServer } from "../helpers/nats.ts";
-import { metricsText } from "../../services/lib/metrics.ts";
+import { metricsText } from "../../services/telemetry/metrics.ts";
 
 const t = useNatsServer("discriminator-test");
 const packr = new Packr({ useRecords: false });

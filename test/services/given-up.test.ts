@@ -7,7 +7,7 @@
 import { describe, expect, it } from "vitest";
 import { failGivenUp } from "../../services/router/given-up.ts";
 import { PendingWork } from "../../services/router/pending.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import { waiting } from "../helpers/pending.ts";
 

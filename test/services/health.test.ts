@@ -11,12 +11,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
-import { startMetricsServer, type MetricsServer } from "../../services/lib/metrics.ts";
+import { startMetricsServer, type MetricsServer } from "../../services/telemetry/metrics.ts";
 import { startDashboard, type RunningDashboard } from "../../services/dashboard/dashboard.ts";
 import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
-import { createLogger } from "../../services/lib/log.ts";
-import { STARTING, type Health } from "../../services/lib/health.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
+import { STARTING, type Health } from "../../services/telemetry/health.ts";
 
 const log = createLogger("test", "error");
 const dataDir = mkdtempSync(join(tmpdir(), "hadis-health-"));

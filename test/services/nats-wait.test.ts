@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { freePort, startNatsServer, type LocalServer } from "../../services/nats/server.ts";
 import { isJetStreamNotReady, isServerNotUp } from "../../services/nats/connection.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { connectTool } from "../../services/cli/tool-connection.ts";
 import { spawnHadis, stopSpawned, waitFor } from "../helpers/processes.ts";
 

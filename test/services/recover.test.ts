@@ -2,8 +2,8 @@
 import { describe, expect, it } from "vitest";
 import { recoverLost, singleFlight } from "../../services/router/recover.ts";
 import { PendingWork } from "../../services/router/pending.ts";
-import { ServiceTelemetry } from "../../services/lib/telemetry.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { ServiceTelemetry } from "../../services/telemetry/tracing.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { waiting } from "../helpers/pending.ts";
 
 /** A queue whose `itemAt` and `publish` run `during` before they answer (the request answered or moved meanwhile). */

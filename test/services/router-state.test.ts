@@ -10,7 +10,7 @@ import { useNatsServer } from "../helpers/nats.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION } from "../../contracts/messages.ts";
 import { subjects } from "../../contracts/subjects.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 
 describe("IdempotencyCache", () => {
   it("drops expired replies as new ones come, not only when their own key is asked again", () => {

@@ -9,7 +9,7 @@ import { formatStatus, readStatus, statusCommand } from "../../services/cli/stat
 import { toolCredentials } from "../../services/cli/credentials.ts";
 import { generateCommand } from "../../services/cli/generate.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 import { roleEnv, startSecureServer } from "../helpers/secure.ts";
 

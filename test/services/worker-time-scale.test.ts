@@ -5,7 +5,7 @@
  */
 import { afterAll, describe, expect, it } from "vitest";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
-import type { Logger } from "../../services/lib/log.ts";
+import type { Logger } from "../../services/telemetry/log.ts";
 import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { waitFor } from "../helpers/processes.ts";
 

@@ -9,7 +9,7 @@ import { ExportResultCode, type ExportResult } from "@opentelemetry/core";
 import { BatchSpanProcessor, type ReadableSpan, type Span, type SpanExporter, type SpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { OTLPTraceExporter as OtlpProtoExporter } from "@opentelemetry/exporter-trace-otlp-proto";
 import { OTLPTraceExporter as OtlpJsonExporter } from "@opentelemetry/exporter-trace-otlp-http";
-import type { BatchSettings, OtlpProtocol } from "./telemetry-config.ts";
+import type { BatchSettings, OtlpProtocol } from "./config.ts";
 import type { SpanLoss } from "./span-loss.ts";
 
 /** The OTLP/HTTP exporter of `protocol` posting to `url` (its other options from `OTEL_EXPORTER_OTLP_*`); throws on a URL it cannot use. */

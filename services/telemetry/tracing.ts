@@ -8,7 +8,7 @@
  * processor of each service).
  *
  * Configuration: `configureTelemetry()` in code, otherwise the environment, read at first use
- * (`telemetry-config.ts` reads it and checks it at start): tracing is on when `HADIS_TRACING=on`,
+ * (`config.ts` reads it and checks it at start): tracing is on when `HADIS_TRACING=on`,
  * or an OTLP endpoint is set (`OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`;
  * encoding `OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL`, `http/protobuf` by default or `http/json`),
  * unless `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none` with no sink. Sampler:
@@ -66,11 +66,11 @@ import { flushSinks, NatsSpanSink, RatePicker, SINK_MARK } from "./span-sink.ts"
 import { recordSpansLost } from "./metrics.ts";
 import { SpanLossLog, type SpanLoss } from "./span-loss.ts";
 import { CountedBatchProcessor, otlpExporter } from "./span-export.ts";
-import { batchSettings, envValue, hadisSwitch, otlpProtocolFromEnv, otlpUrlFromEnv, samplerFromEnv, type OtlpProtocol } from "./telemetry-config.ts";
+import { batchSettings, envValue, hadisSwitch, otlpProtocolFromEnv, otlpUrlFromEnv, samplerFromEnv, type OtlpProtocol } from "./config.ts";
 
 export { SpanKind, SpanStatusCode };
 export { RatePicker, spanSinkCount, toSpanRecord, type SpanRecord } from "./span-sink.ts";
-export { batchSettings, otlpUrlFromEnv, samplerFromEnv, samplerNamed, type OtlpProtocol } from "./telemetry-config.ts";
+export { batchSettings, otlpUrlFromEnv, samplerFromEnv, samplerNamed, type OtlpProtocol } from "./config.ts";
 export type { Attributes, Context, Link, Span, SpanContext };
 /**
  * Epoch milliseconds on the clock spans start by (the SDK's: `Date.now()`): times a span of
