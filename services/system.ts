@@ -41,7 +41,7 @@ function routerScoring(kind: "analyzer" | "reference", profiles: ProfileSet, fil
 
 /** The policy `npm start` runs unless told otherwise. */
 export const DEFAULT_POLICY = "hadis";
-import { prepareOnnx } from "./lib/onnx-setup.ts";
+import { prepareOnnx } from "./onnx/setup.ts";
 import { ConnectionWatch, healthOf, type Health, type HealthCheck } from "./telemetry/health.ts";
 
 import { SERVICE_KINDS, type ServiceKind } from "./service-kinds.ts";

@@ -7,8 +7,8 @@ import { readdirSync, statSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { basename, join } from "node:path";
 import { ModelProfileSchema, type ModelProfile } from "../../contracts/profile.ts";
-import { OnnxDiffusionPipeline } from "../lib/onnx/pipeline.ts";
-import { ONNXRUNTIME_VERSION } from "../lib/onnx/runtime.ts";
+import { OnnxDiffusionPipeline } from "../onnx/pipeline.ts";
+import { ONNXRUNTIME_VERSION } from "../onnx/runtime.ts";
 
 /** Arguments of the profile command. */
 export interface ProfileArgs {

@@ -4,8 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll } from "vitest";
 import { identityModel, makeTinyModels, type TinyModelDirs } from "../../tools/make-tiny-models.ts";
-import { DEFAULT_MODEL_MAP } from "../../services/lib/onnx-setup.ts";
-import { OnnxDiffusionPipeline, type PipelineOptions } from "../../services/lib/onnx/pipeline.ts";
+import { DEFAULT_MODEL_MAP } from "../../services/onnx/setup.ts";
+import { OnnxDiffusionPipeline, type PipelineOptions } from "../../services/onnx/pipeline.ts";
 import type { GeneratedImage, GenerationInput } from "../../actors/worker/backend.ts";
 
 /** A test file's tiny models: `root` is its temporary folder (for copies), `dirs` the exports; both set before its tests run. */

@@ -1,8 +1,8 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { OnnxGenerationBackend } from "../../services/lib/onnx/generation-backend.ts";
-import { DEFAULT_MODEL_MAP } from "../../services/lib/onnx-setup.ts";
+import { OnnxGenerationBackend } from "../../services/onnx/generation-backend.ts";
+import { DEFAULT_MODEL_MAP } from "../../services/onnx/setup.ts";
 import { startSystem } from "../../services/system.ts";
 import { useTinyModels } from "../helpers/tiny-models.ts";
 

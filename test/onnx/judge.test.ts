@@ -3,7 +3,7 @@ import { nanClipHead } from "../../tools/make-tiny-models.ts";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { encodePng } from "../../actors/diffusion/png.ts";
-import { OnnxClipJudge } from "../../services/lib/onnx/clip-judge.ts";
+import { OnnxClipJudge } from "../../services/onnx/clip-judge.ts";
 import { useTinyModels } from "../helpers/tiny-models.ts";
 
 const tiny = useTinyModels("judge");

@@ -3,10 +3,10 @@ import { join } from "node:path";
 import { inflateSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodePng, PNG_SIGNATURE } from "../../actors/diffusion/png.ts";
-import { guidanceRows, guidedPrediction, OnnxDiffusionPipeline, vaeDecoderInput } from "../../services/lib/onnx/pipeline.ts";
+import { guidanceRows, guidedPrediction, OnnxDiffusionPipeline, vaeDecoderInput } from "../../services/onnx/pipeline.ts";
 import { identityModel, maskedSd15TextEncoder, nanVaeDecoder, refinerUnet, type TinyModelDirs } from "../../tools/make-tiny-models.ts";
 import { imagesOf, useTinyModels } from "../helpers/tiny-models.ts";
-import { OnnxModel } from "../../services/lib/onnx/runtime.ts";
+import { OnnxModel } from "../../services/onnx/runtime.ts";
 
 const tiny = useTinyModels("pipeline");
 

@@ -1,8 +1,8 @@
 import { cpSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { OnnxDiffusionPipeline, vaeDecoderInput } from "../../services/lib/onnx/pipeline.ts";
-import { jointSequence } from "../../services/lib/onnx/sd3.ts";
+import { OnnxDiffusionPipeline, vaeDecoderInput } from "../../services/onnx/pipeline.ts";
+import { jointSequence } from "../../services/onnx/sd3.ts";
 import { METASPACE } from "../../actors/diffusion/unigram.ts";
 import { identityModel } from "../../tools/make-tiny-models.ts";
 import { imagesOf, useTinyModels } from "../helpers/tiny-models.ts";

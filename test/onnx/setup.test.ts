@@ -2,7 +2,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { prepareOnnx, tinyModelsStale } from "../../services/lib/onnx-setup.ts";
+import { prepareOnnx, tinyModelsStale } from "../../services/onnx/setup.ts";
 import { TINY_MODELS_STAMP, TINY_MODELS_VERSION } from "../../tools/make-tiny-models.ts";
 
 const root = mkdtempSync(join(tmpdir(), "hadis-onnx-setup-"));

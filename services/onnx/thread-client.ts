@@ -10,7 +10,7 @@
  * once, rather than start thread after thread. Idle, a thread does not keep the process alive.
  */
 import { Worker } from "node:worker_threads";
-import { fromWireError, HadisError, type ErrorCode } from "../../../contracts/errors.ts";
+import { fromWireError, HadisError, type ErrorCode } from "../../contracts/errors.ts";
 import type { ThreadCall, ThreadInit, ThreadReply } from "./thread-protocol.ts";
 
 /**

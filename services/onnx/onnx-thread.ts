@@ -7,8 +7,8 @@
  * stall the services' event loop (heartbeats, JetStream's in-progress acks, NATS pings).
  */
 import { parentPort, workerData } from "node:worker_threads";
-import { toWireError } from "../../../contracts/errors.ts";
-import { PROTOCOL_VERSION } from "../../../contracts/messages.ts";
+import { toWireError } from "../../contracts/errors.ts";
+import { PROTOCOL_VERSION } from "../../contracts/messages.ts";
 import { OnnxClipJudge, type OnnxClipJudgeOptions } from "./clip-judge.ts";
 import { OnnxGenerationBackend, type OnnxGenerationBackendOptions } from "./generation-backend.ts";
 import type { ThreadCall, ThreadInit, ThreadReply } from "./thread-protocol.ts";

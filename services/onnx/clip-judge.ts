@@ -4,14 +4,14 @@
  * image–text cosine similarity mapped to [0, 1]. Thresholds are the `share` quantile of a
  * bounded window of each model's recent scores.
  */
-import { HadisError } from "../../../contracts/errors.ts";
+import { HadisError } from "../../contracts/errors.ts";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import type { JudgeBackend, JudgeInput } from "../../../actors/worker/backend.ts";
-import { JUDGE_MAX_BATCH } from "../../../actors/judge/judge-queue.ts";
-import { clipPixelValues, CLIP_IMAGE_SIZE } from "../../../actors/diffusion/image.ts";
-import { decodePng } from "../../../actors/diffusion/png.ts";
-import { CLIP_EOS_TOKEN, type ClipTokenizer } from "../../../actors/diffusion/tokenizer.ts";
+import type { JudgeBackend, JudgeInput } from "../../actors/worker/backend.ts";
+import { JUDGE_MAX_BATCH } from "../../actors/judge/judge-queue.ts";
+import { clipPixelValues, CLIP_IMAGE_SIZE } from "../../actors/diffusion/image.ts";
+import { decodePng } from "../../actors/diffusion/png.ts";
+import { CLIP_EOS_TOKEN, type ClipTokenizer } from "../../actors/diffusion/tokenizer.ts";
 import { ScoreWindows } from "./score-windows.ts";
 import { OnnxModel, type RuntimeOptions, type TensorData } from "./runtime.ts";
 import { readTokenizer, tokenFeeds } from "./text-inputs.ts";

@@ -1,5 +1,5 @@
 /** Each model's recent judge scores, and thresholds as quantiles of them. */
-import { quantileSorted, sortedCopy } from "../../../actors/profile/stats.ts";
+import { quantileSorted, sortedCopy } from "../../actors/profile/stats.ts";
 
 /** Bounded windows of recent scores, one per model. */
 export class ScoreWindows {

@@ -9,13 +9,13 @@
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import type { GeneratedImage, GenerationInput } from "../../../actors/worker/backend.ts";
-import type { AppliedOptions, GenerationOptions } from "../../../contracts/messages.ts";
-import { encodePng } from "../../../actors/diffusion/png.ts";
-import { vaeOutputToRgb } from "../../../actors/diffusion/image.ts";
-import { GaussianRng, combineGuidance, guidanceScaleEmbedding } from "../../../actors/diffusion/rng.ts";
-import { createScheduler, SchedulerKind, type SchedulerConfig } from "../../../actors/diffusion/scheduler.ts";
-import { CLIP_EOS_TOKEN, type ClipTokenizer } from "../../../actors/diffusion/tokenizer.ts";
+import type { GeneratedImage, GenerationInput } from "../../actors/worker/backend.ts";
+import type { AppliedOptions, GenerationOptions } from "../../contracts/messages.ts";
+import { encodePng } from "../../actors/diffusion/png.ts";
+import { vaeOutputToRgb } from "../../actors/diffusion/image.ts";
+import { GaussianRng, combineGuidance, guidanceScaleEmbedding } from "../../actors/diffusion/rng.ts";
+import { createScheduler, SchedulerKind, type SchedulerConfig } from "../../actors/diffusion/scheduler.ts";
+import { CLIP_EOS_TOKEN, type ClipTokenizer } from "../../actors/diffusion/tokenizer.ts";
 import { OnnxModel, type RuntimeOptions, type TensorData, type ValueSpec } from "./runtime.ts";
 import { declaredWidth, readJson, readTokenizer, sideBySide, TEXT_INPUTS, tokenFeeds } from "./text-inputs.ts";
 import { isSd3Export, openSd3Transformer, readSd3Tokenizers, Sd3Text } from "./sd3.ts";

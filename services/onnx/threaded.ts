@@ -3,9 +3,9 @@
  * inference never blocks the service's event loop. Same interfaces and errors as the
  * in-process `OnnxGenerationBackend` and `OnnxClipJudge`, which run inside the threads.
  */
-import type { GeneratedImage, GenerationBackend, GenerationInput, JudgeBackend, JudgeInput } from "../../../actors/worker/backend.ts";
+import type { GeneratedImage, GenerationBackend, GenerationInput, JudgeBackend, JudgeInput } from "../../actors/worker/backend.ts";
 import type { OnnxClipJudgeOptions } from "./clip-judge.ts";
-import { JUDGE_MAX_BATCH } from "../../../actors/judge/judge-queue.ts";
+import { JUDGE_MAX_BATCH } from "../../actors/judge/judge-queue.ts";
 import type { OnnxGenerationBackendOptions } from "./generation-backend.ts";
 import { ScoreWindows } from "./score-windows.ts";
 import { OnnxThread } from "./thread-client.ts";

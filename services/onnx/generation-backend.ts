@@ -4,9 +4,9 @@
  * ends with a one-step warm-up run, and calls are serialised so that a load, an unload and
  * a batch never overlap on the shared CPU.
  */
-import { HadisError } from "../../../contracts/errors.ts";
-import type { GeneratedImage, GenerationBackend, GenerationInput } from "../../../actors/worker/backend.ts";
-import { runInOptionGroups } from "../../../actors/worker/option-groups.ts";
+import { HadisError } from "../../contracts/errors.ts";
+import type { GeneratedImage, GenerationBackend, GenerationInput } from "../../actors/worker/backend.ts";
+import { runInOptionGroups } from "../../actors/worker/option-groups.ts";
 import { OnnxDiffusionPipeline, type PipelineOptions } from "./pipeline.ts";
 import type { RuntimeOptions } from "./runtime.ts";
 

@@ -6,8 +6,8 @@
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { CLIP_EOS_TOKEN } from "../../../actors/diffusion/tokenizer.ts";
-import type { UnigramTokenizer } from "../../../actors/diffusion/unigram.ts";
+import { CLIP_EOS_TOKEN } from "../../actors/diffusion/tokenizer.ts";
+import type { UnigramTokenizer } from "../../actors/diffusion/unigram.ts";
 import type { OnnxModel } from "./runtime.ts";
 import type { Denoiser, TextConditioning } from "./pipeline.ts";
 import { declaredWidth, readJson, readT5Tokenizer, readTokenizer, sideBySide, TEXT_INPUTS, tokenFeeds, type TextTokenizer } from "./text-inputs.ts";

@@ -1,8 +1,8 @@
 /** What the pipelines and the CLIP judge read text with: JSON files, CLIP and T5 tokenizers, and token tensors for a text encoder. */
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { ClipTokenizer, padTokenFromConfig } from "../../../actors/diffusion/tokenizer.ts";
-import { unigramFromJson, type UnigramTokenizer } from "../../../actors/diffusion/unigram.ts";
+import { ClipTokenizer, padTokenFromConfig } from "../../actors/diffusion/tokenizer.ts";
+import { unigramFromJson, type UnigramTokenizer } from "../../actors/diffusion/unigram.ts";
 import type { OnnxModel, TensorData, ValueSpec } from "./runtime.ts";
 
 /** The inputs of a text encoder export: ids, and a mask when it takes one. */

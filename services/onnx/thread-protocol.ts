@@ -1,5 +1,5 @@
 /** Messages between an ONNX worker thread and its client (structured clone, no transfers). */
-import type { WireError } from "../../../contracts/errors.ts";
+import type { WireError } from "../../contracts/errors.ts";
 
 /** What the thread builds: its `workerData`. */
 export interface ThreadInit {
