@@ -19,7 +19,7 @@ import { buildMilp, DEFAULT_SOLVE_OPTIONS, plannerWarmupLp } from "../actors/pla
 import { paretoFront, toParetoRows } from "../actors/planner/pareto.ts";
 import type { PlannerSnapshot } from "../actors/planner/snapshot.ts";
 import type { SolveFn } from "../actors/planner/solver.ts";
-import { createHighsSolver } from "../services/lib/highs-solver.ts";
+import { createHighsSolver } from "../services/solver/highs-solver.ts";
 import { loadProfiles } from "../services/lib/profiles.ts";
 
 const OUT = fileURLToPath(new URL("./results/solver.json", import.meta.url));

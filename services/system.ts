@@ -25,7 +25,7 @@ import { startDiscriminator } from "./discriminator/discriminator.ts";
 import { startResourceManager, type RunningResourceManager } from "./resource-manager/manager.ts";
 import { createPolicy, hasFixedModels } from "./resource-manager/policies.ts";
 import { tickObserver } from "./resource-manager/observe.ts";
-import { createHighsSolver } from "./lib/highs-solver.ts";
+import { createHighsSolver } from "./solver/highs-solver.ts";
 import { plannerWarmupLp } from "../actors/planner/milp.ts";
 
 /** The router's scorer and threshold: the analyzer with a live window, or the reference features. */

@@ -1,6 +1,6 @@
 /**
  * The solver seam: the planner hands CPLEX LP text to a `SolveFn` and reads primal values back.
- * The HiGHS worker-thread implementation lives in `services/lib/highs-solver.ts`.
+ * The HiGHS worker-thread implementation lives in `services/solver/highs-solver.ts`.
  */
 
 /** Options of one MILP solve. */

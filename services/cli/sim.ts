@@ -12,7 +12,7 @@ import { fidLookupFromProfiles } from "../../actors/sim/scoring.ts";
 import { parseFidelity, type Fidelity } from "../../actors/artifact/mechanisms.ts";
 import { scoreWithFidelity } from "../../actors/artifact/score-run.ts";
 import { loadPromptAnalyzer } from "../lib/analyzer-files.ts";
-import { createInlineHighsSolver } from "../lib/highs-solver.ts";
+import { createInlineHighsSolver } from "../solver/highs-solver.ts";
 import { loadProfiles } from "../lib/profiles.ts";
 import { loadWorkload, policiesFor, sloOf, renderTable, summarize, writePlots, writeReport, type E1Options, type SystemSummary } from "./e1-report.ts";
 

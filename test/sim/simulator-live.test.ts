@@ -9,7 +9,7 @@ import type { TickOutcome } from "../../actors/control/reconcile.ts";
 import { ProfileJudge } from "../../actors/judge/profile-judge.ts";
 import { FixedPercentileThreshold, ReferenceFeatureScorer } from "../../actors/routing/difficulty.ts";
 import { simulate, type SimConfig } from "../../actors/sim/simulator.ts";
-import { createInlineHighsSolver } from "../../services/lib/highs-solver.ts";
+import { createInlineHighsSolver } from "../../services/solver/highs-solver.ts";
 import { loadProfiles } from "../../services/lib/profiles.ts";
 
 const profiles = loadProfiles();

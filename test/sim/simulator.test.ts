@@ -6,7 +6,7 @@ import { moveTarget, simulate, type SimConfig } from "../../actors/sim/simulator
 import { fidLookupFromProfiles, scoreRun } from "../../actors/sim/scoring.ts";
 import { formatTrace, traceFromHourly, ratePerSecond } from "../../actors/sim/trace.ts";
 import { parseTrace } from "../../actors/profile/reference.ts";
-import { createInlineHighsSolver, type HighsSolver } from "../../services/lib/highs-solver.ts";
+import { createInlineHighsSolver, type HighsSolver } from "../../services/solver/highs-solver.ts";
 import { loadProfiles } from "../../services/lib/profiles.ts";
 
 const profiles = loadProfiles();

@@ -4,7 +4,7 @@ import { allocationPeriodMs, artifactTick, registrationOrderAssignment } from ".
 import { diffserveIlp, hadisMilp, proteusIlp } from "../../../actors/artifact/milps.ts";
 import { clipperDecision, infaasDecision } from "../../../actors/artifact/rules.ts";
 import type { PlannerSnapshot } from "../../../actors/planner/snapshot.ts";
-import { createInlineHighsSolver, type HighsSolver } from "../../../services/lib/highs-solver.ts";
+import { createInlineHighsSolver, type HighsSolver } from "../../../services/solver/highs-solver.ts";
 import { loadProfiles } from "../../../services/lib/profiles.ts";
 
 const profiles = loadProfiles();

@@ -6,7 +6,7 @@ import { admissionLimit, refusal } from "../../../actors/routing/admission.ts";
 import { getPolicy } from "../../../actors/planner/policies.ts";
 import type { PlanDecision } from "../../../actors/planner/decision.ts";
 import { createPolicy } from "../../../services/resource-manager/policies.ts";
-import { createInlineHighsSolver, type HighsSolver } from "../../../services/lib/highs-solver.ts";
+import { createInlineHighsSolver, type HighsSolver } from "../../../services/solver/highs-solver.ts";
 import { loadProfiles } from "../../../services/lib/profiles.ts";
 
 const profiles = loadProfiles();

@@ -5,7 +5,7 @@ import { batchLatencyMs } from "../../../actors/profile/profile-set.ts";
 import { buildMilp, DEFAULT_SOLVE_OPTIONS, planWithMilp } from "../../../actors/planner/milp.ts";
 import type { PlannerSnapshot } from "../../../actors/planner/snapshot.ts";
 import type { MilpSolution, SolveFn } from "../../../actors/planner/solver.ts";
-import { createInlineHighsSolver, type HighsSolver } from "../../../services/lib/highs-solver.ts";
+import { createInlineHighsSolver, type HighsSolver } from "../../../services/solver/highs-solver.ts";
 import { loadProfiles } from "../../../services/lib/profiles.ts";
 
 const profiles = loadProfiles();

@@ -4,7 +4,7 @@ import { assignWorkers } from "../../../actors/planner/assignment.ts";
 import { decisionToPlan } from "../../../actors/planner/decision.ts";
 import { getPolicy, infaasDecision, POLICY_NAMES } from "../../../actors/planner/policies.ts";
 import type { PlannerSnapshot } from "../../../actors/planner/snapshot.ts";
-import { createInlineHighsSolver, type HighsSolver } from "../../../services/lib/highs-solver.ts";
+import { createInlineHighsSolver, type HighsSolver } from "../../../services/solver/highs-solver.ts";
 import { loadProfiles } from "../../../services/lib/profiles.ts";
 
 const profiles = loadProfiles();
