@@ -15,8 +15,8 @@ import { featureVector, scoreVector } from "../actors/analyzer/score-model.ts";
 import { createWinkTagger } from "../actors/analyzer/tagger.ts";
 import { quantileSorted } from "../actors/profile/stats.ts";
 import { FEATURE_NAMES } from "../actors/profile/reference.ts";
-import { loadAnalyzerLexicons, loadPromptAnalyzer, writeJsonFile } from "../services/lib/analyzer-files.ts";
-import { loadProfiles } from "../services/lib/profiles.ts";
+import { loadAnalyzerLexicons, loadPromptAnalyzer, writeJsonFile } from "../services/files/analyzer-files.ts";
+import { loadProfiles } from "../services/files/profiles.ts";
 
 const passesArg = process.argv.indexOf("--passes");
 const passes = passesArg > 0 ? Number(process.argv[passesArg + 1]) : 5;

@@ -21,7 +21,7 @@ import { parsePrompts, parseTrace, type Arrival } from "../actors/profile/refere
 import { frontierSpec, renderPng, type FrontierPoint } from "../services/cli/charts.ts";
 import { DEFAULT_PROMPTS, DEFAULT_TRACE, RESULTS_DIR } from "../services/cli/e1-report.ts";
 import { memoizedAnalyzer, runSimulation } from "../services/cli/sim.ts";
-import { loadProfiles } from "../services/lib/profiles.ts";
+import { loadProfiles } from "../services/files/profiles.ts";
 import { writeResult } from "./lib.ts";
 
 const SIX = ["clipper-light", "clipper-heavy", "infaas-acc", "proteus", "diffserve", "hadis"];

@@ -20,7 +20,7 @@ import { paretoFront, toParetoRows } from "../actors/planner/pareto.ts";
 import type { PlannerSnapshot } from "../actors/planner/snapshot.ts";
 import type { SolveFn } from "../actors/planner/solver.ts";
 import { createHighsSolver } from "../services/solver/highs-solver.ts";
-import { loadProfiles } from "../services/lib/profiles.ts";
+import { loadProfiles } from "../services/files/profiles.ts";
 
 const OUT = fileURLToPath(new URL("./results/solver.json", import.meta.url));
 const argSamples = process.argv.indexOf("--samples");

@@ -9,7 +9,7 @@ import { ProfileJudge } from "../actors/judge/profile-judge.ts";
 import { ProfileGenerationBackend } from "../actors/worker/profile-backend.ts";
 import { FixedPercentileThreshold, ReferenceFeatureScorer, type DifficultyScorer, type HardnessThreshold } from "../actors/routing/difficulty.ts";
 import { AnalyzerScorer, liveThreshold } from "../actors/routing/analyzer-scorer.ts";
-import { loadPromptAnalyzer } from "./lib/analyzer-files.ts";
+import { loadPromptAnalyzer } from "./files/analyzer-files.ts";
 import type { ProfileSet } from "../actors/profile/profile-set.ts";
 import type { StaticConfig } from "../actors/control/static-policy.ts";
 import { createLogger, type Logger } from "./telemetry/log.ts";
@@ -17,7 +17,7 @@ import { connectWhenUp, isJetStreamNotReady, NATS_WAIT_RETRY_MS, type NatsConnec
 import { DEFAULT_WORK_QUEUE, WorkQueue, type WorkQueueOptions } from "./nats/work-queue.ts";
 import { openPlanBucket, openResultsBucket } from "./nats/kv-buckets.ts";
 import { maxPayloadWarning } from "./nats/replies.ts";
-import { loadProfiles } from "./lib/profiles.ts";
+import { loadProfiles } from "./files/profiles.ts";
 import { retryWhile, sleep, type RunningService } from "./lib/running.ts";
 import { startRouter, type RunningRouter } from "./router/router.ts";
 import { startWorkers, type RunningWorkers } from "./worker/workers.ts";

@@ -1,7 +1,7 @@
 /**
  * The pre-generation prompt analyzer: any prompt → the reference router's eight features and
  * its difficulty score, online (tens of microseconds a prompt). Pure: lexicons, score model
- * and tagger are passed in; `services/lib/analyzer-files.ts` loads them from disk.
+ * and tagger are passed in; `services/files/analyzer-files.ts` loads them from disk.
  */
 import { extractFeatures, type PromptFeatures } from "./features.ts";
 import type { AnalyzerLexicons } from "./lexicons.ts";

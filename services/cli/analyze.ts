@@ -4,7 +4,7 @@
  */
 import { FEATURE_NAMES } from "../../actors/profile/reference.ts";
 import type { PromptAnalysis } from "../../actors/analyzer/analyzer.ts";
-import { loadPromptAnalyzer, readPromptsFile } from "../lib/analyzer-files.ts";
+import { loadPromptAnalyzer, readPromptsFile } from "../files/analyzer-files.ts";
 
 /** Options of `hadis analyze`. */
 export interface AnalyzeArgs {

@@ -21,7 +21,7 @@ import { connectNats } from "../nats/connection.ts";
 import { natsUrls } from "./credentials.ts";
 import { startNatsServer } from "../nats/server.ts";
 import { PlanView } from "../nats/plan-view.ts";
-import { loadProfiles } from "../lib/profiles.ts";
+import { loadProfiles } from "../files/profiles.ts";
 import { sleep } from "../lib/running.ts";
 import { startSystem, type RunningSystem } from "../system.ts";
 import { loadWorkload, policiesFor, sloOf, renderTable, summarize, writePlots, writeReport, type E1Options, type PlanLog, type SystemSummary } from "./e1-report.ts";

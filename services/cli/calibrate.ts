@@ -32,8 +32,8 @@ import { retag } from "../../actors/analyzer/retag.ts";
 import { featureVector, fitNormalisation, scoreVector, toScoreModelFile, type ScoreModel } from "../../actors/analyzer/score-model.ts";
 import { createWinkTagger } from "../../actors/analyzer/tagger.ts";
 import { FEATURE_NAMES, REFERENCE_WEIGHTS, parseDiscriminatorImageScores } from "../../actors/profile/reference.ts";
-import { ANALYZER_PATHS, loadAnalyzerLexicons, loadPromptAnalyzer, writeJsonFile, writeTextFile } from "../lib/analyzer-files.ts";
-import { DEFAULT_PROFILES_DIR, loadProfiles } from "../lib/profiles.ts";
+import { ANALYZER_PATHS, loadAnalyzerLexicons, loadPromptAnalyzer, writeJsonFile, writeTextFile } from "../files/analyzer-files.ts";
+import { DEFAULT_PROFILES_DIR, loadProfiles } from "../files/profiles.ts";
 
 /**
  * What "hard" means. `logit-gap`: the light model's image log-odds fall below the heavy

@@ -9,7 +9,7 @@ import Table from "cli-table3";
 import { parsePrompts, parseTrace, type Arrival } from "../../actors/profile/reference.ts";
 import type { RunScore } from "../../actors/sim/scoring.ts";
 import { POLICY_NAMES } from "../../actors/planner/policies.ts";
-import { PACKAGE_ROOT, packagePath } from "../lib/package-root.ts";
+import { PACKAGE_ROOT, packagePath } from "../files/package-root.ts";
 import { readRoute, Routes } from "../../contracts/messages.ts";
 
 /** Where the benchmark results go. */

@@ -2,7 +2,7 @@
 import { createServer as createNetServer } from "node:net";
 import { createLogger, type Logger } from "../telemetry/log.ts";
 import { connectWhenUp, type NatsConnection } from "../nats/connection.ts";
-import { loadProfiles } from "../lib/profiles.ts";
+import { loadProfiles } from "../files/profiles.ts";
 import { startMetricsServer } from "../telemetry/metrics.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { DEFAULT_HTTP_PORT, startGateway, type RunningGateway } from "../gateway/gateway.ts";

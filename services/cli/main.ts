@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { Command, Option } from "commander";
 import { DEFAULT_NATS_URL, MAX_DEADLINE_MS, MAX_IDEMPOTENCY_KEY_CHARS, MAX_SEED } from "../../contracts/limits.ts";
 import { POLICY_NAMES as PLANNER_POLICIES } from "../../actors/planner/policy-names.ts";
-import { packagePath } from "../lib/package-root.ts";
+import { packagePath } from "../files/package-root.ts";
 import { POLICY_NAMES } from "../resource-manager/policy-names.ts";
 import { ARTIFACT_MECHANISMS } from "../../actors/artifact/mechanisms.ts";
 import { atLeastOne, count, idPrefix, integerIn, mechanismList, nonNegative, port, positive, text } from "./options.ts";

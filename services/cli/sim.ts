@@ -11,9 +11,9 @@ import { simulate, type SimConfig, type SimResult } from "../../actors/sim/simul
 import { fidLookupFromProfiles } from "../../actors/sim/scoring.ts";
 import { parseFidelity, type Fidelity } from "../../actors/artifact/mechanisms.ts";
 import { scoreWithFidelity } from "../../actors/artifact/score-run.ts";
-import { loadPromptAnalyzer } from "../lib/analyzer-files.ts";
+import { loadPromptAnalyzer } from "../files/analyzer-files.ts";
 import { createInlineHighsSolver } from "../solver/highs-solver.ts";
-import { loadProfiles } from "../lib/profiles.ts";
+import { loadProfiles } from "../files/profiles.ts";
 import { loadWorkload, policiesFor, sloOf, renderTable, summarize, writePlots, writeReport, type E1Options, type SystemSummary } from "./e1-report.ts";
 
 /** The analyzer with its answers remembered: the nine runs score the same prompts. */

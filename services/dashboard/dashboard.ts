@@ -16,7 +16,7 @@ import { serveProbe, type Health } from "../telemetry/health.ts";
 import { listenUrl, METRICS_CONTENT_TYPE, metricsText, recordPlan } from "../telemetry/metrics.ts";
 import { configureTelemetry, spanSinkSubject, tracingEnabled, tracingOptedOut } from "../telemetry/tracing.ts";
 import { DashboardState } from "./state.ts";
-import { packagePath } from "../lib/package-root.ts";
+import { packagePath } from "../files/package-root.ts";
 
 /** Default port of the dashboard. */
 export const DEFAULT_DASHBOARD_PORT = 8787;

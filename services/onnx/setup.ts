@@ -9,7 +9,7 @@ import { isAbsolute, join, resolve } from "node:path";
 import { z } from "zod";
 import { makeTinyModels, TINY_MODELS_STAMP, TINY_MODELS_VERSION } from "../../tools/make-tiny-models.ts";
 import { ThreadedClipJudge, ThreadedGenerationBackend, type OnnxModelEntry } from "./index.ts";
-import { DEFAULT_PROFILES_DIR } from "../lib/profiles.ts";
+import { DEFAULT_PROFILES_DIR } from "../files/profiles.ts";
 
 const ModelMapSchema = z.object({
   description: z.string().optional(),

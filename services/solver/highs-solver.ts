@@ -8,7 +8,7 @@ import { performance } from "node:perf_hooks";
 import highsModule from "highs";
 import type { Highs } from "highs";
 import type { MilpSolution, SolveOptions } from "../../actors/planner/solver.ts";
-import { packageUrl } from "../lib/package-root.ts";
+import { packageUrl } from "../files/package-root.ts";
 
 // The package's types declare an ESM default export over a CommonJS file, so under NodeNext
 // TypeScript sees the default import as the module object; at runtime it is the loader.

@@ -1,7 +1,7 @@
 /** The router scores every prompt with the prompt analyzer, known prompt or not. */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestSystem, type TestSystem } from "../helpers/system.ts";
-import { loadPromptAnalyzer } from "../../services/lib/analyzer-files.ts";
+import { loadPromptAnalyzer } from "../../services/files/analyzer-files.ts";
 import { copyFileSync, cpSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -10,7 +10,7 @@ import { readSse } from "../helpers/http.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 import { startGateway, type RunningGateway } from "../../services/gateway/gateway.ts";
 import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
-import { loadProfiles } from "../../services/lib/profiles.ts";
+import { loadProfiles } from "../../services/files/profiles.ts";
 import { createLogger } from "../../services/telemetry/log.ts";
 
 let t: TestSystem;

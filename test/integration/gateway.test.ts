@@ -12,7 +12,7 @@ import { waitFor } from "../helpers/processes.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 import { startGateway, type RunningGateway } from "../../services/gateway/gateway.ts";
 import { connectNats, newHeaders, type NatsConnection } from "../../services/nats/connection.ts";
-import { loadProfiles } from "../../services/lib/profiles.ts";
+import { loadProfiles } from "../../services/files/profiles.ts";
 import { createLogger } from "../../services/telemetry/log.ts";
 import { encode, parseRaw } from "../../contracts/envelope.ts";
 import { request as httpRequest } from "node:http";

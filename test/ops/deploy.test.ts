@@ -13,7 +13,7 @@ import { parse, parseAllDocuments } from "yaml";
 import { subjects } from "../../contracts/subjects.ts";
 import { MAX_PAYLOAD_BYTES } from "../../contracts/envelope.ts";
 import { SERVICE_KINDS } from "../../services/system.ts";
-import { loadProfiles } from "../../services/lib/profiles.ts";
+import { loadProfiles } from "../../services/files/profiles.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const read = (...path: string[]) => readFileSync(join(ROOT, ...path), "utf8");

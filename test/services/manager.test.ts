@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { decode, encode } from "../../contracts/envelope.ts";
 import { PlanSchema, PROTOCOL_VERSION } from "../../contracts/messages.ts";
-import { loadProfiles } from "../../services/lib/profiles.ts";
+import { loadProfiles } from "../../services/files/profiles.ts";
 import type { Logger } from "../../services/telemetry/log.ts";
 import { metricsText } from "../../services/telemetry/metrics.ts";
 import { DEFAULT_WORK_QUEUE, WorkQueue } from "../../services/nats/work-queue.ts";

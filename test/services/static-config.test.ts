@@ -25,7 +25,7 @@ describe("--static-config", () => {
 describe("createPolicy", () => {
   it("refuses at start a baseline whose models the pool lacks (it failed every tick)", async () => {
     const { createPolicy } = await import("../../services/resource-manager/policies.ts");
-    const { loadProfiles } = await import("../../services/lib/profiles.ts");
+    const { loadProfiles } = await import("../../services/files/profiles.ts");
     const profiles = loadProfiles();
     expect(() => createPolicy("clipper-heavy", profiles)).not.toThrow();
     const lacking = { ...profiles, byName: new Map([...profiles.byName].filter(([name]) => name !== "sd35-large")) };

@@ -7,7 +7,7 @@ import { PROTOCOL_VERSION, type Plan } from "../../contracts/messages.ts";
 import { parseFidelity } from "../../actors/artifact/mechanisms.ts";
 import type { TickObservation, TickOutcome } from "../../actors/control/reconcile.ts";
 import { simulate, type SimConfig } from "../../actors/sim/simulator.ts";
-import { loadProfiles } from "../../services/lib/profiles.ts";
+import { loadProfiles } from "../../services/files/profiles.ts";
 
 const profiles = loadProfiles();
 const prompts = profiles.reference.prompts;

@@ -10,7 +10,7 @@ import { ProfileJudge } from "../../actors/judge/profile-judge.ts";
 import { FixedPercentileThreshold, ReferenceFeatureScorer } from "../../actors/routing/difficulty.ts";
 import { simulate, type SimConfig } from "../../actors/sim/simulator.ts";
 import { createInlineHighsSolver } from "../../services/solver/highs-solver.ts";
-import { loadProfiles } from "../../services/lib/profiles.ts";
+import { loadProfiles } from "../../services/files/profiles.ts";
 
 const profiles = loadProfiles();
 const prompts = profiles.reference.prompts;

@@ -7,7 +7,7 @@ import { fidLookupFromProfiles, scoreRun } from "../../actors/sim/scoring.ts";
 import { formatTrace, traceFromHourly, ratePerSecond } from "../../actors/sim/trace.ts";
 import { parseTrace } from "../../actors/profile/reference.ts";
 import { createInlineHighsSolver, type HighsSolver } from "../../services/solver/highs-solver.ts";
-import { loadProfiles } from "../../services/lib/profiles.ts";
+import { loadProfiles } from "../../services/files/profiles.ts";
 
 const profiles = loadProfiles();
 const prompts = profiles.reference.prompts;

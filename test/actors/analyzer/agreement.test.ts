@@ -4,8 +4,8 @@ import { pearson, spearman } from "../../../actors/analyzer/agreement.ts";
 import { featureVector, scoreVector } from "../../../actors/analyzer/score-model.ts";
 import { FEATURE_NAMES } from "../../../actors/profile/reference.ts";
 import { analyzeCommand } from "../../../services/cli/analyze.ts";
-import { loadPromptAnalyzer } from "../../../services/lib/analyzer-files.ts";
-import { loadProfiles } from "../../../services/lib/profiles.ts";
+import { loadPromptAnalyzer } from "../../../services/files/analyzer-files.ts";
+import { loadProfiles } from "../../../services/files/profiles.ts";
 
 describe("agreement with the reference router", () => {
   const { prompts, features } = loadProfiles().reference;

@@ -2,7 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { MAX_PROMPT_CHARS, normalisePrompt } from "../../../actors/analyzer/analyzer.ts";
 import { FEATURE_NAMES } from "../../../actors/profile/reference.ts";
-import { loadPromptAnalyzer } from "../../../services/lib/analyzer-files.ts";
+import { loadPromptAnalyzer } from "../../../services/files/analyzer-files.ts";
 import { createWinkTagger } from "../../../actors/analyzer/tagger.ts";
 
 const analyzer = loadPromptAnalyzer();

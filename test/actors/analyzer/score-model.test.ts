@@ -13,9 +13,9 @@ import { fitRarityOverrides } from "../../../actors/analyzer/rarity-fit.ts";
 import { fitNormalisation, parseScoreModel, scoreVector, toScoreModelFile } from "../../../actors/analyzer/score-model.ts";
 import { FEATURE_NAMES, REFERENCE_WEIGHTS } from "../../../actors/profile/reference.ts";
 import { meanStd } from "../../../actors/profile/stats.ts";
-import { loadProfiles } from "../../../services/lib/profiles.ts";
-import { ANALYZER_PATHS, loadScoreModel } from "../../../services/lib/analyzer-files.ts";
-import { DEFAULT_PROFILES_DIR } from "../../../services/lib/profiles.ts";
+import { loadProfiles } from "../../../services/files/profiles.ts";
+import { ANALYZER_PATHS, loadScoreModel } from "../../../services/files/analyzer-files.ts";
+import { DEFAULT_PROFILES_DIR } from "../../../services/files/profiles.ts";
 import { join } from "node:path";
 
 const file = {

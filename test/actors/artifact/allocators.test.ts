@@ -5,7 +5,7 @@ import { diffserveIlp, hadisMilp, proteusIlp } from "../../../actors/artifact/mi
 import { clipperDecision, infaasDecision } from "../../../actors/artifact/rules.ts";
 import type { PlannerSnapshot } from "../../../actors/planner/snapshot.ts";
 import { createInlineHighsSolver, type HighsSolver } from "../../../services/solver/highs-solver.ts";
-import { loadProfiles } from "../../../services/lib/profiles.ts";
+import { loadProfiles } from "../../../services/files/profiles.ts";
 
 const profiles = loadProfiles();
 const workers = Array.from({ length: 16 }, (_, i) => ({ id: `w-${String(i).padStart(2, "0")}`, model: null }));

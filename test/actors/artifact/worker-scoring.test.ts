@@ -4,7 +4,7 @@ import { densify, dominantFidOf, mixFidOf, roundHalfEven, scoreArtifactRows, smo
 import type { LedgerRow } from "../../../actors/artifact/ledger.ts";
 import { ArtifactRouterThreshold, artifactQualified, percentileEntry, takeArtifactBatch } from "../../../actors/artifact/worker-rules.ts";
 import { artifactFidTables } from "../../../actors/artifact/score-run.ts";
-import { loadProfiles } from "../../../services/lib/profiles.ts";
+import { loadProfiles } from "../../../services/files/profiles.ts";
 
 const profiles = loadProfiles();
 const turbo = profiles.byName.get("sd35-large-turbo")!;

@@ -7,7 +7,7 @@ import { getPolicy } from "../../../actors/planner/policies.ts";
 import type { PlanDecision } from "../../../actors/planner/decision.ts";
 import { createPolicy } from "../../../services/resource-manager/policies.ts";
 import { createInlineHighsSolver, type HighsSolver } from "../../../services/solver/highs-solver.ts";
-import { loadProfiles } from "../../../services/lib/profiles.ts";
+import { loadProfiles } from "../../../services/files/profiles.ts";
 
 const profiles = loadProfiles();
 const workers = (n: number, model: string | null = null) => Array.from({ length: n }, (_, i) => ({ id: `w${String(i).padStart(2, "0")}`, model }));

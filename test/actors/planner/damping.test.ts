@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { Plan } from "../../../contracts/messages.ts";
 import { dampPlan, planShortfall } from "../../../actors/planner/damping.ts";
-import { loadProfiles } from "../../../services/lib/profiles.ts";
+import { loadProfiles } from "../../../services/files/profiles.ts";
 
 const profiles = loadProfiles();
 const ids = Array.from({ length: 16 }, (_, i) => `w${i}`);

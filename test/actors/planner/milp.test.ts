@@ -6,7 +6,7 @@ import { buildMilp, DEFAULT_SOLVE_OPTIONS, planWithMilp } from "../../../actors/
 import type { PlannerSnapshot } from "../../../actors/planner/snapshot.ts";
 import type { MilpSolution, SolveFn } from "../../../actors/planner/solver.ts";
 import { createInlineHighsSolver, type HighsSolver } from "../../../services/solver/highs-solver.ts";
-import { loadProfiles } from "../../../services/lib/profiles.ts";
+import { loadProfiles } from "../../../services/files/profiles.ts";
 
 const profiles = loadProfiles();
 const table = profiles.reference.paretoHybrid;

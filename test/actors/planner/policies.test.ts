@@ -5,7 +5,7 @@ import { decisionToPlan } from "../../../actors/planner/decision.ts";
 import { getPolicy, infaasDecision, POLICY_NAMES } from "../../../actors/planner/policies.ts";
 import type { PlannerSnapshot } from "../../../actors/planner/snapshot.ts";
 import { createInlineHighsSolver, type HighsSolver } from "../../../services/solver/highs-solver.ts";
-import { loadProfiles } from "../../../services/lib/profiles.ts";
+import { loadProfiles } from "../../../services/files/profiles.ts";
 
 const profiles = loadProfiles();
 let solver: HighsSolver;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { checkGenerationOptions, misfit, servingModels, withQuality, type ModelRanges } from "../../../actors/routing/generation-options.ts";
 import { HadisError } from "../../../contracts/errors.ts";
-import { loadProfiles } from "../../../services/lib/profiles.ts";
+import { loadProfiles } from "../../../services/files/profiles.ts";
 import type { RouteDecision } from "../../../actors/request/types.ts";
 
 const profiles = loadProfiles();

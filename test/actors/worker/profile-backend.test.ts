@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ProfileGenerationBackend } from "../../../actors/worker/profile-backend.ts";
 import { optionsKey, runInOptionGroups } from "../../../actors/worker/option-groups.ts";
-import { loadProfiles } from "../../../services/lib/profiles.ts";
+import { loadProfiles } from "../../../services/files/profiles.ts";
 
 const profiles = loadProfiles();
 

@@ -1,7 +1,7 @@
 /**
  * Where the package's own files are (profiles/, bench/results/, the dashboard's page, plain
  * JavaScript worker entries): the folder of the nearest package.json above this module, so the same
- * code finds them run from source (services/lib/) and compiled (dist/services/lib/).
+ * code finds them run from source (services/files/) and compiled (dist/services/files/).
  */
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
