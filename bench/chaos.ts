@@ -25,7 +25,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { mulberry32 } from "../actors/profile/stats.ts";
 import { HadisError } from "../contracts/errors.ts";
-import { HadisClient } from "../services/lib/client.ts";
+import { HadisClient } from "../services/client/client.ts";
 import { startNatsServer } from "../services/nats/server.ts";
 import { connectNats } from "../services/nats/connection.ts";
 import { writeResult } from "./lib.ts";

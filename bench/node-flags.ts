@@ -14,7 +14,7 @@
  */
 import { startNatsServer } from "../services/nats/server.ts";
 import { connectNats } from "../services/nats/connection.ts";
-import { HadisClient } from "../services/lib/client.ts";
+import { HadisClient } from "../services/client/client.ts";
 import { placement, median, percentile, pinnedToLastCore, r2, writeResult } from "./lib.ts";
 import { cpuMsBetween, gcPausesMs, modesNamed, phaseOptions, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing, threadCpuNs } from "./tracing-lib.ts";
 

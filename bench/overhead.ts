@@ -8,7 +8,7 @@
  */
 import { startNatsServer } from "../services/nats/server.ts";
 import { connectNats, type NatsConnection } from "../services/nats/connection.ts";
-import { HadisClient } from "../services/lib/client.ts";
+import { HadisClient } from "../services/client/client.ts";
 import { closedLoop, median, percentile, r2, spawnBenchSystem, writeResult } from "./lib.ts";
 
 const args = new Map(process.argv.slice(2).map((a, i, all) => [a, all[i + 1]]));

@@ -8,7 +8,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { HadisClient } from "../services/lib/client.ts";
+import type { HadisClient } from "../services/client/client.ts";
 import { spawnBenchSystem } from "./lib.ts";
 import type { TracingSwitch } from "./tracing-child.ts";
 

@@ -23,7 +23,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startNatsServer } from "../services/nats/server.ts";
 import { connectNats } from "../services/nats/connection.ts";
-import { HadisClient } from "../services/lib/client.ts";
+import { HadisClient } from "../services/client/client.ts";
 import { blockOrder, placement, pinnedToLastCore, writeResult } from "./lib.ts";
 import { ask, modesNamed, phaseOptions, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing } from "./tracing-lib.ts";
 

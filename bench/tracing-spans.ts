@@ -12,7 +12,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { startNatsServer } from "../services/nats/server.ts";
 import { connectNats } from "../services/nats/connection.ts";
-import { HadisClient } from "../services/lib/client.ts";
+import { HadisClient } from "../services/client/client.ts";
 import { r2, writeResult } from "./lib.ts";
 import { decodeTraceExport } from "../test/helpers/otlp-decode.ts";
 import { ALL_MODES, spawnSwitchableSystem, startLoad, switchTracing } from "./tracing-lib.ts";

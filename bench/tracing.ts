@@ -30,7 +30,7 @@
  */
 import { startNatsServer } from "../services/nats/server.ts";
 import { connectNats } from "../services/nats/connection.ts";
-import { HadisClient } from "../services/lib/client.ts";
+import { HadisClient } from "../services/client/client.ts";
 import { spanSinkSubject } from "../services/telemetry/tracing.ts";
 import { blockOrder, placement, median, percentile, pinnedToLastCore, r2, writeResult } from "./lib.ts";
 import { coreTicks, coresBusyBetween, cpuMsBetween, gcPausesMs, modesNamed, phaseOptions, threadCpuNs, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing } from "./tracing-lib.ts";

@@ -18,7 +18,7 @@ import { DEFAULT_WORK_QUEUE, WorkQueue, type WorkQueueOptions } from "./nats/wor
 import { openPlanBucket, openResultsBucket } from "./nats/kv-buckets.ts";
 import { maxPayloadWarning } from "./nats/replies.ts";
 import { loadProfiles } from "./files/profiles.ts";
-import { retryWhile, sleep, type RunningService } from "./lib/running.ts";
+import { retryWhile, sleep, type RunningService } from "./lifecycle/running.ts";
 import { startRouter, type RunningRouter } from "./router/router.ts";
 import { startWorkers, type RunningWorkers } from "./worker/workers.ts";
 import { startDiscriminator } from "./discriminator/discriminator.ts";

@@ -3,7 +3,7 @@ import { accessSync, constants, existsSync, statSync, writeFileSync } from "node
 import { dirname, resolve } from "node:path";
 import { HadisError } from "../../contracts/errors.ts";
 import type { Fallback, GenerateReplyRead } from "../../contracts/messages.ts";
-import { HadisClient } from "../lib/client.ts";
+import { HadisClient } from "../client/client.ts";
 import type { NatsConnection } from "../nats/connection.ts";
 import { clientError, connectTool, reportToolFailure, ToolFailure } from "./tool-connection.ts";
 

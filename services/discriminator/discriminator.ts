@@ -16,7 +16,7 @@ import { HandlingTally, replyError, startService } from "../nats/replies.ts";
 import { recordJudgeExpired, recordVerdict } from "../telemetry/metrics.ts";
 import { endWithError, messagingAttributes, ServiceTelemetry, SpanKind } from "../telemetry/tracing.ts";
 import { PlanView } from "../nats/plan-view.ts";
-import { within, type RunningService } from "../lib/running.ts";
+import { within, type RunningService } from "../lifecycle/running.ts";
 
 /** Discriminator options. */
 export interface DiscriminatorOptions {

@@ -14,7 +14,7 @@ import { GenerateRequestSchema, ManagerPlanReplySchema, type GenerateRequest } f
 import type { ModelsReply } from "../../contracts/public.ts";
 import type { Subjects } from "../../contracts/subjects.ts";
 import type { ProfileSet } from "../../actors/profile/profile-set.ts";
-import { HadisClient, replyWaitMs } from "../lib/client.ts";
+import { HadisClient, replyWaitMs } from "../client/client.ts";
 import { ConnectionWatch, healthOf, serveProbe, type Health } from "../telemetry/health.ts";
 import { readJob } from "../nats/job-stream.ts";
 import type { Logger } from "../telemetry/log.ts";

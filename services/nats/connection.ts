@@ -4,7 +4,7 @@
  * again). The folder `services/nats/` holds the only modules that talk to the NATS client
  * libraries.
  */
-import { retryWhile } from "../lib/running.ts";
+import { retryWhile } from "../lifecycle/running.ts";
 import { connectedNow, connectionInboxPrefix } from "./private.ts";
 import { connect, type NodeConnectionOptions } from "@nats-io/transport-node";
 import { createInbox, headers as natsHeaders, Match, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from "@nats-io/nats-core";

@@ -22,7 +22,7 @@ import { startService } from "../nats/replies.ts";
 import { PlanView } from "../nats/plan-view.ts";
 import { OutageLog } from "./outages.ts";
 import { writePlan, type PlanWrite } from "./plan-store.ts";
-import { within, type RunningService } from "../lib/running.ts";
+import { within, type RunningService } from "../lifecycle/running.ts";
 import { staleBecause, type PlanResume } from "./resume.ts";
 
 /** Resource manager options. */

@@ -1,7 +1,7 @@
 /** Remembers replies by idempotency key for a while, so a retried request is generated once. */
 import { claimKey, keyReused } from "../../actors/request/idempotent.ts";
 import type { KV } from "../nats/connection.ts";
-import { within } from "../lib/running.ts";
+import { within } from "../lifecycle/running.ts";
 
 /**
  * Records in the results bucket which request a key is for, so that every router can tell a

@@ -17,7 +17,7 @@ import type { WorkQueue } from "../nats/work-queue.ts";
 import { openResultsBucket } from "../nats/kv-buckets.ts";
 import { HandlingTally, replyError, replyWith, requestEncoding, startService } from "../nats/replies.ts";
 import { PlanView } from "../nats/plan-view.ts";
-import { within, type RunningService } from "../lib/running.ts";
+import { within, type RunningService } from "../lifecycle/running.ts";
 import { claimKeyFor, detached, IdempotencyCache } from "./idempotency.ts";
 import { recoverLost, RECOVER_AFTER_MS, singleFlight } from "./recover.ts";
 import { failGivenUp } from "./given-up.ts";

@@ -17,7 +17,7 @@ import { recordSwaps, recordWorkers } from "../telemetry/metrics.ts";
 import { ServiceTelemetry, spanClockMs } from "../telemetry/tracing.ts";
 import { workerObserver } from "./tracing.ts";
 import { PlanView } from "../nats/plan-view.ts";
-import { sleep, within, type RunningService } from "../lib/running.ts";
+import { sleep, within, type RunningService } from "../lifecycle/running.ts";
 
 /** Worker service options. */
 export interface WorkersOptions {

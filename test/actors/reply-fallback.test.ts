@@ -8,7 +8,7 @@ import { NO_TIME_TO_JUDGE, type RequestOutcome } from "../../actors/request/type
 import { encode } from "../../contracts/envelope.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import type { Msg } from "../../services/nats/connection.ts";
-import { readGenerateReply } from "../../services/lib/client.ts";
+import { readGenerateReply } from "../../services/client/client.ts";
 
 const timings = { routeMs: 1, queueWaitMs: 2, lightMs: 3, judgeMs: 4, heavyMs: 0, totalMs: 10 };
 const light = { image: new Uint8Array([1, 2, 3]), width: 16, height: 16, model: "light-m", workerId: "w-0", batchSize: 1, queueWaitMs: 2, execMs: 3 };

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { deadlineOf, MAX_DEADLINE_MS } from "../../contracts/messages.ts";
-import { replyWaitMs } from "../../services/lib/client.ts";
+import { replyWaitMs } from "../../services/client/client.ts";
 
 describe("a request's deadline and how long its caller waits", () => {
   it("keeps a deadline the caller asked for, and waits for it", () => {

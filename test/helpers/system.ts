@@ -1,7 +1,7 @@
 /** Starts a real nats-server on a free port and the HADIS services against it, for one test file. */
 import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
 import { connectNats, inboxPrefix, newInbox, type NatsConnection } from "../../services/nats/connection.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import { startSystem, type RunningSystem, type SystemOptions } from "../../services/system.ts";
 import { createLogger } from "../../services/telemetry/log.ts";
 import { rmSync } from "node:fs";

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import { connectNats } from "../../services/nats/connection.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import { JOB_LOST_AFTER_MS, type JobEventRead } from "../../contracts/jobs.ts";

@@ -14,7 +14,7 @@ import { waitFor } from "../helpers/processes.ts";
 import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
 import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
 import { openPlanBucket } from "../../services/nats/kv-buckets.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
 import type { Logger } from "../../services/telemetry/log.ts";
 import { encode } from "../../contracts/envelope.ts";

@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { mapWithBrokenExport, type Breakage } from "../helpers/tiny-models.ts";
 import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
 import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
 import type { Logger } from "../../services/telemetry/log.ts";
 import { decode } from "../../contracts/envelope.ts";

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
 import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { HadisError } from "../../contracts/errors.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";

@@ -13,7 +13,7 @@ import { inflateSync } from "node:zlib";
 import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
 import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
 import { openPlanBucket } from "../../services/nats/kv-buckets.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
 import { createLogger } from "../../services/telemetry/log.ts";
 import { encode, parseRaw } from "../../contracts/envelope.ts";

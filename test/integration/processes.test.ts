@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
 import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import { spawnHadis, stopSpawned, waitFor, type Spawned } from "../helpers/processes.ts";
 import { serviceStats } from "../helpers/system.ts";
 import { freePort } from "../../services/nats/server.ts";

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort, startNatsServer } from "../../services/nats/server.ts";
 import { connectNats } from "../../services/nats/connection.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import type { Logger } from "../../services/telemetry/log.ts";
 import { startTestServices } from "../helpers/system.ts";
 import { spawnHadis, stopSpawned, waitFor } from "../helpers/processes.ts";

@@ -1,7 +1,7 @@
 import { expect, it } from "vitest";
 import { startNatsServer } from "../../services/nats/server.ts";
 import { connectNats } from "../../services/nats/connection.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import { decode, encode } from "../../contracts/envelope.ts";
 import { RouterStatsSchema, type RouterStats } from "../../contracts/messages.ts";
 import { startTestServices } from "../helpers/system.ts";

@@ -5,7 +5,7 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
 import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import { startTestServices } from "../helpers/system.ts";
 import { waitFor } from "../helpers/processes.ts";

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SpanKind } from "@opentelemetry/api";
 import { configureTelemetry, flushTelemetry, shutdownTelemetry } from "../../services/telemetry/tracing.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
-import { readGenerateReply } from "../../services/lib/client.ts";
+import { readGenerateReply } from "../../services/client/client.ts";
 import { newHeaders } from "../../services/nats/connection.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { QueueGroups } from "../../contracts/subjects.ts";

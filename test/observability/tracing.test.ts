@@ -5,7 +5,7 @@ import { promptsByRoute } from "../helpers/prompts.ts";
 import { waitFor } from "../helpers/processes.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 import { newHeaders } from "../../services/nats/connection.ts";
-import { readGenerateReply } from "../../services/lib/client.ts";
+import { readGenerateReply } from "../../services/client/client.ts";
 import { encode, parseRaw } from "../../contracts/envelope.ts";
 import { SpanStatusCode } from "@opentelemetry/api";
 import { tickObserver } from "../../services/resource-manager/observe.ts";

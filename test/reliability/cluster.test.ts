@@ -11,7 +11,7 @@ import { Kvm } from "@nats-io/kv";
 import { startCluster, type ClusterNode, type LocalCluster } from "../helpers/cluster.ts";
 import { generateCredentials, permissionViolations, secureConfigText } from "../helpers/secure.ts";
 import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
 import { createLogger } from "../../services/telemetry/log.ts";
 import { decode } from "../../contracts/envelope.ts";

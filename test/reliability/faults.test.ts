@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
 import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import { decode } from "../../contracts/envelope.ts";
 import { ManagerPlanReplySchema, PlanSchema, type Plan } from "../../contracts/messages.ts";
 import { parseRaw } from "../../contracts/envelope.ts";

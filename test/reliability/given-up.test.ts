@@ -10,7 +10,7 @@ import { startNatsServer, type LocalServer } from "../../services/nats/server.ts
 import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
 import { DEFAULT_WORK_QUEUE, WorkQueue } from "../../services/nats/work-queue.ts";
 import { openPlanBucket } from "../../services/nats/kv-buckets.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import { metricsText } from "../../services/telemetry/metrics.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
 import { createLogger } from "../../services/telemetry/log.ts";

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Packr } from "msgpackr";
 import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
 import { connectNats, watchConnection, type Msg, type NatsConnection } from "../../services/nats/connection.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import { startDiscriminator } from "../../services/discriminator/discriminator.ts";
 import { createLogger } from "../../services/telemetry/log.ts";
 import { encode } from "../../contracts/envelope.ts";

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
 import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import type { RunningSystem } from "../../services/system.ts";
 import { startTestServices } from "../helpers/system.ts";
 import { startProxy, type Proxy } from "../helpers/proxy.ts";

@@ -14,7 +14,7 @@ import { generateCredentials, roleEnv, secureConfigText, startSecureServer, type
 import { findNatsServer, startNatsServer } from "../../services/nats/server.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import type { RunningSystem } from "../../services/system.ts";
 import { pingServices, startTestServices } from "../helpers/system.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HadisClient } from "../../services/lib/client.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
 import { connectNats, watchConnection, type NatsConnection } from "../../services/nats/connection.ts";
 import type { RunningSystem } from "../../services/system.ts";

@@ -5,7 +5,7 @@ import { replyError } from "../../services/nats/replies.ts";
 import { startProxy, type Proxy } from "../helpers/proxy.ts";
 import { waitFor } from "../helpers/processes.ts";
 import { useNatsServer } from "../helpers/nats.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import { HadisError, type ErrorCode } from "../../contracts/errors.ts";
 
 const t = useNatsServer("test-client-wait");
