@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -123,5 +123,10 @@ export { ok, bad, reply, score };
     expect(readdirSync(installed)).not.toContain("bench");
     expect(list("schemas")).toContain("GenerateReply.json");
     expect(list("dist/services/client")).toEqual(expect.arrayContaining(["index.js", "index.d.ts"]));
+    // Every compiled module still has its source: a file moved or removed leaves nothing behind in dist/.
+    const compiled = (dir: string): string[] =>
+      readdirSync(join(installed, dir), { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? compiled(join(dir, e.name)) : e.name.endsWith(".js") ? [join(dir, e.name)] : []));
+    const orphans = compiled("dist").filter((js) => !existsSync(join(ROOT, js.slice("dist/".length).replace(/\.js$/, ".ts"))));
+    expect(orphans).toEqual([]);
   });
 });
