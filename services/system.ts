@@ -13,7 +13,7 @@ import { loadPromptAnalyzer } from "./files/analyzer-files.ts";
 import type { ProfileSet } from "../actors/profile/profile-set.ts";
 import type { StaticConfig } from "../actors/control/static-policy.ts";
 import { createLogger, type Logger } from "./telemetry/log.ts";
-import { connectWhenUp, isJetStreamNotReady, NATS_WAIT_RETRY_MS, type NatsConnection, type NatsTlsFiles } from "./nats/connection.ts";
+import { connectWhenUp, isJetStreamNotReady, NATS_WAIT_RETRY_MS, type NatsConnection, type NatsCredentials, type NatsTlsFiles } from "./nats/connection.ts";
 import { DEFAULT_WORK_QUEUE, WorkQueue, type WorkQueueOptions } from "./nats/work-queue.ts";
 import { openPlanBucket, openResultsBucket } from "./nats/kv-buckets.ts";
 import { maxPayloadWarning } from "./nats/replies.ts";
@@ -44,9 +44,9 @@ export const DEFAULT_POLICY = "hadis";
 import { prepareOnnx } from "./onnx/setup.ts";
 import { ConnectionWatch, healthOf, type Health, type HealthCheck } from "./telemetry/health.ts";
 
-import { SERVICE_KINDS, type ServiceKind } from "./service-kinds.ts";
+import { SERVICE_KINDS, type ServiceKind } from "../contracts/service-kinds.ts";
 
-export { SERVICE_KINDS, type ServiceKind };
+export { SERVICE_KINDS, type NatsCredentials, type ServiceKind };
 
 /** Options of a composed system (every field has a default). */
 export interface SystemOptions {
@@ -100,14 +100,6 @@ export interface SystemOptions {
    * the server was down, so the demand estimate of the plan it finds is not taken up.
    */
   coldStart?: boolean;
-}
-
-/** A user and password for one NATS connection. */
-export interface NatsCredentials {
-  user: string;
-  pass: string;
-  /** The user is this service's role's own (`HADIS_<ROLE>_NATS_USER`): it connects with the role's inbox prefix. */
-  ownRole?: boolean;
 }
 
 /** A running system. */

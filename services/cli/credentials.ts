@@ -5,9 +5,8 @@
  */
 import { existsSync } from "node:fs";
 import { inboxPrefixOf } from "../../contracts/subjects.ts";
-import type { NatsTlsFiles } from "../nats/connection.ts";
-import type { NatsCredentials } from "../system.ts";
-import { SERVICE_KINDS, type ServiceKind } from "../service-kinds.ts";
+import type { NatsCredentials, NatsTlsFiles } from "../nats/connection.ts";
+import { SERVICE_KINDS, type ServiceKind } from "../../contracts/service-kinds.ts";
 
 /** The credentials of a service kind, or undefined (no authentication); a half-set pair is refused here, before anything connects. */
 export function credentialsFromEnv(env: NodeJS.ProcessEnv = process.env): ((kind: ServiceKind) => NatsCredentials | undefined) | undefined {

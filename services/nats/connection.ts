@@ -87,6 +87,14 @@ export interface NatsTlsFiles {
   keyFile?: string;
 }
 
+/** A user and password for one NATS connection. */
+export interface NatsCredentials {
+  user: string;
+  pass: string;
+  /** The user is this service's role's own (`HADIS_<ROLE>_NATS_USER`): it connects with the role's inbox prefix. */
+  ownRole?: boolean;
+}
+
 /** A new NATS header set. */
 export const newHeaders = natsHeaders;
 

@@ -1,4 +1,4 @@
-/** The four service kinds, apart from `system.ts` so that a tool can name them without loading every service. */
+/** The service kinds: what a `hadis serve` names, what a NATS role is for (ops/nats/accounts.conf). */
 
 /** The four service kinds. */
 export const SERVICE_KINDS = ["router", "worker", "discriminator", "resource-manager"] as const;
