@@ -4,11 +4,11 @@
  * sigma to the next, x ← x + (σₙₑₓₜ − σ)·v, down to σ = 0. Sigmas are shifted toward the noisy end
  * (σ' = s·σ / (1 + (s − 1)·σ), `shift`, 3.0 for SD3/SD3.5); the model's timestep is σ·1000.
  */
-import type { Scheduler, SchedulerConfig } from "./scheduler.ts";
+import { SchedulerKind, type Scheduler, type SchedulerConfig } from "./scheduler-types.ts";
 import { refusedOptions, type RefusalTable } from "./refused-options.ts";
 
 /** The class name in `scheduler_config.json`. */
-export const FLOW_MATCH_EULER = "FlowMatchEulerDiscreteScheduler";
+export const FLOW_MATCH_EULER = SchedulerKind.FlowMatchEuler;
 
 /** The fields of a flow-matching `scheduler_config.json` read here (diffusers' defaults apply). */
 export interface FlowMatchConfig extends SchedulerConfig {

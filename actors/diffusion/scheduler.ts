@@ -7,63 +7,9 @@
 
 import { FLOW_MATCH_EULER, flowMatchScheduler } from "./flow-match.ts";
 import { refusedOptions, type RefusalTable } from "./refused-options.ts";
+import { SchedulerKind, type Scheduler, type SchedulerConfig } from "./scheduler-types.ts";
 
-/** The scheduler families implemented here and in flow-match.ts. */
-export const SchedulerKind = {
-  EulerDiscrete: "EulerDiscreteScheduler",
-  EulerAncestral: "EulerAncestralDiscreteScheduler",
-  Ddim: "DDIMScheduler",
-  Lcm: "LCMScheduler",
-  /** SD3/SD3.5: only for flow-matching models (flow-match.ts). */
-  FlowMatchEuler: FLOW_MATCH_EULER,
-} as const;
-/** One scheduler family. */
-export type SchedulerKind = (typeof SchedulerKind)[keyof typeof SchedulerKind];
-
-/** The fields of `scheduler_config.json` these schedulers read (diffusers defaults apply). */
-export interface SchedulerConfig {
-  _class_name?: string;
-  num_train_timesteps?: number;
-  beta_start?: number;
-  beta_end?: number;
-  beta_schedule?: string;
-  prediction_type?: string;
-  timestep_spacing?: string;
-  steps_offset?: number;
-  set_alpha_to_one?: boolean;
-  /** DDIM: clamp the predicted x0 to ±clip_sample_range (diffusers' default: true, 1). */
-  clip_sample?: boolean;
-  clip_sample_range?: number;
-  /** Read only to refuse a value other than their default (see UNIMPLEMENTED). */
-  use_karras_sigmas?: boolean;
-  use_exponential_sigmas?: boolean;
-  use_beta_sigmas?: boolean;
-  rescale_betas_zero_snr?: boolean;
-  thresholding?: boolean;
-  timestep_type?: string;
-  interpolation_type?: string;
-  final_sigmas_type?: string;
-  original_inference_steps?: number;
-  timestep_scaling?: number;
-}
-
-/** A configured schedule for a fixed number of steps. */
-export interface Scheduler {
-  readonly kind: SchedulerKind;
-  /** The model timestep for each step, in order. */
-  readonly timesteps: readonly number[];
-  /** Multiplier of unit Gaussian noise for the initial latents. */
-  readonly initNoiseSigma: number;
-  /** Noise levels per step plus a final 0 (Euler family only). */
-  readonly sigmas?: readonly number[];
-  /** Scales the denoiser input at step `index` (Euler divides by sqrt(sigma²+1)). */
-  scaleModelInput(sample: Float32Array, index: number): Float32Array;
-  /**
-   * One denoising step from step `index`; `drawNoise` supplies unit Gaussian noise of the
-   * sample's length for the stochastic schedulers (ancestral, LCM).
-   */
-  step(modelOutput: Float32Array, index: number, sample: Float32Array, drawNoise: () => Float32Array): Float32Array;
-}
+export { SchedulerKind, type Scheduler, type SchedulerConfig };
 
 /** Training schedule: `alphas_cumprod` in float32 as diffusers keeps it. */
 export function alphasCumprod(config: SchedulerConfig): Float32Array {

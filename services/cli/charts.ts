@@ -2,12 +2,15 @@
 import { compile, type TopLevelSpec } from "vega-lite";
 import { parse, View } from "vega";
 import { Resvg } from "@resvg/resvg-js";
-import type { SystemSummary } from "./e1-report.ts";
+import type { RunScore } from "../../actors/sim/scoring.ts";
+
+/** What the charts draw of a system's run: its name, headline figures and windows (a report's `SystemSummary` is one). */
+export type ChartedSystem = Pick<RunScore, "sloViolationRatio" | "fid" | "windows"> & { name: string };
 
 const FONT = "DejaVu Sans";
 
 /** Demand, FID and SLO violation ratio over time, one line per system. */
-export function timeSeriesSpec(systems: readonly SystemSummary[], title: string): TopLevelSpec {
+export function timeSeriesSpec(systems: readonly ChartedSystem[], title: string): TopLevelSpec {
   const rows = systems.flatMap((s) => s.windows.map((w) => ({ system: s.name, t: w.startMs / 1000, fid: w.fid, violation: w.sloViolationRatio })));
   const demand = (systems[0]?.windows ?? []).map((w) => ({ t: w.startMs / 1000, demand: w.demandQps }));
   const x = { field: "t", type: "quantitative", title: "time (s)" } as const;
@@ -25,7 +28,7 @@ export function timeSeriesSpec(systems: readonly SystemSummary[], title: string)
 }
 
 /** SLO violation ratio and FID per system, as bars. */
-export function barsSpec(systems: readonly SystemSummary[], title: string): TopLevelSpec {
+export function barsSpec(systems: readonly ChartedSystem[], title: string): TopLevelSpec {
   const values = systems.map((s) => ({ system: s.name, violation: s.sloViolationRatio, fid: s.fid }));
   const x = { field: "system", type: "nominal", sort: systems.map((s) => s.name), axis: { labelAngle: -35 }, title: null } as const;
   const bar = (field: string, label: string, fmt: string, zero: boolean) => ({

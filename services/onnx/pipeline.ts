@@ -19,27 +19,7 @@ import { CLIP_EOS_TOKEN, type ClipTokenizer } from "../../actors/diffusion/token
 import { OnnxModel, type RuntimeOptions, type TensorData, type ValueSpec } from "./runtime.ts";
 import { declaredWidth, readJson, readTokenizer, sideBySide, TEXT_INPUTS, tokenFeeds } from "./text-inputs.ts";
 import { isSd3Export, openSd3Transformer, readSd3Tokenizers, Sd3Text } from "./sd3.ts";
-
-/** Per-token embeddings `[N, seq, dim]` (row-major) and pooled embeddings of prompts. */
-export interface TextConditioning {
-  hidden: Float32Array;
-  pooled?: Float32Array;
-  dim: number;
-}
-
-/** What the denoising loop feeds and reads: a UNet's input and output names, or a transformer's (sd3.ts). */
-export interface Denoiser {
-  model: OnnxModel;
-  /** The latents' input. */
-  sample: string;
-  /** The pooled text embeddings' input (SDXL's `text_embeds`, SD3's `pooled_projections`). */
-  pooled?: string;
-  output: string;
-  /** Latent channels (4 for SD and SDXL, 16 for SD3). */
-  channels: number;
-  /** SDXL's size conditioning (`time_ids`). */
-  timeIds: boolean;
-}
+import type { Denoiser, TextConditioning } from "./denoiser.ts";
 
 /** Generation settings; the defaults are diffusers' (50 steps and guidance 7.5, SD3's 28 and 7; the denoiser's native size). */
 export interface PipelineOptions extends RuntimeOptions {

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { CLIP_EOS_TOKEN } from "../../actors/diffusion/tokenizer.ts";
 import type { UnigramTokenizer } from "../../actors/diffusion/unigram.ts";
 import type { OnnxModel } from "./runtime.ts";
-import type { Denoiser, TextConditioning } from "./pipeline.ts";
+import type { Denoiser, TextConditioning } from "./denoiser.ts";
 import { declaredWidth, readJson, readT5Tokenizer, readTokenizer, sideBySide, TEXT_INPUTS, tokenFeeds, type TextTokenizer } from "./text-inputs.ts";
 
 /** T5 tokens SD3 reads (diffusers' `max_sequence_length` default). */
