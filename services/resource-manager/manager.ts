@@ -21,7 +21,7 @@ import type { WorkQueue } from "../nats/work-queue.ts";
 import { startService } from "../nats/replies.ts";
 import { PlanView } from "../nats/plan-view.ts";
 import { OutageLog } from "./outages.ts";
-import { writePlan, type PlanWrite } from "./plan-store.ts";
+import { writePlan, type PlanWrite } from "../nats/plan-store.ts";
 import { within, type RunningService } from "../lifecycle/running.ts";
 import { staleBecause, type PlanResume } from "./resume.ts";
 

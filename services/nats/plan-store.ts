@@ -8,7 +8,7 @@ import { JetStreamApiCodes, JetStreamApiError } from "@nats-io/jetstream";
 import { decode, encode, validate } from "../../contracts/envelope.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import { PlanSchema, type Plan } from "../../contracts/messages.ts";
-import type { KV } from "../nats/connection.ts";
+import type { KV } from "./connection.ts";
 
 /** What a write did: written, or lost to a plan another manager wrote (its bytes and epoch). */
 export type PlanWrite = { written: true } | { written: false; theirs: Uint8Array; epoch: number };
