@@ -41,7 +41,6 @@ function routerScoring(kind: "analyzer" | "reference", profiles: ProfileSet, fil
 
 /** The policy `npm start` runs unless told otherwise. */
 export const DEFAULT_POLICY = "hadis";
-import { prepareOnnx } from "./onnx/setup.ts";
 import { ConnectionWatch, healthOf, type Health, type HealthCheck } from "./telemetry/health.ts";
 
 import { SERVICE_KINDS, type ServiceKind } from "../contracts/service-kinds.ts";
@@ -161,7 +160,8 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
   const logFor = (service: string) => opts.log ?? createLogger(service);
   const started: { kind: ServiceKind; service: RunningService }[] = [];
   const closers: (() => Promise<void>)[] = [];
-  const onnx = opts.backend === "onnx" ? prepareOnnx(opts.onnx ?? { modelsDir: ".hadis/models" }) : null;
+  // Loaded only for the onnx backend: a profile-driven process never loads the ONNX side.
+  const onnx = opts.backend === "onnx" ? await (await import("./onnx/setup.ts")).prepareOnnx(opts.onnx ?? { modelsDir: ".hadis/models" }) : null;
   // A pool model the map has no export for would be planned onto workers that can never load it:
   // they would count as its capacity while its requests wait out their deadlines.
   const unmapped = onnx && kinds.has("worker") ? profiles.pool.models.filter((m) => !onnx.models.includes(m)) : [];

@@ -5,8 +5,13 @@
  * weights. The building blocks are in tiny-parts.ts.
  * Weights are deterministic from a seed; a full pipeline run takes milliseconds on CPU.
  *
- * Usage: `npx tsx tools/make-tiny-models.ts [outDir]` (default `tmp/tiny-models`).
+ * The command `node --import tsx tools/make-tiny-models.ts [outDir] [--if-stale]` (compiled:
+ * `node dist/tools/make-tiny-models.js …`; default outDir `tmp/tiny-models`) writes them into a
+ * folder of its own and moves each into place, so a process reading them never reads a
+ * half-written one; with `--if-stale` it does nothing when this generator already made every
+ * folder there. The onnx backend runs it (`services/onnx/setup.ts`) when its model map names them.
  */
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { DataType, GraphBuilder, textEncoder, textTower, vaeDecoder, Weights, writeFile, writeTokenizer, type Dim } from "./tiny-parts.ts";
@@ -282,8 +287,64 @@ export function makeTinyModels(outDir: string, options: TinyModelOptions = {}): 
   return dirs;
 }
 
+/** The folders `makeTinyModels` writes, by name, each with a file that shows it is whole. */
+const TINY_FOLDERS: Record<string, string> = {
+  "tiny-sd15": "model_index.json",
+  "tiny-turbo": "model_index.json",
+  "tiny-lcm": "model_index.json",
+  "tiny-sdxl": "model_index.json",
+  "tiny-sd3": "model_index.json",
+  "tiny-clip-judge": "head",
+  "tiny-clip-single": "head",
+};
+
+/** True unless `dir` holds every tiny model folder, written by this generator version. */
+export function tinyModelsStale(dir: string): boolean {
+  if (Object.entries(TINY_FOLDERS).some(([folder, mark]) => !existsSync(join(dir, folder, mark)))) return true;
+  try {
+    return (JSON.parse(readFileSync(join(dir, TINY_MODELS_STAMP), "utf8")) as { version?: unknown }).version !== TINY_MODELS_VERSION;
+  } catch {
+    return true;
+  }
+}
+
+/** Renames `from` to `to`; false when another process got there first (`to` exists, or `from` is gone). */
+function renamed(from: string, to: string): boolean {
+  try {
+    renameSync(from, to);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Generates the tiny models into a folder of its own, then moves each into `base` (the stamp
+ * last), so a process reading them (a service started on the same folder) never reads a
+ * half-written file; two generating at once make the same bytes, and the last move wins.
+ */
+export function installTinyModels(base: string): TinyModelDirs {
+  mkdirSync(base, { recursive: true });
+  const fresh = mkdtempSync(join(base, ".tiny-"));
+  try {
+    const made = makeTinyModels(fresh);
+    for (const name of readdirSync(fresh).filter((n) => n !== TINY_MODELS_STAMP)) {
+      const target = join(base, name);
+      const old = `${fresh}-old-${name}`;
+      const moved = existsSync(target) && renamed(target, old);
+      renamed(join(fresh, name), target);
+      if (moved) rmSync(old, { recursive: true, force: true });
+    }
+    renameSync(join(fresh, TINY_MODELS_STAMP), join(base, TINY_MODELS_STAMP));
+    return Object.fromEntries(Object.entries(made).map(([key, dir]) => [key, join(base, dir.slice(fresh.length + 1))])) as unknown as TinyModelDirs;
+  } finally {
+    rmSync(fresh, { recursive: true, force: true });
+  }
+}
+
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const out = resolve(process.argv[2] ?? "tmp/tiny-models");
-  const dirs = makeTinyModels(out);
-  console.log(JSON.stringify(dirs, null, 2));
+  const args = process.argv.slice(2);
+  const out = resolve(args.find((a) => !a.startsWith("--")) ?? "tmp/tiny-models");
+  if (args.includes("--if-stale") && !tinyModelsStale(out)) process.exit(0);
+  console.log(JSON.stringify(installTinyModels(out), null, 2));
 }

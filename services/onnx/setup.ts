@@ -1,13 +1,17 @@
 /**
  * Builds the onnx backends from a model map (`profiles/onnx/*.json`): pool model name → export
  * folder and settings. When the map names the tiny generated models and they are missing, or
- * an older generator made them, they are generated first (so `npm start -- --backend onnx` works
- * on a fresh clone, and after an update that adds or changes a stand-in).
+ * an older generator made them, the tiny-model command makes them first (so `npm start --
+ * --backend onnx` works on a fresh clone, and after an update that adds or changes a stand-in).
  */
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { isAbsolute, join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 import { z } from "zod";
-import { makeTinyModels, TINY_MODELS_STAMP, TINY_MODELS_VERSION } from "../../tools/make-tiny-models.ts";
+import { ModelExportError } from "../../contracts/errors.ts";
+import { packagePath } from "../files/package-root.ts";
 import { ThreadedClipJudge, ThreadedGenerationBackend, type OnnxModelEntry } from "./index.ts";
 import { DEFAULT_PROFILES_DIR } from "../files/profiles.ts";
 
@@ -37,58 +41,36 @@ export interface OnnxSetupOptions {
   warmUp?: boolean;
 }
 
-/** True unless `dir` holds tiny models this generator version wrote. */
-export function tinyModelsStale(dir: string): boolean {
-  try {
-    return (JSON.parse(readFileSync(join(dir, TINY_MODELS_STAMP), "utf8")) as { version?: unknown }).version !== TINY_MODELS_VERSION;
-  } catch {
-    return true;
-  }
-}
-
-/** Renames `from` to `to`; false when another process got there first (`to` exists, or `from` is gone). */
-function renamed(from: string, to: string): boolean {
-  try {
-    renameSync(from, to);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /**
- * Generates the tiny models into a folder of its own, then moves each into `base` (the stamp
- * last), so a process reading them (another service started on the same folder) never reads a
- * half-written file; two generating at once make the same bytes, and the last move wins.
+ * Runs the tiny-model command (`tools/make-tiny-models.ts --if-stale`) on `base`: it makes them
+ * when one is missing or an older generator made them, and does nothing otherwise. A command, not
+ * an import: a service never loads the generator (onnx-proto, protobufjs) to serve.
  */
-function generateTinyModels(base: string): void {
-  mkdirSync(base, { recursive: true });
-  const fresh = mkdtempSync(join(base, ".tiny-"));
-  try {
-    makeTinyModels(fresh);
-    for (const name of readdirSync(fresh).filter((n) => n !== TINY_MODELS_STAMP)) {
-      const target = join(base, name);
-      const old = `${fresh}-old-${name}`;
-      const moved = existsSync(target) && renamed(target, old);
-      renamed(join(fresh, name), target);
-      if (moved) rmSync(old, { recursive: true, force: true });
-    }
-    renameSync(join(fresh, TINY_MODELS_STAMP), join(base, TINY_MODELS_STAMP));
-  } finally {
-    rmSync(fresh, { recursive: true, force: true });
-  }
+function ensureTinyModels(base: string): Promise<void> {
+  const fromSource = import.meta.url.endsWith(".ts");
+  const args = fromSource
+    ? ["--import", pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href, packagePath("tools", "make-tiny-models.ts")]
+    : [packagePath("dist", "tools", "make-tiny-models.js")];
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [...args, base, "--if-stale"], { stdio: ["ignore", "ignore", "pipe"] });
+    let stderr = "";
+    child.stderr.on("data", (d: Buffer) => (stderr += d));
+    child.once("error", (err) => reject(new ModelExportError(`cannot run the tiny-model command: ${err.message}`, { cause: err })));
+    child.once("exit", (code, signal) =>
+      code === 0 ? resolve() : reject(new ModelExportError(`the tiny-model command failed for ${base} (${signal ?? `exit ${code}`}): ${stderr.trim().split("\n").slice(-3).join(" ")}`)),
+    );
+  });
 }
 
-/** Reads the map, generating the tiny models if they are what is missing or stale. */
-export function prepareOnnx(opts: OnnxSetupOptions) {
+/** Reads the map, having the tiny models made if they are what it names and one is missing or stale. */
+export async function prepareOnnx(opts: OnnxSetupOptions) {
   const map = ModelMapSchema.parse(JSON.parse(readFileSync(opts.modelMap ?? DEFAULT_MODEL_MAP, "utf8")));
   const base = resolve(opts.modelsDir);
   const at = (dir: string) => (isAbsolute(dir) ? dir : join(base, dir));
   const folders = [...Object.values(map.models).map((m) => m.dir), map.judge.dir];
   // Tiny stand-ins are made when one is missing, and again when an older generator made them (a
-  // stand-in added since, such as tiny-sd3, or changed).
-  const missing = folders.some((d) => !existsSync(join(at(d), d === map.judge.dir ? "head" : "model_index.json")));
-  if (folders.every((d) => d.startsWith("tiny-")) && (missing || tinyModelsStale(base))) generateTinyModels(base);
+  // stand-in added since, such as tiny-sd3, or changed): the command checks both.
+  if (folders.every((d) => d.startsWith("tiny-"))) await ensureTinyModels(base);
   const models: Record<string, OnnxModelEntry> = {};
   for (const [name, m] of Object.entries(map.models)) {
     models[name] = { dir: at(m.dir), steps: m.steps, guidanceScale: m.guidanceScale, intraOpNumThreads: opts.intraOpNumThreads ?? 1 };
