@@ -41,7 +41,7 @@ function routerScoring(kind: "analyzer" | "reference", profiles: ProfileSet, fil
 
 /** The policy `npm start` runs unless told otherwise. */
 export const DEFAULT_POLICY = "hadis";
-import { ConnectionWatch, healthOf, type Health, type HealthCheck } from "./telemetry/health.ts";
+import { ConnectionReadiness, healthOf, type Health, type HealthCheck } from "./telemetry/health.ts";
 
 import { SERVICE_KINDS, type ServiceKind } from "../contracts/service-kinds.ts";
 
@@ -122,7 +122,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
   const sloMs = profiles.pool.sloMs * timeScale;
   const queueOptions = { ...DEFAULT_WORK_QUEUE, ...(opts.replicas ? { replicas: opts.replicas } : {}), ...opts.workQueue };
   const connections: NatsConnection[] = [];
-  const watches: ConnectionWatch[] = [];
+  const watches: ConnectionReadiness[] = [];
   let stopping = false;
   let planBucketReady = !opts.replicas || opts.replicas <= 1;
   let resultsBucketReady = planBucketReady;
@@ -140,7 +140,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
       throw new Error(`${name} cannot reach NATS at ${opts.natsUrl} (${(err as Error).message})${credentials ? `; are the credentials of ${credentials.user} right?` : ""}`, { cause: err });
     });
     connections.push(nc);
-    watches.push(new ConnectionWatch(nc, name));
+    watches.push(new ConnectionReadiness(nc, name));
     // Said once, by the first connection: images over a stock server's 1 MiB would fail.
     const small = connections.length === 1 ? maxPayloadWarning(nc) : null;
     if (small) logFor(kind).warn("nats.max_payload_small", { message: small });

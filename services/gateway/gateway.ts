@@ -15,7 +15,7 @@ import type { ModelsReply } from "../../contracts/public.ts";
 import type { Subjects } from "../../contracts/subjects.ts";
 import type { ProfileSet } from "../../actors/profile/profile-set.ts";
 import { HadisClient, replyWaitMs } from "../client/client.ts";
-import { ConnectionWatch, healthOf, serveProbe, type Health } from "../telemetry/health.ts";
+import { ConnectionReadiness, healthOf, serveProbe, type Health } from "../telemetry/health.ts";
 import { readJob } from "../nats/job-stream.ts";
 import type { Logger } from "../telemetry/log.ts";
 import { listenUrl } from "../telemetry/metrics.ts";
@@ -73,7 +73,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   const maxConcurrent = opts.maxConcurrent ?? DEFAULT_MAX_CONCURRENT;
   const maxStreams = opts.maxStreams ?? DEFAULT_MAX_STREAMS;
   const client = new HadisClient(nc, subjects.prefix);
-  const connection = new ConnectionWatch(nc, "hadis-gateway");
+  const connection = new ConnectionReadiness(nc, "hadis-gateway");
   const traces = new GatewayTraces(nc);
   const openapi = JSON.stringify(openApiDocument(opts.version ?? "0.1.0"));
   const inFlight = new Set<Promise<unknown>>();

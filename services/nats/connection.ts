@@ -115,7 +115,7 @@ export function onReconnect(nc: NatsConnection, fn: () => void): () => void {
   return watchConnection(nc).onEveryReconnect(fn);
 }
 
-/** A connection's ups and downs, as a caller waiting on replies needs them. */
+/** A connection's ups and downs, as a caller waiting on replies needs them (readiness reads its own: `ConnectionReadiness` in services/telemetry/health.ts). */
 export interface ConnectionWatch {
   /** True while the connection is up: what is published now goes out (nats.js drops what is published while it is down). */
   readonly connected: boolean;

@@ -27,10 +27,11 @@ export function healthOf(checks: Record<string, HealthCheck>): Health {
 export const STARTING: Health = healthOf({ services: { ok: false, detail: "starting" } });
 
 /**
- * Whether a connection is up, from its status events: down from a disconnect until it
- * reconnects, and for good once closed.
+ * A connection's part in readiness (`/readyz`): not ready from a disconnect until it reconnects,
+ * and for good once closed, saying which server it lost. (The sending side's view of the same
+ * connection, with sends held through a drop, is `ConnectionWatch` in services/nats/connection.ts.)
  */
-export class ConnectionWatch {
+export class ConnectionReadiness {
   private down: string | null = null;
 
   constructor(
