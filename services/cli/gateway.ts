@@ -5,7 +5,7 @@ import { connectWhenUp, type NatsConnection } from "../nats/connection.ts";
 import { loadProfiles } from "../files/profiles.ts";
 import { startMetricsServer } from "../telemetry/metrics.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
-import { DEFAULT_HTTP_PORT, startGateway, type RunningGateway } from "../gateway/gateway.ts";
+import { DEFAULT_HTTP_PORT, startGateway, type RunningGateway } from "../gateway/main.ts";
 import { natsTlsFromEnv, natsUrls, toolCredentials } from "./credentials.ts";
 
 /** The gateway's options on the command line. */

@@ -5,7 +5,7 @@ import { createLogger, type Logger } from "../telemetry/log.ts";
 import { connectNats } from "../nats/connection.ts";
 import { startMetricsServer } from "../telemetry/metrics.ts";
 import { STARTING, type Health } from "../telemetry/health.ts";
-import { DEFAULT_DASHBOARD_PORT, startDashboard } from "../dashboard/dashboard.ts";
+import { DEFAULT_DASHBOARD_PORT, startDashboard } from "../dashboard/main.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { credentialsFromEnv, natsServerOf, natsTlsFromEnv, natsUrls } from "./credentials.ts";
 import { startSystem, startSystemWhenUp, SERVICE_KINDS, type RunningSystem, type ServiceKind } from "../system.ts";

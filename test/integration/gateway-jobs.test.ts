@@ -8,7 +8,7 @@ import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { readSse } from "../helpers/http.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
-import { startGateway, type RunningGateway } from "../../services/gateway/gateway.ts";
+import { startGateway, type RunningGateway } from "../../services/gateway/main.ts";
 import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
 import { loadProfiles } from "../../services/files/profiles.ts";
 import { createLogger } from "../../services/telemetry/log.ts";

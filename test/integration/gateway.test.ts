@@ -10,7 +10,7 @@ import { promptsByRoute } from "../helpers/prompts.ts";
 import { jsonSchemaValidator } from "../helpers/http.ts";
 import { waitFor } from "../helpers/processes.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
-import { startGateway, type RunningGateway } from "../../services/gateway/gateway.ts";
+import { startGateway, type RunningGateway } from "../../services/gateway/main.ts";
 import { connectNats, newHeaders, type NatsConnection } from "../../services/nats/connection.ts";
 import { loadProfiles } from "../../services/files/profiles.ts";
 import { createLogger } from "../../services/telemetry/log.ts";

@@ -4,7 +4,7 @@
  * a real nats-server's work queue and results bucket. The rider must not take the other router's
  * item, and whichever moves second rides on the first's copy: watching the bucket, and queueing its
  * own copy once that one dies unrun. Each router here is its PendingWork and mover, as in
- * services/router/router.ts; the test plays the workers.
+ * services/router/main.ts; the test plays the workers.
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import type { KV } from "../../services/nats/connection.ts";

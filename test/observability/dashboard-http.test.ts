@@ -7,7 +7,7 @@ import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { createLogger } from "../../services/telemetry/log.ts";
-import { hostAllowed, startDashboard, type RunningDashboard } from "../../services/dashboard/dashboard.ts";
+import { hostAllowed, startDashboard, type RunningDashboard } from "../../services/dashboard/main.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 
 const t = useNatsServer("dashboard-http");

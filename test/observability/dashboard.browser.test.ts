@@ -7,7 +7,7 @@ import { waitFor } from "../helpers/processes.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
 import { createLogger } from "../../services/telemetry/log.ts";
-import { startDashboard, type RunningDashboard } from "../../services/dashboard/dashboard.ts";
+import { startDashboard, type RunningDashboard } from "../../services/dashboard/main.ts";
 import { shutdownTelemetry, spanSinkSubject } from "../../services/telemetry/tracing.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { fingerprintOf, keyedRequestId } from "../../actors/request/idempotent.ts";

@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { createLogger } from "../../services/telemetry/log.ts";
 import { configureTelemetry, spanSinkEnabled, tracingEnabled } from "../../services/telemetry/tracing.ts";
-import { startDashboard } from "../../services/dashboard/dashboard.ts";
+import { startDashboard } from "../../services/dashboard/main.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 
 const t = useNatsServer("tracing-opt-out");

@@ -11,7 +11,7 @@ import { Packr } from "msgpackr";
 import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
 import { connectNats, watchConnection, type Msg, type NatsConnection } from "../../services/nats/connection.ts";
 import { HadisClient } from "../../services/client/client.ts";
-import { startDiscriminator } from "../../services/discriminator/discriminator.ts";
+import { startDiscriminator } from "../../services/discriminator/main.ts";
 import { createLogger } from "../../services/telemetry/log.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";

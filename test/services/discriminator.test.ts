@@ -5,7 +5,7 @@ import { Packr } from "msgpackr";
 import { HadisError } from "../../contracts/errors.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
-import { startDiscriminator } from "../../services/discriminator/discriminator.ts";
+import { startDiscriminator } from "../../services/discriminator/main.ts";
 import { createLogger } from "../../services/telemetry/log.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 import { metricsText } from "../../services/telemetry/metrics.ts";

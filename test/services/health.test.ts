@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
 import { startMetricsServer, type MetricsServer } from "../../services/telemetry/metrics.ts";
-import { startDashboard, type RunningDashboard } from "../../services/dashboard/dashboard.ts";
+import { startDashboard, type RunningDashboard } from "../../services/dashboard/main.ts";
 import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { createLogger } from "../../services/telemetry/log.ts";

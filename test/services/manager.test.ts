@@ -14,7 +14,7 @@ import { metricsText } from "../../services/telemetry/metrics.ts";
 import { DEFAULT_WORK_QUEUE, WorkQueue } from "../../services/nats/work-queue.ts";
 import { openPlanBucket } from "../../services/nats/kv-buckets.ts";
 import { createPolicy } from "../../services/resource-manager/policies.ts";
-import { startResourceManager, type ResourceManagerOptions } from "../../services/resource-manager/manager.ts";
+import { startResourceManager, type ResourceManagerOptions } from "../../services/resource-manager/main.ts";
 import { writePlan } from "../../services/nats/plan-store.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 import { startProxy } from "../helpers/proxy.ts";

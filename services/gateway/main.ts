@@ -20,7 +20,7 @@ import { readJob } from "../nats/job-stream.ts";
 import type { Logger } from "../telemetry/log.ts";
 import { listenUrl } from "../telemetry/metrics.ts";
 import type { NatsConnection } from "../nats/connection.ts";
-import { hostAllowed } from "../dashboard/dashboard.ts";
+import { hostAllowed } from "../dashboard/main.ts";
 import { BASE_HEADERS, readJsonBody, sendError, sendJson, sendReply, wantsPng } from "./http.ts";
 import { checkGatewayRequest } from "./intake.ts";
 import { openApiDocument } from "./openapi.ts";
