@@ -18,9 +18,9 @@ import { scoreWithFidelity } from "../actors/artifact/score-run.ts";
 import { parseHourlyInvocations, traceFromHourly } from "../actors/sim/trace.ts";
 import { fidLookupFromProfiles } from "../actors/sim/scoring.ts";
 import { parsePrompts, parseTrace, type Arrival } from "../actors/profile/reference.ts";
-import { frontierSpec, renderPng, type FrontierPoint } from "../services/cli/charts.ts";
-import { DEFAULT_PROMPTS, DEFAULT_TRACE, RESULTS_DIR } from "../services/cli/e1-report.ts";
-import { memoizedAnalyzer, runSimulation } from "../services/cli/sim.ts";
+import { frontierSpec, renderPng, type FrontierPoint } from "../services/cli/research/charts.ts";
+import { DEFAULT_PROMPTS, DEFAULT_TRACE, RESULTS_DIR } from "../services/cli/research/e1-report.ts";
+import { memoizedAnalyzer, runSimulation } from "../services/cli/research/sim.ts";
 import { loadProfiles } from "../services/files/profiles.ts";
 import { writeResult } from "./lib.ts";
 

@@ -1,23 +1,19 @@
 #!/usr/bin/env node
 /**
- * The `hadis` command line: start, serve, generate, and the offline tools. Each command's module
+ * The `hadis` command line: the operator's commands (start, serve, generate, status, profile,
+ * analyze) here, the research ones in research/commands.ts. Each command's module
  * is imported when that command runs, so a command loads only what it uses (`--version`,
  * `generate` and `status` load no onnxruntime, no NLP model, no telemetry SDK).
  */
 import { readFileSync } from "node:fs";
 import { Command, Option } from "commander";
 import { DEFAULT_NATS_URL, MAX_DEADLINE_MS, MAX_IDEMPOTENCY_KEY_CHARS, MAX_SEED } from "../../contracts/limits.ts";
-import { POLICY_NAMES as PLANNER_POLICIES } from "../../actors/planner/policy-names.ts";
 import { packagePath } from "../files/package-root.ts";
 import { POLICY_NAMES } from "../resource-manager/policy-names.ts";
-import { ARTIFACT_MECHANISMS } from "../../actors/artifact/mechanisms.ts";
-import { atLeastOne, count, idPrefix, integerIn, mechanismList, nonNegative, port, positive, text } from "./options.ts";
+import { atLeastOne, count, idPrefix, integerIn, nonNegative, port, positive, text } from "./options.ts";
 import { jsonErrorsWhen } from "./tool-connection.ts";
+import { researchCommands } from "./research/commands.ts";
 import { environmentProblems } from "./environment.ts";
-
-/** The anchor trace and prompts (`e1-report.ts` names the same files). */
-const DEFAULT_TRACE = packagePath("profiles/reference/traces/azure_1to64qps.txt");
-const DEFAULT_PROMPTS = packagePath("profiles/reference/prompts/imagenet1k_captions_5k.txt");
 
 const { version } = JSON.parse(readFileSync(packagePath("package.json"), "utf8")) as { version: string };
 // After a mistake, a hint rather than the whole help (40 lines that scrolled the error away).
@@ -141,85 +137,8 @@ program
     await analyzeCommand({ prompt, ...opts });
   });
 
-program
-  .command("calibrate")
-  .description("learn router weights from measured quality; compare ROC AUC of reference, learned and random routing on held-out prompts")
-  .option("--pair <light:heavy>", "reference model ids of the pair", "2:3")
-  .option("--out <file>", "where to write the learned weights (default profiles/analyzer/router-weights-learned.json)")
-  .option("--seed <n>", "fold seed", count)
-  .option("--folds <k>", "cross-validation folds", count, 5)
-  .option("--repeats <n>", "repeats of the k-fold cross-validation (fold seeds seed, seed+1, …)", count, 4)
-  .addOption(
-    new Option(
-      "--label <kind>",
-      "hard = the light model's image log-odds fall below the heavy model's by more than the median, in standard errors (logit-gap); the raw P(real) gain is above the median (gap); or the light model's score is in the lowest 20% (light-fails)",
-    )
-      .choices(["logit-gap", "gap", "light-fails"])
-      .default("logit-gap"),
-  )
-  .action(async (opts) => {
-    const { calibrateCommand } = await import("./calibrate.ts");
-    await calibrateCommand(opts);
-  });
-
-program
-  .command("pareto")
-  .description("build the Pareto lookup table from the full configuration grid and compare it with the reference table")
-  .option("--out <file>", "write the front as CSV")
-  .action(async (opts) => {
-    const { paretoCommand } = await import("./pareto.ts");
-    await paretoCommand(opts);
-  });
-
-const e1Options = (cmd: Command, live: boolean) =>
-  cmd
-    .addOption(new Option("--trace <file>", "arrival trace, lines arrival_ms,prompt_idx").default(DEFAULT_TRACE, "profiles/reference/traces/azure_1to64qps.txt"))
-    .addOption(new Option("--prompts <file>", "prompts, one a line (line i = prompt index i)").default(DEFAULT_PROMPTS, "profiles/reference/prompts/imagenet1k_captions_5k.txt"))
-    .addOption(new Option("--policy <name|all>", "planning policy, or all nine").choices(["all", ...PLANNER_POLICIES]).default("all"))
-    .option("--slo-ms <ms>", `latency objective per request, ms (default: the pool's SLO at --time-scale, 6000 at 0.1${live ? "; against a running system, its plan's" : ""})`, positive)
-    .option("--workers <n>", "workers (GPUs)", atLeastOne, 16)
-    .option("--time-scale <x>", "multiplies every profiled latency", positive, 0.1)
-    .addOption(new Option("--fidelity <name>", "native: our serving design; artifact: the paper artifact's mechanisms (docs/benchmarks.md)").choices(["native", "artifact"]).default("native"))
-    .option("--mechanisms <list>", `artifact mechanisms to turn on (or, as -name, off) on top of --fidelity: ${ARTIFACT_MECHANISMS.join(", ")}`, mechanismList)
-    .option("--json <file>", "write the report as JSON")
-    .option("--plots", "write PNG plots under bench/results/ (default with --policy all)");
-
-e1Options(program.command("sim").description("the anchor experiment on the discrete-event simulator (no NATS): policies over a trace"), false)
-  .option("--seed <n>", "seed of the simulation", count, 1)
-  .option("--keep-finished", "what-if: queued work of answered or expired requests stays in the queues (the behaviour before routers removed it)")
-  .action(async (opts) => {
-  const { simCommand } = await import("./sim.ts");
-  await simCommand(opts);
-});
-
-e1Options(
-  program
-    .command("bench")
-    .description("live benchmarks against NATS: `bench e1` replays a trace against a running system or embedded fresh ones")
-    .argument("<name>", "benchmark name (e1)")
-    .option("--nats <urls>", "NATS server of a running system, comma-separated for a cluster (default: --embedded); its policy is read from its plans")
-    .option("--embedded", "start a nats-server and a fresh system per policy in this process"),
-  true,
-).action(async (name, opts) => {
-  if (name !== "e1") throw new Error(`unknown benchmark "${name}" (known: e1)`);
-  const { benchE1Command } = await import("./bench-e1.ts");
-  await benchE1Command(opts);
-});
-
-program
-  .command("trace")
-  .description("generate an arrival trace from an hourly invocation shape (Poisson arrivals per second)")
-  .requiredOption("--from-hourly <csv>", "hourly shape, columns ,hour,invocations (required)")
-  .option("--min-qps <x>", "rate at the shape's minimum", positive, 1)
-  .option("--max-qps <x>", "rate at the shape's maximum", positive, 64)
-  .option("--seconds <n>", "trace length, s", atLeastOne, 300)
-  .option("--seed <n>", "seed", count, 1)
-  .option("--prompt-count <n>", "prompt indices are uniform below this", atLeastOne, 5000)
-  .requiredOption("--out <file>", "write the trace here (required)")
-  .action(async (opts) => {
-    const { traceCommand } = await import("./trace.ts");
-    traceCommand(opts);
-  });
+// The research commands: the anchor experiment, calibration, the lookup table, traces.
+researchCommands(program);
 
 program.parseAsync(process.argv).catch((err) => {
   process.stderr.write(`hadis: ${(err as Error).message}\n`);

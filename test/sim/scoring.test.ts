@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { mixFid, planFid, scoreRun, type FidLookup, type RequestRecord } from "../../actors/sim/scoring.ts";
-import { renderTable, summarize } from "../../services/cli/e1-report.ts";
+import { renderTable, summarize } from "../../services/cli/research/e1-report.ts";
 
 /** Two models: A alone 30, B alone 20, a mix falls linearly with B's share. */
 const fid: FidLookup = {

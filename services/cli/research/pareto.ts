@@ -5,9 +5,9 @@
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { compareFront, paretoCsv, paretoFront, toParetoRows, type FrontOptions } from "../../actors/planner/pareto.ts";
-import { loadProfiles } from "../files/profiles.ts";
-import { packagePath } from "../files/package-root.ts";
+import { compareFront, paretoCsv, paretoFront, toParetoRows, type FrontOptions } from "../../../actors/planner/pareto.ts";
+import { loadProfiles } from "../../files/profiles.ts";
+import { packagePath } from "../../files/package-root.ts";
 
 /** Where the computed front goes by default. */
 export const DEFAULT_PARETO_OUT = packagePath("bench/results/pareto_hybrid.csv");

@@ -1,6 +1,6 @@
 /** `hadis trace --from-hourly`: writes an arrival trace scaled from an hourly invocation shape. */
 import { readFileSync, writeFileSync } from "node:fs";
-import { formatTrace, parseHourlyInvocations, traceFromHourly } from "../../actors/sim/trace.ts";
+import { formatTrace, parseHourlyInvocations, traceFromHourly } from "../../../actors/sim/trace.ts";
 
 /** Options of `hadis trace`. */
 export interface TraceOptions {

@@ -4,16 +4,16 @@
  */
 import { performance } from "node:perf_hooks";
 import { basename } from "node:path";
-import type { PromptAnalysis, PromptAnalyzer } from "../../actors/analyzer/analyzer.ts";
-import { ProfileJudge } from "../../actors/judge/profile-judge.ts";
-import { AnalyzerScorer, liveThreshold } from "../../actors/routing/analyzer-scorer.ts";
-import { simulate, type SimConfig, type SimResult } from "../../actors/sim/simulator.ts";
-import { fidLookupFromProfiles } from "../../actors/sim/scoring.ts";
-import { parseFidelity, type Fidelity } from "../../actors/artifact/mechanisms.ts";
-import { scoreWithFidelity } from "../../actors/artifact/score-run.ts";
-import { loadPromptAnalyzer } from "../files/analyzer-files.ts";
-import { createInlineHighsSolver } from "../solver/highs-solver.ts";
-import { loadProfiles } from "../files/profiles.ts";
+import type { PromptAnalysis, PromptAnalyzer } from "../../../actors/analyzer/analyzer.ts";
+import { ProfileJudge } from "../../../actors/judge/profile-judge.ts";
+import { AnalyzerScorer, liveThreshold } from "../../../actors/routing/analyzer-scorer.ts";
+import { simulate, type SimConfig, type SimResult } from "../../../actors/sim/simulator.ts";
+import { fidLookupFromProfiles } from "../../../actors/sim/scoring.ts";
+import { parseFidelity, type Fidelity } from "../../../actors/artifact/mechanisms.ts";
+import { scoreWithFidelity } from "../../../actors/artifact/score-run.ts";
+import { loadPromptAnalyzer } from "../../files/analyzer-files.ts";
+import { createInlineHighsSolver } from "../../solver/highs-solver.ts";
+import { loadProfiles } from "../../files/profiles.ts";
 import { loadWorkload, policiesFor, sloOf, renderTable, summarize, writePlots, writeReport, type E1Options, type SystemSummary } from "./e1-report.ts";
 
 /** The analyzer with its answers remembered: the nine runs score the same prompts. */

@@ -11,7 +11,7 @@
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { exactMatchRate, pearson } from "../../actors/analyzer/agreement.ts";
+import { exactMatchRate, pearson } from "../../../actors/analyzer/agreement.ts";
 import {
   aboveLabels,
   cascadeServed,
@@ -24,16 +24,16 @@ import {
   rocAuc,
   selectL2,
   summarise,
-} from "../../actors/analyzer/calibration.ts";
-import { isRare, rarityKey } from "../../actors/analyzer/features.ts";
-import { formatRarityOverrides } from "../../actors/analyzer/lexicons.ts";
-import { fitRarityOverrides } from "../../actors/analyzer/rarity-fit.ts";
-import { retag } from "../../actors/analyzer/retag.ts";
-import { featureVector, fitNormalisation, scoreVector, toScoreModelFile, type ScoreModel } from "../../actors/analyzer/score-model.ts";
-import { createWinkTagger } from "../../actors/analyzer/tagger.ts";
-import { FEATURE_NAMES, REFERENCE_WEIGHTS, parseDiscriminatorImageScores } from "../../actors/profile/reference.ts";
-import { ANALYZER_PATHS, loadAnalyzerLexicons, loadPromptAnalyzer, writeJsonFile, writeTextFile } from "../files/analyzer-files.ts";
-import { DEFAULT_PROFILES_DIR, loadProfiles } from "../files/profiles.ts";
+} from "../../../actors/analyzer/calibration.ts";
+import { isRare, rarityKey } from "../../../actors/analyzer/features.ts";
+import { formatRarityOverrides } from "../../../actors/analyzer/lexicons.ts";
+import { fitRarityOverrides } from "../../../actors/analyzer/rarity-fit.ts";
+import { retag } from "../../../actors/analyzer/retag.ts";
+import { featureVector, fitNormalisation, scoreVector, toScoreModelFile, type ScoreModel } from "../../../actors/analyzer/score-model.ts";
+import { createWinkTagger } from "../../../actors/analyzer/tagger.ts";
+import { FEATURE_NAMES, REFERENCE_WEIGHTS, parseDiscriminatorImageScores } from "../../../actors/profile/reference.ts";
+import { ANALYZER_PATHS, loadAnalyzerLexicons, loadPromptAnalyzer, writeJsonFile, writeTextFile } from "../../files/analyzer-files.ts";
+import { DEFAULT_PROFILES_DIR, loadProfiles } from "../../files/profiles.ts";
 
 /**
  * What "hard" means. `logit-gap`: the light model's image log-odds fall below the heavy
@@ -353,7 +353,7 @@ export async function deriveAnalyzerDataCommand(args: { profilesDir?: string } =
   const overrides = fitRarityOverrides({ words, referenceCounts: refCounts, rows: all, isRareBase });
   const header =
     "Per-word rarity corrections (word<TAB>rare|common) applied on top of SUBTLEX-US counts >= 350.\n" +
-    "Fitted by `deriveAnalyzerDataCommand` (services/cli/calibrate.ts) to the token_rarity column of\n" +
+    "Fitted by `deriveAnalyzerDataCommand` (services/cli/research/calibrate.ts) to the token_rarity column of\n" +
     "profiles/reference/prompts/prompt_features.csv (the HADIS artifact, computed with wordfreq < 1e-5).";
   writeTextFile(join(dir, ANALYZER_PATHS.rarityOverrides), formatRarityOverrides(overrides, header));
   console.log(`wrote ${ANALYZER_PATHS.referenceWeights} and ${ANALYZER_PATHS.rarityOverrides} (${overrides.size} overrides)`);

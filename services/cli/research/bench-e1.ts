@@ -8,22 +8,22 @@
 import { performance } from "node:perf_hooks";
 import { basename } from "node:path";
 import { SingleBar, Presets } from "cli-progress";
-import { asHadisError } from "../../contracts/errors.ts";
-import { subjects as buildSubjects } from "../../contracts/subjects.ts";
-import type { Plan } from "../../contracts/messages.ts";
-import { countSwaps } from "../../actors/planner/assignment.ts";
-import { referenceIndexFor, type ProfileSet } from "../../actors/profile/profile-set.ts";
-import type { Arrival } from "../../actors/profile/reference.ts";
-import { fidLookupFromProfiles, scoreRun, type PlanMark, type RequestRecord } from "../../actors/sim/scoring.ts";
-import { HadisClient } from "../client/client.ts";
-import { createLogger } from "../telemetry/log.ts";
-import { connectNats } from "../nats/connection.ts";
-import { natsUrls } from "./credentials.ts";
-import { startNatsServer } from "../nats/server.ts";
-import { PlanView } from "../nats/plan-view.ts";
-import { loadProfiles } from "../files/profiles.ts";
-import { sleep } from "../lifecycle/running.ts";
-import { startSystem, type RunningSystem } from "../system.ts";
+import { asHadisError } from "../../../contracts/errors.ts";
+import { subjects as buildSubjects } from "../../../contracts/subjects.ts";
+import type { Plan } from "../../../contracts/messages.ts";
+import { countSwaps } from "../../../actors/planner/assignment.ts";
+import { referenceIndexFor, type ProfileSet } from "../../../actors/profile/profile-set.ts";
+import type { Arrival } from "../../../actors/profile/reference.ts";
+import { fidLookupFromProfiles, scoreRun, type PlanMark, type RequestRecord } from "../../../actors/sim/scoring.ts";
+import { HadisClient } from "../../client/client.ts";
+import { createLogger } from "../../telemetry/log.ts";
+import { connectNats } from "../../nats/connection.ts";
+import { natsUrls } from "../credentials.ts";
+import { startNatsServer } from "../../nats/server.ts";
+import { PlanView } from "../../nats/plan-view.ts";
+import { loadProfiles } from "../../files/profiles.ts";
+import { sleep } from "../../lifecycle/running.ts";
+import { startSystem, type RunningSystem } from "../../system.ts";
 import { loadWorkload, policiesFor, sloOf, renderTable, summarize, writePlots, writeReport, type E1Options, type PlanLog, type SystemSummary } from "./e1-report.ts";
 
 /** Options of `hadis bench e1`. */

@@ -2,7 +2,7 @@
 import { compile, type TopLevelSpec } from "vega-lite";
 import { parse, View } from "vega";
 import { Resvg } from "@resvg/resvg-js";
-import type { RunScore } from "../../actors/sim/scoring.ts";
+import type { RunScore } from "../../../actors/sim/scoring.ts";
 
 /** What the charts draw of a system's run: its name, headline figures and windows (a report's `SystemSummary` is one). */
 export type ChartedSystem = Pick<RunScore, "sloViolationRatio" | "fid" | "windows"> & { name: string };

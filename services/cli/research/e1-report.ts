@@ -6,11 +6,11 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
 import Table from "cli-table3";
-import { parsePrompts, parseTrace, type Arrival } from "../../actors/profile/reference.ts";
-import type { RunScore } from "../../actors/sim/scoring.ts";
-import { POLICY_NAMES } from "../../actors/planner/policies.ts";
-import { PACKAGE_ROOT, packagePath } from "../files/package-root.ts";
-import { readRoute, Routes } from "../../contracts/messages.ts";
+import { parsePrompts, parseTrace, type Arrival } from "../../../actors/profile/reference.ts";
+import type { RunScore } from "../../../actors/sim/scoring.ts";
+import { POLICY_NAMES } from "../../../actors/planner/policies.ts";
+import { PACKAGE_ROOT, packagePath } from "../../files/package-root.ts";
+import { readRoute, Routes } from "../../../contracts/messages.ts";
 
 /** Where the benchmark results go. */
 export const RESULTS_DIR = packagePath("bench", "results");
