@@ -5,7 +5,7 @@
 import { Packr } from "msgpackr";
 import type { z } from "zod";
 import { HadisError } from "./errors.ts";
-import { PROTOCOL_VERSION } from "./messages.ts";
+import { PROTOCOL_VERSION, type RefusalParams } from "./messages.ts";
 import { senderOf } from "./subjects.ts";
 
 /** Largest payload a service decodes, in bytes (NATS max_payload is set to match). */
@@ -97,6 +97,9 @@ export function validate<S extends z.ZodType>(schema: S, value: unknown, what: s
     const at = issue?.path ?? [];
     const unknown = issue?.code === "unrecognized_keys" ? issue.keys.map((k) => [...at, k.length > MAX_FIELD_NAME ? `${k.slice(0, MAX_FIELD_NAME)}…` : k].join(".")) : [];
     const field = unknown[0] ?? (at.length > 0 ? at.join(".") : undefined);
+    // A refusal the schema names its own code for (a prompt too long, say) is answered as it says.
+    const refusal = issue?.code === "custom" ? (issue.params as Partial<RefusalParams> | undefined)?.errorCode : undefined;
+    if (refusal && issue) throw new HadisError(refusal, issue.message, field ? { field } : {});
     const message = !issue ? "invalid" : unknown.length > 0 ? `unknown field${unknown.length > 1 ? "s" : ""} ${unknown.map((f) => JSON.stringify(f)).join(", ")}` : field ? `${field}: ${issue.message}` : issue.message;
     throw new HadisError("invalid_request", `${what}: ${message}`, field ? { field } : {});
   }

@@ -38,6 +38,36 @@ export function isBlankPrompt(prompt: string): boolean {
 /** A prompt inside the system, checked by the router: in UTF-16 units, which a character takes one or two of. */
 const promptText = z.string().min(1).max(2 * MAX_PROMPT_CHARS);
 
+/**
+ * The error code a refusal of the schema answers with, when it is not `invalid_request`: set as
+ * the issue's `params` (`validate` in envelope.ts reads it and answers with the issue's message).
+ */
+export interface RefusalParams {
+  errorCode: "invalid_request" | "prompt_too_long";
+}
+
+/** Refuses `text` of `field` when it has more than `MAX_PROMPT_CHARS` characters (code points): `prompt_too_long`. */
+function refuseLongText(field: string, text: string, ctx: z.RefinementCtx): void {
+  const chars = promptChars(text);
+  if (chars > MAX_PROMPT_CHARS) {
+    ctx.addIssue({ code: "custom", message: `${field} has ${chars} characters; the limit is ${MAX_PROMPT_CHARS}`, params: { errorCode: "prompt_too_long" } satisfies RefusalParams });
+  }
+}
+
+/**
+ * A caller's prompt, every rule of it: trimmed; empty, or only whitespace, control or invisible
+ * characters, is `invalid_request`; more than `MAX_PROMPT_CHARS` characters, `prompt_too_long`.
+ */
+export const CallerPromptSchema = z
+  .string()
+  .trim()
+  .superRefine((prompt, ctx) => {
+    if (isBlankPrompt(prompt)) {
+      const message = prompt.length === 0 ? "prompt is empty" : "prompt is empty: it has only whitespace, control or invisible characters";
+      ctx.addIssue({ code: "custom", message, params: { errorCode: "invalid_request" } satisfies RefusalParams });
+    } else refuseLongText("prompt", prompt, ctx);
+  });
+
 /** The deadline a router gives a request: the one it asked for, else the SLO in force, at most `MAX_DEADLINE_MS`. */
 export function deadlineOf(request: { deadlineMs?: number | undefined }, sloMs: number): number {
   return request.deadlineMs ?? Math.min(sloMs, MAX_DEADLINE_MS);
@@ -120,7 +150,11 @@ export type Quality = (typeof Qualities)[keyof typeof Qualities];
  */
 export const GenerationOptionsSchema = z.strictObject({
   /** What the image should not show (classifier-free guidance's unconditional text), at most 2,000 characters. */
-  negativePrompt: z.string().max(2 * MAX_PROMPT_CHARS).optional(),
+  negativePrompt: z
+    .string()
+    .superRefine((text, ctx) => refuseLongText("negativePrompt", text, ctx))
+    .max(2 * MAX_PROMPT_CHARS)
+    .optional(),
   /** Image width in pixels; give `height` with it. */
   width: z.number().int().positive().max(MAX_IMAGE_SIDE).optional(),
   /** Image height in pixels; give `width` with it. */
@@ -146,7 +180,7 @@ function sizeGivenWhole(request: { width?: number | undefined; height?: number |
 export const GenerateRequestSchema = z
   .strictObject({
     v: version.optional(),
-    prompt: z.string(),
+    prompt: CallerPromptSchema,
     seed: z.number().int().min(0).max(MAX_SEED).optional(),
     deadlineMs: z.number().int().positive().max(MAX_DEADLINE_MS).optional(),
     idempotencyKey: z.string().min(1).max(MAX_IDEMPOTENCY_KEY_CHARS).optional(),

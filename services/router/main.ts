@@ -6,7 +6,7 @@ import { randomInt } from "node:crypto";
 import { createActor, toPromise } from "xstate";
 import { asHadisError, HadisError } from "../../contracts/errors.ts";
 import { encode, parseRaw, validate, type Encoding } from "../../contracts/envelope.ts";
-import { deadlineOf, GenerateRequestSchema, isBlankPrompt, MAX_PROMPT_CHARS, promptChars, PROTOCOL_VERSION, WORKER_SILENT_AFTER_MS, type GenerateReply, type Plan, type RouterStats } from "../../contracts/messages.ts";
+import { deadlineOf, GenerateRequestSchema, PROTOCOL_VERSION, WORKER_SILENT_AFTER_MS, type GenerateReply, type Plan, type RouterStats } from "../../contracts/messages.ts";
 import { QueueGroups, ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import { RequestMachine } from "../../actors/request/request-machine.ts";
 import { buildReply, sloOutcome, type SloOutcome } from "../../actors/request/reply.ts";
@@ -191,13 +191,9 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   }
 
   async function serve(body: unknown, root: RequestSpan | null, serving: Serving): Promise<GenerateReply> {
+    // The schema owns every rule of the request, the prompt's too (trimmed, not blank, not too long).
     const request = validate(GenerateRequestSchema, body, "generate request");
-    const prompt = request.prompt.trim();
-    if (isBlankPrompt(prompt)) throw new HadisError("invalid_request", prompt.length === 0 ? "prompt is empty" : "prompt is empty: it has only whitespace, control or invisible characters", { field: "prompt" });
-    const chars = promptChars(prompt);
-    if (chars > MAX_PROMPT_CHARS) {
-      throw new HadisError("prompt_too_long", `prompt has ${chars} characters; the limit is ${MAX_PROMPT_CHARS}`, { field: "prompt" });
-    }
+    const prompt = request.prompt;
     const { options, quality } = askedSettings(request, plans.current, rangesOf);
     await serving.onChecked?.(deadlineOf(request, plans.current?.sloMs ?? opts.defaultSloMs));
     const arrivedAtMs = Date.now();
