@@ -5,7 +5,8 @@
 import { Packr } from "msgpackr";
 import type { z } from "zod";
 import { HadisError } from "./errors.ts";
-import { PROTOCOL_VERSION, type RefusalParams } from "./messages.ts";
+import { PROTOCOL_VERSION } from "./messages.ts";
+import type { RefusalParams } from "./prompt.ts";
 import { senderOf } from "./subjects.ts";
 
 /** Largest payload a service decodes, in bytes (NATS max_payload is set to match). */

@@ -5,68 +5,16 @@
 import { TOKEN } from "./subjects.ts";
 import { z } from "zod";
 import { MAX_DEADLINE_MS, MAX_IDEMPOTENCY_KEY_CHARS, MAX_SEED, MAX_SERVICE_ID_CHARS } from "./limits.ts";
+import { CallerPromptSchema, isBlankPrompt, MAX_PROMPT_CHARS, promptChars, refuseLongText, type RefusalParams } from "./prompt.ts";
 
+export { CallerPromptSchema, isBlankPrompt, MAX_PROMPT_CHARS, promptChars, type RefusalParams };
 export { MAX_DEADLINE_MS, MAX_IDEMPOTENCY_KEY_CHARS, MAX_SEED, MAX_SERVICE_ID_CHARS };
 
 /** The protocol version this build speaks. */
 export const PROTOCOL_VERSION = 1;
 
-/** Longest prompt accepted, in characters (code points) after trimming. */
-export const MAX_PROMPT_CHARS = 2000;
-
-/** A prompt's length in characters: an emoji or another character past U+FFFF counts one (a string's `length` counts it two). */
-export function promptChars(prompt: string): number {
-  let n = prompt.length;
-  for (let i = 0; i < prompt.length - 1; i++) {
-    const c = prompt.charCodeAt(i);
-    if (c >= 0xd800 && c <= 0xdbff) {
-      const next = prompt.charCodeAt(i + 1);
-      if (next >= 0xdc00 && next <= 0xdfff) (n--, i++);
-    }
-  }
-  return n;
-}
-
-/** Characters that draw nothing: whitespace, control (NUL, ESC, …) and invisible format characters (zero-width space, BOM, bidi marks). */
-const BLANK_PROMPT = /^[\s\p{Cc}\p{Cf}]*$/u;
-
-/** Whether a prompt has nothing a model could draw from: empty, or only whitespace, control and invisible format characters. */
-export function isBlankPrompt(prompt: string): boolean {
-  return BLANK_PROMPT.test(prompt);
-}
-
 /** A prompt inside the system, checked by the router: in UTF-16 units, which a character takes one or two of. */
 const promptText = z.string().min(1).max(2 * MAX_PROMPT_CHARS);
-
-/**
- * The error code a refusal of the schema answers with, when it is not `invalid_request`: set as
- * the issue's `params` (`validate` in envelope.ts reads it and answers with the issue's message).
- */
-export interface RefusalParams {
-  errorCode: "invalid_request" | "prompt_too_long";
-}
-
-/** Refuses `text` of `field` when it has more than `MAX_PROMPT_CHARS` characters (code points): `prompt_too_long`. */
-function refuseLongText(field: string, text: string, ctx: z.RefinementCtx): void {
-  const chars = promptChars(text);
-  if (chars > MAX_PROMPT_CHARS) {
-    ctx.addIssue({ code: "custom", message: `${field} has ${chars} characters; the limit is ${MAX_PROMPT_CHARS}`, params: { errorCode: "prompt_too_long" } satisfies RefusalParams });
-  }
-}
-
-/**
- * A caller's prompt, every rule of it: trimmed; empty, or only whitespace, control or invisible
- * characters, is `invalid_request`; more than `MAX_PROMPT_CHARS` characters, `prompt_too_long`.
- */
-export const CallerPromptSchema = z
-  .string()
-  .trim()
-  .superRefine((prompt, ctx) => {
-    if (isBlankPrompt(prompt)) {
-      const message = prompt.length === 0 ? "prompt is empty" : "prompt is empty: it has only whitespace, control or invisible characters";
-      ctx.addIssue({ code: "custom", message, params: { errorCode: "invalid_request" } satisfies RefusalParams });
-    } else refuseLongText("prompt", prompt, ctx);
-  });
 
 /** The deadline a router gives a request: the one it asked for, else the SLO in force, at most `MAX_DEADLINE_MS`. */
 export function deadlineOf(request: { deadlineMs?: number | undefined }, sloMs: number): number {
