@@ -7,24 +7,15 @@
 import { asHadisError, HadisError, toWireError } from "../../contracts/errors.ts";
 import { runSplitting, type SplitOutcome } from "./bisect.ts";
 import { BatchRecord } from "./batch-record.ts";
-import { decode, parseRaw, validate } from "../../contracts/envelope.ts";
-import {
-  PROTOCOL_VERSION,
-  WorkItemAddressSchema,
-  WorkItemSchema,
-  WorkerStates,
-  type Plan,
-  type WorkerHeartbeat,
-  type WorkItem,
-  type WorkItemAddress,
-  type WorkResult,
-  type WorkerState,
-} from "../../contracts/messages.ts";
+import { PROTOCOL_VERSION, WorkerStates, type Plan, type WorkerHeartbeat, type WorkItem, type WorkResult, type WorkerState } from "../../contracts/messages.ts";
 import type { GeneratedImage, GenerationBackend } from "./backend.ts";
 
-/** One message pulled from a work queue, with its acknowledgement controls. */
+/**
+ * One work item pulled from a work queue, read and checked by the queue (an item that does not
+ * read is refused there and never reaches a worker), with its acknowledgement controls.
+ */
 export interface Delivery {
-  data: Uint8Array;
+  item: WorkItem;
   /** Done: remove from the queue. */
   ack(): void;
   /** Never deliver again (poison or expired). */
@@ -110,9 +101,8 @@ export interface WorkerOptions {
   failedBatchesToReport?: number;
 }
 
-/** Counters of what the worker dropped, by reason. */
+/** Counters of what the worker dropped, by reason (an item that did not read was refused by the queue). */
 export interface DropCounts {
-  malformed: number;
   expired: number;
   wrongModel: number;
 }
@@ -139,7 +129,7 @@ export class WorkerAgent {
   private pullAbort: AbortController | null = null;
   private wake: (() => void) | null = null;
   private loop: Promise<void> | null = null;
-  readonly dropped: DropCounts = { malformed: 0, expired: 0, wrongModel: 0 };
+  readonly dropped: DropCounts = { expired: 0, wrongModel: 0 };
   /** Batches some items of which failed, alone (their items handed back or answered with `generation_failed`). */
   failedBatches = 0;
 
@@ -292,22 +282,7 @@ export class WorkerAgent {
     const now = this.ports.now();
     const batch: { item: WorkItem; delivery: Delivery }[] = [];
     for (const delivery of deliveries) {
-      let item: WorkItem;
-      let raw: unknown; // parsed once: the whole item, or what of it says where its result goes
-      try {
-        raw = parseRaw(delivery.data);
-        item = validate(WorkItemSchema, raw, "work item");
-      } catch (err) {
-        this.dropped.malformed++;
-        const error = asHadisError(err);
-        this.ports.log("worker.drop", { workerId: this.id, reason: "malformed", error: error.message });
-        delivery.term();
-        // Its router learns why now, when the item says where to, rather than at the deadline: an
-        // internal error to its caller (a router's bug or a field out of range: not the caller's fault).
-        const to = raw === undefined ? null : addressOf(raw);
-        if (to) this.ports.publishResult(to.replyTo, errorResult(to, this.id, new HadisError("internal", `work item refused by worker ${this.id}: ${error.message}`)));
-        continue;
-      }
+      const item = delivery.item;
       if (item.model !== model) {
         this.dropped.wrongModel++;
         delivery.term();
@@ -409,14 +384,7 @@ export class WorkerAgent {
 
   /** A last delivery this worker will not run (its pull was called off): answered as one handed back. */
   private answerUnrun(delivery: Delivery): void {
-    let item: WorkItem;
-    try {
-      item = decode(WorkItemSchema, delivery.data, "work item");
-    } catch {
-      delivery.term(); // (unreadable: nobody to tell)
-      return;
-    }
-    this.handBack({ item, delivery });
+    this.handBack({ item: delivery.item, delivery });
   }
 
   /**
@@ -445,15 +413,6 @@ export class WorkerAgent {
     }
     this.failedBatches++;
     this.ports.log("worker.batch_failed", { workerId: this.id, model, failed: batch.length, retried, runs, inARow: this.record.inARow, error: e.message });
-  }
-}
-
-/** Where the result of an item that did not validate goes, when that much of it reads. */
-function addressOf(raw: unknown): WorkItemAddress | null {
-  try {
-    return validate(WorkItemAddressSchema, raw, "work item");
-  } catch {
-    return null;
   }
 }
 

@@ -18,7 +18,8 @@
 import { createInbox, headers as natsHeaders, type Msg, type MsgHdrs } from "@nats-io/nats-core";
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import type { Subjects } from "../../contracts/subjects.ts";
-import { MAX_DEADLINE_MS } from "../../contracts/messages.ts";
+import { MAX_DEADLINE_MS, type WorkItem } from "../../contracts/messages.ts";
+import { readWorkItem, type RefusedWorkItem } from "../../contracts/work-items.ts";
 import type { Delivery } from "../../actors/worker/worker-agent.ts";
 import { createLogger } from "../telemetry/log.ts";
 import { inboxPrefix, sendWhenUp, watchConnection, type NatsConnection } from "./connection.ts";
@@ -240,9 +241,11 @@ export class WorkQueue {
   /**
    * Pulls up to `max` items of a model: waits at most `waitMs` for the first, then takes what is
    * there (JetStream's no_wait + expires). An aborted pull stops listening at once (the server
-   * then drops it), handing back what was already on its way.
+   * then drops it), handing back what was already on its way. Each item is read and checked here:
+   * one that does not read is terminated (never delivered again) and given to `refused`, for its
+   * router to be told; the worker gets typed items only.
    */
-  async pull(model: string, max: number, waitMs: number, signal: AbortSignal, lastCalledOff?: (delivery: Delivery) => void): Promise<Delivery[]> {
+  async pull(model: string, max: number, waitMs: number, signal: AbortSignal, lastCalledOff?: (delivery: Delivery) => void, refused?: (item: RefusedWorkItem) => void): Promise<Delivery[]> {
     const durable = await this.ensureConsumer(model);
     if (signal.aborted) return [];
     // Last deliveries that came after an earlier pull ended go first, at once (within the batch size).
@@ -257,6 +260,8 @@ export class WorkQueue {
     // go where only that role may subscribe.
     const inbox = createInbox(inboxPrefix(this.nc));
     const out: Delivery[] = [];
+    /** Messages this pull received, refused ones included: the server sends at most `max`. */
+    let received = 0;
     return new Promise<Delivery[]>((resolve, reject) => {
       let finished = false;
       let failure: Error | null = null;
@@ -296,7 +301,16 @@ export class WorkQueue {
             finish();
             return;
           }
-          const delivery = toDelivery(this.nc, msg, this.options.maxDeliver, this.options.storage === "file");
+          received++;
+          const read = readWorkItem(msg.data);
+          const settle = settler(this.nc, msg, this.options.storage === "file");
+          if ("refused" in read) {
+            settle("+TERM");
+            refused?.(read.refused);
+            if (!finished && received >= max) finish();
+            return;
+          }
+          const delivery = toDelivery(this.nc, msg, read.item, settle, this.options.maxDeliver);
           if (finished) {
             // Handed back for another pull; but a last delivery handed back is never delivered
             // again (its request would wait out its deadline): kept for this model's next pull,
@@ -309,7 +323,7 @@ export class WorkQueue {
             return;
           }
           out.push(delivery);
-          if (out.length >= max) finish();
+          if (received >= max) finish();
         },
       });
       // The server ends every pull it holds by its expiry: silence well past that (a busy event
@@ -346,31 +360,40 @@ export function deliveryCountOf(reply: string | undefined): number | undefined {
   return Number.isInteger(n) && n > 0 ? n : undefined;
 }
 
-function toDelivery(nc: NatsConnection, msg: Msg, maxDeliver: number, kept: boolean): Delivery {
+/**
+ * A worker's last word on a delivered message (ack, term): held through a dropped connection,
+ * else the item would run again after its ack wait; sent only to the server that delivered it
+ * when the stream is in memory (an acknowledgement names the item by its stream sequence, which
+ * such a stream starts again after a restart: another item would be acknowledged).
+ */
+function settler(nc: NatsConnection, msg: Msg, kept: boolean): (body: string) => void {
+  const reply = msg.reply;
+  const server = nc.info?.server_id;
+  return (body) => {
+    if (!reply) return;
+    sendWhenUp(nc, () => void ((kept || nc.info?.server_id === server) && publishQuietly(nc, reply, body)));
+  };
+}
+
+/** Publishes, saying nothing on a closing connection (the item comes back after its ack wait). */
+function publishQuietly(nc: NatsConnection, subject: string, body: string): void {
+  try {
+    nc.publish(subject, body);
+  } catch {
+    // A closing connection: nothing can be said.
+  }
+}
+
+function toDelivery(nc: NatsConnection, msg: Msg, item: WorkItem, settle: (body: string) => void, maxDeliver: number): Delivery {
   const reply = msg.reply;
   const deliveryCount = deliveryCountOf(reply);
   const final = deliveryCount !== undefined && maxDeliver > 0 && deliveryCount >= maxDeliver;
-  const publish = (body: string) => {
-    try {
-      nc.publish(reply!, body);
-    } catch {
-      // A closing connection: nothing can be said; the item comes back after its ack wait.
-    }
-  };
-  // The server that delivered it: an acknowledgement names the item by its stream sequence, which
-  // a stream in memory starts again after a restart (another item would be acknowledged).
-  const server = nc.info?.server_id;
-  /** A worker's last word on an item (ack, term): held through a dropped connection, else it would run again after its ack wait. */
-  const settle = (body: string) => {
-    if (!reply) return;
-    sendWhenUp(nc, () => void ((kept || nc.info?.server_id === server) && publish(body)));
-  };
   /** A nak or "in progress": only while connected (sent late, it would act on a redelivery the ack wait made meanwhile). */
   const signal = (body: string) => {
-    if (reply && watchConnection(nc).connected) publish(body);
+    if (reply && watchConnection(nc).connected) publishQuietly(nc, reply, body);
   };
   return {
-    data: msg.data,
+    item,
     ack: () => settle("+ACK"),
     nak: () => signal("-NAK"),
     term: () => settle("+TERM"),

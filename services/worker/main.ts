@@ -3,6 +3,8 @@
  * work queue, following the plan, heart-beating its state.
  */
 import { encode } from "../../contracts/envelope.ts";
+import { HadisError } from "../../contracts/errors.ts";
+import type { RefusedWorkItem } from "../../contracts/work-items.ts";
 import { isKeyed, resultKey } from "../../actors/request/idempotent.ts";
 import { PROTOCOL_VERSION, type WorkResult } from "../../contracts/messages.ts";
 import { ServiceNames, type Subjects } from "../../contracts/subjects.ts";
@@ -77,14 +79,24 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
       void results.put(resultKey(result.requestId, result.stage), data).catch((err) => log.warn("worker.result_store_failed", { error: (err as Error).message }));
     }
   };
+  /** Items the queue refused to each worker (they did not read): counted with its drops. */
+  const malformed = new Map<string, number>();
+  /** Tells the router of an item that did not read why, when the item says where to (not at the deadline). */
+  const refuse = (workerId: string, { error, address }: RefusedWorkItem) => {
+    malformed.set(workerId, (malformed.get(workerId) ?? 0) + 1);
+    log.info("worker.drop", { workerId, reason: "malformed", error: error.message });
+    // An internal error to its caller: a router's bug or a field out of range, not the caller's fault.
+    if (address) publishResult(address.replyTo, errorResult(address, workerId, new HadisError("internal", `work item refused by worker ${workerId}: ${error.message}`)));
+  };
   for (let i = 0; i < opts.count; i++) {
     const backend = opts.backend(i);
     backends.push(backend);
+    const id = `${prefix}-${String(i).padStart(2, "0")}`;
     agents.push(
       new WorkerAgent(
-        `${prefix}-${String(i).padStart(2, "0")}`,
+        id,
         {
-          source: opts.queue,
+          source: { pull: (model, max, waitMs, signal, lastCalledOff) => opts.queue.pull(model, max, waitMs, signal, lastCalledOff, (item) => refuse(id, item)) },
           publishResult,
           observer,
           backend,
@@ -142,7 +154,7 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
 
   service.addEndpoint("status", {
     subject: subjects.workerControl(prefix),
-    handler: (_err, msg) => msg.respond(encode(agents.map((a) => ({ ...a.status(kind), dropped: a.dropped })))),
+    handler: (_err, msg) => msg.respond(encode(agents.map((a) => ({ ...a.status(kind), dropped: { ...a.dropped, malformed: malformed.get(a.id) ?? 0 } })))),
   });
   log.info("workers.started", { count: opts.count, prefix, backend: kind });
 

@@ -14,8 +14,8 @@ import { createMover } from "../../services/router/mover.ts";
 import { PendingWork, type PendingItem } from "../../services/router/pending.ts";
 import { ServiceTelemetry } from "../../services/telemetry/tracing.ts";
 import { createLogger } from "../../services/telemetry/log.ts";
-import { decode, encode } from "../../contracts/envelope.ts";
-import { PROTOCOL_VERSION, WorkItemSchema, type Plan, type WorkItem } from "../../contracts/messages.ts";
+import { encode } from "../../contracts/envelope.ts";
+import { PROTOCOL_VERSION, type Plan, type WorkItem } from "../../contracts/messages.ts";
 import { subjects } from "../../contracts/subjects.ts";
 import { keyedRequestId } from "../../actors/request/idempotent.ts";
 import { useNatsServer } from "../helpers/nats.ts";
@@ -62,7 +62,7 @@ async function firstAttempt(label: string, deadlineAtMs: number) {
 async function queued(model: string): Promise<WorkItem[]> {
   const got = await queue.pull(model, 16, 300, new AbortController().signal);
   for (const d of got) d.nak();
-  return got.map((d) => decode(WorkItemSchema, d.data, "work item"));
+  return got.map((d) => d.item);
 }
 
 describe("moving a keyed item that two routers wait on", () => {
