@@ -10,27 +10,27 @@ import { HadisError } from "../../contracts/errors.ts";
 import { PlanSchema, type Plan } from "../../contracts/messages.ts";
 import type { KV } from "./connection.ts";
 
-/** What a write did: written, or lost to a plan another manager wrote (its bytes and epoch). */
-export type PlanWrite = { written: true } | { written: false; theirs: Uint8Array; epoch: number };
+/** What a write did: written, or lost to a plan another manager wrote (its plan, null when it does not read, and its epoch). */
+export type PlanWrite = { written: true } | { written: false; theirs: Plan | null; epoch: number };
 
 const lostRace = (err: unknown) =>
   err instanceof JetStreamApiError && (err.code === JetStreamApiCodes.StreamWrongLastSequence || err.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown);
 
-/** The epoch of a stored plan, -1 when it is not one (it is overwritten then). */
-function epochOf(value: Uint8Array): number {
+/** The stored plan, null when the entry is not one (it is overwritten then). */
+function planIn(value: Uint8Array): Plan | null {
   try {
-    return decode(PlanSchema, value, "plan").epoch;
+    return decode(PlanSchema, value, "plan");
   } catch {
-    return -1;
+    return null;
   }
 }
 
-/** Reads `key`: the stored plan's bytes, epoch and revision (revision 0: no entry ever). */
-async function read(kv: KV, key: string): Promise<{ value: Uint8Array; epoch: number; revision: number }> {
+/** Reads `key`: the stored plan (null: none, or not one), its epoch (-1 then) and the entry's revision (0: no entry ever). */
+async function read(kv: KV, key: string): Promise<{ plan: Plan | null; epoch: number; revision: number }> {
   const entry = await kv.get(key);
-  if (!entry) return { value: new Uint8Array(), epoch: -1, revision: 0 };
-  const live = entry.operation === "PUT" && entry.value.length > 0;
-  return { value: live ? entry.value : new Uint8Array(), epoch: live ? epochOf(entry.value) : -1, revision: entry.revision };
+  if (!entry) return { plan: null, epoch: -1, revision: 0 };
+  const plan = entry.operation === "PUT" && entry.value.length > 0 ? planIn(entry.value) : null;
+  return { plan, epoch: plan?.epoch ?? -1, revision: entry.revision };
 }
 
 /** Writes `plan` (checked against its schema first) under `key` unless the stored plan's epoch is already at least its own, or another write lands first. */
@@ -43,7 +43,7 @@ export async function writePlan(kv: KV, key: string, plan: Plan): Promise<PlanWr
     throw new HadisError("internal", `not writing epoch ${plan.epoch}: ${(err as Error).message}`, {}, { cause: err });
   }
   const stored = await read(kv, key);
-  if (stored.epoch >= plan.epoch) return { written: false, theirs: stored.value, epoch: stored.epoch };
+  if (stored.epoch >= plan.epoch) return { written: false, theirs: stored.plan, epoch: stored.epoch };
   try {
     // (`update` takes revisions from 1: a key never written is created, failing if one lands first.)
     if (stored.revision === 0) await kv.create(key, encode(plan));
@@ -52,6 +52,6 @@ export async function writePlan(kv: KV, key: string, plan: Plan): Promise<PlanWr
   } catch (err) {
     if (!lostRace(err)) throw err;
     const now = await read(kv, key);
-    return { written: false, theirs: now.value, epoch: now.epoch };
+    return { written: false, theirs: now.plan, epoch: now.epoch };
   }
 }

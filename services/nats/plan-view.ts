@@ -69,7 +69,7 @@ export class PlanView {
     return { view, kv };
   }
 
-  /** Takes an encoded plan; ignores it if malformed or older than the one held. */
+  /** Takes an encoded plan (from the bucket or its watch); ignores it if malformed or older than the one held. */
   offer(data: Uint8Array): void {
     let plan: Plan;
     try {
@@ -78,6 +78,11 @@ export class PlanView {
       this.log.warn("plan.rejected", { error: (err as Error).message });
       return;
     }
+    this.adopt(plan);
+  }
+
+  /** Takes a plan already checked against its schema (the manager's own, as written); ignores it if older than the one held. */
+  adopt(plan: Plan): void {
     if (this.plan && plan.epoch <= this.plan.epoch) return;
     this.plan = plan;
     this.waiters.splice(0).forEach((w) => w());

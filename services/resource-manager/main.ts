@@ -254,7 +254,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
       if (!write.written) {
         // Another manager wrote this epoch (or a later one) first: its plan is the one in force.
         state.lastSwapAtMs = swapsBefore;
-        if (write.theirs.length > 0) plans.offer(write.theirs);
+        if (write.theirs) plans.adopt(write.theirs);
         const theirs = plans.current;
         const what = write.epoch >= 0 ? `another manager wrote epoch ${write.epoch}` : "another write to the plan landed first";
         log.warn("manager.plan_conflict", { epoch: plan.epoch, stored: write.epoch, reason: what });
@@ -263,7 +263,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     }
     if (plan && outcome.plan) {
       if (fresh) setAside = null;
-      plans.offer(encode(plan));
+      plans.adopt(plan);
       nc.publish(subjects.planBroadcast, encode({ v: PROTOCOL_VERSION, epoch: plan.epoch } satisfies PlanNotice));
       log.info("manager.plan", {
         epoch: plan.epoch,

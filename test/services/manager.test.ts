@@ -260,6 +260,8 @@ describe("resource manager service", () => {
       await expect(writePlan(kv, "current", { ...good, epoch: good.epoch + 1, demandQps: Number.NaN })).rejects.toThrow(/^not writing epoch \d+: plan: demandQps: /);
       expect(decode(PlanSchema, (await kv.get("current"))!.value, "plan").epoch).toBe(good.epoch);
       expect(await writePlan(kv, "current", { ...good, epoch: good.epoch + 1 })).toEqual({ written: true });
+      // A write that comes second gets the plan in force as a plan, for the manager to adopt as it is.
+      expect(await writePlan(kv, "current", { ...good, epoch: good.epoch + 1, reason: "late" })).toEqual({ written: false, epoch: good.epoch + 1, theirs: { ...good, epoch: good.epoch + 1 } });
     } finally {
       await manager.stop();
     }
