@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { createActor, fromPromise, SimulatedClock, toPromise } from "xstate";
-import { RequestMachine } from "../../actors/request/request-machine.ts";
+import { fromPromise, SimulatedClock, toPromise } from "xstate";
+import { createRequestActor, RequestMachine } from "../../actors/request/request-machine.ts";
 import { buildReply } from "../../actors/request/reply.ts";
 import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RequestOutcome, RouteCall, RouteDecision } from "../../actors/request/types.ts";
 import type { GenerationOptions } from "../../contracts/messages.ts";
@@ -51,9 +51,8 @@ async function run(s: Scenario) {
       }),
     },
   });
-  const actor = createActor(machine, {
-    clock,
-    input: { requestId: "r1", prompt: "a cat", seed: 1, receivedAtMs: 0, deadlineAtMs: s.deadlineMs ?? 10_000, now: () => clock.now(), heavyFloorMs: () => s.heavyFloorMs ?? 0, ...(s.quality ? { quality: s.quality } : {}), ...(s.options ? { options: s.options } : {}) },
+  const actor = createRequestActor(machine, clock, {
+    requestId: "r1", prompt: "a cat", seed: 1, receivedAtMs: 0, deadlineAtMs: s.deadlineMs ?? 10_000, heavyFloorMs: () => s.heavyFloorMs ?? 0, ...(s.quality ? { quality: s.quality } : {}), ...(s.options ? { options: s.options } : {}),
   });
   actor.start();
   const done = toPromise(actor) as Promise<RequestOutcome>;
