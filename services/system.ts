@@ -44,6 +44,7 @@ export const DEFAULT_POLICY = "hadis";
 import { ConnectionReadiness, healthOf, type Health, type HealthCheck } from "./telemetry/health.ts";
 
 import { SERVICE_KINDS, type ServiceKind } from "../contracts/service-kinds.ts";
+import { ConfigurationError, DependencyError } from "../contracts/errors.ts";
 
 export { SERVICE_KINDS, type NatsCredentials, type ServiceKind };
 
@@ -137,7 +138,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
     const waitMs = opts.natsWaitMs ?? 0;
     const waiting = (err: unknown) => logFor(kind).warn("nats.waiting", { service: name, url: opts.natsUrl, error: (err as Error).message, waitMs });
     const nc = await connectWhenUp(opts.natsUrl, name, extra, waitMs, waiting).catch((err: unknown) => {
-      throw new Error(`${name} cannot reach NATS at ${opts.natsUrl} (${(err as Error).message})${credentials ? `; are the credentials of ${credentials.user} right?` : ""}`, { cause: err });
+      throw new DependencyError(`${name} cannot reach NATS at ${opts.natsUrl} (${(err as Error).message})${credentials ? `; are the credentials of ${credentials.user} right?` : ""}`, { cause: err });
     });
     connections.push(nc);
     watches.push(new ConnectionReadiness(nc, name));
@@ -166,7 +167,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
   // they would count as its capacity while its requests wait out their deadlines.
   const unmapped = onnx && kinds.has("worker") ? profiles.pool.models.filter((m) => !onnx.models.includes(m)) : [];
   if (unmapped.length > 0) {
-    throw new Error(`the ONNX model map has no export for ${unmapped.join(", ")}, which the profile pool has: map every pool model, or serve a profiles folder without ${unmapped.length === 1 ? "it" : "them"}`);
+    throw new ConfigurationError(`the ONNX model map has no export for ${unmapped.join(", ")}, which the profile pool has: map every pool model, or serve a profiles folder without ${unmapped.length === 1 ? "it" : "them"}`);
   }
   const system: RunningSystem = {
     subjects,

@@ -6,6 +6,7 @@
  */
 import { SchedulerKind, type Scheduler, type SchedulerConfig } from "./scheduler-types.ts";
 import { refusedOptions, type RefusalTable } from "./refused-options.ts";
+import { ModelExportError } from "../../contracts/errors.ts";
 
 /** The class name in `scheduler_config.json`. */
 export const FLOW_MATCH_EULER = SchedulerKind.FlowMatchEuler;
@@ -66,13 +67,13 @@ export function flowMatchSigmas(config: FlowMatchConfig, steps: number): number[
 
 /** Flow-matching Euler for `steps` steps. */
 export function flowMatchScheduler(config: FlowMatchConfig, steps: number): Scheduler {
-  if (!Number.isInteger(steps) || steps < 1) throw new Error(`scheduler: steps must be a whole number from 1 (got ${steps})`);
+  if (!Number.isInteger(steps) || steps < 1) throw new ModelExportError(`scheduler: steps must be a whole number from 1 (got ${steps})`);
   const refused = refusedOptions(config, FLOW_UNIMPLEMENTED);
   if (refused.length > 0) {
-    throw new Error(`scheduler: ${refused.join(", ")} change the sampling in ways ${FLOW_MATCH_EULER} here does not implement (the images would differ from diffusers' without any error); set the default or use an export without them`);
+    throw new ModelExportError(`scheduler: ${refused.join(", ")} change the sampling in ways ${FLOW_MATCH_EULER} here does not implement (the images would differ from diffusers' without any error); set the default or use an export without them`);
   }
   const shift = config.shift ?? 1;
-  if (!(shift > 0)) throw new Error(`scheduler: shift must be positive (got ${shift})`);
+  if (!(shift > 0)) throw new ModelExportError(`scheduler: shift must be positive (got ${shift})`);
   const sigmas = flowMatchSigmas(config, steps);
   const n = config.num_train_timesteps ?? 1000;
   return {

@@ -8,6 +8,7 @@
 import { FLOW_MATCH_EULER, flowMatchScheduler } from "./flow-match.ts";
 import { refusedOptions, type RefusalTable } from "./refused-options.ts";
 import { SchedulerKind, type Scheduler, type SchedulerConfig } from "./scheduler-types.ts";
+import { ModelExportError } from "../../contracts/errors.ts";
 
 export { SchedulerKind, type Scheduler, type SchedulerConfig };
 
@@ -22,7 +23,7 @@ export function alphasCumprod(config: SchedulerConfig): Float32Array {
     const f = n === 1 ? 0 : i / (n - 1);
     if (schedule === "scaled_linear") betas[i] = (Math.sqrt(start) + f * (Math.sqrt(end) - Math.sqrt(start))) ** 2;
     else if (schedule === "linear") betas[i] = start + f * (end - start);
-    else throw new Error(`scheduler: unsupported beta_schedule "${schedule}"`);
+    else throw new ModelExportError(`scheduler: unsupported beta_schedule "${schedule}"`);
   }
   const out = new Float32Array(n);
   let prod = 1;
@@ -48,7 +49,7 @@ export function spacedTimesteps(config: SchedulerConfig, steps: number, defaultS
   const n = config.num_train_timesteps ?? 1000;
   const spacing = config.timestep_spacing ?? defaultSpacing;
   const offset = config.steps_offset ?? 0;
-  if (steps < 1 || steps > n) throw new Error(`scheduler: steps ${steps} outside 1..${n}`);
+  if (steps < 1 || steps > n) throw new ModelExportError(`scheduler: steps ${steps} outside 1..${n}`);
   const out: number[] = [];
   if (spacing === "leading") {
     // An integer stride: the products are whole numbers, nothing to round.
@@ -65,7 +66,7 @@ export function spacedTimesteps(config: SchedulerConfig, steps: number, defaultS
     const step = steps === 1 ? 0 : (n - 1) / (steps - 1);
     for (let i = steps - 1; i >= 0; i--) out.push(i === steps - 1 && steps > 1 ? n - 1 : i * step);
   } else {
-    throw new Error(`scheduler: unsupported timestep_spacing "${spacing}"`);
+    throw new ModelExportError(`scheduler: unsupported timestep_spacing "${spacing}"`);
   }
   return out;
 }
@@ -89,7 +90,7 @@ function predictX0(kind: string, out: number, x: number, alpha: number): number 
 function checkPrediction(config: SchedulerConfig): string {
   const kind = config.prediction_type ?? "epsilon";
   if (kind !== "epsilon" && kind !== "v_prediction" && kind !== "sample") {
-    throw new Error(`scheduler: unsupported prediction_type "${kind}"`);
+    throw new ModelExportError(`scheduler: unsupported prediction_type "${kind}"`);
   }
   return kind;
 }
@@ -152,7 +153,7 @@ export function ddimScheduler(config: SchedulerConfig, steps: number): Scheduler
   // alphas table; diffusers fails there too (IndexError in step), so fail before sampling.
   if (timesteps[0] >= n) {
     const offset = config.steps_offset ?? 0;
-    throw new Error(
+    throw new ModelExportError(
       `scheduler: DDIM timestep ${timesteps[0]} is past the ${n} training timesteps ` +
         `(steps ${steps}, steps_offset ${offset}); use fewer steps`,
     );
@@ -197,7 +198,7 @@ export function lcmScheduler(config: SchedulerConfig, steps: number): Scheduler 
   const original = config.original_inference_steps ?? 50;
   const scaling = config.timestep_scaling ?? 10;
   const finalAlpha = config.set_alpha_to_one ?? true ? 1 : ac[0];
-  if (steps > original) throw new Error(`scheduler: LCM steps ${steps} > original_inference_steps ${original}`);
+  if (steps > original) throw new ModelExportError(`scheduler: LCM steps ${steps} > original_inference_steps ${original}`);
   const k = Math.floor(n / original);
   const origin: number[] = [];
   for (let i = original; i >= 1; i--) origin.push(i * k - 1);
@@ -257,7 +258,7 @@ function unsupportedClassError(kind: string | undefined): Error {
   // Flow-matching models predict a velocity over sigmas in [0, 1]; DDPM-beta Euler sigmas would
   // run without error and produce noise, hence the explicit note.
   const flow = kind?.includes("FlowMatch") ? ` Of the flow-matching schedulers only ${FLOW_MATCH_EULER} (SD3, SD3.5) is implemented.` : "";
-  return new Error(
+  return new ModelExportError(
     `scheduler: unsupported scheduler ${named}; supported: ${Object.values(SchedulerKind).join(", ")}` +
       ` (${EULER_STAND_IN_CLASSES.join(", ")} run as ${SchedulerKind.EulerDiscrete}).${flow}`,
   );
@@ -272,7 +273,7 @@ export function createScheduler(config: SchedulerConfig, steps: number, override
   const kind = override ?? config._class_name;
   const unimplemented = refusedOptions(config, UNIMPLEMENTED);
   if (unimplemented.length > 0) {
-    throw new Error(`scheduler: ${unimplemented.join(", ")} change the sampling in ways these schedulers do not implement (the images would differ from diffusers' without any error); set the default or use an export without them`);
+    throw new ModelExportError(`scheduler: ${unimplemented.join(", ")} change the sampling in ways these schedulers do not implement (the images would differ from diffusers' without any error); set the default or use an export without them`);
   }
   switch (kind) {
     case SchedulerKind.EulerDiscrete:

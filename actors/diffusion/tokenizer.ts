@@ -3,6 +3,7 @@
  * the text, split with CLIP's pre-tokenizer regex, map bytes to unicode, apply merges with
  * an `</w>` end-of-word marker, wrap in bos/eos and pad to a fixed length.
  */
+import { ModelExportError } from "../../contracts/errors.ts";
 
 /** CLIP's begin-of-text id in the published vocabulary. */
 export const CLIP_BOS_TOKEN = "<|startoftext|>";
@@ -76,7 +77,7 @@ export class ClipTokenizer {
 
   private idOf(token: string): number {
     const id = this.vocab.get(token);
-    if (id === undefined) throw new Error(`tokenizer vocabulary has no token ${JSON.stringify(token)}`);
+    if (id === undefined) throw new ModelExportError(`tokenizer vocabulary has no token ${JSON.stringify(token)}`);
     return id;
   }
 

@@ -5,6 +5,7 @@
 import { BATCH_SIZES, type ModelProfile, type PoolProfile } from "../../contracts/profile.ts";
 import type { GridRow, ParetoRow } from "./reference.ts";
 import { fnv1a, sortedCopy } from "./stats.ts";
+import { ConfigurationError } from "../../contracts/errors.ts";
 
 /** Reference measurements of the 5,000 ImageNet-caption prompts. */
 export interface ReferenceData {
@@ -54,7 +55,7 @@ export interface ProfileParts {
 /** Assembles and cross-checks a profile set. */
 export function buildProfileSet(parts: ProfileParts): ProfileSet {
   const byName = new Map(parts.models.map((m) => [m.name, m]));
-  for (const name of parts.pool.models) if (!byName.has(name)) throw new Error(`pool names model "${name}" with no profile`);
+  for (const name of parts.pool.models) if (!byName.has(name)) throw new ConfigurationError(`pool names model "${name}" with no profile`);
   const models = parts.pool.models.map((n) => byName.get(n)!);
   const nameByReferenceId = new Map<number, string>();
   const scores = new Map<string, Float64Array>();
@@ -64,12 +65,12 @@ export function buildProfileSet(parts: ProfileParts): ProfileSet {
     nameByReferenceId.set(m.referenceId, m.name);
     const s = parts.scoresById.get(m.referenceId);
     if (s) {
-      if (s.length !== parts.prompts.length) throw new Error(`scores of ${m.name}: ${s.length} prompts, expected ${parts.prompts.length}`);
+      if (s.length !== parts.prompts.length) throw new ConfigurationError(`scores of ${m.name}: ${s.length} prompts, expected ${parts.prompts.length}`);
       scores.set(m.name, s);
       sortedScores.set(m.name, sortedCopy(s));
     }
   }
-  if (parts.features.length !== parts.prompts.length) throw new Error("features and prompts differ in length");
+  if (parts.features.length !== parts.prompts.length) throw new ConfigurationError("features and prompts differ in length");
   const promptIndex = new Map<string, number>();
   parts.prompts.forEach((p, i) => {
     const key = p.trim();

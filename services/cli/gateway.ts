@@ -7,6 +7,7 @@ import { startMetricsServer } from "../telemetry/metrics.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { DEFAULT_HTTP_PORT, startGateway, type RunningGateway } from "../gateway/main.ts";
 import { natsTlsFromEnv, natsUrls, toolCredentials } from "./credentials.ts";
+import { ConfigurationError, DependencyError } from "../../contracts/errors.ts";
 
 /** The gateway's options on the command line. */
 export interface GatewayCliOptions {
@@ -41,7 +42,7 @@ export async function startLocalGateway(nats: string | string[], opts: GatewayCl
   const nc: NatsConnection = await connectWhenUp(nats, "hadis-gateway", { ...(credentials ?? {}), ...(tls ? { tls } : {}) }, opts.waitForNatsMs ?? 0, (err) =>
     log.warn("nats.waiting", { service: "hadis-gateway", url: nats, error: (err as Error).message, waitMs: opts.waitForNatsMs }),
   ).catch((err: unknown) => {
-    throw new Error(`hadis-gateway cannot reach NATS at ${nats} (${(err as Error).message})${credentials ? `; are the credentials of ${credentials.user} right?` : ""}`, { cause: err });
+    throw new DependencyError(`hadis-gateway cannot reach NATS at ${nats} (${(err as Error).message})${credentials ? `; are the credentials of ${credentials.user} right?` : ""}`, { cause: err });
   });
   try {
     const gateway = await startGateway({
@@ -75,9 +76,9 @@ function portFree(host: string, port: number): Promise<void> {
 /** What to do about an address the gateway cannot listen on. */
 function listenError(err: unknown, host: string, port: number): Error {
   if ((err as { code?: string }).code === "EADDRINUSE") {
-    return new Error(`HTTP port ${port} on ${host} is already in use: pick another with --http-port, or start without the gateway (--no-http)`, { cause: err });
+    return new ConfigurationError(`HTTP port ${port} on ${host} is already in use: pick another with --http-port, or start without the gateway (--no-http)`, { cause: err });
   }
-  return new Error(`HTTP gateway not started (${(err as Error).message}); pick another address with --http-host or --http-port`, { cause: err });
+  return new ConfigurationError(`HTTP gateway not started (${(err as Error).message}); pick another address with --http-host or --http-port`, { cause: err });
 }
 
 /** `hadis serve gateway`: the HTTP gateway against a NATS server, until a signal. */

@@ -14,6 +14,7 @@ import { atLeastOne, count, idPrefix, integerIn, nonNegative, port, positive, te
 import { jsonErrorsWhen } from "./tool-connection.ts";
 import { researchCommands } from "./research/commands.ts";
 import { environmentProblems } from "./environment.ts";
+import { ConfigurationError } from "../../contracts/errors.ts";
 
 const { version } = JSON.parse(readFileSync(packagePath("package.json"), "utf8")) as { version: string };
 // After a mistake, a hint rather than the whole help (40 lines that scrolled the error away).
@@ -132,7 +133,7 @@ program
   .option("--json", "print one JSON object {features, score}")
   .option("--weights <file>", "score weights file (default profiles/analyzer/router-weights.json)")
   .action(async (prompt, opts) => {
-    if (!prompt && !opts.file) throw new Error("give a prompt or --file");
+    if (!prompt && !opts.file) throw new ConfigurationError("give a prompt or --file");
     const { analyzeCommand } = await import("./analyze.ts");
     await analyzeCommand({ prompt, ...opts });
   });

@@ -9,6 +9,7 @@ import { basename, join } from "node:path";
 import { ModelProfileSchema, type ModelProfile } from "../../contracts/profile.ts";
 import { OnnxDiffusionPipeline } from "../onnx/pipeline.ts";
 import { ONNXRUNTIME_VERSION } from "../onnx/runtime.ts";
+import { ConfigurationError } from "../../contracts/errors.ts";
 
 /** Arguments of the profile command. */
 export interface ProfileArgs {
@@ -74,7 +75,7 @@ export async function measureProfile(modelDir: string, args: ProfileArgs): Promi
     loadMs = performance.now() - loadStart;
     rssLoaded = process.memoryUsage().rss;
     for (const b of args.batches) {
-      if (!Number.isInteger(b) || b < 1) throw new Error(`profile: batch size ${b} is not a positive integer`);
+      if (!Number.isInteger(b) || b < 1) throw new ConfigurationError(`profile: batch size ${b} is not a positive integer`);
       const inputs = Array.from({ length: b }, (_, i) => ({ prompt: "a photo of a cat", seed: i + 1 }));
       await pipeline.generate(inputs);
       const times: number[] = [];

@@ -17,6 +17,7 @@ import { describeProblem, telemetryEnvProblems } from "../telemetry/config.ts";
 import { gatewayCommand, startLocalGateway, type GatewayCliOptions, type LocalGateway } from "./gateway.ts";
 import { describeResume } from "../resource-manager/resume.ts";
 import type { StaticConfig } from "../../actors/control/static-policy.ts";
+import { ConfigurationError } from "../../contracts/errors.ts";
 
 /** Options shared by `start` and `serve`. */
 export interface RunOptions {
@@ -232,9 +233,9 @@ async function startLocalDashboard(url: string, port: number | undefined, host: 
   } catch (err) {
     await nc.close();
     if ((err as { code?: string }).code === "EADDRINUSE") {
-      throw new Error(`dashboard port ${listenPort} on ${host ?? "127.0.0.1"} is already in use: pick another with --dashboard-port, or start without it (--no-dashboard)`, { cause: err });
+      throw new ConfigurationError(`dashboard port ${listenPort} on ${host ?? "127.0.0.1"} is already in use: pick another with --dashboard-port, or start without it (--no-dashboard)`, { cause: err });
     }
-    throw new Error(`dashboard not started (${(err as Error).message}); pick another address with --dashboard-host or --dashboard-port, or --no-dashboard`, { cause: err });
+    throw new ConfigurationError(`dashboard not started (${(err as Error).message}); pick another address with --dashboard-host or --dashboard-port, or --no-dashboard`, { cause: err });
   }
 }
 
@@ -245,12 +246,12 @@ export async function serveCommand(
   given: readonly { key: string; flag: string }[] = [],
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<void> {
-  if (kind !== "all" && kind !== "gateway" && !SERVICE_KINDS.includes(kind as ServiceKind)) throw new Error(`unknown service "${kind}"; one of ${SERVICE_KINDS.join(", ")}, gateway, all`);
+  if (kind !== "all" && kind !== "gateway" && !SERVICE_KINDS.includes(kind as ServiceKind)) throw new ConfigurationError(`unknown service "${kind}"; one of ${SERVICE_KINDS.join(", ")}, gateway, all`);
   // Which server: given, never guessed (a service joining whatever runs on 4222 serves someone else's system).
   const server = natsServerOf(opts.nats, env);
   let natsUrl: string | string[];
   try {
-    if (!server) throw new Error("no NATS server given: pass --nats nats://host:4222 (comma-separated for a cluster) or set NATS_URL; `npm start` runs a server of its own");
+    if (!server) throw new ConfigurationError("no NATS server given: pass --nats nats://host:4222 (comma-separated for a cluster) or set NATS_URL; `npm start` runs a server of its own");
     natsUrl = natsUrls(server.value, server.source);
   } catch (err) {
     process.stderr.write(`hadis serve: ${(err as Error).message}\n`);

@@ -1,5 +1,5 @@
 /** A small client of `hadis.generate`: used by the CLI, the tests and the benchmarks. */
-import { fromWireError, HadisError, isWireError } from "../../contracts/errors.ts";
+import { fromWireError, HadisError, isWireError, DependencyError } from "../../contracts/errors.ts";
 import { decode, encode, encodeJson, parseRaw } from "../../contracts/envelope.ts";
 import { GenerateReplyReadSchema, MAX_DEADLINE_MS, type GenerateReplyRead, type GenerateRequest } from "../../contracts/messages.ts";
 import { ContentTypes, Headers, subjects as buildSubjects, type Subjects } from "../../contracts/subjects.ts";
@@ -150,7 +150,7 @@ export class HadisClient {
         if (err instanceof HadisError && !err.retryable) throw err;
         if (Date.now() > end) {
           if (err instanceof HadisError) throw new HadisError(err.code, `not serving after ${timeoutMs} ms: ${err.message}`, err.details, { cause: err });
-          throw new Error(`no reply within ${timeoutMs} ms: ${(err as Error).message}`, { cause: err });
+          throw new DependencyError(`no reply within ${timeoutMs} ms: ${(err as Error).message}`, { cause: err });
         }
         await new Promise((r) => setTimeout(r, 200));
       }

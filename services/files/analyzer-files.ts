@@ -20,6 +20,7 @@ import {
 import { parseScoreModel, type ScoreModel } from "../../actors/analyzer/score-model.ts";
 import { createWinkTagger, type Tagger } from "../../actors/analyzer/tagger.ts";
 import { DEFAULT_PROFILES_DIR } from "./profiles.ts";
+import { ConfigurationError } from "../../contracts/errors.ts";
 
 /** Files under `profiles/` the analyzer reads, relative to the profiles folder. */
 export const ANALYZER_PATHS = {
@@ -35,7 +36,7 @@ function readText(path: string, what = "analyzer data"): string {
   try {
     return readFileSync(path, "utf8");
   } catch (err) {
-    throw new Error(`${what} ${path}: ${(err as Error).message}`);
+    throw new ConfigurationError(`${what} ${path}: ${(err as Error).message}`);
   }
 }
 
@@ -65,12 +66,12 @@ export function loadScoreModel(path: string): ScoreModel {
   try {
     json = JSON.parse(text);
   } catch (err) {
-    throw new Error(`router weights ${path}: ${(err as Error).message}`);
+    throw new ConfigurationError(`router weights ${path}: ${(err as Error).message}`);
   }
   try {
     return parseScoreModel(json);
   } catch (err) {
-    throw new Error((err as Error).message.replace(/^router weights:/, `router weights ${path}:`));
+    throw new ConfigurationError((err as Error).message.replace(/^router weights:/, `router weights ${path}:`));
   }
 }
 

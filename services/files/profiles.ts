@@ -12,6 +12,7 @@ import {
   parsePrompts,
 } from "../../actors/profile/reference.ts";
 import { packagePath } from "./package-root.ts";
+import { ConfigurationError } from "../../contracts/errors.ts";
 
 /** The repository's `profiles/` folder. */
 export const DEFAULT_PROFILES_DIR = packagePath("profiles");
@@ -22,7 +23,7 @@ function readJson(path: string): unknown {
   try {
     return JSON.parse(readFileSync(path, "utf8"));
   } catch (err) {
-    throw new Error(`profile ${path}: ${(err as Error).message}`);
+    throw new ConfigurationError(`profile ${path}: ${(err as Error).message}`);
   }
 }
 
@@ -36,7 +37,7 @@ export function loadProfiles(dir: string = DEFAULT_PROFILES_DIR): ProfileSet {
     .filter((f) => f.endsWith(".json"))
     .map((f) => {
       const parsed = ModelProfileSchema.safeParse(readJson(join(dir, "models", f)));
-      if (!parsed.success) throw new Error(`profile models/${f}: ${parsed.error.issues[0]?.message}`);
+      if (!parsed.success) throw new ConfigurationError(`profile models/${f}: ${parsed.error.issues[0]?.message}`);
       return parsed.data;
     });
   const prompts = parsePrompts(read("reference", "prompts", "imagenet1k_captions_5k.txt"));

@@ -8,6 +8,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { MAX_PAYLOAD_BYTES } from "../../contracts/envelope.ts";
+import { ConfigurationError, DependencyError } from "../../contracts/errors.ts";
 
 /** Where the server binary is looked up, in order. */
 const candidates = () => [process.env.NATS_SERVER_BIN, "nats-server", "/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"].filter(Boolean) as string[];
@@ -29,7 +30,7 @@ export function findNatsServer(bins: readonly string[] = candidates(), chosen: s
   for (const bin of bins) {
     const r = spawnSync(bin, ["--version"], { encoding: "utf8" });
     // One named on purpose that does not run is said, not passed over for another.
-    if (r.status !== 0 && bin === chosen) throw new Error(`NATS_SERVER_BIN=${bin} is not a nats-server that runs (${r.error?.message ?? `\`${bin} --version\` exited ${r.status ?? r.signal}`})`);
+    if (r.status !== 0 && bin === chosen) throw new ConfigurationError(`NATS_SERVER_BIN=${bin} is not a nats-server that runs (${r.error?.message ?? `\`${bin} --version\` exited ${r.status ?? r.signal}`})`);
     if (r.status !== 0) continue;
     const version = parseNatsServerVersion(r.stdout ?? "");
     if (version && !atLeast(version, MIN_NATS_SERVER)) {
@@ -38,7 +39,7 @@ export function findNatsServer(bins: readonly string[] = candidates(), chosen: s
     }
     return bin;
   }
-  if (tooOld) throw new Error(`${tooOld}; HADIS needs ${MIN_NATS_SERVER.join(".")} or later (Debian 12's package is 2.9.10): install a newer one or point NATS_SERVER_BIN at it`);
+  if (tooOld) throw new DependencyError(`${tooOld}; HADIS needs ${MIN_NATS_SERVER.join(".")} or later (Debian 12's package is 2.9.10): install a newer one or point NATS_SERVER_BIN at it`);
   return null;
 }
 
@@ -102,7 +103,7 @@ export interface LocalServer {
 /** Starts nats-server with JetStream on 127.0.0.1. Throws a clear error if the port is taken or the binary is missing. */
 export async function startNatsServer(opts: LocalServerOptions = {}): Promise<LocalServer> {
   const bin = findNatsServer();
-  if (!bin) throw new Error("nats-server is not installed: run `apt-get install -y nats-server` (Debian) or put it on PATH / NATS_SERVER_BIN");
+  if (!bin) throw new DependencyError("nats-server is not installed: run `apt-get install -y nats-server` (Debian) or put it on PATH / NATS_SERVER_BIN");
   const temporary = !opts.dataDir;
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "hadis-nats-"));
   mkdirSync(dataDir, { recursive: true });
@@ -114,7 +115,7 @@ export async function startNatsServer(opts: LocalServerOptions = {}): Promise<Lo
   const port = opts.port && opts.port > 0 ? opts.port : await freePort();
   if (opts.port && (await portInUse(port))) {
     const leftover = leftoverOnPort(port);
-    throw new Error(leftover
+    throw new ConfigurationError(leftover
       ? `port ${port} on 127.0.0.1 is already in use by nats-server pid ${leftover.pid}, left running by an earlier start on data dir ${leftover.dataDir} that was killed: stop it (kill ${leftover.pid}), start on that data dir (--data-dir ${leftover.dataDir}: the start stops it), or pick another port with --port`
       : `port ${port} on 127.0.0.1 is already in use: pick another with --port, or stop what listens there`);
   }
@@ -146,7 +147,7 @@ export async function startNatsServer(opts: LocalServerOptions = {}): Promise<Lo
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => {
       cleanUp();
-      reject(new Error(`nats-server did not start within 10 s:\n${log}`));
+      reject(new DependencyError(`nats-server did not start within 10 s:\n${log}`));
     }, 10_000);
     child.stderr!.on("data", (chunk: Buffer) => {
       log += chunk.toString();
@@ -158,7 +159,7 @@ export async function startNatsServer(opts: LocalServerOptions = {}): Promise<Lo
     child.once("exit", (code) => {
       clearTimeout(timer);
       cleanUp();
-      reject(new Error(`nats-server exited with code ${code}:\n${log}`));
+      reject(new DependencyError(`nats-server exited with code ${code}:\n${log}`));
     });
   });
   child.stderr!.removeAllListeners("data");
@@ -274,7 +275,7 @@ async function claimDataDir(dataDir: string, confPath: string, pidPath: string, 
     await stopLeftover(pid);
     return { pid };
   }
-  throw new Error(`data dir ${dataDir} is in use by nats-server pid ${pid} (another \`npm start\`?): give this one its own with --data-dir, or stop that one (${pidPath} names it; delete that file if pid ${pid} is not a nats-server of this data dir)`);
+  throw new ConfigurationError(`data dir ${dataDir} is in use by nats-server pid ${pid} (another \`npm start\`?): give this one its own with --data-dir, or stop that one (${pidPath} names it; delete that file if pid ${pid} is not a nats-server of this data dir)`);
 }
 
 /** A nats-server of ours listening on `port` that a killed start left running, or null (found through /proc). */

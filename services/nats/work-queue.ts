@@ -23,6 +23,7 @@ import { readWorkItem, type RefusedWorkItem } from "../../contracts/work-items.t
 import type { Delivery } from "../../actors/worker/worker-agent.ts";
 import { createLogger } from "../telemetry/log.ts";
 import { inboxPrefix, sendWhenUp, watchConnection, type NatsConnection } from "./connection.ts";
+import { ConfigurationError, DependencyError } from "../../contracts/errors.ts";
 
 /** How the work queue is kept. */
 export interface WorkQueueOptions {
@@ -116,7 +117,7 @@ export class WorkQueue {
     }
     // A stream keeps the storage it was made with: asking for the other one would be ignored.
     if (existing !== undefined && existing !== config.storage) {
-      throw new Error(`the work stream ${name} already exists with ${existing} storage, not the ${config.storage} asked for: use another --data-dir (or --storage ${existing}), or delete the stream`);
+      throw new ConfigurationError(`the work stream ${name} already exists with ${existing} storage, not the ${config.storage} asked for: use another --data-dir (or --storage ${existing}), or delete the stream`);
     }
     return new WorkQueue(nc, jetstream(nc), jsm, subjects, options);
   }
@@ -166,7 +167,7 @@ export class WorkQueue {
     // publish waits, or its retry window when longer), then publishes as before.
     const link = watchConnection(this.nc);
     if (!link.connected && !(await link.untilConnected(Math.max(retryMs, PUBLISH_TIMEOUT_MS)))) {
-      throw new Error(`publish to ${this.subjects.work(model)}: not connected to NATS`);
+      throw new DependencyError(`publish to ${this.subjects.work(model)}: not connected to NATS`);
     }
     if (retryMs <= 0) {
       try {
@@ -296,7 +297,7 @@ export class WorkQueue {
             // the consumer is looked up (or made) afresh.
             if (status === 503 || (status === 409 && /deleted/i.test(msg.headers?.description ?? ""))) {
               this.consumers.delete(durable);
-              failure = new Error(`pull from ${durable}: ${status} ${msg.headers?.description || "no responders"}`);
+              failure = new DependencyError(`pull from ${durable}: ${status} ${msg.headers?.description || "no responders"}`);
             }
             finish();
             return;
@@ -331,7 +332,7 @@ export class WorkQueue {
       // this server), so it is looked up afresh next time.
       const timer = setTimeout(() => {
         this.consumers.delete(durable);
-        failure = new Error(`pull from ${durable}: no answer from the server`);
+        failure = new DependencyError(`pull from ${durable}: no answer from the server`);
         finish();
       }, waitMs + 3_000);
       signal.addEventListener("abort", finish, { once: true });

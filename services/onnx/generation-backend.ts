@@ -4,7 +4,7 @@
  * ends with a one-step warm-up run, and calls are serialised so that a load, an unload and
  * a batch never overlap on the shared CPU.
  */
-import { HadisError } from "../../contracts/errors.ts";
+import { HadisError, ConfigurationError } from "../../contracts/errors.ts";
 import type { GeneratedImage, GenerationBackend, GenerationInput } from "../../actors/worker/backend.ts";
 import { runInOptionGroups } from "../../actors/worker/option-groups.ts";
 import { OnnxDiffusionPipeline, type PipelineOptions } from "./pipeline.ts";
@@ -32,7 +32,7 @@ export class OnnxGenerationBackend implements GenerationBackend {
   private queue: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly options: OnnxGenerationBackendOptions) {
-    if ((options.maxResident ?? 1) < 1) throw new Error("OnnxGenerationBackend: maxResident must be at least 1");
+    if ((options.maxResident ?? 1) < 1) throw new ConfigurationError("OnnxGenerationBackend: maxResident must be at least 1");
   }
 
   /** Names of loaded models, least recently used first. */

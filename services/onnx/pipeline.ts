@@ -20,6 +20,7 @@ import { OnnxModel, type RuntimeOptions, type TensorData, type ValueSpec } from 
 import { declaredWidth, readJson, readTokenizer, sideBySide, TEXT_INPUTS, tokenFeeds } from "./text-inputs.ts";
 import { isSd3Export, openSd3Transformer, readSd3Tokenizers, Sd3Text } from "./sd3.ts";
 import type { Denoiser, TextConditioning } from "./denoiser.ts";
+import { ModelExportError } from "../../contracts/errors.ts";
 
 /** Generation settings; the defaults are diffusers' (50 steps and guidance 7.5, SD3's 28 and 7; the denoiser's native size). */
 export interface PipelineOptions extends RuntimeOptions {
@@ -74,14 +75,14 @@ function penultimateOutput(model: OnnxModel): string {
     .filter((n): n is string => n !== undefined)
     .map(Number);
   if (layers.length < 2) {
-    throw new Error(`${model.file}: an SDXL or SD3 text encoder needs its hidden_states.N outputs (both condition on the penultimate layer); export it with output_hidden_states, as optimum's stable-diffusion-xl and stable-diffusion-3 exports do`);
+    throw new ModelExportError(`${model.file}: an SDXL or SD3 text encoder needs its hidden_states.N outputs (both condition on the penultimate layer); export it with output_hidden_states, as optimum's stable-diffusion-xl and stable-diffusion-3 exports do`);
   }
   return `hidden_states.${Math.max(...layers) - 1}`;
 }
 
 function requireFloat(model: OnnxModel, name: string): void {
   const type = model.input(name)?.type;
-  if (type && type !== "float32") throw new Error(`${model.file}: input "${name}" is ${type}; only float32 models are supported`);
+  if (type && type !== "float32") throw new ModelExportError(`${model.file}: input "${name}" is ${type}; only float32 models are supported`);
 }
 
 function concat(parts: readonly Float32Array[]): Float32Array {
@@ -121,7 +122,7 @@ export function vaeDecoderInput(latents: Float32Array, vaeScale: number, vaeShif
 function requireUnetLayout(dir: string): void {
   const unetFile = join(dir, "unet", "model.onnx");
   if (existsSync(unetFile) || !existsSync(join(dir, "transformer"))) return;
-  throw new Error(
+  throw new ModelExportError(
     `${unetFile}: missing model file; ${dir} has a transformer/ denoiser but is not an SD3 export (no text_encoder_3 or tokenizer_3, ` +
       "model_index.json not StableDiffusion3); of transformer exports only SD3/SD3.5 are supported (not Flux or PixArt)",
   );
@@ -136,10 +137,10 @@ function checkScheduler(file: string, config: SchedulerConfig, steps: number, fl
   try {
     kind = createScheduler(config, steps, override).kind;
   } catch (err) {
-    throw new Error(`${file}: ${(err as Error).message}`, { cause: err });
+    throw new ModelExportError(`${file}: ${(err as Error).message}`, { cause: err });
   }
   if (flow !== (kind === SchedulerKind.FlowMatchEuler)) {
-    throw new Error(`${file}: scheduler ${kind} does not fit a ${flow ? "flow-matching (SD3) transformer, which needs" : "UNet model, which cannot run"} ${SchedulerKind.FlowMatchEuler}`);
+    throw new ModelExportError(`${file}: scheduler ${kind} does not fit a ${flow ? "flow-matching (SD3) transformer, which needs" : "UNet model, which cannot run"} ${SchedulerKind.FlowMatchEuler}`);
   }
   return kind;
 }
@@ -211,12 +212,12 @@ async function openUnetModel(dir: string, open: Open, xl: boolean): Promise<Mode
   const timeIds = unet.input("time_ids")?.shape[1];
   if (xl && typeof timeIds === "number" && timeIds !== 6) {
     // The refiner's time_ids carry an aesthetic score (5 values): not what the base model's conditioning makes.
-    throw new Error(`${unet.file}: input "time_ids" has ${timeIds} values; only the SDXL base model's 6 (size, crop, target size) are made (the refiner's aesthetic-score conditioning is not supported)`);
+    throw new ModelExportError(`${unet.file}: input "time_ids" has ${timeIds} values; only the SDXL base model's 6 (size, crop, target size) are made (the refiner's aesthetic-score conditioning is not supported)`);
   }
   const crossDim = unet.input("encoder_hidden_states")?.shape[2];
   const textDim = declaredWidth(encoders.map((e) => ({ model: e.model, output: e.hiddenOutput })));
   if (typeof crossDim === "number" && textDim !== undefined && crossDim !== textDim) {
-    throw new Error(`${unet.file}: input "encoder_hidden_states" has width ${crossDim}, text encoder(s) produce ${textDim}`);
+    throw new ModelExportError(`${unet.file}: input "encoder_hidden_states" has width ${crossDim}, text encoder(s) produce ${textDim}`);
   }
   const unetConfigFile = join(dir, "unet", "config.json");
   const unetConfig = existsSync(unetConfigFile) ? readJson(unetConfigFile) : {};
@@ -239,7 +240,7 @@ async function openSd3(dir: string, index: Record<string, unknown>, open: Open):
   const pooledIn = denoiser.model.input("pooled_projections")?.shape[1];
   const pooledOut = text.pooledWidth();
   if (typeof pooledIn === "number" && pooledOut !== undefined && pooledIn !== pooledOut) {
-    throw new Error(`${denoiser.model.file}: input "pooled_projections" has width ${pooledIn}, the CLIP encoders' text_embeds give ${pooledOut}`);
+    throw new ModelExportError(`${denoiser.model.file}: input "pooled_projections" has width ${pooledIn}, the CLIP encoders' text_embeds give ${pooledOut}`);
   }
   return { encode: (prompt) => text.encode(prompt), denoiser, sampleSize };
 }
@@ -284,13 +285,13 @@ export class OnnxDiffusionPipeline {
       requireFloat(vae, "latent_sample");
       const vaeChannels = vae.input("latent_sample")?.shape[1];
       if (typeof vaeChannels === "number" && vaeChannels !== denoiser.channels) {
-        throw new Error(`${vae.file}: input "latent_sample" has ${vaeChannels} channels; the denoiser makes ${denoiser.channels}`);
+        throw new ModelExportError(`${vae.file}: input "latent_sample" has ${vaeChannels} channels; the denoiser makes ${denoiser.channels}`);
       }
       const height = options.height ?? sampleSize * 8;
       const width = options.width ?? sampleSize * 8;
       // SD3's transformer cuts latents into 2×2 patches: sides in multiples of 16 pixels.
       const multiple = sd3 ? 16 : 8;
-      if (height % multiple !== 0 || width % multiple !== 0) throw new Error(`${dir}: height and width must be multiples of ${multiple} (got ${height}×${width})`);
+      if (height % multiple !== 0 || width % multiple !== 0) throw new ModelExportError(`${dir}: height and width must be multiples of ${multiple} (got ${height}×${width})`);
       const info: PipelineInfo = { dir, family, steps, guidanceScale: options.guidanceScale ?? (sd3 ? 7 : 7.5), height, width, scheduler: schedulerKind };
       // As diffusers: zeros only when no negative prompt is given; an explicit "" is encoded (SD3 always encodes).
       const zeroUncond = xl && index.force_zeros_for_empty_prompt !== false && options.negativePrompt === undefined;
@@ -322,7 +323,7 @@ export class OnnxDiffusionPipeline {
     const height = overrides.height ?? this.info.height;
     const width = overrides.width ?? this.info.width;
     const multiple = this.info.family === "sd3" ? 16 : 8;
-    if (height % multiple !== 0 || width % multiple !== 0) throw new Error(`${this.info.dir}: height and width must be multiples of ${multiple} (got ${height}×${width})`);
+    if (height % multiple !== 0 || width % multiple !== 0) throw new ModelExportError(`${this.info.dir}: height and width must be multiples of ${multiple} (got ${height}×${width})`);
     const steps = overrides.steps ?? this.info.steps;
     const guidance = overrides.guidanceScale ?? this.info.guidanceScale;
     const negativePrompt = overrides.negativePrompt ?? this.options.negativePrompt;
@@ -381,7 +382,7 @@ export class OnnxDiffusionPipeline {
     }
     if (embedsGuidance) {
       const dim = model.input("timestep_cond")?.shape[1];
-      if (typeof dim !== "number") throw new Error(`${model.file}: input "timestep_cond" needs a fixed width`);
+      if (typeof dim !== "number") throw new ModelExportError(`${model.file}: input "timestep_cond" needs a fixed width`);
       const row = guidanceScaleEmbedding(guidance, dim);
       fixedFeeds.timestep_cond = { type: "float32", data: concat(Array.from({ length: rows }, () => row)), dims: [rows, dim] };
     }
@@ -412,7 +413,7 @@ export class OnnxDiffusionPipeline {
       ["sample"],
     );
     const [, imageChannels, outH, outW] = decoded.sample.dims;
-    if (imageChannels !== 3) throw new Error(`${this.vae.file}: output "sample" has ${imageChannels} channels, expected 3`);
+    if (imageChannels !== 3) throw new ModelExportError(`${this.vae.file}: output "sample" has ${imageChannels} channels, expected 3`);
     expectDims(this.vae.file, "sample", decoded.sample.dims, [b, 3, outH, outW]);
     expectFinite(this.vae.file, 'output "sample"', decoded.sample.data);
     const applied: AppliedOptions = { steps, guidanceScale: guidance, width: outW, height: outH, negativePrompt: cfg && negativePrompt !== undefined };
@@ -430,10 +431,10 @@ export class OnnxDiffusionPipeline {
 
 /** Throws, naming the model file, unless an output has the dims the step needs (a short output would read as NaN). */
 function expectDims(file: string, name: string, dims: readonly number[], want: readonly number[]): void {
-  if (dims.length !== want.length || dims.some((d, i) => d !== want[i])) throw new Error(`${file}: output "${name}" has dims [${dims.join(", ")}], expected [${want.join(", ")}]`);
+  if (dims.length !== want.length || dims.some((d, i) => d !== want[i])) throw new ModelExportError(`${file}: output "${name}" has dims [${dims.join(", ")}], expected [${want.join(", ")}]`);
 }
 
 /** Throws, naming the model file, when values hold a NaN or an infinity. */
 function expectFinite(file: string, what: string, values: Float32Array): void {
-  for (let i = 0; i < values.length; i++) if (!Number.isFinite(values[i])) throw new Error(`${file}: ${what} hold ${Number.isNaN(values[i]) ? "NaN" : "an infinity"} (at ${i} of ${values.length})`);
+  for (let i = 0; i < values.length; i++) if (!Number.isFinite(values[i])) throw new ModelExportError(`${file}: ${what} hold ${Number.isNaN(values[i]) ? "NaN" : "an infinity"} (at ${i} of ${values.length})`);
 }

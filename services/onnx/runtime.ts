@@ -5,6 +5,7 @@
  */
 import { existsSync } from "node:fs";
 import ort from "onnxruntime-node";
+import { ModelExportError } from "../../contracts/errors.ts";
 
 /** Session options every model shares. */
 export interface RuntimeOptions {
@@ -52,7 +53,7 @@ export class OnnxModel {
 
   /** Opens `file`; a missing file throws an error naming it. */
   static async open(file: string, options: RuntimeOptions = {}): Promise<OnnxModel> {
-    if (!existsSync(file)) throw new Error(`${file}: missing model file`);
+    if (!existsSync(file)) throw new ModelExportError(`${file}: missing model file`);
     let session: ort.InferenceSession;
     try {
       session = await ort.InferenceSession.create(file, {
@@ -61,7 +62,7 @@ export class OnnxModel {
         graphOptimizationLevel: "all",
       });
     } catch (err) {
-      throw new Error(`${file}: cannot load model: ${(err as Error).message}`, { cause: err });
+      throw new ModelExportError(`${file}: cannot load model: ${(err as Error).message}`, { cause: err });
     }
     const info = (m: ort.InferenceSession.ValueMetadata): ValueInfo =>
       m.isTensor ? { name: m.name, type: m.type, shape: m.shape } : { name: m.name, type: "non-tensor", shape: [] };
@@ -88,12 +89,12 @@ export class OnnxModel {
         const found = declared.find((v) => v.name === spec.name);
         if (!found) {
           if (spec.optional) continue;
-          throw new Error(
+          throw new ModelExportError(
             `${this.file}: missing ${kind} "${spec.name}" (model declares: ${declared.map((v) => v.name).join(", ") || "none"})`,
           );
         }
         if (found.shape.length > 0 && found.shape.length !== spec.rank) {
-          throw new Error(
+          throw new ModelExportError(
             `${this.file}: ${kind} "${spec.name}" has rank ${found.shape.length} [${found.shape.join(", ")}], expected rank ${spec.rank}`,
           );
         }
@@ -104,7 +105,7 @@ export class OnnxModel {
     const fed = new Set(inputs.map((s) => s.name));
     const unfed = this.inputs.filter((v) => !fed.has(v.name));
     if (unfed.length > 0) {
-      throw new Error(`${this.file}: unexpected input(s) ${unfed.map((v) => `"${v.name}"`).join(", ")} that the pipeline does not provide`);
+      throw new ModelExportError(`${this.file}: unexpected input(s) ${unfed.map((v) => `"${v.name}"`).join(", ")} that the pipeline does not provide`);
     }
   }
 
@@ -117,8 +118,8 @@ export class OnnxModel {
     const out: Record<string, { data: Float32Array; dims: number[] }> = {};
     for (const name of outputNames) {
       const tensor = results[name];
-      if (!tensor) throw new Error(`${this.file}: run returned no output "${name}"`);
-      if (tensor.type !== "float32") throw new Error(`${this.file}: output "${name}" is ${tensor.type}, expected float32`);
+      if (!tensor) throw new ModelExportError(`${this.file}: run returned no output "${name}"`);
+      if (tensor.type !== "float32") throw new ModelExportError(`${this.file}: output "${name}" is ${tensor.type}, expected float32`);
       out[name] = { data: tensor.data as Float32Array, dims: [...tensor.dims] };
     }
     return out;

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { ClipTokenizer, padTokenFromConfig } from "../../actors/diffusion/tokenizer.ts";
 import { unigramFromJson, type UnigramTokenizer } from "../../actors/diffusion/unigram.ts";
 import type { OnnxModel, TensorData, ValueSpec } from "./runtime.ts";
+import { ModelExportError } from "../../contracts/errors.ts";
 
 /** The inputs of a text encoder export: ids, and a mask when it takes one. */
 export const TEXT_INPUTS: readonly ValueSpec[] = [{ name: "input_ids", rank: 2 }, { name: "attention_mask", rank: 2, optional: true }];
@@ -33,11 +34,11 @@ export function declaredWidth(outputs: readonly { model: OnnxModel; output: stri
 
 /** A JSON file; errors name it. */
 export function readJson(file: string): Record<string, unknown> {
-  if (!existsSync(file)) throw new Error(`${file}: missing file`);
+  if (!existsSync(file)) throw new ModelExportError(`${file}: missing file`);
   try {
     return JSON.parse(readFileSync(file, "utf8")) as Record<string, unknown>;
   } catch (err) {
-    throw new Error(`${file}: invalid JSON: ${(err as Error).message}`, { cause: err });
+    throw new ModelExportError(`${file}: invalid JSON: ${(err as Error).message}`, { cause: err });
   }
 }
 
@@ -45,7 +46,7 @@ export function readJson(file: string): Record<string, unknown> {
 export function readTokenizer(dir: string, defaultPad: string): ClipTokenizer {
   const vocabFile = join(dir, "vocab.json");
   const mergesFile = join(dir, "merges.txt");
-  if (!existsSync(mergesFile)) throw new Error(`${mergesFile}: missing file`);
+  if (!existsSync(mergesFile)) throw new ModelExportError(`${mergesFile}: missing file`);
   const configFile = join(dir, "tokenizer_config.json");
   const config = existsSync(configFile) ? readJson(configFile) : {};
   const maxLength = typeof config.model_max_length === "number" && config.model_max_length < 1e6 ? config.model_max_length : 77;
@@ -72,7 +73,7 @@ export function readT5Tokenizer(dir: string, maxLength: number): UnigramTokenize
   try {
     return unigramFromJson(json, maxLength, { eos, pad: padTokenFromConfig(config) });
   } catch (err) {
-    throw new Error(`${file}: ${(err as Error).message}`, { cause: err });
+    throw new ModelExportError(`${file}: ${(err as Error).message}`, { cause: err });
   }
 }
 

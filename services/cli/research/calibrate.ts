@@ -34,6 +34,7 @@ import { createWinkTagger } from "../../../actors/analyzer/tagger.ts";
 import { FEATURE_NAMES, REFERENCE_WEIGHTS, parseDiscriminatorImageScores } from "../../../actors/profile/reference.ts";
 import { ANALYZER_PATHS, loadAnalyzerLexicons, loadPromptAnalyzer, writeJsonFile, writeTextFile } from "../../files/analyzer-files.ts";
 import { DEFAULT_PROFILES_DIR, loadProfiles } from "../../files/profiles.ts";
+import { ConfigurationError } from "../../../contracts/errors.ts";
 
 /**
  * What "hard" means. `logit-gap`: the light model's image log-odds fall below the heavy
@@ -109,7 +110,7 @@ export interface CalibrationReport {
 /** Parses "2:3", "2,3" or "2-3" into reference model ids. */
 export function parsePair(text: string): [number, number] {
   const m = /^\s*(\d+)\s*(?::|,|->|-|>)\s*(\d+)\s*$/.exec(text);
-  if (!m || m[1] === m[2]) throw new Error(`--pair must be "light:heavy" reference ids (0..3), got "${text}"`);
+  if (!m || m[1] === m[2]) throw new ConfigurationError(`--pair must be "light:heavy" reference ids (0..3), got "${text}"`);
   return [Number(m[1]), Number(m[2])];
 }
 
@@ -154,7 +155,7 @@ function calibratePair(
   const heavyModel = profiles.nameByReferenceId.get(heavyId);
   const light = lightModel ? profiles.reference.scores.get(lightModel) : undefined;
   const heavy = heavyModel ? profiles.reference.scores.get(heavyModel) : undefined;
-  if (!light || !heavy || !lightModel || !heavyModel) throw new Error(`no discriminator scores for pair ${lightId}:${heavyId}`);
+  if (!light || !heavy || !lightModel || !heavyModel) throw new ConfigurationError(`no discriminator scores for pair ${lightId}:${heavyId}`);
   const images = (id: number) => parseDiscriminatorImageScores(readFileSync(join(DEFAULT_PROFILES_DIR, "reference", "discriminator", `scores_model_${id}.txt`), "utf8"));
   const lightImages = images(lightId);
   const heavyImages = images(heavyId);
@@ -253,10 +254,10 @@ function labelDescription(label: CalibrationLabel, p: PairCalibration): string {
 export async function calibrateCommand(args: { pair?: string; out?: string; seed?: number; label?: CalibrationLabel; folds?: number; repeats?: number }): Promise<CalibrationReport> {
   const seed = args.seed ?? 20260405;
   const label: CalibrationLabel = args.label ?? "logit-gap";
-  if (!CALIBRATION_LABELS.includes(label)) throw new Error(`--label must be one of ${CALIBRATION_LABELS.join(", ")}`);
+  if (!CALIBRATION_LABELS.includes(label)) throw new ConfigurationError(`--label must be one of ${CALIBRATION_LABELS.join(", ")}`);
   const folds = args.folds ?? 5;
   const repeats = args.repeats ?? 4;
-  if (!(folds >= 2 && repeats >= 1)) throw new Error("--folds must be ≥ 2 and --repeats ≥ 1");
+  if (!(folds >= 2 && repeats >= 1)) throw new ConfigurationError("--folds must be ≥ 2 and --repeats ≥ 1");
   const [lightId, heavyId] = parsePair(args.pair ?? "2:3");
   const pairs: [number, number][] = [[lightId, heavyId]];
   if (!(lightId === 1 && heavyId === 2)) pairs.push([1, 2]);

@@ -8,6 +8,7 @@ import { POLICY_NAMES as PLANNER_POLICIES } from "../../../actors/planner/policy
 import { ARTIFACT_MECHANISMS } from "../../../actors/artifact/mechanisms.ts";
 import { packagePath } from "../../files/package-root.ts";
 import { atLeastOne, count, mechanismList, positive } from "../options.ts";
+import { ConfigurationError } from "../../../contracts/errors.ts";
 
 /** The anchor trace and prompts (`e1-report.ts` names the same files). */
 const DEFAULT_TRACE = packagePath("profiles/reference/traces/azure_1to64qps.txt");
@@ -75,7 +76,7 @@ export function researchCommands(program: Command): void {
       .option("--embedded", "start a nats-server and a fresh system per policy in this process"),
     true,
   ).action(async (name, opts) => {
-    if (name !== "e1") throw new Error(`unknown benchmark "${name}" (known: e1)`);
+    if (name !== "e1") throw new ConfigurationError(`unknown benchmark "${name}" (known: e1)`);
     const { benchE1Command } = await import("./bench-e1.ts");
     await benchE1Command(opts);
   });

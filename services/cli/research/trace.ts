@@ -1,6 +1,7 @@
 /** `hadis trace --from-hourly`: writes an arrival trace scaled from an hourly invocation shape. */
 import { readFileSync, writeFileSync } from "node:fs";
 import { formatTrace, parseHourlyInvocations, traceFromHourly } from "../../../actors/sim/trace.ts";
+import { ConfigurationError } from "../../../contracts/errors.ts";
 
 /** Options of `hadis trace`. */
 export interface TraceOptions {
@@ -15,12 +16,12 @@ export interface TraceOptions {
 
 /** Generates and writes the trace; prints a one-line summary. */
 export function traceCommand(opts: TraceOptions): void {
-  if (opts.maxQps < opts.minQps) throw new Error("--max-qps must be at least --min-qps");
+  if (opts.maxQps < opts.minQps) throw new ConfigurationError("--max-qps must be at least --min-qps");
   let hourly: number[];
   try {
     hourly = parseHourlyInvocations(readFileSync(opts.fromHourly, "utf8"));
   } catch (err) {
-    throw new Error(`${opts.fromHourly}: ${(err as Error).message}`, { cause: err });
+    throw new ConfigurationError(`${opts.fromHourly}: ${(err as Error).message}`, { cause: err });
   }
   const arrivals = traceFromHourly(hourly, opts);
   writeFileSync(opts.out, formatTrace(arrivals));
