@@ -1,4 +1,4 @@
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, onTestFinished, vi } from "vitest";
 import { InMemorySpanExporter } from "@opentelemetry/sdk-trace-base";
 import { createMover } from "../../services/router/mover.ts";
 import { PendingWork, type PendingItem } from "../../services/router/pending.ts";
@@ -7,7 +7,6 @@ import { createLogger } from "../../services/telemetry/log.ts";
 import type { MsgHdrs } from "../../services/nats/connection.ts";
 import { PROTOCOL_VERSION, type Plan, type WorkItem, type WorkResult } from "../../contracts/messages.ts";
 import { encode } from "../../contracts/envelope.ts";
-import { waitFor } from "../helpers/processes.ts";
 
 afterAll(() => shutdownTelemetry());
 
@@ -158,6 +157,8 @@ describe("moving a keyed request's item (a retry may ride on another attempt's)"
   });
 
   it("a move that lands on a copy another attempt queued first rides on it, and queues its own once that copy's deadline passes", async () => {
+    vi.useFakeTimers(); // (the copy's deadline passes on a simulated clock)
+    onTestFinished(() => void vi.useRealTimers());
     const { queue, removed, entry, move, results } = keyedSetup(true);
     const moveId = `${KEYED}/light/sd35-medium`;
     // The other attempt moved first: its copy (seq 42) is due in 150 ms, before this request's deadline.
@@ -174,7 +175,10 @@ describe("moving a keyed request's item (a retry may ride on another attempt's)"
     // Its result comes through the bucket, not this router's inbox. (Before: no watch, no timer.)
     expect(results.watched).toEqual([`${KEYED}.light`]);
     // Once the copy ridden on is past its deadline with no image, this request queues its own.
-    await waitFor(() => entry.own === true, 2_000, "the rider's own copy");
+    await vi.advanceTimersByTimeAsync(149);
+    expect(entry.own).toBe(false);
+    await vi.advanceTimersByTimeAsync(100); // past its deadline and the ride margin (50 ms)
+    expect(entry.own).toBe(true);
     expect(queue.published.map((p) => p.msgId)).toEqual([moveId, moveId, `${moveId}@42`]);
     expect(entry.seq).toBe(203);
     expect(entry.item.model).toBe("sd35-medium");

@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { WorkerAgent, type Delivery, type WorkSource } from "../../../actors/worker/worker-agent.ts";
 import type { GenerationBackend } from "../../../actors/worker/backend.ts";
 import { PROTOCOL_VERSION, type Plan, type WorkItem, type WorkResult } from "../../../contracts/messages.ts";
@@ -92,10 +92,27 @@ function failWhen(agent: WorkerAgent, fails: (model: string, batch: readonly { p
   return sizes;
 }
 
+/** Advances the simulated clock 5 ms at a time (at most 2 s) until `check` holds. */
 const until = async (check: () => boolean) => {
-  for (let i = 0; i < 400 && !check(); i++) await new Promise((r) => setTimeout(r, 5));
+  for (let i = 0; i < 400 && !check(); i++) await vi.advanceTimersByTimeAsync(5);
   expect(check()).toBe(true);
 };
+
+/** Advances the simulated clock until `promise` settles (a stop that waits for a batch or a pause), at most 60 s. */
+async function settled<T>(promise: Promise<T>): Promise<T> {
+  let done = false;
+  const watched = promise.finally(() => (done = true));
+  for (let i = 0; i < 12_000 && !done; i++) await vi.advanceTimersByTimeAsync(5);
+  return watched;
+}
+
+/** Simulated time: timers and Date.now (the agent's `now` and `sleep` ports) advance only when a test says. */
+beforeEach(() => {
+  vi.useFakeTimers();
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
 
 describe("WorkerAgent", () => {
   it("loads its model, runs up to its batch size at once, publishes and acks each result", async () => {
@@ -108,7 +125,7 @@ describe("WorkerAgent", () => {
     expect(events[0]).toBe("load a");
     expect(results.every((r) => r.ok && r.batchSize > 0)).toBe(true);
     expect(queue.acked).toHaveLength(6);
-    await agent.stop();
+    await settled(agent.stop());
   });
 
   it("finishes the batch in flight before swapping, then serves the new model's queue", async () => {
@@ -124,7 +141,7 @@ describe("WorkerAgent", () => {
     expect(agent.status("fake").swapsTotal).toBe(1);
     // A stale epoch is ignored.
     expect(agent.applyPlan(plan(1, "a"))).toBe(false);
-    await agent.stop();
+    await settled(agent.stop());
     expect(events.at(-1)).toBe("unload b");
   });
 
@@ -139,7 +156,7 @@ describe("WorkerAgent", () => {
     queue.push("b", item("b", "r2"));
     await until(() => events.includes("gen b x1"));
     expect(agent.status("fake")).toMatchObject({ model: "b", batchSize: 8 });
-    await agent.stop();
+    await settled(agent.stop());
   });
 
   it("drops expired items and work for another model without running them, and counts why", async () => {
@@ -155,7 +172,7 @@ describe("WorkerAgent", () => {
     expect(fresh).toMatchObject({ ok: true, requestId: "fresh" });
     expect(agent.dropped).toEqual({ expired: 1, wrongModel: 1 });
     expect(events.filter((e) => e.startsWith("gen"))).toEqual(["gen a x1"]);
-    await agent.stop();
+    await settled(agent.stop());
   });
 
   it("a plan that flips back while the old model unloads loads what is wanted then; a stop then loads nothing", async () => {
@@ -177,7 +194,7 @@ describe("WorkerAgent", () => {
     await until(() => agent.status("fake").state === "unloading");
     const stopped = agent.stop();
     unloaded();
-    await stopped;
+    await settled(stopped);
     expect(events.slice(3)).toEqual(["unload a"]);
     expect(agent.status("fake").state).toBe("draining");
   });
@@ -214,7 +231,7 @@ describe("WorkerAgent", () => {
     expect(agent.failedBatches).toBe(1);
     await until(() => agent.status("fake").state === "serving");
     expect(agent.status("fake").lastError).toBeUndefined();
-    await agent.stop();
+    await settled(agent.stop());
   });
 
   it("reports its loaded model as failing after three failed batches in a row on two prompts, not for one bad prompt, until a batch runs", async () => {
@@ -248,7 +265,7 @@ describe("WorkerAgent", () => {
     await until(() => failed() === 5);
     expect(agent.status("fake")).toMatchObject({ state: "failed", model: "a", failedModel: "a" });
     await until(() => failed() === 6); // p2's second try
-    await new Promise((r) => setTimeout(r, 40)); // past the pause: pulling again, still saying so
+    await vi.advanceTimersByTimeAsync(40); // past the pause: pulling again, still saying so
     expect(agent.status("fake")).toMatchObject({ state: "failed", failedModel: "a" });
     expect(results.map((r) => [r.requestId, r.ok])).toEqual([["p1", false], ["p1-retry", false], ["p2", false]]);
     // The fault passes: the next batch runs, and the worker serves again.
@@ -274,7 +291,7 @@ describe("WorkerAgent", () => {
     const stopped = agent.stop();
     expect(agent.status("fake")).toMatchObject({ state: "draining" });
     expect(agent.status("fake").failedModel).toBeUndefined();
-    await stopped;
+    await settled(stopped);
   });
 
   it("a bad item batched with good ones fails alone: the others are served, and the model is not reported", async () => {
@@ -292,7 +309,7 @@ describe("WorkerAgent", () => {
     expect(results[3]).toMatchObject({ requestId: "i2", ok: false, error: { code: "generation_failed" } });
     expect(sizes.slice(5)).toEqual([1]);
     expect(agent.status("fake").failedModel).toBeUndefined();
-    await agent.stop();
+    await settled(agent.stop());
   });
 
   it("a batch too big for the backend runs in parts that fit; the worker then takes that size, and tries twice it after 16 batches", async () => {
@@ -315,7 +332,7 @@ describe("WorkerAgent", () => {
     await until(() => agent.status("fake").batchSize === 2);
     expect(agent.status("fake").batchCap).toBe(2); // the heartbeat says why it is below the plan's 8
     expect(results.every((r) => r.ok)).toBe(true);
-    await agent.stop();
+    await settled(agent.stop());
   });
 
   it("a batch cut short by a new plan mid-split hands back what it did not run", async () => {
@@ -332,7 +349,7 @@ describe("WorkerAgent", () => {
     expect(sizes).toEqual([4]); // no splitting for a model being left
     expect(results).toEqual([]);
     expect(queue.queues.get("a")?.length).toBe(4); // all four handed back (their first delivery)
-    await agent.stop();
+    await settled(agent.stop());
   });
 
   it("a batch that failed does not run again, in its halves, the items whose deadline passed while it ran", async () => {
@@ -354,7 +371,7 @@ describe("WorkerAgent", () => {
     expect(results.map((r) => r.requestId).sort()).toEqual(["d0", "d2"]);
     expect(results.every((r) => r.ok)).toBe(true);
     expect(queue.termed).toHaveLength(2);
-    await agent.stop();
+    await settled(agent.stop());
   });
 
   it("items on their last delivery are answered, not handed back to sit in the queue until their deadline", async () => {
@@ -375,7 +392,7 @@ describe("WorkerAgent", () => {
     expect(queue.queues.get("a")?.length).toBe(0); // nothing handed back
     expect(queue.termed).toHaveLength(2);
     expect(results.map((r) => (r.ok ? `${r.requestId} ok` : `${r.requestId} ${r.error.code}`)).sort()).toEqual(["f0 ok", "f1 ok", "f2 no_capacity", "f3 no_capacity"]);
-    await agent.stop();
+    await settled(agent.stop());
   });
 
   it("a last delivery that reaches a pull called off (the plan moved the worker) is answered no_capacity, not dropped", async () => {
@@ -391,12 +408,12 @@ describe("WorkerAgent", () => {
     agent.applyPlan(plan(1, "a", 4));
     agent.start();
     await until(() => agent.status("fake").state === "serving");
-    await new Promise((r) => setTimeout(r, 20)); // pulling
+    await vi.advanceTimersByTimeAsync(20); // pulling
     agent.applyPlan(plan(2, "b", 4));
     await until(() => results.length > 0);
     expect(results.map((r) => (r.ok ? "ok" : `${r.requestId} ${r.error.code}`))).toEqual(["late-1 no_capacity"]);
     expect(termed).toEqual(["late-1"]);
-    await agent.stop();
+    await settled(agent.stop());
   });
 
   it("a failed item on its last delivery gets the generation error, not a hand-back", async () => {
@@ -413,7 +430,7 @@ describe("WorkerAgent", () => {
     await until(() => agent.status("fake").model === "b");
     expect(queue.queues.get("a")?.length).toBe(0);
     expect(results.map((r) => (r.ok ? "ok" : r.error.code))).toEqual(["generation_failed"]);
-    await agent.stop();
+    await settled(agent.stop());
   });
 
   it("a backend that returns fewer images than asked fails the batch once, answering no item twice", async () => {
@@ -429,11 +446,11 @@ describe("WorkerAgent", () => {
     agent.applyPlan(plan(1, "a", 4));
     agent.start();
     await until(() => results.length === 2);
-    await new Promise((r) => setTimeout(r, 30));
+    await vi.advanceTimersByTimeAsync(30);
     expect(results.map((r) => [r.requestId, r.ok])).toEqual([["x", false], ["y", false]]);
     expect(queue.acked).toHaveLength(2);
     expect(agent.status("fake").servedTotal).toBe(0);
-    await agent.stop();
+    await settled(agent.stop());
   });
 
   it("a new plan cuts short the pause after a failed load", async () => {
@@ -449,7 +466,7 @@ describe("WorkerAgent", () => {
     await until(() => agent.status("fake").model === "b"); // not after the 60 s pause
     expect(Date.now() - told).toBeLessThan(1_000);
     expect(events).toContain("load b");
-    await agent.stop();
+    await settled(agent.stop());
   });
 
   it("a plan that arrives while a load is failing is followed without the pause", async () => {
@@ -470,7 +487,7 @@ describe("WorkerAgent", () => {
     await until(() => agent.status("fake").model === "b"); // not after the 60 s pause
     expect(Date.now() - told).toBeLessThan(1_000);
     expect(events).toContain("load b");
-    await agent.stop();
+    await settled(agent.stop());
   });
 
   it("a failing load leaves the worker up and reporting, and a later plan is followed", async () => {
@@ -493,6 +510,6 @@ describe("WorkerAgent", () => {
     await until(() => agent.status("fake").model === "b");
     expect(agent.status("fake").state).toBe("serving");
     expect(agent.status("fake").failedModel).toBeUndefined();
-    await agent.stop();
+    await settled(agent.stop());
   });
 });
