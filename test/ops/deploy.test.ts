@@ -23,7 +23,7 @@ const KINDS = [...SERVICE_KINDS, "gateway"];
 let serveFlags: Map<string, boolean>;
 
 beforeAll(() => {
-  const help = spawnSync(process.execPath, ["--import", "tsx", "services/cli/main.ts", "serve", "--help"], { cwd: ROOT, encoding: "utf8", timeout: 60_000 });
+  const help = spawnSync(process.execPath, ["dist/services/cli/main.js", "serve", "--help"], { cwd: ROOT, encoding: "utf8", timeout: 60_000 });
   expect(help.status, help.stderr).toBe(0);
   serveFlags = new Map([...help.stdout.matchAll(/^\s+(?:-\w, )?(--[a-z][a-z-]*)( <[^>]+>)?/gm)].map((m) => [m[1], m[2] !== undefined]));
   expect(serveFlags.get("--nats")).toBe(true);
@@ -123,11 +123,13 @@ describe("ops/compose", () => {
       expect(service.image).toBe("hadis-ts:local");
       const urls = String(flags.get("--nats")).split(",");
       expect(urls.map((u) => new URL(u).hostname).sort()).toEqual(natsNodes);
-      if (kind !== "gateway") expect(flags.get("--replicas"), `${name} replicates its streams on the three nodes`).toBe("3");
+      // Services replicate their streams on the three nodes; the gateway keeps none.
+      expect(flags.get("--replicas"), name).toBe(kind === "gateway" ? undefined : "3");
       // The health check asks /readyz on the port the process serves its probes on.
       const check = service.healthcheck!.test.join(" ");
       expect(check).toContain(`http://127.0.0.1:${Number(flags.get("--metrics-port"))}/readyz`);
-      if (kind === "gateway") expect(service.ports).toContain(`127.0.0.1:${flags.get("--http-port")}:${flags.get("--http-port")}`);
+      // Only the gateway is published, on loopback.
+      expect(service.ports ?? [], name).toEqual(kind === "gateway" ? [`127.0.0.1:${flags.get("--http-port")}:${flags.get("--http-port")}`] : []);
       for (const variable of Object.keys(service.environment ?? {})) expect(known, `${name}: ${variable} is read by the code`).toContain(variable);
       const otlp = new URL(service.environment!.OTEL_EXPORTER_OTLP_ENDPOINT);
       expect(services[otlp.hostname], "the OTLP endpoint is a service of the file").toBeDefined();
@@ -177,9 +179,9 @@ describe("ops/k8s (Helm chart)", () => {
       expect(d.spec.template.spec.securityContext.runAsNonRoot).toBe(true);
       // The NATS chart's client service, by the name values.yaml gives it.
       expect(new URL(String(flags.get("--nats"))).hostname).toBe(values.nats.fullnameOverride);
-      if (kind !== "gateway") expect(flags.get("--replicas")).toBe(String(values.nats.config.cluster.replicas));
+      expect(flags.get("--replicas")).toBe(kind === "gateway" ? undefined : String(values.nats.config.cluster.replicas));
       expect(flags.get("--metrics-host")).toBe("0.0.0.0");
-      if (kind === "gateway") expect(flags.get("--http-host")).toBe("0.0.0.0");
+      expect(flags.get("--http-host")).toBe(kind === "gateway" ? "0.0.0.0" : undefined);
       const ports = new Map<string, number>(container.ports.map((p: { name: string; containerPort: number }) => [p.name, p.containerPort]));
       expect([...ports.values()]).toContain(Number(flags.get("--metrics-port")));
       for (const [probe, path] of [["livenessProbe", "/healthz"], ["readinessProbe", "/readyz"]] as const) {
