@@ -93,38 +93,44 @@ export async function* readJob(nc: NatsConnection, subjects: Subjects, jobId: st
   const deadlineAtMs = queued.kind === "queued" ? queued.deadlineAtMs : Infinity;
   const consumer = await jetstream(nc).consumers.get(stream, { filter_subjects: subjects.jobEvents(jobId), deliver_policy: DeliverPolicy.All });
   let lastSeq = 0;
-  if (!opts.follow) {
-    // What is kept now: the consumer says how many remain after each message.
+  let ended = false;
+  const lostAtMs = deadlineAtMs + JOB_LOST_AFTER_MS;
+  // Not following, or following a job already past its time (nothing more will come: its router
+  // stopped): what is kept now, read whole (the consumer says how many remain after each message).
+  if (!opts.follow || now() >= lostAtMs) {
     const batch = await consumer.fetch({ max_messages: 1_000, expires: 2_000 });
     for await (const m of batch) {
       const event = decodeEvent(m.data, m.headers?.get(Headers.contentType));
-      if (event && event.seq > (opts.afterSeq ?? 0)) yield event;
+      if (event) {
+        lastSeq = Math.max(lastSeq, event.seq);
+        ended ||= isTerminal(event.kind);
+        if (event.seq > (opts.afterSeq ?? 0)) yield event;
+      }
       if (m.info.pending === 0) break;
     }
     await consumer.delete().catch(() => undefined);
-    return;
-  }
-  const messages = await consumer.consume({ max_messages: 100 });
-  const lostAtMs = deadlineAtMs + JOB_LOST_AFTER_MS;
-  const timer = setTimeout(() => messages.stop(), Math.max(0, Math.min(lostAtMs - now(), 2 ** 31 - 1)));
-  const stop = () => messages.stop();
-  opts.signal?.addEventListener("abort", stop, { once: true });
-  let ended = false;
-  try {
-    for await (const m of messages) {
-      const event = decodeEvent(m.data, m.headers?.get(Headers.contentType));
-      if (!event) continue;
-      lastSeq = Math.max(lastSeq, event.seq);
-      if (event.seq > (opts.afterSeq ?? 0)) yield event;
-      if (isTerminal(event.kind)) {
-        ended = true;
-        break;
+    if (!opts.follow) return;
+  } else {
+    const messages = await consumer.consume({ max_messages: 100 });
+    const timer = setTimeout(() => messages.stop(), Math.max(0, Math.min(lostAtMs - now(), 2 ** 31 - 1)));
+    const stop = () => messages.stop();
+    opts.signal?.addEventListener("abort", stop, { once: true });
+    try {
+      for await (const m of messages) {
+        const event = decodeEvent(m.data, m.headers?.get(Headers.contentType));
+        if (!event) continue;
+        lastSeq = Math.max(lastSeq, event.seq);
+        if (event.seq > (opts.afterSeq ?? 0)) yield event;
+        if (isTerminal(event.kind)) {
+          ended = true;
+          break;
+        }
       }
+    } finally {
+      clearTimeout(timer);
+      opts.signal?.removeEventListener("abort", stop);
+      messages.stop();
     }
-  } finally {
-    clearTimeout(timer);
-    opts.signal?.removeEventListener("abort", stop);
-    messages.stop();
   }
   if (!ended && !opts.signal?.aborted && now() >= lostAtMs) {
     const error = new HadisError("deadline_exceeded", `job ${jobId} had not ended ${JOB_LOST_AFTER_MS} ms past its deadline: the router running it stopped before it could; submit it again`);
