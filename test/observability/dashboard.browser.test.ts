@@ -32,6 +32,19 @@ afterAll(async () => {
   await shutdownTelemetry();
 });
 
+
+/** The page's document, as the predicates below read it (the project's types have no DOM). */
+type PageDocument = { querySelector(s: string): { textContent: string | null } | null; querySelectorAll(s: string): { length: number } };
+/**
+ * Predicates run in the page as functions, each whole (serialized: no closure): a string predicate
+ * is evaluated with `eval`, which the dashboard's Content-Security-Policy (scripts from itself only) refuses.
+ */
+const workersShown = (n: number) => (globalThis as unknown as { document: PageDocument }).document.querySelectorAll(".worker").length === n;
+const traceShown = ([id, rows]: [string, number]) => {
+  const doc = (globalThis as unknown as { document: PageDocument }).document;
+  return doc.querySelector("#trace .tid")?.textContent === id && doc.querySelectorAll("#trace .wfrow").length >= rows;
+};
+
 describe("the live dashboard", () => {
   const routes = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold);
 
@@ -56,7 +69,7 @@ describe("the live dashboard", () => {
     await page.goto(dashboard.url);
     await page.waitForSelector(".plan .pair");
     expect(await page.textContent(".plan .pair")).toContain(DEFAULT_STATIC.heavy);
-    await page.waitForFunction(`document.querySelectorAll(".worker").length === 4`);
+    await page.waitForFunction(workersShown, 4);
     expect(await page.locator(".worker .badge.serving").count()).toBe(4);
     await page.waitForSelector("#requests tbody tr[data-trace] .mini span");
 
@@ -64,7 +77,7 @@ describe("the live dashboard", () => {
     const traceId = state.recent.find((r) => r.requestId === escalated.requestId)?.traceId
       ?? dashboard.state.recent(100).find((r) => r.requestId === escalated.requestId)!.traceId;
     await page.click(`#requests tbody tr[data-trace="${traceId}"]`);
-    await page.waitForFunction(`document.querySelector("#trace .tid")?.textContent === "${traceId}" && document.querySelectorAll("#trace .wfrow").length >= 8`);
+    await page.waitForFunction(traceShown, [traceId, 8] as [string, number]);
     const names = await page.locator("#trace .wfrow .name").allTextContents();
     expect(names.some((n) => n.startsWith("hadis.generate"))).toBe(true);
     expect(names.some((n) => n.startsWith(`execute ${DEFAULT_STATIC.heavy}`))).toBe(true);
@@ -93,7 +106,7 @@ describe("the live dashboard", () => {
     await waitFor(() => dashboard.state.recent(1)[0]?.requestId === later.requestId, 10_000, "the later request listed first");
     const linked = await browser.newPage({ viewport: { width: 1440, height: 1300 } });
     await linked.goto(`${dashboard.url}#request=${escalated.requestId}`);
-    await linked.waitForFunction(`document.querySelector("#trace .tid")?.textContent === "${traceId}" && document.querySelectorAll("#trace .wfrow").length >= 8`);
+    await linked.waitForFunction(traceShown, [traceId, 8] as [string, number]);
     await linked.waitForTimeout(1_200); // a poll later, still that request (not the latest one)
     expect(await linked.textContent("#trace .tid")).toBe(traceId);
     expect(await linked.getAttribute("#requests tbody tr.selected", "data-request")).toBe(escalated.requestId);
@@ -126,7 +139,7 @@ describe("the live dashboard", () => {
     await page.goto(dashboard.url);
     await page.waitForSelector(`#requests tbody tr[data-trace="${traceId}"]`);
     await page.click(`#requests tbody tr[data-trace="${traceId}"]`);
-    await page.waitForFunction(`document.querySelector("#trace .tid")?.textContent === "${traceId}"`);
+    await page.waitForFunction(traceShown, [traceId, 0] as [string, number]);
     await page.waitForTimeout(300);
     // (The security policy alone blocks inline handlers such as the attack's onerror: the next
     // lines check the escaping, this one the two together.)
