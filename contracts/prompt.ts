@@ -14,7 +14,10 @@ export function promptChars(prompt: string): number {
     const c = prompt.charCodeAt(i);
     if (c >= 0xd800 && c <= 0xdbff) {
       const next = prompt.charCodeAt(i + 1);
-      if (next >= 0xdc00 && next <= 0xdfff) (n--, i++);
+      if (next >= 0xdc00 && next <= 0xdfff) {
+        n--;
+        i++;
+      }
     }
   }
   return n;

@@ -67,9 +67,9 @@ export async function measureProfile(modelDir: string, args: ProfileArgs): Promi
     intraOpNumThreads: args.intraOpNumThreads,
   });
   const latencyMsByBatch: Record<string, number> = {};
-  let loadMs = 0;
-  let unloadMs = 0;
-  let rssLoaded = rssBefore;
+  let loadMs: number;
+  let unloadMs: number;
+  let rssLoaded: number;
   try {
     await pipeline.generate([{ prompt: "", seed: 0 }], { steps: 1 });
     loadMs = performance.now() - loadStart;

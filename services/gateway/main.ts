@@ -10,7 +10,7 @@ import type { AddressInfo } from "node:net";
 import { HadisError } from "../../contracts/errors.ts";
 import { decode, encodeJson } from "../../contracts/envelope.ts";
 import { isTerminal, JobIdSchema, type JobEventRead } from "../../contracts/jobs.ts";
-import { GenerateRequestSchema, ManagerPlanReplySchema, type GenerateRequest } from "../../contracts/messages.ts";
+import { ManagerPlanReplySchema } from "../../contracts/messages.ts";
 import type { ModelsReply } from "../../contracts/public.ts";
 import type { Subjects } from "../../contracts/subjects.ts";
 import type { ProfileSet } from "../../actors/profile/profile-set.ts";

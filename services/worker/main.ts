@@ -11,7 +11,7 @@ import { ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import type { GenerationBackend } from "../../actors/worker/backend.ts";
 import { errorResult, WorkerAgent, type WorkerOptions } from "../../actors/worker/worker-agent.ts";
 import type { Logger } from "../telemetry/log.ts";
-import { newInbox, sendWhenUp, type MsgHdrs, type NatsConnection } from "../nats/connection.ts";
+import { newInbox, sendWhenUp, type NatsConnection } from "../nats/connection.ts";
 import type { WorkQueue } from "../nats/work-queue.ts";
 import { openResultsBucket } from "../nats/kv-buckets.ts";
 import { isPayloadTooLarge, payloadTooLarge, startService } from "../nats/replies.ts";

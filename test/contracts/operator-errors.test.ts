@@ -1,5 +1,5 @@
 /** The errors an operator sees are named by what to do about them, on the paths that raise them. */
-import { beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ConfigurationError, DependencyError, HadisError, ModelExportError, OperatorError } from "../../contracts/errors.ts";
 import { subjects } from "../../contracts/subjects.ts";
 import { createScheduler } from "../../actors/diffusion/scheduler.ts";
@@ -18,9 +18,6 @@ function thrown(run: () => unknown): unknown {
 }
 
 describe("operator-facing errors", () => {
-  beforeEach(() => {
-    expect.hasAssertions();
-  });
 
   it("carry their name, message, setting and cause, and are OperatorErrors, not wire errors", () => {
     const cause = new RangeError("inner");

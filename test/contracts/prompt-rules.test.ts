@@ -1,5 +1,5 @@
 /** The generate request's schema owns every rule of a prompt: the router and the gateway apply it and nothing else. */
-import { beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { validate } from "../../contracts/envelope.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import { GenerateRequestSchema } from "../../contracts/messages.ts";
@@ -16,9 +16,6 @@ function refusal(body: unknown): { code: string; field: unknown; message: string
 }
 
 describe("the prompt rules of GenerateRequestSchema", () => {
-  beforeEach(() => {
-    expect.hasAssertions();
-  });
 
   it("hands on the prompt trimmed", () => {
     expect(validate(GenerateRequestSchema, { prompt: "  a red bicycle \n" }, "generate request").prompt).toBe("a red bicycle");

@@ -1,5 +1,5 @@
 /** Reading a work item at the queue: typed, or refused with the reason and, when it reads, the router's address. */
-import { beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { encode } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION } from "../../contracts/messages.ts";
 import { readWorkItem } from "../../contracts/work-items.ts";
@@ -7,9 +7,6 @@ import { readWorkItem } from "../../contracts/work-items.ts";
 const good = { v: PROTOCOL_VERSION, requestId: "r1", stage: "light", prompt: "a cat", seed: 3, model: "m1", replyTo: "hadis.result.r", enqueuedAtMs: 1, deadlineAtMs: 2, planEpoch: 4 };
 
 describe("readWorkItem", () => {
-  beforeEach(() => {
-    expect.hasAssertions();
-  });
 
   it("reads a whole item as it was sent", () => {
     expect(readWorkItem(encode(good))).toEqual({ item: good });

@@ -79,7 +79,7 @@ export async function startCluster(opts: { extraConfig?: string; env?: Record<st
         await jsm.streams.delete("CLUSTER_PROBE");
         break;
       } catch (err) {
-        if (Date.now() > end) throw new Error(`JetStream cluster not ready within 30 s: ${(err as Error).message}`);
+        if (Date.now() > end) throw new Error(`JetStream cluster not ready within 30 s: ${(err as Error).message}`, { cause: err });
         await new Promise((r) => setTimeout(r, 250));
       }
     }

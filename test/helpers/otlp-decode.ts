@@ -61,6 +61,7 @@ export function decodeTraceExport(body: Uint8Array): DecodedSpan[] {
   return request.resourceSpans.flatMap((rs) => {
     const service = String(attributesOf(rs.resource?.attributes)["service.name"] ?? "");
     return rs.scopeSpans.flatMap((ss) =>
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any -- protobufjs's toObject output, checked field by field below
       ss.spans.map((s: Record<string, any>): DecodedSpan => ({
         traceId: hex(s.traceId),
         spanId: hex(s.spanId),

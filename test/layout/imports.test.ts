@@ -6,7 +6,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const SOURCE_DIRS = ["contracts", "actors", "services", "tools", "bench"];
@@ -86,9 +86,6 @@ function importersOf(prefixes: string[]): string[] {
 }
 
 describe("the source layout", () => {
-  beforeEach(() => {
-    expect.hasAssertions();
-  });
 
   it("finds the source files it checks (the walk is not empty)", () => {
     expect(files.length).toBeGreaterThan(150);

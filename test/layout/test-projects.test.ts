@@ -20,8 +20,10 @@ function globRegex(glob: string): RegExp {
   let re = "";
   for (let i = 0; i < glob.length; i++) {
     const c = glob[i];
-    if (glob.startsWith("**/", i)) (re += "(?:.*/)?", (i += 2));
-    else if (c === "*") re += "[^/]*";
+    if (glob.startsWith("**/", i)) {
+      re += "(?:.*/)?";
+      i += 2;
+    } else if (c === "*") re += "[^/]*";
     else if (c === "{") re += "(?:";
     else if (c === "}") re += ")";
     else if (c === ",") re += "|";
@@ -45,7 +47,7 @@ const importsOf = (text: string) => [...text.matchAll(/(?:\bfrom\s*|\bimport\s*\
 describe("the test projects", () => {
   it("put every test file in one project, and each project has files", () => {
     expect(files.length).toBe(unit.length + integration.length + serial.length);
-    expect([unit.length > 40, integration.length > 30, serial.length > 5]).toEqual([true, true, true]);
+    expect([unit.length > 40, integration.length > 30, serial.length >= 3]).toEqual([true, true, true]);
     // Every glob names at least one file (a renamed test would otherwise fall into `unit` unseen).
     expect([...INTEGRATION, ...SERIAL].filter((g) => !files.some((f) => globRegex(g).test(f)))).toEqual([]);
   });

@@ -15,7 +15,7 @@ import { newHeaders, type Msg } from "../../services/nats/connection.ts";
 import { decode, encode } from "../../contracts/envelope.ts";
 import { ErrorCodes } from "../../contracts/errors.ts";
 import { ServiceNames } from "../../contracts/subjects.ts";
-import { RouterStatsSchema, WorkerHeartbeatSchema, type Plan } from "../../contracts/messages.ts";
+import { RouterStatsSchema, WorkerHeartbeatSchema } from "../../contracts/messages.ts";
 import { metricsText } from "../../services/telemetry/metrics.ts";
 import type { z } from "zod";
 

@@ -203,9 +203,18 @@ function calibratePair(
         const [pR, pL, pX] = [ref, learned, null].map((r) => run(r, lightT, pick(heavy)));
         const [lR, lL, lX] = [ref, learned, null].map((r) => run(r, pick(lightLogOdds), pick(heavyLogOdds)));
         const s = served[c];
-        s.pRef.push(pR.meanServed), s.pLearned.push(pL.meanServed), s.pRandom.push(pX.meanServed), s.pDiff.push(pL.meanServed - pR.meanServed);
-        s.lRef.push(lR.meanServed), s.lLearned.push(lL.meanServed), s.lRandom.push(lX.meanServed), s.lDiff.push(lL.meanServed - lR.meanServed);
-        s.wRef.push(pR.wastedLight), s.wLearned.push(pL.wastedLight), s.wRandom.push(pX.wastedLight), s.heavy.push(pL.heavyShare);
+        s.pRef.push(pR.meanServed);
+        s.pLearned.push(pL.meanServed);
+        s.pRandom.push(pX.meanServed);
+        s.pDiff.push(pL.meanServed - pR.meanServed);
+        s.lRef.push(lR.meanServed);
+        s.lLearned.push(lL.meanServed);
+        s.lRandom.push(lX.meanServed);
+        s.lDiff.push(lL.meanServed - lR.meanServed);
+        s.wRef.push(pR.wastedLight);
+        s.wLearned.push(pL.wastedLight);
+        s.wRandom.push(pX.wastedLight);
+        s.heavy.push(pL.heavyShare);
       });
     }
   }
