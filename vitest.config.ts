@@ -26,7 +26,7 @@ export const INTEGRATION = [
   "test/observability/{dashboard-http,metrics,otlp,otlp-trace,span-export-settings,telemetry-config,tracing,tracing-opt-out}.test.ts",
   "test/onnx/{backend,judge,pipeline,profile,sd3,setup,threaded}.test.ts",
   "test/ops/**/*.test.ts",
-  "test/services/{cli-loads,cli-options,client,configuration,discriminator,health,highs-solver,manager,nats-private,nats-wait,replay,router-state,status,work-queue,worker-time-scale}.test.ts",
+  "test/services/{cli-loads,cli-options,client,configuration,discriminator,health,highs-solver,manager,nats-private,nats-wait,replay,router-state,scorer-options,status,work-queue,worker-time-scale}.test.ts",
   "test/sim/bench-e1.test.ts",
 ];
 

@@ -365,6 +365,12 @@ export const PlanSchema = z.strictObject({
    * (capacity × deadline) a router lets be in flight before it refuses with `overloaded`.
    */
   admission: z.strictObject({ routers: z.number().int().positive(), headroom: z.number().positive().max(1) }).optional(),
+  /**
+   * The paper artifact's mechanisms the system runs under (`actors/artifact/mechanisms.ts`:
+   * `dispatch`, `drops`, `latency`, `swaps`, …); absent or empty: our design. Every service follows
+   * the plan in force, so one manager flag switches the whole system.
+   */
+  mechanisms: z.array(z.string().regex(/^[a-z]{1,16}$/)).max(16).optional(),
 });
 /** A plan snapshot. */
 export type Plan = z.infer<typeof PlanSchema>;
@@ -441,6 +447,8 @@ export const RouterStatsSchema = z.strictObject({
   answered: z.number().int().nonnegative().optional(),
   /** Of those, the ones that failed or missed the SLO. */
   violations: z.number().int().nonnegative().optional(),
+  /** Work items this router queued per model in the interval (the artifact's per-model load signal). */
+  enqueued: z.record(modelName, z.number().int().nonnegative().max(1e9)).optional(),
   sentAtMs: nonNegMs,
 });
 /** A router stats report. */

@@ -33,6 +33,8 @@ export interface StreamNames {
   workStream: string;
   /** The durable pull consumer shared by the workers of one model. */
   workConsumer(model: string): string;
+  /** The durable pull consumer of one worker's own queue (the artifact's random dispatch). */
+  workerConsumer(workerId: string): string;
   /** KV bucket holding the plan. */
   planBucket: string;
   /** Key of the plan inside the plan bucket. */
@@ -54,6 +56,11 @@ export interface Subjects {
   judge: string;
   /** Work items for one model (JetStream work queue). */
   work(model: string): string;
+  /**
+   * Work items for one worker's own queue, under the artifact's random dispatch (four tokens, so
+   * no model's subject, three tokens, ever matches it).
+   */
+  workerQueue(workerId: string): string;
   /** Every model's work subject, for the stream definition. */
   workAll: string;
   /** Results for one router instance. */
@@ -99,6 +106,7 @@ export function subjects(prefix: string = DEFAULT_PREFIX): Subjects {
     generate: `${prefix}.generate`,
     judge: `${prefix}.judge`,
     work: (model) => `${prefix}.work.${assertToken(model, "model")}`,
+    workerQueue: (workerId) => `${prefix}.work.w.${assertToken(workerId, "worker id")}`,
     workAll: `${prefix}.work.>`,
     results: (routerId) => `${prefix}.result.${assertToken(routerId, "router id")}`,
     workerHeartbeat: (workerId) => `${prefix}.heartbeat.worker.${assertToken(workerId, "worker id")}`,
@@ -117,6 +125,7 @@ export function subjects(prefix: string = DEFAULT_PREFIX): Subjects {
     names: {
       workStream,
       workConsumer: (model) => `work-${assertToken(model, "model")}`,
+      workerConsumer: (workerId) => `worker-${assertToken(workerId, "worker id")}`,
       planBucket: `${prefix}-plan`,
       planKey: "current",
       idempotencyBucket: `${prefix}-idempotency`,

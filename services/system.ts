@@ -7,10 +7,8 @@ import { inboxPrefixOf, subjects as buildSubjects, type Subjects } from "../cont
 import { WORKER_SILENT_AFTER_MS } from "../contracts/messages.ts";
 import { ProfileJudge } from "../actors/judge/profile-judge.ts";
 import { ProfileGenerationBackend } from "../actors/worker/profile-backend.ts";
-import { FixedPercentileThreshold, ReferenceFeatureScorer, type DifficultyScorer, type HardnessThreshold } from "../actors/routing/difficulty.ts";
-import { AnalyzerScorer, liveThreshold } from "../actors/routing/analyzer-scorer.ts";
-import { loadPromptAnalyzer } from "./files/analyzer-files.ts";
-import type { ProfileSet } from "../actors/profile/profile-set.ts";
+import { routerScoring, type ScorerKind } from "./files/router-scoring.ts";
+import { ReferenceFeatureScorer } from "../actors/routing/difficulty.ts";
 import type { StaticConfig } from "../actors/control/static-policy.ts";
 import { createLogger, type Logger } from "./telemetry/log.ts";
 import { connectWhenUp, isJetStreamNotReady, NATS_WAIT_RETRY_MS, type NatsConnection, type NatsCredentials, type NatsTlsFiles } from "./nats/connection.ts";
@@ -27,17 +25,10 @@ import { createPolicy, hasFixedModels } from "./resource-manager/policies.ts";
 import { tickObserver } from "./resource-manager/observe.ts";
 import { createHighsSolver } from "./solver/highs-solver.ts";
 import { plannerWarmupLp } from "../actors/planner/milp.ts";
-
-/** The router's scorer and threshold: the analyzer with a live window, or the reference features. */
-function routerScoring(kind: "analyzer" | "reference", profiles: ProfileSet, files: { profilesDir?: string; weightsPath?: string }): { scorer: DifficultyScorer; threshold: HardnessThreshold } {
-  if (kind === "reference") {
-    const scorer = new ReferenceFeatureScorer(profiles);
-    return { scorer, threshold: new FixedPercentileThreshold(scorer.referenceScores) };
-  }
-  // Lexicons and weights from the same profiles folder as the reference prompts.
-  const analyzer = loadPromptAnalyzer(files);
-  return { scorer: new AnalyzerScorer(analyzer), threshold: liveThreshold(analyzer, profiles.reference.prompts) };
-}
+import { NATIVE, type Fidelity } from "../actors/artifact/mechanisms.ts";
+import { policyFor, usesArtifactAllocator } from "../actors/artifact/policies.ts";
+import { plannerView } from "../actors/artifact/runtimes.ts";
+import { ArtifactRouterThreshold } from "../actors/artifact/worker-rules.ts";
 
 /** The policy `npm start` runs unless told otherwise. */
 export const DEFAULT_POLICY = "hadis";
@@ -83,8 +74,10 @@ export interface SystemOptions {
   onnx?: { modelMap?: string; modelsDir: string; maxResident?: number; warmUp?: boolean };
   policy?: string;
   staticConfig?: StaticConfig;
-  /** The router's difficulty score: the prompt analyzer (default) or the reference features of known prompts. */
-  scorer?: "analyzer" | "reference";
+  /** The router's difficulty score: the prompt analyzer (default), the reference features of known prompts, or the learned model. */
+  scorer?: ScorerKind;
+  /** The learned scorer's model file (default: the profiles folder's analyzer/difficulty-model.json). */
+  difficultyModel?: string;
   /** Resource manager tick, ms (default 20 s × time scale, at least 0.5 s). */
   tickMs?: number;
   /** Half-life of the demand EWMA, ms (default 20 s × time scale, at least 1 s). */
@@ -100,6 +93,12 @@ export interface SystemOptions {
    * the server was down, so the demand estimate of the plan it finds is not taken up.
    */
   coldStart?: boolean;
+  /**
+   * The paper artifact's mechanisms to run under (default none: our design). The resource manager
+   * plans with the artifact's allocators and signals and stamps the mechanisms on its plans; routers
+   * and workers follow the plan in force (docs/benchmarks.md).
+   */
+  fidelity?: Fidelity;
 }
 
 /** A running system. */
@@ -203,14 +202,16 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
       const policyName = opts.policy ?? DEFAULT_POLICY;
       const solver = createHighsSolver({ warmupLp: plannerWarmupLp(profiles) });
       closers.push(() => solver.close());
+      const fidelity = opts.fidelity ?? NATIVE;
       const manager = await startResourceManager({
         nc,
         subjects,
         queue: await WorkQueue.open(nc, subjects, queueOptions),
+        fidelity,
         tick: {
           policyName,
-          policy: createPolicy(policyName, profiles, opts.staticConfig),
-          profiles,
+          policy: usesArtifactAllocator(policyName, fidelity) ? policyFor(policyName, fidelity) : createPolicy(policyName, profiles, opts.staticConfig),
+          profiles: plannerView(profiles, fidelity.on.has("latency"), timeScale),
           solve: (lp, o) => solver.solve(lp, o),
           sloMs,
           timeScale,
@@ -255,13 +256,20 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
       started.push({ kind: "worker", service: workers });
     }
     if (kinds.has("router")) {
-      const { scorer, threshold } = routerScoring(opts.scorer ?? "analyzer", profiles, {
+      const files = {
         ...(opts.profilesDir ? { profilesDir: opts.profilesDir } : {}),
         ...(opts.analyzerWeights ? { weightsPath: opts.analyzerWeights } : {}),
-      });
+        ...(opts.difficultyModel ? { difficultyModelPath: opts.difficultyModel } : {}),
+      };
+      const { scorer, threshold } = routerScoring(opts.scorer ?? "analyzer", profiles, files);
+      // Unless a scorer is named, hadis-plus's plans are routed by the learned model (`defaultScorerFor`).
+      const learnedScoring = opts.scorer ? undefined : routerScoring("learned", profiles, files);
+      // The artifact's router (reference features, its percentile rule), used while a plan runs its `hadis` mechanism.
+      const reference = new ReferenceFeatureScorer(profiles);
+      const artifactScoring = { scorer: reference, threshold: new ArtifactRouterThreshold(reference.referenceScores) };
       for (let i = 0; i < (opts.routers ?? 1); i++) {
         const nc = await connect("hadis-router", "router");
-        const router = await startRouter({ nc, subjects, queue: await WorkQueue.open(nc, subjects, queueOptions), scorer, threshold, defaultSloMs: sloMs, rangesOf: (model) => profiles.byName.get(model) ?? { name: model }, jobs: { replicas: queueOptions.replicas, storage: queueOptions.storage }, log: logFor("router"), ...(opts.judgeTimeoutMs !== undefined ? { judgeTimeoutMs: opts.judgeTimeoutMs } : {}) });
+        const router = await startRouter({ nc, subjects, queue: await WorkQueue.open(nc, subjects, queueOptions), scorer, threshold, artifactScoring, ...(learnedScoring ? { learnedScoring } : {}), defaultSloMs: sloMs, rangesOf: (model) => profiles.byName.get(model) ?? { name: model }, jobs: { replicas: queueOptions.replicas, storage: queueOptions.storage }, log: logFor("router"), ...(opts.judgeTimeoutMs !== undefined ? { judgeTimeoutMs: opts.judgeTimeoutMs } : {}) });
         system.routers.push(router);
         started.push({ kind: "router", service: router });
       }

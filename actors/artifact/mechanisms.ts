@@ -132,3 +132,16 @@ export function parseFidelity(fidelity = "native", mechanisms?: string): Fidelit
 
 /** Shorthand: whether mechanism `m` is on in `f`. */
 export const has = (f: Fidelity, m: ArtifactMechanism): boolean => f.on.has(m);
+
+/** The mechanisms a plan says the system runs under (unknown names are ignored: a newer manager's). */
+export function planMechanisms(plan: { mechanisms?: readonly string[] } | null | undefined): ReadonlySet<ArtifactMechanism> {
+  return new Set((plan?.mechanisms ?? []).filter(isMechanism));
+}
+
+/** HADIS and its ablations: the policies that run the artifact's router under `hadis`. */
+export const HADIS_FAMILY: readonly string[] = ["hadis", "router-only", "disc-only", "fixed-pair"];
+
+/** Whether `policy` is HADIS or one of its ablations. */
+export function isHadisFamily(policy: string): boolean {
+  return HADIS_FAMILY.includes(policy);
+}

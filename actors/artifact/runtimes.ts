@@ -4,7 +4,7 @@
  * `hadis/src/config.py` (get_model_runtimes, get_controller_runtimes) and `worker/model.py`.
  */
 import type { ModelProfile } from "../../contracts/profile.ts";
-import { batchLatencyMs } from "../profile/profile-set.ts";
+import { batchLatencyMs, type ProfileSet } from "../profile/profile-set.ts";
 
 /** Batch sizes the artifact's workers run at their own latency; any other size runs at batch 4's. */
 const OWN_LATENCY = new Set([1, 2, 3, 4, 5, 6, 7, 8, 16, 32]);
@@ -45,4 +45,11 @@ export function withPlannerLatencies(model: ModelProfile, timeScale: number): Mo
   const table: Record<string, number> = {};
   for (const b of Object.keys(model.latencyMsByBatch)) table[b] = artifactPlannerMs(model, Number(b), timeScale) / timeScale;
   return { ...model, latencyMsByBatch: table };
+}
+
+/** The planners' view of the pool: latencies rounded to 0.1 s when `rounded` (the artifact's `latency`), else the pool as it is. */
+export function plannerView(profiles: ProfileSet, rounded: boolean, timeScale: number): ProfileSet {
+  if (!rounded) return profiles;
+  const models = profiles.models.map((m) => withPlannerLatencies(m, timeScale));
+  return { ...profiles, models, byName: new Map(models.map((m) => [m.name, m])) };
 }

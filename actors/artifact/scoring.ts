@@ -16,7 +16,7 @@ export type FidSource = "config" | "dominant" | "mix";
 
 /** The FID source of each policy: HADIS and its ablations log their configuration; INFaaS-Acc its dominant model; the rest their query mix. */
 export function fidSourceOf(policy: string): FidSource {
-  if (["hadis", "router-only", "disc-only", "fixed-pair"].includes(policy)) return "config";
+  if (["hadis", "hadis-plus", "clairvoyant", "router-only", "disc-only", "fixed-pair"].includes(policy)) return "config";
   if (policy === "infaas-acc") return "dominant";
   return "mix";
 }
@@ -131,3 +131,9 @@ export function scoreArtifactRows(rows: readonly LedgerRow[], source: FidSource,
 
 /** Rows the anchor experiment's plot reads at most (`--length 360`). */
 export const PLOT_ROWS = 360;
+
+/**
+ * How long the artifact's controller keeps writing rows after the last query is sent: run_E1.sh
+ * stops every node once the client prints TRACE ENDED (an estimate of that stop's few seconds).
+ */
+export const ARTIFACT_STOP_AFTER_TRACE_MS = 3_000;

@@ -33,6 +33,13 @@ export interface MilpOptions {
   demandFactor?: number;
   /** Adds the per-model minimum-worker cuts (default true; off only to measure them). */
   cuts?: boolean;
+  /**
+   * Prices swaps inside the objective instead of only breaking ties with them: a worker that must
+   * load model k costs its load (and the unload before it) as a share of the pool's capacity over
+   * `horizonMs`, times `fidPerLostCapacity`, in FID; and while it loads it carries only the part of
+   * the next `tickMs` it can still serve, so coverage counts loading workers at that part.
+   */
+  swapAware?: { horizonMs: number; tickMs: number; fidPerLostCapacity: number };
 }
 
 /** One (model, batch) choice the solver may take. */
@@ -156,12 +163,20 @@ export function buildMilp(
   const fidStep = swapWeight * (workers + 1);
   const fidMin = Math.min(...rows.map((r) => r.row.fid));
   const objective: [number, string][] = rows.map((r, t) => [Math.round((r.row.fid - fidMin) * 100 * fidStep * 1000) / 1000, x(t)]);
+  /** A swap to `m`, ms of a worker's time lost (its unload and load). */
+  const swapMs = (m: ModelTerm) => {
+    const p = profiles.byName.get(m.name)!;
+    return (p.loadMs + p.unloadMs) * snapshot.timeScale;
+  };
+  const swapAware = options.swapAware;
   for (const m of models) {
     for (const bt of m.batches) {
       objective.push([bt.latencyMs / slo, y(m.index, bt.b)]);
       objective.push([1 / Math.max(1, workers), n(m.index, bt.b)]);
     }
-    objective.push([swapWeight, v(m.index)]);
+    // In FID units scaled as the rows' FID (100 × fidStep per FID), or a tie-break without pricing.
+    const priced = swapAware ? (swapAware.fidPerLostCapacity * swapMs(m)) / (Math.max(1, workers) * swapAware.horizonMs) * 100 * fidStep : 0;
+    objective.push([Math.round((swapWeight + priced) * 1000) / 1000, v(m.index)]);
   }
 
   const cons: string[] = [];
@@ -172,7 +187,11 @@ export function buildMilp(
     cons.push(` batch_${k}: ${linear([...m.batches.map((bt) => [1, y(k, bt.b)] as [number, string]), ...usedBy.map(([, t]) => [-1, x(t)] as [number, string])])} = 0`);
     for (const bt of m.batches) cons.push(` link_${k}_${bt.b}: ${linear([[1, n(k, bt.b)], [-Math.max(bt.maxWorkers, 0), y(k, bt.b)]])} <= 0`);
     const demandTerms = usedBy.map(([r, t]) => [-demand * (loads(r).find(([name]) => name === m.name)![1]), x(t)] as [number, string]);
-    cons.push(` cover_${k}: ${linear([...m.batches.map((bt) => [bt.capacityQps, n(k, bt.b)] as [number, string]), ...demandTerms])} >= 0`);
+    // Swap-aware: a worker still loading serves only what is left of the next tick (at the model's best capacity, a safe bound).
+    // (Not for the first plan, which every worker loads: nothing serves before it either way.)
+    const lost = swapAware && snapshot.current ? Math.min(1, swapMs(m) / Math.max(1, swapAware.tickMs)) * Math.max(...m.batches.map((bt) => bt.capacityQps)) : 0;
+    const loading: [number, string][] = lost > 0 ? [[-lost, v(k)]] : [];
+    cons.push(` cover_${k}: ${linear([...m.batches.map((bt) => [bt.capacityQps, n(k, bt.b)] as [number, string]), ...loading, ...demandTerms])} >= 0`);
     // A used model gets at least one worker, even at zero demand. With cuts, at least
     // ceil(load / best per-worker capacity): a valid cut that makes the LP relaxation see
     // integer worker counts per row.

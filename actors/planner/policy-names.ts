@@ -3,6 +3,7 @@
 /** Names of the policies, as the resource manager's `--policy` takes them. */
 export const POLICY_NAMES = [
   "hadis",
+  "hadis-plus",
   "router-only",
   "disc-only",
   "fixed-pair",

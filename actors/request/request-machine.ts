@@ -32,6 +32,14 @@ export interface RequestInput {
   options?: GenerationOptions;
   /** `fast` pins the light model, `best` the heavy one (routing applies it); `auto` by default. */
   quality?: Quality;
+  /**
+   * The deadline carried by the request's work items, when not its own: the artifact's workers
+   * drop an item that cannot finish within 1.5 × SLO of the request's start, while its caller
+   * waits longer (`drops`).
+   */
+  workDeadlineAtMs?: number;
+  /** An escalated request is served its light image as the deadline nears (default true; the artifact has no such fallback). */
+  lightFallback?: boolean;
 }
 
 interface Context extends RequestInput {
@@ -139,7 +147,7 @@ export const RequestMachine = setup({
           model: context.decision!.pair.light,
           prompt: context.prompt,
           seed: context.seed,
-          deadlineAtMs: context.deadlineAtMs,
+          deadlineAtMs: context.workDeadlineAtMs ?? context.deadlineAtMs,
           planEpoch: context.decision!.planEpoch,
           ...(context.options ? { options: context.options } : {}),
         }),
@@ -215,7 +223,7 @@ export const RequestMachine = setup({
         lightBeforeDeadline: {
           // Escalated, and no heavy image as the deadline nears: the light image rather than an
           // error (the heavy work still queued is withdrawn as the generation stops).
-          guard: ({ context }) => context.light !== undefined,
+          guard: ({ context }) => context.light !== undefined && context.lightFallback !== false,
           target: "accepted",
           actions: assign({ heavyError: () => `no heavy image ${REPLY_MARGIN_MS} ms before the deadline`, heavyLate: true }),
         },
@@ -228,7 +236,7 @@ export const RequestMachine = setup({
           model: context.decision!.pair.heavy,
           prompt: context.prompt,
           seed: context.seed,
-          deadlineAtMs: context.deadlineAtMs,
+          deadlineAtMs: context.workDeadlineAtMs ?? context.deadlineAtMs,
           planEpoch: context.decision!.planEpoch,
           ...(context.options ? { options: context.options } : {}),
         }),
@@ -247,7 +255,7 @@ export const RequestMachine = setup({
             // An escalated request has a light image: a heavy generation that fails, whatever the
             // error, must not cost the caller that image (as a judge that cannot answer does not).
             // (Timings stay those of the images made: the total counts the attempt.)
-            guard: ({ context }) => context.light !== undefined,
+            guard: ({ context }) => context.light !== undefined && context.lightFallback !== false,
             target: "accepted",
             actions: assign({ heavyError: ({ event }) => asHadisError(event.error).message }),
           },

@@ -7,9 +7,16 @@ import { referenceIndexFor } from "../profile/profile-set.ts";
 import { REFERENCE_WEIGHTS } from "../profile/reference.ts";
 import { inTopShare, meanStd, sortedCopy } from "../profile/stats.ts";
 
+/** The (light, heavy) pair a prompt is routed within. */
+export interface ModelPair {
+  light: string;
+  heavy: string;
+}
+
 /** Turns a prompt into a difficulty score. */
 export interface DifficultyScorer {
-  score(prompt: string): number;
+  /** `pair`: the plan's pair, for scorers that predict per pair (others ignore it). */
+  score(prompt: string, pair?: ModelPair): number;
 }
 
 /** Decides whether a score is among the hardest `share` (0..1) of prompts. */

@@ -22,6 +22,8 @@ export interface RequestRecord {
   servedModel?: string;
   /** Discriminator score of the image served: the reference per-prompt score of the served model. */
   servedScore?: number;
+  /** Why the image served is not the one the cascade meant (e.g. `degraded`: rejected, and no time to remake it). */
+  fallback?: string;
 }
 
 /** A plan adopted at `atMs` (trace clock), with its table FID. */
@@ -39,7 +41,7 @@ export interface FidLookup {
 }
 
 /** Policies scored by the table FID of the configuration in force (the rest by the served mix). */
-export const CASCADE_POLICIES: readonly string[] = ["hadis", "router-only", "disc-only", "fixed-pair", "diffserve"];
+export const CASCADE_POLICIES: readonly string[] = ["hadis", "hadis-plus", "clairvoyant", "router-only", "disc-only", "fixed-pair", "diffserve"];
 
 /** One scoring window (Figure 7's x axis). */
 export interface WindowPoint {

@@ -16,13 +16,13 @@ import { allocationPeriodMs, artifactTick } from "../artifact/controller.ts";
 import { ControllerLedger, type LedgerOutcome } from "../artifact/ledger.ts";
 import { NATIVE, has } from "../artifact/mechanisms.ts";
 import { admissionFactor, isHadisFamily, policyFor, tableOf } from "../artifact/policies.ts";
-import { artifactExecMs, withPlannerLatencies } from "../artifact/runtimes.ts";
-import { fidSourceOf } from "../artifact/scoring.ts";
+import { artifactExecMs, plannerView } from "../artifact/runtimes.ts";
+import { ARTIFACT_STOP_AFTER_TRACE_MS, fidSourceOf } from "../artifact/scoring.ts";
 import { ARTIFACT_JUDGE_MS, ArtifactRouterThreshold, artifactQualified, takeArtifactBatch } from "../artifact/worker-rules.ts";
 import { ArrivalRate } from "../control/arrivals.ts";
 import { controlTick, newControlState, type TickConfig } from "../control/reconcile.ts";
 import { acceptsLight } from "../judge/verdict.ts";
-import { batchLatencyMs, referenceIndexFor, type ProfileSet } from "../profile/profile-set.ts";
+import { batchLatencyMs, referenceIndexFor } from "../profile/profile-set.ts";
 import { mulberry32 } from "../profile/stats.ts";
 import { REPLY_MARGIN_MS } from "../request/types.ts";
 import { refusal } from "../routing/admission.ts";
@@ -30,24 +30,12 @@ import { ReferenceFeatureScorer } from "../routing/difficulty.ts";
 import { GenerationFloor } from "../routing/generation-floor.ts";
 import { moveTarget } from "../routing/move-target.ts";
 import { decideRoute } from "../routing/route-policy.ts";
+import { admissionChoice, escalationFits, hardFallsBackToLight, stageEstimateMs } from "../routing/deadline-aware.ts";
 import { EventQueue } from "./event-queue.ts";
 import type { RequestRecord } from "./scoring.ts";
 import type { SimConfig, SimEvent, SimRequest, SimResult, SimWorker, Stage, WorkItem } from "./types.ts";
 
 export type { SimConfig, SimPlanChange, SimResult } from "./types.ts";
-
-/**
- * How long the artifact's controller keeps writing rows after the last query is sent: run_E1.sh
- * stops every node once the client prints TRACE ENDED (an estimate of that stop's few seconds).
- */
-export const ARTIFACT_STOP_AFTER_TRACE_MS = 3_000;
-
-/** The planners' view of the pool: latencies rounded to 0.1 s under the artifact's `latency`. */
-function plannerProfiles(profiles: ProfileSet, rounded: boolean, timeScale: number): ProfileSet {
-  if (!rounded) return profiles;
-  const models = profiles.models.map((m) => withPlannerLatencies(m, timeScale));
-  return { ...profiles, models, byName: new Map(models.map((m) => [m.name, m])) };
-}
 
 /** Runs one policy over a trace; deterministic for the same inputs and seed. */
 export async function simulate(config: SimConfig): Promise<SimResult> {
@@ -60,7 +48,7 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
   const warmupMs = config.warmupMs ?? (artifactControl ? 10_000 : 2 * tickMs);
   const judgeLatencyMs = config.judgeLatencyMs ?? profiles.pool.judge.latencyMs * timeScale;
   const policy = policyFor(config.policyName, fidelity);
-  const planning = plannerProfiles(profiles, workerJudge, timeScale);
+  const planning = plannerView(profiles, workerJudge, timeScale);
   const tick: TickConfig = { policyName: config.policyName, policy, profiles: planning, solve: config.solve, sloMs, timeScale, queueSafety: config.queueSafety ?? 1.5 };
   const control = newControlState(config.demandHalfLifeMs ?? Math.max(1_000, 20_000 * timeScale));
   const agenda = new EventQueue<SimEvent>();
@@ -85,7 +73,7 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
   const waitingPulls = new Map<string, SimWorker[]>(profiles.models.map((m) => [m.name, []]));
   /** The load balancer's routing table: workers listed per model (random dispatch). */
   let routing = new Map<string, SimWorker[]>();
-  const result: SimResult = { records: [], plans: [], swaps: 0, loads: [], ticks: 0, expiredDrops: 0, wastedItems: 0, movedItems: 0, escalationsSkipped: 0, lightFallbacks: 0, leftInQueue: {}, unfinished: 0, rows: [] };
+  const result: SimResult = { records: [], plans: [], swaps: 0, loads: [], ticks: 0, expiredDrops: 0, wastedItems: 0, movedItems: 0, escalationsSkipped: 0, lightFallbacks: 0, admissions: { cascade: 0, heavy: 0, light: 0 }, leftInQueue: {}, unfinished: 0, rows: [] };
   /** What the live router learns from results: each model's fastest recent generation. */
   const floor = new GenerationFloor();
   let plan: Plan | null = null;
@@ -106,6 +94,8 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
   const worstFid = Math.max(...tableOf(config.policyName, profiles).map((r) => r.fid));
   const giveUpAfterMs = drops ? 2 * sloMs : sloMs;
   const startLimitMs = admissionFactor(config.policyName, fidelity) * sloMs;
+  /** hadis-plus decides per request from the path ahead (deadline-aware cascade). */
+  const deadlineAware = config.policyName === "hadis-plus" || config.policyName === "clairvoyant";
 
   const requests: SimRequest[] = config.arrivals.map((a, index) => {
     const prompt = config.prompts[a.promptIdx % config.prompts.length];
@@ -146,10 +136,24 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     }
   }
 
-  function serve(req: SimRequest, model: string, route: Route): void {
+  function serve(req: SimRequest, model: string, route: Route, fallback?: string): void {
     const models = route === Routes.light ? { light: model } : route === Routes.heavy ? { heavy: model } : { light: req.lightModel, heavy: model };
-    finish(req, { latencyMs: now - req.arrivalMs, outcome: "served", route, models, servedModel: model, servedScore: scoreOf(model, req) });
+    finish(req, { latencyMs: now - req.arrivalMs, outcome: "served", route, models, servedModel: model, servedScore: scoreOf(model, req), ...(fallback ? { fallback } : {}) });
   }
+
+  /** hadis-plus: how long a generation of `model` queued now would take (the batches ahead, then its own). */
+  function estimateMs(model: string): number {
+    const a = plan?.models[model];
+    if (!a || a.workers === 0) return Number.POSITIVE_INFINITY;
+    return stageEstimateMs(queueDepth()[model] ?? 0, a.workers, a.batchSize, execMs(model, a.batchSize));
+  }
+  /** hadis-plus: whether the heavy model has no backlog beyond one round of its batches. */
+  function heavyHasRoom(model: string): boolean {
+    const a = plan?.models[model];
+    return a !== undefined && (queueDepth()[model] ?? 0) < a.workers * a.batchSize;
+  }
+  /** The request's SLO deadline (its own deadline is 2 × SLO under the artifact's drops). */
+  const sloDeadline = (req: SimRequest) => req.arrivalMs + sloMs;
 
   /** Queues work as the router's generate actor does: to the model playing the stage now if the decided one has no workers. */
   function enqueue(req: SimRequest, stage: Stage, decided: string): void {
@@ -298,7 +302,7 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     if (stage === "heavy") return serve(req, item.model, req.lightModel ? Routes.lightThenHeavy : Routes.heavy);
     req.lightModel = item.model;
     const skip = dispatch && freeSwaps ? !isCascade(plan) || plan!.discThreshold <= 0 : req.decision!.skipJudge;
-    if (skip) return serve(req, item.model, Routes.light);
+    if (skip) return serve(req, item.model, Routes.light, req.degraded ? "degraded" : undefined);
     if (workerJudge) return void judge(req); // synchronous: the worker's own verdict
     agenda.push(now + judgeLatencyMs, { kind: "judged", req });
   }
@@ -317,7 +321,11 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     }
     const heavy = dispatch && freeSwaps ? (isCascade(plan) ? plan!.pair.heavy : null) : req.decision!.pair.heavy;
     if (accept || heavy === null) serve(req, req.lightModel!, Routes.light);
-    else if (drops || req.deadlineAtMs - now >= floor.floorMs(heavy)) {
+    else if (deadlineAware && (req.lightOnly || !escalationFits(sloDeadline(req) - now, estimateMs(heavy)))) {
+      // hadis-plus: the heavy model cannot remake it in time, so the light image goes out now, degraded.
+      result.escalationsSkipped++;
+      serve(req, req.lightModel!, Routes.light, "degraded");
+    } else if (drops || deadlineAware || req.deadlineAtMs - now >= floor.floorMs(heavy)) {
       enqueue(req, "heavy", heavy);
       if (!drops) agenda.push(Math.max(now, req.deadlineAtMs - REPLY_MARGIN_MS), { kind: "lightBeforeDeadline", req });
     } else {
@@ -406,7 +414,7 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
   }
 
   /** The demand a planner sees: arrivals per second (our design), or the artifact's in-flight signal. */
-  const plannedDemand = (): number | undefined => (on("demand") ? ledger.signals.demand : undefined);
+  const plannedDemand = (): number | undefined => config.demandOracle?.(now) ?? (on("demand") ? ledger.signals.demand : undefined);
 
   async function runTick(): Promise<void> {
     result.ticks++;
@@ -457,17 +465,21 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     agenda.push(req.deadlineAtMs, { kind: "deadline", req });
     // No plan, or the router's admission bound (Little's law on the plan's capacity): refused at once.
     if (!plan || (!drops && refusal(plan, routerInFlight, sloMs))) return finish(req, { latencyMs: 0, outcome: "dropped" });
-    if (plan.routerMode === "workers") {
-      // Every worker takes an equal share: a model with probability in proportion to its workers.
-      const entries = Object.entries(plan.models).filter(([, a]) => a.workers > 0);
-      const total = entries.reduce((s, [, a]) => s + a.workers, 0);
-      let draw = random() * total;
-      const [target] = entries.find(([, a]) => (draw -= a.workers) < 0) ?? entries[entries.length - 1];
-      req.decision = { hard: true, difficulty: 0, routerThreshold: 0, pair: { light: target, heavy: target }, skipJudge: true, planEpoch: plan.epoch };
-      return enqueue(req, "heavy", target);
-    }
     const scorer = reference ? { score: () => reference.referenceScores[req.seqIndex] } : config.scorer;
     req.decision = decideRoute(plan, req.prompt, req.id, scorer, artifactThreshold ?? config.threshold);
+    if (deadlineAware && req.decision.hard && isCascade(plan) && hardFallsBackToLight(sloDeadline(req) - now, { lightMs: estimateMs(req.decision.pair.light), heavyMs: estimateMs(req.decision.pair.heavy) })) {
+      // hadis-plus: the heavy model cannot answer in time, the light one can: its image, degraded.
+      result.admissions.light++;
+      req.decision = { ...req.decision, hard: false, skipJudge: true };
+      req.degraded = true;
+    } else if (deadlineAware && !req.decision.hard && isCascade(plan) && !req.decision.skipJudge) {
+      // hadis-plus's admission: the whole path (light, judge, heavy if rejected) against the time left.
+      const { light, heavy } = req.decision.pair;
+      const choice = admissionChoice(sloDeadline(req) - now, { lightMs: estimateMs(light), judgeMs: workerJudge ? 0 : judgeLatencyMs, heavyMs: estimateMs(heavy) }, heavyHasRoom(heavy));
+      result.admissions[choice]++;
+      if (choice === "heavy") req.decision = { ...req.decision, hard: true };
+      else if (choice === "light") req.lightOnly = true;
+    }
     // Under random dispatch every query enters at a light worker, which counts it even when its router sends it on.
     if (req.decision.hard && dispatch && isCascade(plan)) ledger.arrival(plan.pair.light);
     enqueue(req, req.decision.hard ? "heavy" : "light", req.decision.hard ? req.decision.pair.heavy : req.decision.pair.light);

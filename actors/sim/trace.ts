@@ -96,14 +96,19 @@ export function ratePerSecond(hourly: readonly number[], opts: Pick<HourlyTraceO
 
 /** Generates arrivals: Poisson count per second at the scaled rate, times uniform in the second. */
 export function traceFromHourly(hourly: readonly number[], opts: HourlyTraceOptions): Arrival[] {
-  const random = seededRandom(opts.seed);
+  return traceFromRates(ratePerSecond(hourly, opts), opts.seed, opts.promptCount);
+}
+
+/** Poisson arrivals per second at the given rates (one a second), uniform within the second, prompts uniform below `promptCount`. */
+export function traceFromRates(rates: readonly number[], seed: number, promptCount: number): Arrival[] {
+  const random = seededRandom(seed);
   const out: Arrival[] = [];
-  ratePerSecond(hourly, opts).forEach((qps, s) => {
+  rates.forEach((qps, s) => {
     const n = poisson(qps, random);
     const times: number[] = [];
     for (let k = 0; k < n; k++) times.push(Math.floor((s + random()) * 1000));
     times.sort((a, b) => a - b);
-    for (const atMs of times) out.push({ atMs, promptIdx: Math.floor(random() * opts.promptCount) });
+    for (const atMs of times) out.push({ atMs, promptIdx: Math.floor(random() * promptCount) });
   });
   return out;
 }
@@ -111,4 +116,28 @@ export function traceFromHourly(hourly: readonly number[], opts: HourlyTraceOpti
 /** Formats a trace as `arrival_ms,prompt_idx` lines (the reference format). */
 export function formatTrace(arrivals: readonly Arrival[]): string {
   return arrivals.map((a) => `${a.atMs.toFixed(1)},${a.promptIdx}`).join("\n") + "\n";
+}
+
+/**
+ * The clairvoyant demand of a trace: at time t, the arrival rate over [t, t + windowMs] (what a
+ * planner that knew the trace would see until its next plan could take over), qps.
+ */
+export function futureDemandOracle(arrivals: readonly Arrival[], windowMs: number): (nowMs: number) => number {
+  const times = arrivals.map((a) => a.atMs).sort((a, b) => a - b);
+  const firstAtOrAfter = (t: number) => {
+    let lo = 0;
+    let hi = times.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (times[mid] < t) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  };
+  return (nowMs) => ((firstAtOrAfter(nowMs + windowMs) - firstAtOrAfter(nowMs)) * 1000) / windowMs;
+}
+
+/** A step in demand: `lowQps` until `stepAtS`, then `highQps`, for `seconds` (Poisson arrivals). */
+export function stepTrace(opts: { lowQps: number; highQps: number; stepAtS: number; seconds: number; seed: number; promptCount: number }): Arrival[] {
+  return traceFromRates(Array.from({ length: opts.seconds }, (_, s) => (s < opts.stepAtS ? opts.lowQps : opts.highQps)), opts.seed, opts.promptCount);
 }

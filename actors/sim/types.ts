@@ -55,6 +55,11 @@ export interface SimConfig {
    * workers. `false` replays the earlier behaviour, where such items stayed and read as load.
    */
   purgeFinished?: boolean;
+  /**
+   * The demand the planner is told instead of its estimate (the clairvoyant bound: the peak rate
+   * the trace will bring over the coming window), qps at a time.
+   */
+  demandOracle?: (nowMs: number) => number;
   /** The manager's control tick (default `controlTick`); tests script plans with a fake. */
   control?: typeof controlTick;
   /** Called after every control tick (diagnostics), like the manager's `onTick`. */
@@ -93,6 +98,8 @@ export interface SimResult {
   escalationsSkipped: number;
   /** Escalated requests served their light image as the deadline neared, the heavy image not come. */
   lightFallbacks: number;
+  /** hadis-plus's admission choices (cascade, straight to heavy, light only). */
+  admissions: { cascade: number; heavy: number; light: number };
   /** Items left in each model's queue when the run ended (stale work no worker pulled). */
   leftInQueue: Record<string, number>;
   /** Requests with no outcome when the agenda ran dry (recorded as dropped); 0 unless the simulator has a bug. */
@@ -123,6 +130,10 @@ export interface SimRequest {
   waitingModel?: string;
   /** Light image made (the model that made it). */
   lightModel?: string;
+  /** hadis-plus admitted it to the light model only: a rejected image is served degraded. */
+  lightOnly?: boolean;
+  /** hadis-plus sent a hard prompt to the light model (the heavy could not answer in time): its image is degraded. */
+  degraded?: boolean;
   ended: boolean;
   record?: RequestRecord;
 }

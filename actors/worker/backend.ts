@@ -34,6 +34,16 @@ export interface GenerationBackend {
   generate(model: string, batch: readonly GenerationInput[]): Promise<GeneratedImage[]>;
   /** Releases everything. */
   close(): Promise<void>;
+  /** How long a batch of `n` of `model` will run, ms, when the backend knows (profiled ones do). */
+  expectedMs?(model: string, n: number): number;
+  /** Runs as the paper artifact's profile mode does (`latency`: its batch table and 10 ms of judging a batch; `swaps`: loads and unloads free). */
+  artifact?: ArtifactBackendModes;
+}
+
+/** The artifact's worker-side mechanisms a backend follows (switched by the plan in force). */
+export interface ArtifactBackendModes {
+  latency: boolean;
+  swaps: boolean;
 }
 
 /** One image to judge. */

@@ -7,7 +7,9 @@ import type { ModelProfile } from "../../contracts/profile.ts";
 import type { AppliedOptions } from "../../contracts/messages.ts";
 import { runInOptionGroups } from "./option-groups.ts";
 import { batchLatencyMs } from "../profile/profile-set.ts";
-import type { GeneratedImage, GenerationBackend, GenerationInput } from "./backend.ts";
+import type { ArtifactBackendModes, GeneratedImage, GenerationBackend, GenerationInput } from "./backend.ts";
+import { artifactExecMs } from "../artifact/runtimes.ts";
+import { ARTIFACT_JUDGE_MS } from "../artifact/worker-rules.ts";
 import { PLACEHOLDER_SIDE, placeholderPng } from "./placeholder-png.ts";
 
 /** Options of the profile backend. */
@@ -23,6 +25,8 @@ export interface ProfileBackendOptions {
 export class ProfileGenerationBackend implements GenerationBackend {
   readonly kind = "profile";
   private readonly loaded = new Set<string>();
+  /** The artifact's mechanisms in force (the worker sets them from the plan). */
+  artifact: ArtifactBackendModes = { latency: false, swaps: false };
   constructor(private readonly options: ProfileBackendOptions) {}
 
   private profile(model: string): ModelProfile {
@@ -36,13 +40,19 @@ export class ProfileGenerationBackend implements GenerationBackend {
   }
 
   async load(model: string): Promise<void> {
-    await this.wait(this.profile(model).loadMs * this.options.timeScale);
+    if (!this.artifact.swaps) await this.wait(this.profile(model).loadMs * this.options.timeScale);
     this.loaded.add(model);
   }
 
   async unload(model: string): Promise<void> {
     if (!this.loaded.delete(model)) return;
-    await this.wait(this.profile(model).unloadMs * this.options.timeScale);
+    if (!this.artifact.swaps) await this.wait(this.profile(model).unloadMs * this.options.timeScale);
+  }
+
+  /** The batch's runtime: the profile's, or the artifact's table (odd sizes interpolated or at batch 4). */
+  expectedMs(model: string, n: number): number {
+    const p = this.profile(model);
+    return this.artifact.latency ? artifactExecMs(p, n, this.options.timeScale) : batchLatencyMs(p, n, this.options.timeScale);
   }
 
   /**
@@ -56,7 +66,8 @@ export class ProfileGenerationBackend implements GenerationBackend {
     return runInOptionGroups(batch, async (options, part) => {
       const scaled = options?.steps !== undefined && profile.options?.latencyScalesWithSteps === true && profile.steps !== undefined;
       const factor = scaled ? options!.steps! / profile.steps! : 1;
-      await this.wait(batchLatencyMs(profile, part.length, this.options.timeScale) * factor);
+      // Under the artifact's latency, every batch also sleeps its 10 ms of judging (wall time, unscaled).
+      await this.wait(this.expectedMs(model, part.length) * factor + (this.artifact.latency ? ARTIFACT_JUDGE_MS : 0));
       const width = options?.width ?? PLACEHOLDER_SIDE;
       const height = options?.height ?? PLACEHOLDER_SIDE;
       const image = placeholderPng(model, width, height);

@@ -9,6 +9,7 @@ import { runSplitting, type SplitOutcome } from "./bisect.ts";
 import { BatchRecord } from "./batch-record.ts";
 import { PROTOCOL_VERSION, WorkerStates, type Plan, type WorkerHeartbeat, type WorkItem, type WorkResult, type WorkerState } from "../../contracts/messages.ts";
 import type { GeneratedImage, GenerationBackend } from "./backend.ts";
+import { planMechanisms, type ArtifactMechanism } from "../artifact/mechanisms.ts";
 
 /**
  * One work item pulled from a work queue, read and checked by the queue (an item that does not
@@ -48,14 +49,18 @@ export const BATCH_TRIES = 2;
  */
 export const FAILED_BATCHES_TO_REPORT = BATCH_TRIES + 1;
 
+/** A queue a worker pulls: its model's shared one, or its own (the artifact's random dispatch). */
+export type WorkLane = string | { worker: string };
+
 /** Where work comes from. */
 export interface WorkSource {
   /**
-   * Up to `max` deliveries of `model`'s queue; waits at most `waitMs` for the first; [] when none.
-   * `lastCalledOff`: a last delivery that reached the pull after it was called off (it cannot go
-   * back to the queue: nothing would deliver it again), for the worker to answer.
+   * Up to `max` deliveries of a lane (a model's queue, or this worker's own); waits at most
+   * `waitMs` for the first; [] when none. `lastCalledOff`: a last delivery that reached the pull
+   * after it was called off (it cannot go back to the queue: nothing would deliver it again), for
+   * the worker to answer.
    */
-  pull(model: string, max: number, waitMs: number, signal: AbortSignal, lastCalledOff?: (delivery: Delivery) => void): Promise<Delivery[]>;
+  pull(lane: WorkLane, max: number, waitMs: number, signal: AbortSignal, lastCalledOff?: (delivery: Delivery) => void): Promise<Delivery[]>;
 }
 
 /** The worker's side effects, supplied by the service (or the simulator, or tests). */
@@ -119,6 +124,8 @@ export class WorkerAgent {
   /** What batches of the loaded model have shown: a failing model, a batch size that does not fit. */
   private readonly record = new BatchRecord();
   private planEpoch = 0;
+  /** The artifact's mechanisms the plan in force runs under (none: our design). */
+  private mechanisms: ReadonlySet<ArtifactMechanism> = new Set();
   private inFlight = 0;
   private servedTotal = 0;
   private swapsTotal = 0;
@@ -139,6 +146,8 @@ export class WorkerAgent {
   applyPlan(plan: Plan): boolean {
     if (plan.epoch < this.planEpoch) return false;
     this.planEpoch = plan.epoch;
+    this.mechanisms = planMechanisms(plan);
+    if (this.ports.backend.artifact) this.ports.backend.artifact = { latency: this.mechanisms.has("latency"), swaps: this.mechanisms.has("swaps") };
     const model = plan.assignment[this.id] ?? null;
     this.planBatchSize = model ? Math.max(1, plan.models[model]?.batchSize ?? 1) : 1;
     if (model !== this.desiredModel) {
@@ -233,7 +242,9 @@ export class WorkerAgent {
         this.pullAbort = abort;
         // The model is the plan's here (a swap came first otherwise).
         this.batchSize = this.record.size(this.planBatchSize);
-        const deliveries = await this.ports.source.pull(this.model, this.batchSize, this.options.pollMs, abort.signal, (d) => this.answerUnrun(d));
+        // Under the artifact's random dispatch a worker pulls its own queue, whatever its model.
+        const lane: WorkLane = this.mechanisms.has("dispatch") ? { worker: this.id } : this.model;
+        const deliveries = await this.ports.source.pull(lane, this.batchSize, this.options.pollMs, abort.signal, (d) => this.answerUnrun(d));
         this.pullAbort = null;
         if (deliveries.length > 0) await this.execute(this.model, deliveries);
       } catch (err) {
@@ -283,7 +294,9 @@ export class WorkerAgent {
     const batch: { item: WorkItem; delivery: Delivery }[] = [];
     for (const delivery of deliveries) {
       const item = delivery.item;
-      if (item.model !== model) {
+      // The artifact's worker keeps its queue through a (free) swap and runs it on its new model.
+      const keptThroughSwap = this.mechanisms.has("dispatch") && this.mechanisms.has("swaps");
+      if (item.model !== model && !keptThroughSwap) {
         this.dropped.wrongModel++;
         delivery.term();
         this.ports.publishResult(item.replyTo, errorResult(item, this.id, new HadisError("unknown_model", `work for "${item.model}" reached a "${model}" queue`)));
@@ -296,6 +309,7 @@ export class WorkerAgent {
       }
       batch.push({ item, delivery });
     }
+    if (this.mechanisms.has("drops")) this.dropUnfinishable(model, batch, now);
     if (batch.length === 0) return;
 
     this.inFlight = batch.length;
@@ -339,6 +353,23 @@ export class WorkerAgent {
       this.state = WorkerStates.failed;
       await this.pause(this.options.loadRetryMs);
     }
+  }
+
+  /**
+   * The artifact's rule at dequeue: an item whose work deadline (its request's start + 1.5 × SLO)
+   * falls before the batch would end is dropped unanswered; the batch size checked for each is
+   * the size the batch could still reach (`serviceQueue`). Mutates `batch`.
+   */
+  private dropUnfinishable(model: string, batch: BatchEntry[], now: number): void {
+    const expected = this.ports.backend.expectedMs?.bind(this.ports.backend);
+    if (!expected) return;
+    const kept: BatchEntry[] = [];
+    batch.forEach((entry, i) => {
+      const n = Math.min(this.batchSize, kept.length + (batch.length - i));
+      if (now + expected(model, Math.max(1, n)) > entry.item.deadlineAtMs) this.dropExpired(entry.delivery);
+      else kept.push(entry);
+    });
+    batch.splice(0, batch.length, ...kept);
   }
 
   /** Drops an item past its deadline (its router has answered it): counted, and terminated in the queue. */

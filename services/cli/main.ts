@@ -10,7 +10,9 @@ import { Command, Option } from "commander";
 import { DEFAULT_NATS_URL, MAX_DEADLINE_MS, MAX_IDEMPOTENCY_KEY_CHARS, MAX_SEED } from "../../contracts/limits.ts";
 import { packagePath } from "../files/package-root.ts";
 import { POLICY_NAMES } from "../resource-manager/policy-names.ts";
-import { atLeastOne, count, idPrefix, integerIn, nonNegative, port, positive, text } from "./options.ts";
+import { SCORER_KINDS } from "../files/scorer-kinds.ts";
+import { ARTIFACT_MECHANISMS } from "../../actors/artifact/mechanisms.ts";
+import { atLeastOne, count, idPrefix, integerIn, mechanismList, nonNegative, port, positive, text } from "./options.ts";
 import { jsonErrorsWhen } from "./tool-connection.ts";
 import { researchCommands } from "./research/commands.ts";
 import { environmentProblems } from "./environment.ts";
@@ -33,15 +35,18 @@ const runOptions = (cmd: Command) =>
     .option("--routers <n>", "router instances", atLeastOne, 1)
     .option("--time-scale <x>", "multiplies every profiled latency and the SLO (0.1 = the paper's 10x compression; default: the pool's, 1 = real time)", positive)
     .addOption(new Option("--policy <name>", "planning policy of the resource manager").choices(POLICY_NAMES).default("hadis"))
-    .addOption(new Option("--scorer <kind>", "router difficulty score").choices(["analyzer", "reference"]).default("analyzer"))
+    .addOption(new Option("--scorer <kind>", "router difficulty score: the learned per-pair model, the analyzer's reference weights, or the artifact's reference features (default: learned for hadis-plus, analyzer otherwise; docs/router.md)").choices(SCORER_KINDS))
     .option("--analyzer-weights <file>", "analyzer score weights, e.g. learned ones (default <profiles>/analyzer/router-weights.json)")
+    .option("--difficulty-model <file>", "with --scorer learned: the model file (default <profiles>/analyzer/difficulty-model.json)")
     .addOption(new Option("--backend <kind>", "worker and judge backend").choices(["profile", "onnx"]).default("profile"))
     .option("--zero-latency", "profile backends do not wait (overhead benchmarks)")
     .option("--model-map <file>", "onnx backend: pool model name → export folder (default profiles/onnx/tiny-pool.json)")
     .option("--models-dir <dir>", "onnx backend: folder of the exports (tiny models are generated there when missing or made by an older generator)", ".hadis/models")
     .option("--profiles <dir>", "profiles folder (default: the repository's profiles/)")
     .option("--static-config <json>", 'static policy configuration, e.g. \'{"light":"sdxl-lightning","heavy":"sd35-large","routerThreshold":0.3,"discThreshold":0.1}\'')
-    .addOption(new Option("--storage <kind>", "JetStream storage of the work queue").choices(["file", "memory"]).default("file"));
+    .addOption(new Option("--storage <kind>", "JetStream storage of the work queue").choices(["file", "memory"]).default("file"))
+    .addOption(new Option("--fidelity <name>", "native: our serving design; artifact: the paper artifact's mechanisms, put in the plans by the resource manager (docs/benchmarks.md)").choices(["native", "artifact"]).default("native"))
+    .option("--mechanisms <list>", `artifact mechanisms to turn on (or, as -name, off) on top of --fidelity (the simulator's partial sets; a live system runs native or the whole artifact): ${ARTIFACT_MECHANISMS.join(", ")}`, mechanismList);
 
 runOptions(
   program
@@ -138,7 +143,7 @@ program
     await analyzeCommand({ prompt, ...opts });
   });
 
-// The research commands: the anchor experiment, calibration, the lookup table, traces.
+// The research commands: the anchor experiment, calibration, the router's training, the lookup table, traces.
 researchCommands(program);
 
 program.parseAsync(process.argv).catch((err) => {

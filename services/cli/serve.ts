@@ -1,5 +1,5 @@
 /** `hadis start` and `hadis serve`: run the system (embedded) or one service against a NATS URL. */
-import { resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { startNatsServer, type LocalServer } from "../nats/server.ts";
 import { createLogger, type Logger } from "../telemetry/log.ts";
 import { connectNats } from "../nats/connection.ts";
@@ -10,14 +10,16 @@ import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { credentialsFromEnv, natsServerOf, natsTlsFromEnv, natsUrls } from "./credentials.ts";
 import { startSystem, startSystemWhenUp, SERVICE_KINDS, type RunningSystem, type ServiceKind } from "../system.ts";
 import { createPolicy, staticConfigFor } from "../resource-manager/policies.ts";
-import { loadProfiles } from "../files/profiles.ts";
-import { loadScoreModel } from "../files/analyzer-files.ts";
+import { DEFAULT_PROFILES_DIR, loadProfiles } from "../files/profiles.ts";
+import { ANALYZER_PATHS, loadDifficultyModel, loadScoreModel } from "../files/analyzer-files.ts";
+import type { ScorerKind } from "../files/router-scoring.ts";
 import { describeLoad, whenModelsLoaded } from "./models-ready.ts";
 import { describeProblem, telemetryEnvProblems } from "../telemetry/config.ts";
 import { gatewayCommand, startLocalGateway, type GatewayCliOptions, type LocalGateway } from "./gateway.ts";
 import { describeResume } from "../resource-manager/resume.ts";
 import type { StaticConfig } from "../../actors/control/static-policy.ts";
 import { ConfigurationError } from "../../contracts/errors.ts";
+import { parseFidelity } from "../../actors/artifact/mechanisms.ts";
 
 /** Options shared by `start` and `serve`. */
 export interface RunOptions {
@@ -32,11 +34,16 @@ export interface RunOptions {
   storage: "file" | "memory";
   /** JSON of a StaticConfig for the static policy. */
   staticConfig?: string;
-  scorer: "analyzer" | "reference";
+  scorer: ScorerKind;
   analyzerWeights?: string;
+  difficultyModel?: string;
   /** onnx backend: model map file and export folder. */
   modelMap?: string;
   modelsDir?: string;
+  /** `native` (default) or `artifact`: the paper artifact's mechanisms, which the resource manager puts in its plans. */
+  fidelity?: string;
+  /** Artifact mechanisms on (or `-name` off) on top of the fidelity. */
+  mechanisms?: string;
 }
 
 /**
@@ -54,6 +61,8 @@ function checkedConfigOf(opts: RunOptions, command: string, starts: { router: bo
   }
   try {
     if (starts.router && opts.scorer !== "reference" && opts.analyzerWeights !== undefined) loadScoreModel(opts.analyzerWeights);
+    // (No scorer named: the router holds the learned model too, for hadis-plus's plans.)
+    if (starts.router && opts.scorer !== "analyzer" && opts.scorer !== "reference") loadDifficultyModel(opts.difficultyModel ?? join(opts.profiles ?? DEFAULT_PROFILES_DIR, ANALYZER_PATHS.difficultyModel));
     const config = staticConfigFor(opts.policy, opts.staticConfig);
     if (starts.manager) createPolicy(opts.policy, loadProfiles(opts.profiles), config);
     return config;
@@ -76,8 +85,11 @@ const READ_BY: Partial<Record<keyof RunOptions | keyof GatewayCliOptions | "repl
   routers: ["router"],
   scorer: ["router"],
   analyzerWeights: ["router"],
+  difficultyModel: ["router"],
   policy: ["resource-manager"],
   staticConfig: ["resource-manager"],
+  fidelity: ["resource-manager"],
+  mechanisms: ["resource-manager"],
   backend: ["worker", "discriminator"],
   zeroLatency: ["worker", "discriminator"],
   modelMap: ["worker", "discriminator"],
@@ -117,8 +129,10 @@ function untilSignal(stop: () => Promise<void>): void {
 
 function backendOptions(opts: RunOptions) {
   return {
+    fidelity: parseFidelity(opts.fidelity, opts.mechanisms),
     scorer: opts.scorer,
     ...(opts.analyzerWeights ? { analyzerWeights: opts.analyzerWeights } : {}),
+    ...(opts.difficultyModel ? { difficultyModel: opts.difficultyModel } : {}),
     backend: opts.backend as "profile" | "onnx",
     onnx: { modelMap: opts.modelMap, modelsDir: opts.modelsDir ?? ".hadis/models" },
   };

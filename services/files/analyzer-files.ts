@@ -18,6 +18,7 @@ import {
   type AnalyzerLexicons,
 } from "../../actors/analyzer/lexicons.ts";
 import { parseScoreModel, type ScoreModel } from "../../actors/analyzer/score-model.ts";
+import { parseDifficultyModel, type DifficultyModel } from "../../actors/analyzer/difficulty-model.ts";
 import { createWinkTagger, type Tagger } from "../../actors/analyzer/tagger.ts";
 import { DEFAULT_PROFILES_DIR } from "./profiles.ts";
 import { ConfigurationError } from "../../contracts/errors.ts";
@@ -29,6 +30,7 @@ export const ANALYZER_PATHS = {
   rarityOverrides: join("analyzer", "rarity-overrides.tsv"),
   referenceWeights: join("analyzer", "router-weights.json"),
   learnedWeights: join("analyzer", "router-weights-learned.json"),
+  difficultyModel: join("analyzer", "difficulty-model.json"),
 } as const;
 
 /** A file's text; one that cannot be read is named as `what`. */
@@ -72,6 +74,22 @@ export function loadScoreModel(path: string): ScoreModel {
     return parseScoreModel(json);
   } catch (err) {
     throw new ConfigurationError((err as Error).message.replace(/^router weights:/, `router weights ${path}:`));
+  }
+}
+
+/** Loads and validates a learned difficulty-model file (`hadis train-router` writes it). */
+export function loadDifficultyModel(path: string): DifficultyModel {
+  const text = readText(path, "difficulty model");
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    throw new ConfigurationError(`difficulty model ${path}: ${(err as Error).message}`, { cause: err });
+  }
+  try {
+    return parseDifficultyModel(json);
+  } catch (err) {
+    throw new ConfigurationError((err as Error).message.replace(/^difficulty model:/, `difficulty model ${path}:`), { cause: err });
   }
 }
 

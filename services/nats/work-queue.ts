@@ -63,7 +63,13 @@ const RETRYABLE_PUBLISH = /no responders|not enabled|503|timeout|timed out|disco
 /** Age past which a queued work item is dropped: the longest deadline and a minute. */
 export const WORK_ITEM_MAX_AGE_MS = MAX_DEADLINE_MS + 60_000;
 
-/** The JetStream work queue: one stream, one durable pull consumer per model. */
+/**
+ * Where items wait: a model's shared queue (its name), or one worker's own queue (the artifact's
+ * random dispatch sends each item to one worker).
+ */
+export type Lane = string | { worker: string };
+
+/** The JetStream work queue: one stream, one durable pull consumer per model (and per worker under random dispatch). */
 export class WorkQueue {
   private readonly consumers = new Set<string>();
   private constructor(
@@ -122,9 +128,13 @@ export class WorkQueue {
     return new WorkQueue(nc, jetstream(nc), jsm, subjects, options);
   }
 
-  /** Ensures the pull consumer of a model exists. */
-  async ensureConsumer(model: string): Promise<string> {
-    const durable = this.subjects.names.workConsumer(model);
+  private subjectOf(lane: Lane): string {
+    return typeof lane === "string" ? this.subjects.work(lane) : this.subjects.workerQueue(lane.worker);
+  }
+
+  /** Ensures the pull consumer of a lane (a model, or a worker's own queue) exists. */
+  async ensureConsumer(lane: Lane): Promise<string> {
+    const durable = typeof lane === "string" ? this.subjects.names.workConsumer(lane) : this.subjects.names.workerConsumer(lane.worker);
     if (this.consumers.has(durable)) return durable;
     const stream = this.subjects.names.workStream;
     // The settings a version may change: an existing consumer gets them (a changed ack wait or
@@ -137,7 +147,7 @@ export class WorkQueue {
       try {
         await this.jsm.consumers.add(stream, {
           durable_name: durable,
-          filter_subject: this.subjects.work(model),
+          filter_subject: this.subjectOf(lane),
           ack_policy: AckPolicy.Explicit,
           deliver_policy: DeliverPolicy.All,
           ...settings,
@@ -159,7 +169,8 @@ export class WorkQueue {
   }
 
   /** Publishes a work item; `msgId` makes a repeat within the duplicate window a no-op. */
-  async publish(model: string, data: Uint8Array, msgId: string, hdrs?: MsgHdrs): Promise<{ seq: number; duplicate: boolean }> {
+  async publish(lane: Lane, data: Uint8Array, msgId: string, hdrs?: MsgHdrs): Promise<{ seq: number; duplicate: boolean }> {
+    const subject = this.subjectOf(lane);
     const h = hdrs ?? natsHeaders();
     const retryMs = this.options.publishRetryMs ?? 0;
     // Published while the connection is down, an item would be dropped by the library and the
@@ -167,18 +178,18 @@ export class WorkQueue {
     // publish waits, or its retry window when longer), then publishes as before.
     const link = watchConnection(this.nc);
     if (!link.connected && !(await link.untilConnected(Math.max(retryMs, PUBLISH_TIMEOUT_MS)))) {
-      throw new DependencyError(`publish to ${this.subjects.work(model)}: not connected to NATS`);
+      throw new DependencyError(`publish to ${subject}: not connected to NATS`);
     }
     if (retryMs <= 0) {
       try {
-        const ack = await this.js.publish(this.subjects.work(model), data, { msgID: msgId, headers: h });
+        const ack = await this.js.publish(subject, data, { msgID: msgId, headers: h });
         return { seq: ack.seq, duplicate: ack.duplicate };
       } catch (err) {
         // A publish that timed out may have been stored: asked again under the same id, the stream
         // says (a duplicate's acknowledgement names its sequence). Failing instead left an item
         // that a worker would generate for a request already answered no_capacity.
         if (!/timeout|timed out/i.test(String((err as Error).message))) throw err;
-        const ack = await this.js.publish(this.subjects.work(model), data, { msgID: msgId, headers: h, timeout: 2_000 });
+        const ack = await this.js.publish(subject, data, { msgID: msgId, headers: h, timeout: 2_000 });
         return { seq: ack.seq, duplicate: ack.duplicate };
       }
     }
@@ -186,7 +197,7 @@ export class WorkQueue {
     for (let attempt = 0; ; attempt++) {
       const remainingMs = deadline - Date.now();
       try {
-        const ack = await this.js.publish(this.subjects.work(model), data, { msgID: msgId, headers: h, timeout: Math.max(250, Math.min(2_000, remainingMs)) });
+        const ack = await this.js.publish(subject, data, { msgID: msgId, headers: h, timeout: Math.max(250, Math.min(2_000, remainingMs)) });
         return { seq: ack.seq, duplicate: ack.duplicate };
       } catch (err) {
         if (remainingMs <= 0 || !RETRYABLE_PUBLISH.test(String((err as Error).message))) throw err;
@@ -224,9 +235,9 @@ export class WorkQueue {
     return this.jsm.streams.deleteMessage(this.subjects.names.workStream, seq, false).catch(() => false);
   }
 
-  /** Items waiting (not yet delivered) plus delivered but unacknowledged, per model. */
-  async depth(model: string): Promise<{ pending: number; ackPending: number }> {
-    const durable = await this.ensureConsumer(model);
+  /** Items waiting (not yet delivered) plus delivered but unacknowledged, per lane. */
+  async depth(lane: Lane): Promise<{ pending: number; ackPending: number }> {
+    const durable = await this.ensureConsumer(lane);
     const info = await this.jsm.consumers.info(this.subjects.names.workStream, durable);
     return { pending: info.num_pending, ackPending: info.num_ack_pending };
   }
@@ -246,8 +257,9 @@ export class WorkQueue {
    * one that does not read is terminated (never delivered again) and given to `refused`, for its
    * router to be told; the worker gets typed items only.
    */
-  async pull(model: string, max: number, waitMs: number, signal: AbortSignal, lastCalledOff?: (delivery: Delivery) => void, refused?: (item: RefusedWorkItem) => void): Promise<Delivery[]> {
-    const durable = await this.ensureConsumer(model);
+  async pull(lane: Lane, max: number, waitMs: number, signal: AbortSignal, lastCalledOff?: (delivery: Delivery) => void, refused?: (item: RefusedWorkItem) => void): Promise<Delivery[]> {
+    const durable = await this.ensureConsumer(lane);
+    const model = typeof lane === "string" ? lane : `@${lane.worker}`;
     if (signal.aborted) return [];
     // Last deliveries that came after an earlier pull ended go first, at once (within the batch size).
     const late = this.late(model).splice(0, max);

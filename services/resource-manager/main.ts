@@ -21,6 +21,9 @@ import type { WorkQueue } from "../nats/work-queue.ts";
 import { startService } from "../nats/replies.ts";
 import { PlanView } from "../nats/plan-view.ts";
 import { OutageLog } from "./outages.ts";
+import { NATIVE, type Fidelity } from "../../actors/artifact/mechanisms.ts";
+import { allocationPeriodMs, artifactTick } from "../../actors/artifact/controller.ts";
+import { LiveArtifactSignals } from "./artifact-signals.ts";
 import { writePlan, type PlanWrite } from "../nats/plan-store.ts";
 import { within, type RunningService } from "../lifecycle/running.ts";
 import { staleBecause, type PlanResume } from "./resume.ts";
@@ -33,6 +36,8 @@ export interface ResourceManagerOptions {
   /** The control tick's fixed inputs (policy, profiles, solver, SLO, time scale). */
   tick: TickConfig;
   tickMs: number;
+  /** The paper artifact's mechanisms the system runs under (default none: our design); stamped on every plan, which every service follows. */
+  fidelity?: Fidelity;
   /** Half-life of the demand EWMA, ms. */
   demandHalfLifeMs: number;
   /** A worker silent this long is gone. */
@@ -132,6 +137,10 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   const benchLog = new OutageLog(log, "manager.worker_benched", "manager.worker_unbenched");
   const unavailableLog = new OutageLog(log, "manager.model_unavailable", "manager.model_available_again");
   const models = opts.tick.profiles.pool.models;
+  const fidelity = opts.fidelity ?? NATIVE;
+  /** The artifact controller's once-a-second signals, when any of its mechanisms is on. */
+  const artifact = fidelity.on.size > 0 ? new LiveArtifactSignals(models) : null;
+  const mechanisms = [...fidelity.on];
   let ticking: Promise<TickOutcome | null> | null = null;
   let soon: NodeJS.Timeout | null = null;
   /** Set by stop(): no tick starts after it (a heartbeat during the last one scheduled one). */
@@ -179,6 +188,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     callback: (_e, m) => {
       const report = reportOf(m);
       if (report) arrivalRate.report(report.routerId, report.arrivals, report.intervalMs, Date.now());
+      if (report && artifact) artifact.report(report, Date.now());
     },
   });
 
@@ -210,12 +220,37 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     if (last !== null) purgeWindows.open(starting, last, nowMs);
   }
 
+  /** The artifact's allocation (`tick`): its decision adopted at once, workers in registration order. */
+  async function allocateAsArtifact(obs: Parameters<typeof controlTick>[1], demandQps: number): Promise<TickOutcome> {
+    const { plan, decision } = await artifactTick(
+      { nowMs: obs.nowMs, demandQps, signals: artifact!.current, queueDepth: obs.queueDepth, workers: obs.workers, current: obs.current },
+      { policyName: opts.tick.policyName, policy: opts.tick.policy, profiles: opts.tick.profiles, solve: opts.tick.solve, sloMs: opts.tick.sloMs, timeScale: opts.tick.timeScale },
+    );
+    const swapped = plan ? obs.workers.filter((w) => (obs.current?.assignment[w.id] ?? null) !== (plan.assignment[w.id] ?? null)).map((w) => w.id) : [];
+    const snapshot = { nowMs: obs.nowMs, demandQps, queueDepth: obs.queueDepth, queueDelayMs: {}, workers: obs.workers, current: obs.current, sloMs: opts.tick.sloMs, timeScale: opts.tick.timeScale };
+    return { plan, snapshot, decision, verdict: null, swapped, excluded: { models: [], workers: [] }, ...(plan ? {} : { held: decision.reason }) };
+  }
+
+  /** Queue depths per model: the models' queues, and under random dispatch each worker's own queue counted for the model it holds. */
+  async function depthsNow(): Promise<Record<string, number>> {
+    const depth: Record<string, number> = {};
+    await Promise.all(models.map(async (m) => (depth[m] = await opts.queue.depth(m).then((d) => d.pending, () => 0))));
+    const plan = plans.current;
+    if (plan && fidelity.on.has("dispatch")) {
+      await Promise.all(Object.entries(plan.assignment).map(async ([id, m]) => {
+        depth[m] = (depth[m] ?? 0) + (await opts.queue.depth({ worker: id }).then((d) => d.pending, () => 0));
+      }));
+    }
+    return depth;
+  }
+
   async function runTick(): Promise<TickOutcome | null> {
     const nowMs = Date.now();
     const started = performance.now();
     const queueDepth: Record<string, number> = {};
     const unread: string[] = [];
     await Promise.all(models.map(async (m) => (queueDepth[m] = await opts.queue.depth(m).then((d) => d.pending, () => (unread.push(m), 0)))));
+    if (fidelity.on.has("dispatch")) Object.assign(queueDepth, await depthsNow());
     // Read as empty meanwhile.
     if (unread.length > 0) depthOutage.failed("depths", { models: unread, readAs: 0 });
     else depthOutage.works("depths");
@@ -237,8 +272,12 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     const workers = alive.filter((w) => !out.workers.has(w.id)).map((w) => ({ id: w.id, model: w.model }));
     const swapsBefore = { ...state.lastSwapAtMs };
     const fresh = setAside !== null && plans.current === setAside;
-    let outcome = await controlTick(state, { nowMs, arrivalsQps, queueDepth, workers, current: fresh ? null : plans.current, routers, unavailableModels: [...out.models], benchedWorkers: [...out.workers.keys()], batchCaps: batchCaps.current(nowMs) }, opts.tick);
+    const signals = artifact?.current;
+    const demandQps = signals && fidelity.on.has("demand") ? signals.demand : undefined;
+    const obs = { nowMs, arrivalsQps, queueDepth, workers, current: fresh ? null : plans.current, routers, unavailableModels: [...out.models], benchedWorkers: [...out.workers.keys()], batchCaps: batchCaps.current(nowMs), ...(signals ? { signals } : {}), ...(demandQps !== undefined ? { demandQps } : {}) };
+    let outcome = fidelity.on.has("tick") ? await allocateAsArtifact(obs, demandQps ?? arrivalsQps) : await controlTick(state, obs, opts.tick);
     const plan = outcome.plan;
+    if (plan && mechanisms.length > 0) plan.mechanisms = mechanisms;
     // A fresh plan still follows the set-aside one's epoch: services ignore an older epoch.
     if (plan && fresh) plan.epoch = setAside!.epoch + 1;
     if (plan && workers.length === 0) plan.reason = `${alive.length === 0 ? `no worker heard from for ${opts.silentAfterMs} ms` : "every worker heard is benched"}: ${plan.reason}`;
@@ -310,7 +349,18 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     return ticking;
   }
 
-  const timer = setInterval(() => void tick(), opts.tickMs);
+  // The artifact's controller ticks once a second (its signals) and allocates every 50 trace-seconds.
+  let seconds = 0;
+  const allocateEvery = Math.round(allocationPeriodMs(opts.tick.timeScale) / 1_000);
+  const secondTimer = artifact
+    ? setInterval(() => {
+        void depthsNow().then((depth) => {
+          artifact.sample(depth, Date.now(), opts.silentAfterMs);
+          if (fidelity.on.has("tick") && seconds++ % allocateEvery === 0) void tick();
+        }, () => undefined);
+      }, 1_000)
+    : null;
+  const timer = setInterval(() => void (fidelity.on.has("tick") ? undefined : tick()), opts.tickMs);
   // A worker of the plan gone silent is planned around now, not at the next tick (20 s at time scale 1).
   const lost = new Set<string>();
   const silenceWatch = setInterval(() => {
@@ -342,6 +392,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
       stopped = true;
       stopReconnectWatch();
       clearInterval(timer);
+      if (secondTimer) clearInterval(secondTimer);
       clearInterval(silenceWatch);
       clearTimeout(first);
       if (soon) clearTimeout(soon);

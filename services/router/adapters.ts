@@ -14,6 +14,7 @@ import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RouteCall,
 import { checkGenerationOptions, withQuality, type ModelRanges } from "../../actors/routing/generation-options.ts";
 import { NO_TIME_TO_JUDGE, REPLY_MARGIN_MS } from "../../actors/request/types.ts";
 import { decideRoute } from "../../actors/routing/route-policy.ts";
+import { isHadisFamily, planMechanisms } from "../../actors/artifact/mechanisms.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
 import type { Logger } from "../telemetry/log.ts";
 import { ASK_AGAIN_MS, headerOf, mayAskAgain, requestAttempt, watchConnection, type KV, type Msg, type MsgHdrs, type NatsConnection } from "../nats/connection.ts";
@@ -45,6 +46,12 @@ export interface RouterActorDeps {
   traces?: RequestTraces;
   /** Learns each model's fastest recent generation (the request machine's escalation check). */
   floor?: GenerationFloor;
+  /** The artifact's router (reference features, its percentile rule), for HADIS and its ablations under its `hadis` mechanism. */
+  artifactScoring?: { scorer: DifficultyScorer; threshold: HardnessThreshold };
+  /** The learned router, for hadis-plus's plans. */
+  learnedScoring?: { scorer: DifficultyScorer; threshold: HardnessThreshold };
+  /** Counts each item queued, by model (router stats). */
+  onEnqueued?: (model: string) => void;
   /** The generation settings each model supports (its profile's `options`); absent: none, so settings are refused. */
   rangesOf?: (model: string) => ModelRanges;
   /** The refusal for work on a model no worker serves now (`capacityRefusal`), or null. */
@@ -76,6 +83,12 @@ async function askJudge(nc: NatsConnection, subject: string, data: Uint8Array, t
   }
 }
 
+/** A uniformly random worker the plan gives `model` (the artifact's load balancer), or undefined when none. */
+function workerLane(plan: Plan, model: string): { worker: string } | undefined {
+  const ids = Object.entries(plan.assignment).filter(([, m]) => m === model).map(([id]) => id);
+  return ids.length > 0 ? { worker: ids[Math.floor(Math.random() * ids.length)] } : undefined;
+}
+
 /** The route, generate and judge actors bound to NATS. */
 export function routerActors(deps: RouterActorDeps) {
   const route = fromPromise<RouteDecision, RouteCall>(async ({ input }) => {
@@ -86,7 +99,8 @@ export function routerActors(deps: RouterActorDeps) {
       // The caller's settings, against the models of the plan routing goes by (the router checked
       // them at intake against the plan then in force, which may have changed since).
       if (input.options) checkGenerationOptions(input.options, input.quality, plan.pair, deps.rangesOf ?? ((name) => ({ name })));
-      const decision = withQuality(decideRoute(plan, input.prompt, input.requestId, deps.scorer, deps.threshold), input.quality);
+      const artifactRouter = deps.artifactScoring && planMechanisms(plan).has("hadis") && isHadisFamily(plan.policy) ? deps.artifactScoring : plan.policy === "hadis-plus" ? (deps.learnedScoring ?? null) : null;
+      const decision = withQuality(decideRoute(plan, input.prompt, input.requestId, artifactRouter?.scorer ?? deps.scorer, artifactRouter?.threshold ?? deps.threshold), input.quality);
       stage?.setAttributes({
         "hadis.route.hard": decision.hard,
         "hadis.difficulty": decision.difficulty,
@@ -136,7 +150,8 @@ export function routerActors(deps: RouterActorDeps) {
     let cancel: () => void = () => {};
     let entry = { seq: 0 } as PendingItem;
     const result = new Promise<GenerateOutcome>((resolve, reject) => {
-      const pending: PendingItem = { item, stage: input.stage, seq: 0, resolve, reject, ...(stage ? { span: stage } : {}) };
+      const lane = current && planMechanisms(current).has("dispatch") ? workerLane(current, model) : undefined;
+      const pending: PendingItem = { item, stage: input.stage, seq: 0, resolve, reject, ...(stage ? { span: stage } : {}), ...(lane ? { lane } : {}) };
       if (stage) {
         // The worker's queue and execute spans are children of this one and carry its worker,
         // batch size and times: the stage says only which model served (a moved item's differs).
@@ -179,6 +194,7 @@ export function routerActors(deps: RouterActorDeps) {
           if (entry.own) void deps.queue.remove(ack.seq).catch(() => false);
           return result;
         }
+        deps.onEnqueued?.(model);
         deps.afterEnqueue?.(entry);
         // A keyed request may be a retry of one queued through another router (its item was just
         // dropped as a duplicate): its result arrives in the results bucket, not on our inbox.

@@ -15,6 +15,8 @@ import type { RequestClock } from "../../actors/request/request-machine.ts";
 import type { Progress } from "../../actors/request/progress.ts";
 import { sloOutcome } from "../../actors/request/reply.ts";
 import { refusal } from "../../actors/routing/admission.ts";
+import { planMechanisms } from "../../actors/artifact/mechanisms.ts";
+import { ARTIFACT_SLO_FACTOR } from "../../actors/artifact/worker-rules.ts";
 import type { ModelRanges } from "../../actors/routing/generation-options.ts";
 import { throttled, type Logger } from "../telemetry/log.ts";
 import { endWithError, messagingAttributes, SpanKind } from "../telemetry/tracing.ts";
@@ -105,14 +107,18 @@ export function createIntake(o: IntakeOptions): RouterIntake {
       const deadlineMs = deadlineOf(request, sloMs());
       // The caller's own (none: the SLO's, whatever the SLO is when the request ends).
       serving.deadlineMs = request.deadlineMs;
-      const refused = refusal(plans.current, counters.inFlight, deadlineMs);
+      // Under the artifact's drops nothing is refused at the door, nothing served early as the deadline
+      // nears, and work carries 1.5 × SLO from the start (its workers drop what cannot finish by then).
+      const artifactDrops = planMechanisms(plans.current).has("drops");
+      const refused = artifactDrops ? null : refusal(plans.current, counters.inFlight, deadlineMs);
       if (refused) {
         counters.refused++;
         throw refused;
       }
       serving.requestId = requestId;
       traces.bind(requestId, root, { "hadis.deadline_ms": deadlineMs, "hadis.seed": seed });
-      return o.stages.run({ requestId, prompt, seed, receivedAtMs: arrivedAtMs, deadlineMs, ...(options ? { options } : {}), ...(quality ? { quality } : {}) }, serving.onProgress);
+      const drops = artifactDrops ? { artifactDrops: { workDeadlineAtMs: Math.min(arrivedAtMs + deadlineMs, arrivedAtMs + ARTIFACT_SLO_FACTOR * sloMs()) } } : {};
+      return o.stages.run({ requestId, prompt, seed, receivedAtMs: arrivedAtMs, deadlineMs, ...(options ? { options } : {}), ...(quality ? { quality } : {}), ...drops }, serving.onProgress);
     };
     if (!key) return run();
     const deadlineMs = deadlineOf(request, sloMs());

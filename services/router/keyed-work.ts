@@ -44,7 +44,7 @@ export function headersOf(telemetry: ServiceTelemetry | undefined, entry: Pendin
 export async function queueEntry(deps: Pick<KeyedDeps, "queue" | "results"> & { telemetry?: ServiceTelemetry }, entry: PendingItem, msgId: string): Promise<KeyedAck> {
   const headers = headersOf(deps.telemetry, entry);
   if (isKeyed(entry.item.requestId)) return enqueueKeyed(deps, entry.item, msgId, headers);
-  const ack = await deps.queue.publish(entry.item.model, encode(entry.item), msgId, headers);
+  const ack = await deps.queue.publish(entry.lane ?? entry.item.model, encode(entry.item), msgId, headers);
   return { ...ack, own: true, ridesUntilMs: Infinity };
 }
 

@@ -32,6 +32,10 @@ export interface RouterOptions {
   queue: WorkQueue;
   scorer: DifficultyScorer;
   threshold: HardnessThreshold;
+  /** The artifact's router, used for HADIS and its ablations while the plan runs its `hadis` mechanism. */
+  artifactScoring?: { scorer: DifficultyScorer; threshold: HardnessThreshold };
+  /** The learned router, used while the plan in force is hadis-plus's (when no scorer was named). */
+  learnedScoring?: { scorer: DifficultyScorer; threshold: HardnessThreshold };
   /** SLO used as the default deadline before a plan is known, ms. */
   defaultSloMs: number;
   log: Logger;
@@ -74,8 +78,25 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   const { view: plans } = await PlanView.open(nc, subjects, log);
   const traces = new RequestTraces(new ServiceTelemetry(ServiceNames.router, nc, routerId, REQUEST_SPAN));
   const work = await startRouterWork({ nc, subjects, queue: opts.queue, plans, resultsSubject, telemetry: traces.telemetry, log, silentAfterMs: opts.silentAfterMs ?? WORKER_SILENT_AFTER_MS });
-  const stages = createStages({ nc, subjects, queue: opts.queue, plans, work, scorer: opts.scorer, threshold: opts.threshold, resultsSubject, judgeTimeoutMs: opts.judgeTimeoutMs ?? 10_000, rangesOf, traces, clock, log });
   const tally = new RouterTally();
+  const stages = createStages({
+    nc,
+    subjects,
+    queue: opts.queue,
+    plans,
+    work,
+    scorer: opts.scorer,
+    threshold: opts.threshold,
+    ...(opts.artifactScoring ? { artifactScoring: opts.artifactScoring } : {}),
+    ...(opts.learnedScoring ? { learnedScoring: opts.learnedScoring } : {}),
+    onEnqueued: (model) => tally.enqueued(model),
+    resultsSubject,
+    judgeTimeoutMs: opts.judgeTimeoutMs ?? 10_000,
+    rangesOf,
+    traces,
+    clock,
+    log,
+  });
   const counters = tally.counters;
   const idempotency = new IdempotencyCache<GenerateReply>(100_000, 10 * 60_000, () => clock.now(), { maxBytes: opts.idempotencyBytes ?? IDEMPOTENCY_BYTES, sizeOf: (r) => r.image.buffer.byteLength + 1_024 });
   const intake = createIntake({ nc, subjects, plans, stages, tally, traces, idempotency, results: work.results, defaultSloMs: opts.defaultSloMs, rangesOf, routerId, clock, log });

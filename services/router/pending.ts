@@ -28,6 +28,8 @@ export interface PendingItem {
   settled?: Promise<unknown>;
   /** A keyed entry's result is watched for in the results bucket (it rides, or rode, on another attempt's item). */
   watched?: boolean;
+  /** The worker whose own queue it goes to (the artifact's random dispatch); absent: its model's queue. */
+  lane?: { worker: string };
 }
 
 /** How many delivered results a router remembers to tell a second copy from an orphan (a few seconds' worth at 1,000 a second). */

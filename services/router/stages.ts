@@ -31,6 +31,12 @@ export interface StagesOptions {
   work: RouterWork;
   scorer: DifficultyScorer;
   threshold: HardnessThreshold;
+  /** The artifact's router, used for HADIS and its ablations while the plan runs its `hadis` mechanism. */
+  artifactScoring?: { scorer: DifficultyScorer; threshold: HardnessThreshold };
+  /** The learned router, used while the plan in force is hadis-plus's (when no scorer was named). */
+  learnedScoring?: { scorer: DifficultyScorer; threshold: HardnessThreshold };
+  /** Hears each item queued, by model (the artifact's per-model load signal in the router's reports). */
+  onEnqueued?: (model: string) => void;
   resultsSubject: string;
   judgeTimeoutMs: number;
   rangesOf: (model: string) => ModelRanges;
@@ -49,6 +55,11 @@ export interface AcceptedRequest {
   deadlineMs: number;
   options?: GenerationOptions;
   quality?: Quality;
+  /**
+   * Under the artifact's drops: no light image served early as the deadline nears, and work that
+   * carries this deadline (1.5 × SLO from the start) instead of the request's.
+   */
+  artifactDrops?: { workDeadlineAtMs: number };
 }
 
 /** Runs accepted requests. */
@@ -81,6 +92,9 @@ export function createStages(o: StagesOptions): RequestStages {
       traces: o.traces,
       floor: work.floor,
       capacity: work.capacity,
+      ...(o.artifactScoring ? { artifactScoring: o.artifactScoring } : {}),
+      ...(o.learnedScoring ? { learnedScoring: o.learnedScoring } : {}),
+      ...(o.onEnqueued ? { onEnqueued: o.onEnqueued } : {}),
     }),
   });
   const heavyFloorMs = (model: string) => work.floor.floorMs(model);
@@ -93,7 +107,8 @@ export function createStages(o: StagesOptions): RequestStages {
     async run(request, onProgress) {
       const { requestId, seed, receivedAtMs, deadlineMs } = request;
       const asked = { ...(request.options ? { options: request.options } : {}), ...(request.quality ? { quality: request.quality } : {}) };
-      const actor = createRequestActor(machine, o.clock, { requestId, prompt: request.prompt, seed, receivedAtMs, deadlineAtMs: receivedAtMs + deadlineMs, heavyFloorMs, ...asked });
+      const drops = request.artifactDrops ? { lightFallback: false, workDeadlineAtMs: request.artifactDrops.workDeadlineAtMs } : { heavyFloorMs };
+      const actor = createRequestActor(machine, o.clock, { requestId, prompt: request.prompt, seed, receivedAtMs, deadlineAtMs: receivedAtMs + deadlineMs, ...drops, ...asked });
       const outcome = toPromise(actor);
       if (onProgress) {
         let before: ProgressView | undefined;

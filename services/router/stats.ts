@@ -16,6 +16,13 @@ export class RouterTally {
   /** Outcomes since the last load report (the dashboard's served and SLO series). */
   readonly outcomes = { served: 0, answered: 0, violations: 0 };
   readonly errorsByCode: Record<string, number> = {};
+  /** Items queued per model since the last report (the artifact's per-model load signal). */
+  readonly enqueuedSinceReport = new Map<string, number>();
+
+  /** Counts an item queued for `model`. */
+  enqueued(model: string): void {
+    this.enqueuedSinceReport.set(model, (this.enqueuedSinceReport.get(model) ?? 0) + 1);
+  }
 
   /** Counts a request's SLO outcome. */
   slo(o: SloOutcome): void {
@@ -55,10 +62,12 @@ export function startLoadReports(nc: NatsConnection, subjects: Subjects, routerI
       intervalMs: Math.max(1, now - lastReportMs),
       inFlight: tally.counters.inFlight,
       ...tally.outcomes,
+      ...(tally.enqueuedSinceReport.size > 0 ? { enqueued: Object.fromEntries(tally.enqueuedSinceReport) } : {}),
       sentAtMs: now,
     };
     nc.publish(subjects.routerStats(routerId), encode(stats));
     tally.counters.arrivalsSinceReport = 0;
+    tally.enqueuedSinceReport.clear();
     tally.outcomes.served = tally.outcomes.answered = tally.outcomes.violations = 0;
     lastReportMs = now;
   };

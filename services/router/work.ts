@@ -7,6 +7,7 @@
 import type { HadisError } from "../../contracts/errors.ts";
 import type { Plan } from "../../contracts/messages.ts";
 import type { Subjects } from "../../contracts/subjects.ts";
+import { planMechanisms } from "../../actors/artifact/mechanisms.ts";
 import { GenerationFloor } from "../../actors/routing/generation-floor.ts";
 import type { Logger } from "../telemetry/log.ts";
 import type { ServiceTelemetry } from "../telemetry/tracing.ts";
@@ -68,6 +69,8 @@ export async function startRouterWork(o: RouterWorkOptions): Promise<RouterWork>
   // Items of a model the plan gives no worker any more, and no other model can take over, are
   // answered now (`no_capacity`) rather than at their deadline.
   const sweep = (plan: Plan | null) => {
+    // Under the artifact's random dispatch items wait in workers' own queues, which they run whatever model they hold.
+    if (planMechanisms(plan).has("dispatch")) return;
     if (plan) for (const { entry, to } of pending.stranded(plan)) rescue(entry, to, plan);
     const refusals = new Map<string, HadisError | null>();
     for (const entry of pending.waiting()) {
@@ -88,6 +91,7 @@ export async function startRouterWork(o: RouterWorkOptions): Promise<RouterWork>
   // An item whose publish was acknowledged after such a plan arrived gets the same check.
   const afterEnqueue = (entry: PendingItem) => {
     const plan = plans.current;
+    if (entry.lane) return;
     const to = plan ? moveTarget(plan, entry.stage, entry.item.model) : null;
     if (plan && to) rescue(entry, to, plan);
   };

@@ -21,6 +21,8 @@ interface Scenario {
   heavyFloorMs?: number;
   quality?: "auto" | "fast" | "best";
   options?: GenerationOptions;
+  /** The artifact's drops: no light image before the deadline, and work carrying this deadline. */
+  artifactDrops?: { workDeadlineAtMs: number };
 }
 
 /** Runs one request on a simulated clock; returns the outcome and what the actors saw. */
@@ -52,7 +54,10 @@ async function run(s: Scenario) {
     },
   });
   const actor = createRequestActor(machine, clock, {
-    requestId: "r1", prompt: "a cat", seed: 1, receivedAtMs: 0, deadlineAtMs: s.deadlineMs ?? 10_000, heavyFloorMs: () => s.heavyFloorMs ?? 0, ...(s.quality ? { quality: s.quality } : {}), ...(s.options ? { options: s.options } : {}),
+    requestId: "r1", prompt: "a cat", seed: 1, receivedAtMs: 0, deadlineAtMs: s.deadlineMs ?? 10_000,
+    ...(s.artifactDrops ? { lightFallback: false, workDeadlineAtMs: s.artifactDrops.workDeadlineAtMs } : { heavyFloorMs: () => s.heavyFloorMs ?? 0 }),
+    ...(s.quality ? { quality: s.quality } : {}),
+    ...(s.options ? { options: s.options } : {}),
   });
   actor.start();
   const done = toPromise(actor) as Promise<RequestOutcome>;
@@ -175,6 +180,17 @@ describe("RequestMachine", () => {
     expect(inTime.outcome.ok && inTime.outcome.route).toBe("light->heavy");
     const hard = await run({ hard: true, deadlineMs: 1_000, latencyMs: { "heavy-m": 5_000 } });
     expect(hard.outcome.ok || hard.outcome.state).toBe("expired");
+  });
+
+  it("under the artifact's drops, serves no light image early: a late heavy image is waited for, and work carries the shorter work deadline", async () => {
+    // Deadline 2 s (the artifact's 2 × SLO); work deadline 1.5 s; the heavy image comes at 1.9 s.
+    const { outcome, seen } = await run({ hard: false, accept: false, deadlineMs: 2_000, latencyMs: { "heavy-m": 1_790 }, artifactDrops: { workDeadlineAtMs: 1_500 } });
+    expect(outcome.ok && outcome.route).toBe("light->heavy");
+    expect(outcome.ok && outcome.timings.totalMs).toBeGreaterThan(1_850);
+    expect(seen.generate.map((g) => g.deadlineAtMs)).toEqual([1_500, 1_500]);
+    // Never come: the request ends unanswered at its own deadline, not with the light image.
+    const never = await run({ hard: false, accept: false, deadlineMs: 2_000, latencyMs: { "heavy-m": 9_000 }, artifactDrops: { workDeadlineAtMs: 1_500 } });
+    expect(never.outcome.ok || never.outcome.state).toBe("expired");
   });
 
   it("makes a hard prompt's image with the light model when the heavy one fails it, without judging it", async () => {

@@ -7,6 +7,7 @@ import { Command, Option } from "commander";
 import { POLICY_NAMES as PLANNER_POLICIES } from "../../../actors/planner/policy-names.ts";
 import { ARTIFACT_MECHANISMS } from "../../../actors/artifact/mechanisms.ts";
 import { packagePath } from "../../files/package-root.ts";
+import { SCORER_KINDS } from "../../files/scorer-kinds.ts";
 import { atLeastOne, count, mechanismList, positive } from "../options.ts";
 import { ConfigurationError } from "../../../contracts/errors.ts";
 
@@ -38,6 +39,20 @@ export function researchCommands(program: Command): void {
     });
 
   program
+    .command("train-router")
+    .description("learn the per-pair difficulty model from the discriminator scores; held-out AUC and served quality against the reference weights (docs/router.md)")
+    .option("--pairs <list>", "pairs as light:heavy reference ids, comma-separated (default: every pair)")
+    .option("--seeds <n>", "held-out splits by prompt (seeds 1..n)", atLeastOne, 5)
+    .option("--out <file>", "where to write the model (default profiles/analyzer/difficulty-model.json)")
+    .option("--holdout-seed <n>", "fit on that split's training prompts only and write its held-out prompts beside the model", count)
+    .option("--holdout-prompts <file>", "with --holdout-seed: where to write the held-out prompts")
+    .option("--use-all", "mark every pair in use (simulator experiments), not only those where served quality rose")
+    .action(async (opts) => {
+      const { trainRouterCommand } = await import("./train-router.ts");
+      await trainRouterCommand(opts);
+    });
+
+  program
     .command("pareto")
     .description("build the Pareto lookup table from the full configuration grid and compare it with the reference table")
     .option("--out <file>", "write the front as CSV")
@@ -50,14 +65,16 @@ export function researchCommands(program: Command): void {
     cmd
       .addOption(new Option("--trace <file>", "arrival trace, lines arrival_ms,prompt_idx").default(DEFAULT_TRACE, "profiles/reference/traces/azure_1to64qps.txt"))
       .addOption(new Option("--prompts <file>", "prompts, one a line (line i = prompt index i)").default(DEFAULT_PROMPTS, "profiles/reference/prompts/imagenet1k_captions_5k.txt"))
-      .addOption(new Option("--policy <name|all>", "planning policy, or all nine").choices(["all", ...PLANNER_POLICIES]).default("all"))
+      .addOption(new Option("--policy <name|all>", `planning policy, or all ten${live ? "" : "; clairvoyant: the simulator's bound (hadis-plus told the demand to come)"}`).choices(["all", ...PLANNER_POLICIES, ...(live ? [] : ["clairvoyant"])]).default("all"))
       .option("--slo-ms <ms>", `latency objective per request, ms (default: the pool's SLO at --time-scale, 6000 at 0.1${live ? "; against a running system, its plan's" : ""})`, positive)
       .option("--workers <n>", "workers (GPUs)", atLeastOne, 16)
       .option("--time-scale <x>", "multiplies every profiled latency", positive, 0.1)
       .addOption(new Option("--fidelity <name>", "native: our serving design; artifact: the paper artifact's mechanisms (docs/benchmarks.md)").choices(["native", "artifact"]).default("native"))
       .option("--mechanisms <list>", `artifact mechanisms to turn on (or, as -name, off) on top of --fidelity: ${ARTIFACT_MECHANISMS.join(", ")}`, mechanismList)
       .option("--json <file>", "write the report as JSON")
-      .option("--plots", "write PNG plots under bench/results/ (default with --policy all)");
+      .option("--plots", "write PNG plots under bench/results/ (default with --policy all)")
+      .addOption(new Option("--scorer <kind>", "router difficulty score (default: learned for hadis-plus, analyzer otherwise; docs/router.md; under the artifact's hadis mechanism HADIS uses the reference features)").choices(SCORER_KINDS))
+      .option("--difficulty-model <file>", "with --scorer learned: the model file (default profiles/analyzer/difficulty-model.json)");
 
   e1Options(program.command("sim").description("the anchor experiment on the discrete-event simulator (no NATS): policies over a trace"), false)
     .option("--seed <n>", "seed of the simulation", count, 1)

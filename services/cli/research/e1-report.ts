@@ -69,12 +69,13 @@ export function sloOf(opts: Pick<E1Options, "sloMs" | "timeScale">, pool: { sloM
 /** The policies `--policy` names (`all` = the nine). */
 export function policiesFor(policy: string): string[] {
   if (policy === "all") return [...ORDER];
+  if (policy === "clairvoyant") return [policy];
   if (!(POLICY_NAMES as readonly string[]).includes(policy)) throw new Error(`unknown policy "${policy}" (known: all, ${POLICY_NAMES.join(", ")})`);
   return [policy];
 }
 
 /** The six systems of the paper first, then the ablations. */
-const ORDER = ["clipper-light", "clipper-heavy", "infaas-acc", "proteus", "diffserve", "hadis", "router-only", "disc-only", "fixed-pair"];
+const ORDER = ["clipper-light", "clipper-heavy", "infaas-acc", "proteus", "diffserve", "hadis", "router-only", "disc-only", "fixed-pair", "hadis-plus"];
 
 /** Reads the trace and the prompts. */
 export function loadWorkload(opts: Pick<E1Options, "trace" | "prompts">): { arrivals: Arrival[]; prompts: string[] } {

@@ -3,6 +3,9 @@ import type { Plan } from "../../../contracts/messages.ts";
 import { allocationPeriodMs, artifactTick, registrationOrderAssignment } from "../../../actors/artifact/controller.ts";
 import { diffserveIlp, hadisMilp, proteusIlp } from "../../../actors/artifact/milps.ts";
 import { clipperDecision, infaasDecision } from "../../../actors/artifact/rules.ts";
+import { parseFidelity } from "../../../actors/artifact/mechanisms.ts";
+import { CLAIRVOYANT, policyFor } from "../../../actors/artifact/policies.ts";
+import { getPolicy } from "../../../actors/planner/policies.ts";
 import type { PlannerSnapshot } from "../../../actors/planner/snapshot.ts";
 import { createInlineHighsSolver, type HighsSolver } from "../../../services/solver/highs-solver.ts";
 import { loadProfiles } from "../../../services/files/profiles.ts";
@@ -134,5 +137,15 @@ describe("the artifact's controller step", () => {
     expect(first.plan?.assignment).toEqual({ "w-00": "sdxl-lightning", "w-01": "sdxl-lightning" });
     const failed = await artifactTick({ ...base, current: first.plan }, { ...config, policy: async () => ({ ...first.decision, solverStatus: "Error" }) });
     expect(failed.plan).toBeNull();
+  });
+});
+
+describe("the clairvoyant bound's fidelity", () => {
+  it("plans as hadis-plus under our design, and is refused where the artifact's demand signal is on", () => {
+    expect(policyFor(CLAIRVOYANT, parseFidelity("native", ""))).toBe(getPolicy("hadis-plus"));
+    expect(() => policyFor(CLAIRVOYANT, parseFidelity("artifact", ""))).toThrow(/bound of the native fidelity/);
+    expect(() => policyFor(CLAIRVOYANT, parseFidelity("native", "demand"))).toThrow(RangeError);
+    // The other switches leave it be: the oracle replaces arrivals, not the backlog.
+    expect(policyFor(CLAIRVOYANT, parseFidelity("native", "dispatch,drops"))).toBe(getPolicy("hadis-plus"));
   });
 });

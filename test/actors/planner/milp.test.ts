@@ -208,3 +208,36 @@ describe("degraded plans", () => {
     expect(d.degraded).toBe(1);
   });
 });
+
+describe("the swap-aware MILP (hadis-plus)", () => {
+  /** 12 workers on sd3.5-medium and 4 on sd3.5-large, the plan in force serving that pair. */
+  const settled = (demandQps: number): PlannerSnapshot => {
+    const workers = Array.from({ length: 16 }, (_, i) => ({ id: `w-${String(i).padStart(2, "0")}`, model: i < 12 ? "sd35-medium" : "sd35-large" }));
+    const models = { "sd35-medium": { workers: 12, batchSize: 1 }, "sd35-large": { workers: 4, batchSize: 1 } };
+    const current = { v: 1 as const, epoch: 1, policy: "hadis", issuedAtMs: 0, sloMs: 6_000, timeScale: 0.1, pair: { light: "sd35-medium", heavy: "sd35-large" }, routerThreshold: 0.1, discThreshold: 0, heavyShare: 0.1, models, assignment: Object.fromEntries(workers.map((w) => [w.id, w.model!])), reason: "" };
+    return { nowMs: 0, demandQps, queueDepth: {}, queueDelayMs: {}, workers, current, sloMs: 6_000, timeScale: 0.1 };
+  };
+  const swapAware = { horizonMs: 12_000, tickMs: 2_000, fidPerLostCapacity: 2 };
+  const solve: SolveFn = (lp, o) => solver.solve(lp, o);
+
+  it("keeps every worker where it is when a move would gain less FID than it costs (0.01 against 0.015 a worker)", async () => {
+    const plain = await planWithMilp(settled(3), profiles, profiles.reference.paretoHybrid, solve);
+    const aware = await planWithMilp(settled(3), profiles, profiles.reference.paretoHybrid, solve, { swapAware });
+    // Plain: one more worker on sd3.5-large for FID 19.29; priced: 19.30 with nobody moved.
+    expect(plain.expectedFid).toBe(19.29);
+    expect(plain.models["sd35-large"].workers).toBe(5);
+    expect(aware.expectedFid).toBe(19.3);
+    expect(aware.models["sd35-large"].workers).toBe(4);
+    expect(aware.models["sd35-medium"].workers).toBe(12);
+  });
+
+  it("does not count on workers still loading: a row that needs three more sd3.5-large workers now is not taken", async () => {
+    // At 4 qps the 0.6-share row needs 7 sd3.5-large workers (2.4 qps); three of them would spend
+    // 1.4 s of the next 2 s tick loading.
+    const plain = await planWithMilp(settled(4), profiles, profiles.reference.paretoHybrid, solve);
+    const aware = await planWithMilp(settled(4), profiles, profiles.reference.paretoHybrid, solve, { swapAware });
+    expect(plain.models["sd35-large"].workers).toBe(7);
+    expect(aware.models["sd35-large"].workers).toBe(4);
+    expect(aware.expectedFid).toBeGreaterThan(plain.expectedFid);
+  });
+});

@@ -15,7 +15,9 @@ class FakeQueue implements WorkSource {
   push(model: string, item: WorkItem) {
     (this.queues.get(model) ?? this.queues.set(model, []).get(model)!).push(item);
   }
-  async pull(model: string, max: number, waitMs: number, signal: AbortSignal): Promise<Delivery[]> {
+  async pull(lane: string | { worker: string }, max: number, waitMs: number, signal: AbortSignal): Promise<Delivery[]> {
+    // A worker's own queue (the artifact's random dispatch) is kept under "@<id>".
+    const model = typeof lane === "string" ? lane : `@${lane.worker}`;
     const q = this.queues.get(model) ?? [];
     if (q.length === 0) {
       await new Promise((r) => {
@@ -511,5 +513,37 @@ describe("WorkerAgent", () => {
     expect(agent.status("fake").state).toBe("serving");
     expect(agent.status("fake").failedModel).toBeUndefined();
     await settled(agent.stop());
+  });
+});
+
+describe("WorkerAgent under the artifact's mechanisms (from the plan in force)", () => {
+  const artifactPlan = (epoch: number, mechanisms: string[]): Plan => ({ ...plan(epoch, "a", 4), mechanisms });
+
+  it("pulls its own queue under random dispatch and, keeping it through swaps, runs every item on the model it holds", async () => {
+    const { agent, queue, results } = setup(5);
+    queue.push("@w", item("b", "r1"));
+    queue.push("@w", item("a", "r2"));
+    queue.push("a", item("a", "r3")); // the model's shared queue: not this worker's under dispatch
+    agent.applyPlan(artifactPlan(1, ["dispatch", "swaps"]));
+    agent.start();
+    await until(() => results.length >= 2);
+    await settled(agent.stop());
+    expect(results.map((r) => [r.requestId, r.ok, r.ok ? r.model : null])).toEqual([["r1", true, "a"], ["r2", true, "a"]]);
+    expect(queue.queues.get("a")).toHaveLength(1);
+  });
+
+  it("drops unanswered, under drops, an item whose work deadline falls before the batch would end", async () => {
+    const { agent, queue, results } = setup(5);
+    (agent as unknown as { ports: { backend: GenerationBackend } }).ports.backend.expectedMs = () => 100;
+    const now = Date.now();
+    queue.push("a", item("a", "late", now + 60));
+    queue.push("a", item("a", "fits", now + 5_000));
+    agent.applyPlan(artifactPlan(1, ["drops"]));
+    agent.start();
+    await until(() => results.length >= 1);
+    await settled(agent.stop());
+    expect(results.map((r) => r.requestId)).toEqual(["fits"]);
+    expect(agent.dropped.expired).toBe(1);
+    expect(queue.termed).toHaveLength(1);
   });
 });
