@@ -6,6 +6,7 @@
  */
 import { z } from "zod";
 import { fnv1a32, hashedNgrams, promptWords } from "./text-features.ts";
+import { ConfigurationError } from "../../contracts/errors.ts";
 
 const finite = z.number().refine(Number.isFinite, "must be finite");
 
@@ -104,7 +105,7 @@ export function parseDifficultyModel(json: unknown): DifficultyModel {
   const parsed = DifficultyModelFileSchema.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new Error(`difficulty model: ${issue?.path.join(".") || "file"}: ${issue?.message}`);
+    throw new ConfigurationError(`difficulty model: ${issue?.path.join(".") || "file"}: ${issue?.message}`);
   }
   const f = parsed.data;
   return {

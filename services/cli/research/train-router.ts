@@ -15,6 +15,7 @@ import { ngramRow, promptWords } from "../../../actors/analyzer/text-features.ts
 import { parseDiscriminatorImageScores } from "../../../actors/profile/reference.ts";
 import { ANALYZER_PATHS, loadPromptAnalyzer, writeTextFile } from "../../files/analyzer-files.ts";
 import { DEFAULT_PROFILES_DIR, loadProfiles } from "../../files/profiles.ts";
+import { ConfigurationError } from "../../../contracts/errors.ts";
 
 /** Hashed columns of the shipped model (2^18: an unseen word rarely lands on a learned column). */
 export const HASH_BITS = 18;
@@ -44,7 +45,7 @@ function pairsOf(text: string | undefined, ids: readonly number[]): [number, num
   if (!text) return ids.flatMap((l, i) => ids.slice(i + 1).map((h) => [l, h] as [number, number]));
   return text.split(",").map((t) => {
     const m = /^\s*(\d+)\s*:\s*(\d+)\s*$/.exec(t);
-    if (!m || m[1] === m[2] || !ids.includes(Number(m[1])) || !ids.includes(Number(m[2]))) throw new Error(`--pairs: "${t}" is not light:heavy of two reference ids in ${ids.join(", ")}`);
+    if (!m || m[1] === m[2] || !ids.includes(Number(m[1])) || !ids.includes(Number(m[2]))) throw new ConfigurationError(`--pairs: "${t}" is not light:heavy of two reference ids in ${ids.join(", ")}`);
     return [Number(m[1]), Number(m[2])];
   });
 }
