@@ -4,9 +4,8 @@
  * → damping) and publishes a new plan epoch to KV when it adopts a change. A failing tick is
  * logged, never fatal; a restarted manager continues from the plan and epoch in KV.
  */
-import { decodeFromSender, encode } from "../../contracts/envelope.ts";
-import { asHadisError } from "../../contracts/errors.ts";
-import { PROTOCOL_VERSION, RouterStatsSchema, WorkerHeartbeatSchema, type ManagerPlanReply, type Plan, type PlanNotice } from "../../contracts/messages.ts";
+import { encode } from "../../contracts/envelope.ts";
+import { PROTOCOL_VERSION, type ManagerPlanReply, type Plan, type PlanNotice } from "../../contracts/messages.ts";
 import { ServiceNames, type Subjects } from "../../contracts/subjects.ts";
 import { WorkerInventory } from "../../actors/control/inventory.ts";
 import { ModelFailures, type ModelFailureOptions } from "../../actors/control/model-failures.ts";
@@ -14,13 +13,13 @@ import { BatchCaps } from "../../actors/control/batch-caps.ts";
 import { PurgeWindows } from "../../actors/control/purge-windows.ts";
 import { ArrivalRate } from "../../actors/control/arrivals.ts";
 import { controlTick, newControlState, noteSwaps, type TickConfig, type TickOutcome } from "../../actors/control/reconcile.ts";
-import { throttled, type Logger } from "../telemetry/log.ts";
-import { recordRejected } from "../telemetry/metrics.ts";
+import type { Logger } from "../telemetry/log.ts";
 import { onReconnect, watchConnection, type NatsConnection } from "../nats/connection.ts";
 import type { WorkQueue } from "../nats/work-queue.ts";
 import { startService } from "../nats/replies.ts";
 import { PlanView } from "../nats/plan-view.ts";
 import { OutageLog } from "./outages.ts";
+import { listenToWorkersAndRouters } from "./inputs.ts";
 import { NATIVE, type Fidelity } from "../../actors/artifact/mechanisms.ts";
 import { allocationPeriodMs, artifactTick } from "../../actors/artifact/controller.ts";
 import { LiveArtifactSignals } from "./artifact-signals.ts";
@@ -146,49 +145,20 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   /** Set by stop(): no tick starts after it (a heartbeat during the last one scheduled one). */
   let stopped = false;
 
-  /**
-   * A heartbeat or router report, or null when it does not decode, fails its schema or names
-   * another sender than its subject does (it would add a worker or router nobody runs): counted,
-   * and logged at most once a minute.
-   */
-  const received = <T>(kind: "heartbeat" | "router_stats", read: (m: { subject: string; data: Uint8Array }) => T, warn: (fields: Record<string, unknown>) => void) => (m: { subject: string; data: Uint8Array }): T | null => {
-    try {
-      return read(m);
-    } catch (err) {
-      recordRejected(kind);
-      warn({ subject: m.subject, error: asHadisError(err).message });
-      return null;
-    }
-  };
-  const heartbeatFailed = throttled(log, "error", "manager.heartbeat_failed");
-  const heartbeatOf = received("heartbeat", (m) => decodeFromSender(WorkerHeartbeatSchema, m, "heartbeat", (b) => b.workerId), throttled(log, "warn", "manager.bad_heartbeat"));
-  const reportOf = received("router_stats", (m) => decodeFromSender(RouterStatsSchema, m, "router stats", (r) => r.routerId), throttled(log, "warn", "manager.bad_stats"));
-
-  const beats = nc.subscribe(subjects.workerHeartbeatAll, {
-    callback: (err, m) => {
-      // Refused (a role without the permission): every worker would read as gone. Said once.
-      if (err) return void log.error("manager.heartbeats_unwatched", { error: err.message, fix: `allow this manager's user to subscribe to ${subjects.workerHeartbeatAll}` });
-      const beat = heartbeatOf(m);
-      if (!beat) return;
-      try {
-        const nowMs = Date.now();
-        inventory.observe(beat, nowMs);
-        const failing = failures.observe(beat, nowMs);
-        const capped = batchCaps.observe(beat, nowMs);
-        // (A worker left out of the plan for its failures is known too.)
-        const known = plans.current?.assignment[beat.workerId] !== undefined || failures.failedLately(beat.workerId, nowMs) !== undefined;
-        // A new worker (or one leaving, one whose model fails, a lower batch cap) should not wait a whole tick.
-        if ((!known || beat.state === "draining" || failing || capped) && !soon) soon = setTimeout(() => ((soon = null), void tick()), 200);
-      } catch (err) {
-        heartbeatFailed({ workerId: beat.workerId, error: (err as Error).message });
-      }
-    },
-  });
-  const stats = nc.subscribe(subjects.routerStatsAll, {
-    callback: (_e, m) => {
-      const report = reportOf(m);
-      if (report) arrivalRate.report(report.routerId, report.arrivals, report.intervalMs, Date.now());
-      if (report && artifact) artifact.report(report, Date.now());
+  // Heartbeats and router reports, each checked at the edge before it reaches the control state.
+  const listening = listenToWorkersAndRouters({
+    nc,
+    subjects,
+    log,
+    plans,
+    inventory,
+    failures,
+    batchCaps,
+    arrivalRate,
+    artifact,
+    // A new worker (or one leaving, one whose model fails, a lower batch cap) should not wait a whole tick.
+    tickSoon: () => {
+      if (!soon) soon = setTimeout(() => ((soon = null), void tick()), 200);
     },
   });
 
@@ -396,10 +366,9 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
       clearInterval(silenceWatch);
       clearTimeout(first);
       if (soon) clearTimeout(soon);
-      beats.unsubscribe();
+      listening.stop();
       await ticking?.catch(() => undefined);
       if (soon) clearTimeout(soon);
-      stats.unsubscribe();
       plans.close();
       await service.stop().catch(() => undefined);
       await opts.onTick?.close?.();
