@@ -16,7 +16,16 @@ const seconds = Number(args.get("--seconds") ?? 10);
 const concurrency = Number(args.get("--concurrency") ?? 200);
 const openRates = (args.get("--rates") ?? "250,500,1000").split(",").map(Number);
 
-interface Run { label: string; requests: number; errors: number; seconds: number; rps: number; p50Ms: number; p99Ms: number; meanMs: number }
+interface Run {
+  label: string;
+  requests: number;
+  errors: number;
+  seconds: number;
+  rps: number;
+  p50Ms: number;
+  p99Ms: number;
+  meanMs: number;
+}
 
 function summarize(label: string, latencies: number[], errors: number, elapsedS: number): Run {
   return {
@@ -49,7 +58,12 @@ async function openLoop(label: string, rate: number, durS: number, call: () => P
     const wait = next - performance.now();
     if (wait > 1) await new Promise((r) => setTimeout(r, wait));
     const t = performance.now();
-    pending.push(call().then(() => void latencies.push(performance.now() - t), () => void errors++));
+    pending.push(
+      call().then(
+        () => void latencies.push(performance.now() - t),
+        () => void errors++,
+      ),
+    );
   }
   await Promise.all(pending);
   return summarize(label, latencies, errors, durS);

@@ -50,7 +50,11 @@ async function sampleAllocations(m: AllocationSampling): Promise<void> {
     session = new Session();
     session.connect();
     await session.post("HeapProfiler.enable");
-    await session.post("HeapProfiler.startSampling", { samplingInterval: 1_024, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+    await session.post("HeapProfiler.startSampling", {
+      samplingInterval: 1_024,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    });
   } else if (session) {
     const { profile } = await session.post("HeapProfiler.stopSampling");
     writeFileSync(m.file!, JSON.stringify(profile));

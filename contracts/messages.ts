@@ -14,7 +14,10 @@ export { MAX_DEADLINE_MS, MAX_IDEMPOTENCY_KEY_CHARS, MAX_SEED, MAX_SERVICE_ID_CH
 export const PROTOCOL_VERSION = 1;
 
 /** A prompt inside the system, checked by the router: in UTF-16 units, which a character takes one or two of. */
-const promptText = z.string().min(1).max(2 * MAX_PROMPT_CHARS);
+const promptText = z
+  .string()
+  .min(1)
+  .max(2 * MAX_PROMPT_CHARS);
 
 /** The deadline a router gives a request: the one it asked for, else the SLO in force, at most `MAX_DEADLINE_MS`. */
 export function deadlineOf(request: { deadlineMs?: number | undefined }, sloMs: number): number {
@@ -225,7 +228,10 @@ const stage = z.enum(["light", "heavy"]);
 
 // A subject: one with a space or a wildcard cannot be published to (the worker's reply would
 // throw), nor one past the server's control line (it would close the worker's connection).
-const replySubject = z.string().max(256).regex(/^[^\s*>]+$/, "a subject without spaces or wildcards");
+const replySubject = z
+  .string()
+  .max(256)
+  .regex(/^[^\s*>]+$/, "a subject without spaces or wildcards");
 
 /** A work item on `hadis.work.<model>`. */
 export const WorkItemSchema = z.strictObject({
@@ -370,7 +376,10 @@ export const PlanSchema = z.strictObject({
    * `dispatch`, `drops`, `latency`, `swaps`, …); absent or empty: our design. Every service follows
    * the plan in force, so one manager flag switches the whole system.
    */
-  mechanisms: z.array(z.string().regex(/^[a-z]{1,16}$/)).max(16).optional(),
+  mechanisms: z
+    .array(z.string().regex(/^[a-z]{1,16}$/))
+    .max(16)
+    .optional(),
 });
 /** A plan snapshot. */
 export type Plan = z.infer<typeof PlanSchema>;

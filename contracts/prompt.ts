@@ -43,7 +43,11 @@ export interface RefusalParams {
 export function refuseLongText(field: string, text: string, ctx: z.RefinementCtx): void {
   const chars = promptChars(text);
   if (chars > MAX_PROMPT_CHARS) {
-    ctx.addIssue({ code: "custom", message: `${field} has ${chars} characters; the limit is ${MAX_PROMPT_CHARS}`, params: { errorCode: "prompt_too_long" } satisfies RefusalParams });
+    ctx.addIssue({
+      code: "custom",
+      message: `${field} has ${chars} characters; the limit is ${MAX_PROMPT_CHARS}`,
+      params: { errorCode: "prompt_too_long" } satisfies RefusalParams,
+    });
   }
 }
 

@@ -11,7 +11,14 @@ import { routerScoring, type ScorerKind } from "./files/router-scoring.ts";
 import { ReferenceFeatureScorer } from "../actors/routing/difficulty.ts";
 import type { StaticConfig } from "../actors/control/static-policy.ts";
 import { createLogger, type Logger } from "./telemetry/log.ts";
-import { connectWhenUp, isJetStreamNotReady, NATS_WAIT_RETRY_MS, type NatsConnection, type NatsCredentials, type NatsTlsFiles } from "./nats/connection.ts";
+import {
+  connectWhenUp,
+  isJetStreamNotReady,
+  NATS_WAIT_RETRY_MS,
+  type NatsConnection,
+  type NatsCredentials,
+  type NatsTlsFiles,
+} from "./nats/connection.ts";
 import { DEFAULT_WORK_QUEUE, WorkQueue, type WorkQueueOptions } from "./nats/work-queue.ts";
 import { openPlanBucket, openResultsBucket } from "./nats/kv-buckets.ts";
 import { maxPayloadWarning } from "./nats/replies.ts";
@@ -131,13 +138,19 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
     // A role's own user reads only its own inboxes (ops/nats/accounts.conf); a user shared by
     // every service keeps the default inboxes.
     const extra = {
-      ...(credentials ? { user: credentials.user, pass: credentials.pass, ...(credentials.ownRole ? { inboxPrefix: inboxPrefixOf(kind) } : {}) } : {}),
+      ...(credentials
+        ? { user: credentials.user, pass: credentials.pass, ...(credentials.ownRole ? { inboxPrefix: inboxPrefixOf(kind) } : {}) }
+        : {}),
       ...(opts.tls ? { tls: opts.tls } : {}),
     };
     const waitMs = opts.natsWaitMs ?? 0;
-    const waiting = (err: unknown) => logFor(kind).warn("nats.waiting", { service: name, url: opts.natsUrl, error: (err as Error).message, waitMs });
+    const waiting = (err: unknown) =>
+      logFor(kind).warn("nats.waiting", { service: name, url: opts.natsUrl, error: (err as Error).message, waitMs });
     const nc = await connectWhenUp(opts.natsUrl, name, extra, waitMs, waiting).catch((err: unknown) => {
-      throw new DependencyError(`${name} cannot reach NATS at ${opts.natsUrl} (${(err as Error).message})${credentials ? `; are the credentials of ${credentials.user} right?` : ""}`, { cause: err });
+      throw new DependencyError(
+        `${name} cannot reach NATS at ${opts.natsUrl} (${(err as Error).message})${credentials ? `; are the credentials of ${credentials.user} right?` : ""}`,
+        { cause: err },
+      );
     });
     connections.push(nc);
     watches.push(new ConnectionReadiness(nc, name));
@@ -161,12 +174,15 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
   const started: { kind: ServiceKind; service: RunningService }[] = [];
   const closers: (() => Promise<void>)[] = [];
   // Loaded only for the onnx backend: a profile-driven process never loads the ONNX side.
-  const onnx = opts.backend === "onnx" ? await (await import("./onnx/setup.ts")).prepareOnnx(opts.onnx ?? { modelsDir: ".hadis/models" }) : null;
+  const onnx =
+    opts.backend === "onnx" ? await (await import("./onnx/setup.ts")).prepareOnnx(opts.onnx ?? { modelsDir: ".hadis/models" }) : null;
   // A pool model the map has no export for would be planned onto workers that can never load it:
   // they would count as its capacity while its requests wait out their deadlines.
   const unmapped = onnx && kinds.has("worker") ? profiles.pool.models.filter((m) => !onnx.models.includes(m)) : [];
   if (unmapped.length > 0) {
-    throw new ConfigurationError(`the ONNX model map has no export for ${unmapped.join(", ")}, which the profile pool has: map every pool model, or serve a profiles folder without ${unmapped.length === 1 ? "it" : "them"}`);
+    throw new ConfigurationError(
+      `the ONNX model map has no export for ${unmapped.join(", ")}, which the profile pool has: map every pool model, or serve a profiles folder without ${unmapped.length === 1 ? "it" : "them"}`,
+    );
   }
   const system: RunningSystem = {
     subjects,
@@ -188,9 +204,10 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
       };
       if (system.routers.length > 0) {
         const epochs = system.routers.flatMap((r) => (r.plans.current ? [r.plans.current.epoch] : []));
-        checks.plan = epochs.length === system.routers.length
-          ? { ok: true, detail: `epoch ${Math.min(...epochs)}` }
-          : { ok: false, detail: "no plan yet: a router without one answers no_capacity" };
+        checks.plan =
+          epochs.length === system.routers.length
+            ? { ok: true, detail: `epoch ${Math.min(...epochs)}` }
+            : { ok: false, detail: "no plan yet: a router without one answers no_capacity" };
       }
       return healthOf(checks);
     },
@@ -210,7 +227,9 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
         fidelity,
         tick: {
           policyName,
-          policy: usesArtifactAllocator(policyName, fidelity) ? policyFor(policyName, fidelity) : createPolicy(policyName, profiles, opts.staticConfig),
+          policy: usesArtifactAllocator(policyName, fidelity)
+            ? policyFor(policyName, fidelity)
+            : createPolicy(policyName, profiles, opts.staticConfig),
           profiles: plannerView(profiles, fidelity.on.has("latency"), timeScale),
           solve: (lp, o) => solver.solve(lp, o),
           sloMs,
@@ -234,8 +253,14 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
       const nc = await connect("hadis-discriminator", "discriminator");
       const judge = onnx
         ? await onnx.judge()
-        : new ProfileJudge(profiles, { latencyMs: opts.zeroLatency ? 0 : profiles.pool.judge.latencyMs * timeScale, sleep: (ms) => sleep(ms) });
-      started.push({ kind: "discriminator", service: await startDiscriminator({ nc, subjects, judge, models: profiles.pool.models, log: logFor("discriminator") }) });
+        : new ProfileJudge(profiles, {
+            latencyMs: opts.zeroLatency ? 0 : profiles.pool.judge.latencyMs * timeScale,
+            sleep: (ms) => sleep(ms),
+          });
+      started.push({
+        kind: "discriminator",
+        service: await startDiscriminator({ nc, subjects, judge, models: profiles.pool.models, log: logFor("discriminator") }),
+      });
     }
     if (kinds.has("worker")) {
       const nc = await connect("hadis-worker", "worker");
@@ -269,7 +294,20 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
       const artifactScoring = { scorer: reference, threshold: new ArtifactRouterThreshold(reference.referenceScores) };
       for (let i = 0; i < (opts.routers ?? 1); i++) {
         const nc = await connect("hadis-router", "router");
-        const router = await startRouter({ nc, subjects, queue: await WorkQueue.open(nc, subjects, queueOptions), scorer, threshold, artifactScoring, ...(learnedScoring ? { learnedScoring } : {}), defaultSloMs: sloMs, rangesOf: (model) => profiles.byName.get(model) ?? { name: model }, jobs: { replicas: queueOptions.replicas, storage: queueOptions.storage }, log: logFor("router"), ...(opts.judgeTimeoutMs !== undefined ? { judgeTimeoutMs: opts.judgeTimeoutMs } : {}) });
+        const router = await startRouter({
+          nc,
+          subjects,
+          queue: await WorkQueue.open(nc, subjects, queueOptions),
+          scorer,
+          threshold,
+          artifactScoring,
+          ...(learnedScoring ? { learnedScoring } : {}),
+          defaultSloMs: sloMs,
+          rangesOf: (model) => profiles.byName.get(model) ?? { name: model },
+          jobs: { replicas: queueOptions.replicas, storage: queueOptions.storage },
+          log: logFor("router"),
+          ...(opts.judgeTimeoutMs !== undefined ? { judgeTimeoutMs: opts.judgeTimeoutMs } : {}),
+        });
         system.routers.push(router);
         started.push({ kind: "router", service: router });
       }
@@ -293,5 +331,11 @@ export function startSystemWhenUp(opts: SystemOptions & { onWaiting?: (what: str
     (opts.log ?? createLogger("system")).warn("nats.jetstream_waiting", { url: opts.natsUrl, error: what, waitMs: opts.natsWaitMs });
     opts.onWaiting?.(what);
   };
-  return retryWhile((leftMs) => startSystem({ ...opts, natsWaitMs: leftMs }), isJetStreamNotReady, opts.natsWaitMs ?? 0, NATS_WAIT_RETRY_MS, waiting);
+  return retryWhile(
+    (leftMs) => startSystem({ ...opts, natsWaitMs: leftMs }),
+    isJetStreamNotReady,
+    opts.natsWaitMs ?? 0,
+    NATS_WAIT_RETRY_MS,
+    waiting,
+  );
 }

@@ -130,7 +130,9 @@ function clipHead(w: Weights, embed: number): Uint8Array {
   const g = new GraphBuilder();
   const H = 16;
   const x = g.input("image_embeds", "float32", ["batch", embed]);
-  const h = g.node("Relu", [g.node("Add", [g.node("MatMul", [x, g.float([embed, H], w.tensor(embed * H, 0.5))]), g.float([H], w.tensor(H, 0.1))])]);
+  const h = g.node("Relu", [
+    g.node("Add", [g.node("MatMul", [x, g.float([embed, H], w.tensor(embed * H, 0.5))]), g.float([H], w.tensor(H, 0.1))]),
+  ]);
   const logit = g.node("Add", [g.node("MatMul", [h, g.float([H, 1], w.tensor(H, 0.5))]), g.float([1], w.tensor(1, 0.1))]);
   g.output(g.node("Sigmoid", [logit]), "p_real", "float32", ["batch", 1]);
   return g.encode("head");
@@ -160,7 +162,12 @@ export function nanVaeDecoder(): Uint8Array {
   const conv = g.node("Conv", [z, g.float([192, 4, 1, 1], new Float32Array(192 * 4).fill(0.1)), g.float([192], new Float32Array(192))]);
   const image = g.node("Tanh", [g.node("DepthToSpace", [conv], undefined, { blocksize: 8 })]);
   // tanh − 2 < 0 everywhere: its square root is NaN.
-  g.output(g.node("Sqrt", [g.node("Sub", [image, g.float([1], new Float32Array([2]))])]), "sample", "float32", ["batch", 3, "image_height", "image_width"]);
+  g.output(g.node("Sqrt", [g.node("Sub", [image, g.float([1], new Float32Array([2]))])]), "sample", "float32", [
+    "batch",
+    3,
+    "image_height",
+    "image_width",
+  ]);
   return g.encode("vae_decoder");
 }
 
@@ -211,12 +218,20 @@ function writeSd(spec: SdSpec): void {
     components.text_encoder_2 = ["optimum", "ORTModelTextEncoder"];
     components.tokenizer_2 = ["transformers", "CLIPTokenizer"];
   }
-  writeFile(dir, "model_index.json", JSON.stringify({
-    _class_name: spec.xl ? "ORTStableDiffusionXLPipeline" : "ORTStableDiffusionPipeline",
-    _diffusers_version: "0.30.0",
-    ...(spec.xl ? { force_zeros_for_empty_prompt: true } : {}),
-    ...components,
-  }, null, 2));
+  writeFile(
+    dir,
+    "model_index.json",
+    JSON.stringify(
+      {
+        _class_name: spec.xl ? "ORTStableDiffusionXLPipeline" : "ORTStableDiffusionPipeline",
+        _diffusers_version: "0.30.0",
+        ...(spec.xl ? { force_zeros_for_empty_prompt: true } : {}),
+        ...components,
+      },
+      null,
+      2,
+    ),
+  );
   writeFile(join(dir, "scheduler"), "scheduler_config.json", JSON.stringify(spec.scheduler, null, 2));
   const idType = spec.xl ? "int64" : "int32";
   const pooled = spec.xl ? 2 * D : 0;
@@ -224,14 +239,36 @@ function writeSd(spec: SdSpec): void {
   writeTokenizer(join(dir, "tokenizer"), spec.padToken);
   let crossDim = D;
   if (spec.xl) {
-    writeFile(join(dir, "text_encoder_2"), "model.onnx", textEncoder(w, { idType, hidden: D, layers: 2, hiddenStates: true, projection: pooled }));
+    writeFile(
+      join(dir, "text_encoder_2"),
+      "model.onnx",
+      textEncoder(w, { idType, hidden: D, layers: 2, hiddenStates: true, projection: pooled }),
+    );
     writeTokenizer(join(dir, "tokenizer_2"), "!");
     crossDim = 2 * D;
   }
-  writeFile(join(dir, "unet"), "model.onnx", unet(w, { hidden: crossDim, timestepType: spec.xl ? "int64" : "float32", timestepRank: spec.timestepRank, pooled: spec.xl ? pooled : undefined, timestepCond: spec.timestepCond }));
-  writeFile(join(dir, "unet"), "config.json", JSON.stringify({ sample_size: latent, in_channels: 4, out_channels: 4, cross_attention_dim: crossDim }, null, 2));
+  writeFile(
+    join(dir, "unet"),
+    "model.onnx",
+    unet(w, {
+      hidden: crossDim,
+      timestepType: spec.xl ? "int64" : "float32",
+      timestepRank: spec.timestepRank,
+      pooled: spec.xl ? pooled : undefined,
+      timestepCond: spec.timestepCond,
+    }),
+  );
+  writeFile(
+    join(dir, "unet"),
+    "config.json",
+    JSON.stringify({ sample_size: latent, in_channels: 4, out_channels: 4, cross_attention_dim: crossDim }, null, 2),
+  );
   writeFile(join(dir, "vae_decoder"), "model.onnx", vaeDecoder(w, 4));
-  writeFile(join(dir, "vae_decoder"), "config.json", JSON.stringify({ scaling_factor: spec.xl ? 0.13025 : 0.18215, latent_channels: 4 }, null, 2));
+  writeFile(
+    join(dir, "vae_decoder"),
+    "config.json",
+    JSON.stringify({ scaling_factor: spec.xl ? 0.13025 : 0.18215, latent_channels: 4 }, null, 2),
+  );
 }
 
 /**
@@ -257,26 +294,80 @@ export function makeTinyModels(outDir: string, options: TinyModelOptions = {}): 
     clipSingle: join(outDir, "tiny-clip-single"),
   };
   writeSd({
-    dir: dirs.sd15, weights: new Weights(seed), hidden, latent, padToken: "<|endoftext|>", xl: false, timestepRank: 0,
-    scheduler: { _class_name: "EulerDiscreteScheduler", ...SD_BETAS, prediction_type: "epsilon", timestep_spacing: "leading", steps_offset: 1 },
+    dir: dirs.sd15,
+    weights: new Weights(seed),
+    hidden,
+    latent,
+    padToken: "<|endoftext|>",
+    xl: false,
+    timestepRank: 0,
+    scheduler: {
+      _class_name: "EulerDiscreteScheduler",
+      ...SD_BETAS,
+      prediction_type: "epsilon",
+      timestep_spacing: "leading",
+      steps_offset: 1,
+    },
   });
   writeSd({
-    dir: dirs.turbo, weights: new Weights(seed + 1), hidden, latent, padToken: "!", xl: false, timestepRank: 1,
-    scheduler: { _class_name: "EulerDiscreteScheduler", ...SD_BETAS, prediction_type: "epsilon", timestep_spacing: "trailing", steps_offset: 1 },
+    dir: dirs.turbo,
+    weights: new Weights(seed + 1),
+    hidden,
+    latent,
+    padToken: "!",
+    xl: false,
+    timestepRank: 1,
+    scheduler: {
+      _class_name: "EulerDiscreteScheduler",
+      ...SD_BETAS,
+      prediction_type: "epsilon",
+      timestep_spacing: "trailing",
+      steps_offset: 1,
+    },
   });
   writeSd({
-    dir: dirs.lcm, weights: new Weights(seed + 2), hidden, latent, padToken: "<|endoftext|>", xl: false, timestepCond: 32, timestepRank: 0,
-    scheduler: { _class_name: "LCMScheduler", ...SD_BETAS, prediction_type: "epsilon", original_inference_steps: 50, timestep_scaling: 10, set_alpha_to_one: true },
+    dir: dirs.lcm,
+    weights: new Weights(seed + 2),
+    hidden,
+    latent,
+    padToken: "<|endoftext|>",
+    xl: false,
+    timestepCond: 32,
+    timestepRank: 0,
+    scheduler: {
+      _class_name: "LCMScheduler",
+      ...SD_BETAS,
+      prediction_type: "epsilon",
+      original_inference_steps: 50,
+      timestep_scaling: 10,
+      set_alpha_to_one: true,
+    },
   });
   writeSd({
-    dir: dirs.sdxl, weights: new Weights(seed + 3), hidden, latent, padToken: "<|endoftext|>", xl: true, timestepRank: 1,
-    scheduler: { _class_name: "EulerDiscreteScheduler", ...SD_BETAS, prediction_type: "epsilon", timestep_spacing: "leading", steps_offset: 1 },
+    dir: dirs.sdxl,
+    weights: new Weights(seed + 3),
+    hidden,
+    latent,
+    padToken: "<|endoftext|>",
+    xl: true,
+    timestepRank: 1,
+    scheduler: {
+      _class_name: "EulerDiscreteScheduler",
+      ...SD_BETAS,
+      prediction_type: "epsilon",
+      timestep_spacing: "leading",
+      steps_offset: 1,
+    },
   });
   writeSd3(dirs.sd3, new Weights(seed + 6), hidden, latent);
   const w = new Weights(seed + 4);
   const embed = 16;
   writeFile(join(dirs.clip, "image_encoder"), "model.onnx", clipImageEncoder(w, embed));
-  writeFile(join(dirs.clip, "text_encoder"), "model.onnx", textEncoder(w, { idType: "int64", hidden, layers: 1, hiddenStates: false, projection: embed }));
+  writeFile(
+    join(dirs.clip, "text_encoder"),
+    "model.onnx",
+    textEncoder(w, { idType: "int64", hidden, layers: 1, hiddenStates: false, projection: embed }),
+  );
   writeFile(join(dirs.clip, "head"), "model.onnx", clipHead(w, embed));
   writeTokenizer(join(dirs.clip, "tokenizer"), "<|endoftext|>");
   const single = new Weights(seed + 5);
@@ -336,7 +427,9 @@ export function installTinyModels(base: string): TinyModelDirs {
       if (moved) rmSync(old, { recursive: true, force: true });
     }
     renameSync(join(fresh, TINY_MODELS_STAMP), join(base, TINY_MODELS_STAMP));
-    return Object.fromEntries(Object.entries(made).map(([key, dir]) => [key, join(base, dir.slice(fresh.length + 1))])) as unknown as TinyModelDirs;
+    return Object.fromEntries(
+      Object.entries(made).map(([key, dir]) => [key, join(base, dir.slice(fresh.length + 1))]),
+    ) as unknown as TinyModelDirs;
   } finally {
     rmSync(fresh, { recursive: true, force: true });
   }

@@ -101,7 +101,10 @@ export function parseRarityOverrides(text: string): Map<string, boolean> {
 /** Formats overrides as parsed by `parseRarityOverrides`, sorted by word. */
 export function formatRarityOverrides(overrides: RarityOverrides, header: string): string {
   const rows = [...overrides].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([w, rare]) => `${w}\t${rare ? "rare" : "common"}`);
-  return `${header.split("\n").map((h) => `# ${h}`).join("\n")}\n${rows.join("\n")}\n`;
+  return `${header
+    .split("\n")
+    .map((h) => `# ${h}`)
+    .join("\n")}\n${rows.join("\n")}\n`;
 }
 
 /** The common-word set with overrides applied (a new set; the input is not changed). */

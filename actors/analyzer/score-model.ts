@@ -61,7 +61,12 @@ export function toScoreModelFile(model: ScoreModel, extra: Record<string, unknow
 }
 
 /** Builds a score model whose means/stds (population) come from `rows` (each FEATURE_NAMES order). */
-export function fitNormalisation(rows: readonly ArrayLike<number>[], weights: ArrayLike<number>, source: string, intercept = 0): ScoreModel {
+export function fitNormalisation(
+  rows: readonly ArrayLike<number>[],
+  weights: ArrayLike<number>,
+  source: string,
+  intercept = 0,
+): ScoreModel {
   const means = new Float64Array(FEATURE_NAMES.length);
   const stds = new Float64Array(FEATURE_NAMES.length);
   for (let k = 0; k < FEATURE_NAMES.length; k++) {

@@ -70,7 +70,9 @@ export function flowMatchScheduler(config: FlowMatchConfig, steps: number): Sche
   if (!Number.isInteger(steps) || steps < 1) throw new ModelExportError(`scheduler: steps must be a whole number from 1 (got ${steps})`);
   const refused = refusedOptions(config, FLOW_UNIMPLEMENTED);
   if (refused.length > 0) {
-    throw new ModelExportError(`scheduler: ${refused.join(", ")} change the sampling in ways ${FLOW_MATCH_EULER} here does not implement (the images would differ from diffusers' without any error); set the default or use an export without them`);
+    throw new ModelExportError(
+      `scheduler: ${refused.join(", ")} change the sampling in ways ${FLOW_MATCH_EULER} here does not implement (the images would differ from diffusers' without any error); set the default or use an export without them`,
+    );
   }
   const shift = config.shift ?? 1;
   if (!(shift > 0)) throw new ModelExportError(`scheduler: shift must be positive (got ${shift})`);

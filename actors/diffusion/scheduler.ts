@@ -147,7 +147,7 @@ export function ddimScheduler(config: SchedulerConfig, steps: number): Scheduler
   const prediction = checkPrediction(config);
   const ac = alphasCumprod(config);
   const n = config.num_train_timesteps ?? 1000;
-  const finalAlpha = config.set_alpha_to_one ?? true ? 1 : ac[0];
+  const finalAlpha = (config.set_alpha_to_one ?? true) ? 1 : ac[0];
   const timesteps = spacedTimesteps(config, steps, "leading").map(roundHalfEven);
   // Leading spacing with steps_offset can reach t = n (e.g. 1000 steps, offset 1), past the
   // alphas table; diffusers fails there too (IndexError in step), so fail before sampling.
@@ -160,7 +160,7 @@ export function ddimScheduler(config: SchedulerConfig, steps: number): Scheduler
   }
   const stride = Math.floor(n / steps);
   // diffusers clamps the predicted x0 unless the config says `clip_sample: false` (SD's configs do).
-  const clip = config.clip_sample ?? true ? (config.clip_sample_range ?? 1) : Number.POSITIVE_INFINITY;
+  const clip = (config.clip_sample ?? true) ? (config.clip_sample_range ?? 1) : Number.POSITIVE_INFINITY;
   return {
     kind: SchedulerKind.Ddim,
     timesteps,
@@ -197,7 +197,7 @@ export function lcmScheduler(config: SchedulerConfig, steps: number): Scheduler 
   const n = config.num_train_timesteps ?? 1000;
   const original = config.original_inference_steps ?? 50;
   const scaling = config.timestep_scaling ?? 10;
-  const finalAlpha = config.set_alpha_to_one ?? true ? 1 : ac[0];
+  const finalAlpha = (config.set_alpha_to_one ?? true) ? 1 : ac[0];
   if (steps > original) throw new ModelExportError(`scheduler: LCM steps ${steps} > original_inference_steps ${original}`);
   const k = Math.floor(n / original);
   const origin: number[] = [];
@@ -273,7 +273,9 @@ export function createScheduler(config: SchedulerConfig, steps: number, override
   const kind = override ?? config._class_name;
   const unimplemented = refusedOptions(config, UNIMPLEMENTED);
   if (unimplemented.length > 0) {
-    throw new ModelExportError(`scheduler: ${unimplemented.join(", ")} change the sampling in ways these schedulers do not implement (the images would differ from diffusers' without any error); set the default or use an export without them`);
+    throw new ModelExportError(
+      `scheduler: ${unimplemented.join(", ")} change the sampling in ways these schedulers do not implement (the images would differ from diffusers' without any error); set the default or use an export without them`,
+    );
   }
   switch (kind) {
     case SchedulerKind.EulerDiscrete:

@@ -17,8 +17,7 @@ const CLIP_MAX_MERGES = 49152 - 256 - 2;
 const MAX_CACHED_WORD = 64;
 
 /** CLIP's pre-tokenizer: special tokens, English contractions, letter runs, single digits, symbol runs. */
-const CLIP_SPLIT =
-  /<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+/giu;
+const CLIP_SPLIT = /<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+/giu;
 
 /** GPT-2/CLIP byte → printable unicode character table. */
 export function bytesToUnicode(): string[] {
@@ -146,7 +145,7 @@ export class ClipTokenizer {
       const first = word[best];
       const second = word[best + 1];
       const merged: string[] = [];
-      for (let i = 0; i < word.length; ) {
+      for (let i = 0; i < word.length;) {
         if (i < word.length - 1 && word[i] === first && word[i + 1] === second) {
           merged.push(first + second);
           i += 2;

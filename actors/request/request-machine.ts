@@ -263,7 +263,8 @@ export const RequestMachine = setup({
             // A hard prompt sent straight to the heavy model: the light model makes its image (no
             // judging: there is nothing left to escalate to), when the heavy model failed it. Not
             // for a caller who pinned the heavy model (quality "best"): that one gets the error.
-            guard: ({ context, event }) => context.quality !== Qualities.best && event.error instanceof HadisError && event.error.code === "generation_failed",
+            guard: ({ context, event }) =>
+              context.quality !== Qualities.best && event.error instanceof HadisError && event.error.code === "generation_failed",
             target: "light",
             actions: assign({ heavyError: ({ event }) => asHadisError(event.error).message }),
           },

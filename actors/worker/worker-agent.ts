@@ -7,7 +7,15 @@
 import { asHadisError, HadisError, toWireError } from "../../contracts/errors.ts";
 import { runSplitting, type SplitOutcome } from "./bisect.ts";
 import { BatchRecord } from "./batch-record.ts";
-import { PROTOCOL_VERSION, WorkerStates, type Plan, type WorkerHeartbeat, type WorkItem, type WorkResult, type WorkerState } from "../../contracts/messages.ts";
+import {
+  PROTOCOL_VERSION,
+  WorkerStates,
+  type Plan,
+  type WorkerHeartbeat,
+  type WorkItem,
+  type WorkResult,
+  type WorkerState,
+} from "../../contracts/messages.ts";
 import type { GeneratedImage } from "./backend.ts";
 import type { BatchEntry, Delivery, DropCounts, WorkerOptions, WorkerPorts, WorkLane } from "./ports.ts";
 import { planMechanisms, type ArtifactMechanism } from "../artifact/mechanisms.ts";
@@ -28,7 +36,17 @@ export const BATCH_TRIES = 2;
  */
 export const FAILED_BATCHES_TO_REPORT = BATCH_TRIES + 1;
 
-export type { BatchEntry, BatchObservation, BatchObserver, Delivery, DropCounts, WorkerOptions, WorkerPorts, WorkLane, WorkSource } from "./ports.ts";
+export type {
+  BatchEntry,
+  BatchObservation,
+  BatchObserver,
+  Delivery,
+  DropCounts,
+  WorkerOptions,
+  WorkerPorts,
+  WorkLane,
+  WorkSource,
+} from "./ports.ts";
 
 /** A worker following the plan. */
 export class WorkerAgent {
@@ -58,14 +76,19 @@ export class WorkerAgent {
   /** Batches some items of which failed, alone (their items handed back or answered with `generation_failed`). */
   failedBatches = 0;
 
-  constructor(readonly id: string, private readonly ports: WorkerPorts, private readonly options: WorkerOptions) {}
+  constructor(
+    readonly id: string,
+    private readonly ports: WorkerPorts,
+    private readonly options: WorkerOptions,
+  ) {}
 
   /** Takes a plan snapshot; stale epochs are ignored. Returns true if it was applied. */
   applyPlan(plan: Plan): boolean {
     if (plan.epoch < this.planEpoch) return false;
     this.planEpoch = plan.epoch;
     this.mechanisms = planMechanisms(plan);
-    if (this.ports.backend.artifact) this.ports.backend.artifact = { latency: this.mechanisms.has("latency"), swaps: this.mechanisms.has("swaps") };
+    if (this.ports.backend.artifact)
+      this.ports.backend.artifact = { latency: this.mechanisms.has("latency"), swaps: this.mechanisms.has("swaps") };
     const model = plan.assignment[this.id] ?? null;
     this.planBatchSize = model ? Math.max(1, plan.models[model]?.batchSize ?? 1) : 1;
     if (model !== this.desiredModel) {
@@ -131,10 +154,17 @@ export class WorkerAgent {
   }
 
   /** One run of the backend on `part`: its images, or why it failed. */
-  private async generate(model: string, part: readonly BatchEntry[]): Promise<{ ok: true; results: GeneratedImage[] } | { ok: false; error: Error }> {
+  private async generate(
+    model: string,
+    part: readonly BatchEntry[],
+  ): Promise<{ ok: true; results: GeneratedImage[] } | { ok: false; error: Error }> {
     try {
-      const made = await this.ports.backend.generate(model, part.map((b) => ({ prompt: b.item.prompt, seed: b.item.seed, ...(b.item.options ? { options: b.item.options } : {}) })));
-      if (made.length !== part.length) throw new HadisError("generation_failed", `the backend made ${made.length} images for a batch of ${part.length}`);
+      const made = await this.ports.backend.generate(
+        model,
+        part.map((b) => ({ prompt: b.item.prompt, seed: b.item.seed, ...(b.item.options ? { options: b.item.options } : {}) })),
+      );
+      if (made.length !== part.length)
+        throw new HadisError("generation_failed", `the backend made ${made.length} images for a batch of ${part.length}`);
       return { ok: true, results: made };
     } catch (err) {
       return { ok: false, error: asHadisError(err) };
@@ -162,7 +192,9 @@ export class WorkerAgent {
         this.batchSize = this.record.size(this.planBatchSize);
         // Under the artifact's random dispatch a worker pulls its own queue, whatever its model.
         const lane: WorkLane = this.mechanisms.has("dispatch") ? { worker: this.id } : this.model;
-        const deliveries = await this.ports.source.pull(lane, this.batchSize, this.options.pollMs, abort.signal, (d) => this.answerUnrun(d));
+        const deliveries = await this.ports.source.pull(lane, this.batchSize, this.options.pollMs, abort.signal, (d) =>
+          this.answerUnrun(d),
+        );
         this.pullAbort = null;
         if (deliveries.length > 0) await this.execute(this.model, deliveries);
       } catch (err) {
@@ -217,7 +249,10 @@ export class WorkerAgent {
       if (item.model !== model && !keptThroughSwap) {
         this.dropped.wrongModel++;
         delivery.term();
-        this.ports.publishResult(item.replyTo, errorResult(item, this.id, new HadisError("unknown_model", `work for "${item.model}" reached a "${model}" queue`)));
+        this.ports.publishResult(
+          item.replyTo,
+          errorResult(item, this.id, new HadisError("unknown_model", `work for "${item.model}" reached a "${model}" queue`)),
+        );
         continue;
       }
       if (item.deadlineAtMs <= now) {
@@ -250,19 +285,41 @@ export class WorkerAgent {
     }
     // Items that failed alone; or, when none ran at all, the first run's failure (what was left of
     // the batch expired before its part ran): said, counted and paused on the same way.
-    const failure = run.failed.length > 0 ? asHadisError(run.failed[0].error) : run.served === 0 && run.firstError ? asHadisError(run.firstError) : undefined;
+    const failure =
+      run.failed.length > 0
+        ? asHadisError(run.failed[0].error)
+        : run.served === 0 && run.firstError
+          ? asHadisError(run.firstError)
+          : undefined;
     try {
       // Not run (the worker stopped or left the model mid-way): back to the queue, as a pull abandoned.
       for (const entry of run.notRun) this.handBack(entry);
       // Past their deadline by the time their part came (a failed run took the time): answered already by their routers.
       for (const entry of run.dropped) this.dropExpired(entry.delivery);
-      this.record.learn(batch.map((b) => b.item.prompt), run, this.planBatchSize);
-      if (failure) this.fail(model, run.failed.map((f) => f.item), failure, run.runs);
+      this.record.learn(
+        batch.map((b) => b.item.prompt),
+        run,
+        this.planBatchSize,
+      );
+      if (failure)
+        this.fail(
+          model,
+          run.failed.map((f) => f.item),
+          failure,
+          run.runs,
+        );
     } finally {
       this.inFlight = 0;
       // Which items failed (or were dropped, expired, after a failed run) matters only when others were served.
-      const spanError = failure?.message ?? (run.dropped.length > 0 ? `past its deadline before its part of a failed batch ran (${run.firstError?.message ?? "failed"})` : undefined);
-      const failedIdx = spanError && run.served > 0 ? new Set([...run.failed.map((f) => f.item), ...run.dropped].map((entry) => batch.indexOf(entry))) : undefined;
+      const spanError =
+        failure?.message ??
+        (run.dropped.length > 0
+          ? `past its deadline before its part of a failed batch ran (${run.firstError?.message ?? "failed"})`
+          : undefined);
+      const failedIdx =
+        spanError && run.served > 0
+          ? new Set([...run.failed.map((f) => f.item), ...run.dropped].map((entry) => batch.indexOf(entry)))
+          : undefined;
       this.observing(() => observed?.ended(this.ports.now(), spanError, failedIdx));
     }
     if (run.served === 0 && failure && !this.stopping && this.desiredModel === model) {
@@ -310,24 +367,24 @@ export class WorkerAgent {
   private answer(model: string, batch: readonly BatchEntry[], images: GeneratedImage[], startedMs: number): void {
     const execMs = this.ports.now() - startedMs;
     batch.forEach(({ item, delivery }, i) => {
-        this.ports.publishResult(item.replyTo, {
-          v: PROTOCOL_VERSION,
-          ok: true,
-          requestId: item.requestId,
-          stage: item.stage,
-          model,
-          workerId: this.id,
-          image: images[i].image,
-          width: images[i].width,
-          height: images[i].height,
-          batchSize: batch.length,
-          queueWaitMs: Math.max(0, startedMs - item.enqueuedAtMs),
-          execMs,
-          ...(images[i].applied ? { applied: images[i].applied } : {}),
-        });
-        delivery.ack();
+      this.ports.publishResult(item.replyTo, {
+        v: PROTOCOL_VERSION,
+        ok: true,
+        requestId: item.requestId,
+        stage: item.stage,
+        model,
+        workerId: this.id,
+        image: images[i].image,
+        width: images[i].width,
+        height: images[i].height,
+        batchSize: batch.length,
+        queueWaitMs: Math.max(0, startedMs - item.enqueuedAtMs),
+        execMs,
+        ...(images[i].applied ? { applied: images[i].applied } : {}),
       });
-      this.servedTotal += batch.length;
+      delivery.ack();
+    });
+    this.servedTotal += batch.length;
     this.lastError = undefined;
   }
 
@@ -343,7 +400,18 @@ export class WorkerAgent {
   private handBack({ item, delivery }: BatchEntry): void {
     if (!delivery.final) return delivery.nak();
     const times = delivery.deliveryCount ?? "many";
-    this.ports.publishResult(item.replyTo, errorResult(item, this.id, new HadisError("no_capacity", `work item handed back ${times} times (workers left its model before running it); it will not be delivered again`, { retryAfterMs: 1_000 })));
+    this.ports.publishResult(
+      item.replyTo,
+      errorResult(
+        item,
+        this.id,
+        new HadisError(
+          "no_capacity",
+          `work item handed back ${times} times (workers left its model before running it); it will not be delivered again`,
+          { retryAfterMs: 1_000 },
+        ),
+      ),
+    );
     delivery.term();
   }
 
@@ -361,13 +429,29 @@ export class WorkerAgent {
       delivery.ack();
     }
     this.failedBatches++;
-    this.ports.log("worker.batch_failed", { workerId: this.id, model, failed: batch.length, retried, runs, inARow: this.record.inARow, error: e.message });
+    this.ports.log("worker.batch_failed", {
+      workerId: this.id,
+      model,
+      failed: batch.length,
+      retried,
+      runs,
+      inARow: this.record.inARow,
+      error: e.message,
+    });
   }
 }
 
 /** A failed stage's result for its router. */
 export function errorResult(item: Pick<WorkItem, "requestId" | "stage" | "model">, workerId: string, err: HadisError): WorkResult {
-  return { v: PROTOCOL_VERSION, ok: false, requestId: item.requestId, stage: item.stage, model: item.model, workerId, error: toWireError(err, PROTOCOL_VERSION).error };
+  return {
+    v: PROTOCOL_VERSION,
+    ok: false,
+    requestId: item.requestId,
+    stage: item.stage,
+    model: item.model,
+    workerId,
+    error: toWireError(err, PROTOCOL_VERSION).error,
+  };
 }
 
 /** A repeating tick built on the ports' sleep, so simulated clocks drive it too. */

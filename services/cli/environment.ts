@@ -9,6 +9,7 @@ import { LOG_LEVELS } from "../telemetry/log.ts";
 export function environmentProblems(env: NodeJS.ProcessEnv): string[] {
   const problems: string[] = [];
   const level = env.HADIS_LOG;
-  if (level !== undefined && !Object.hasOwn(LOG_LEVELS, level)) problems.push(`HADIS_LOG=${level} is not a log level: one of ${Object.keys(LOG_LEVELS).join(", ")}`);
+  if (level !== undefined && !Object.hasOwn(LOG_LEVELS, level))
+    problems.push(`HADIS_LOG=${level} is not a log level: one of ${Object.keys(LOG_LEVELS).join(", ")}`);
   return problems;
 }

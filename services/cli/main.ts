@@ -20,7 +20,10 @@ import { ConfigurationError } from "../../contracts/errors.ts";
 
 const { version } = JSON.parse(readFileSync(packagePath("package.json"), "utf8")) as { version: string };
 // After a mistake, a hint rather than the whole help (40 lines that scrolled the error away).
-const program = new Command("hadis").description("HADIS: query-aware text-to-image diffusion serving over NATS").version(version).showHelpAfterError("(add --help for the options)");
+const program = new Command("hadis")
+  .description("HADIS: query-aware text-to-image diffusion serving over NATS")
+  .version(version)
+  .showHelpAfterError("(add --help for the options)");
 // Settings from the environment, before any command starts anything.
 program.hook("preAction", (_program, command) => {
   const problems = environmentProblems(process.env);
@@ -33,20 +36,47 @@ const runOptions = (cmd: Command) =>
   cmd
     .option("--workers <n>", "profile-driven workers (GPUs) to run", atLeastOne, 16)
     .option("--routers <n>", "router instances", atLeastOne, 1)
-    .option("--time-scale <x>", "multiplies every profiled latency and the SLO (0.1 = the paper's 10x compression; default: the pool's, 1 = real time)", positive)
+    .option(
+      "--time-scale <x>",
+      "multiplies every profiled latency and the SLO (0.1 = the paper's 10x compression; default: the pool's, 1 = real time)",
+      positive,
+    )
     .addOption(new Option("--policy <name>", "planning policy of the resource manager").choices(POLICY_NAMES).default("hadis"))
-    .addOption(new Option("--scorer <kind>", "router difficulty score: the learned per-pair model, the analyzer's reference weights, or the artifact's reference features (default: learned for hadis-plus, analyzer otherwise; docs/router.md)").choices(SCORER_KINDS))
+    .addOption(
+      new Option(
+        "--scorer <kind>",
+        "router difficulty score: the learned per-pair model, the analyzer's reference weights, or the artifact's reference features (default: learned for hadis-plus, analyzer otherwise; docs/router.md)",
+      ).choices(SCORER_KINDS),
+    )
     .option("--analyzer-weights <file>", "analyzer score weights, e.g. learned ones (default <profiles>/analyzer/router-weights.json)")
     .option("--difficulty-model <file>", "with --scorer learned: the model file (default <profiles>/analyzer/difficulty-model.json)")
     .addOption(new Option("--backend <kind>", "worker and judge backend").choices(["profile", "onnx"]).default("profile"))
     .option("--zero-latency", "profile backends do not wait (overhead benchmarks)")
     .option("--model-map <file>", "onnx backend: pool model name → export folder (default profiles/onnx/tiny-pool.json)")
-    .option("--models-dir <dir>", "onnx backend: folder of the exports (tiny models are generated there when missing or made by an older generator)", ".hadis/models")
+    .option(
+      "--models-dir <dir>",
+      "onnx backend: folder of the exports (tiny models are generated there when missing or made by an older generator)",
+      ".hadis/models",
+    )
     .option("--profiles <dir>", "profiles folder (default: the repository's profiles/)")
-    .option("--static-config <json>", 'static policy configuration, e.g. \'{"light":"sdxl-lightning","heavy":"sd35-large","routerThreshold":0.3,"discThreshold":0.1}\'')
+    .option(
+      "--static-config <json>",
+      'static policy configuration, e.g. \'{"light":"sdxl-lightning","heavy":"sd35-large","routerThreshold":0.3,"discThreshold":0.1}\'',
+    )
     .addOption(new Option("--storage <kind>", "JetStream storage of the work queue").choices(["file", "memory"]).default("file"))
-    .addOption(new Option("--fidelity <name>", "native: our serving design; artifact: the paper artifact's mechanisms, put in the plans by the resource manager (docs/benchmarks.md)").choices(["native", "artifact"]).default("native"))
-    .option("--mechanisms <list>", `artifact mechanisms to turn on (or, as -name, off) on top of --fidelity (the simulator's partial sets; a live system runs native or the whole artifact): ${ARTIFACT_MECHANISMS.join(", ")}`, mechanismList);
+    .addOption(
+      new Option(
+        "--fidelity <name>",
+        "native: our serving design; artifact: the paper artifact's mechanisms, put in the plans by the resource manager (docs/benchmarks.md)",
+      )
+        .choices(["native", "artifact"])
+        .default("native"),
+    )
+    .option(
+      "--mechanisms <list>",
+      `artifact mechanisms to turn on (or, as -name, off) on top of --fidelity (the simulator's partial sets; a live system runs native or the whole artifact): ${ARTIFACT_MECHANISMS.join(", ")}`,
+      mechanismList,
+    );
 
 runOptions(
   program
@@ -68,32 +98,63 @@ runOptions(
 runOptions(
   program
     .command("serve")
-    .description("run one service against a NATS server: router | worker | discriminator | resource-manager | gateway (HTTP) | all (the four services)")
+    .description(
+      "run one service against a NATS server: router | worker | discriminator | resource-manager | gateway (HTTP) | all (the four services)",
+    )
     .argument("<service>")
-    .option("--nats <urls>", "NATS server URL (comma-separated for a cluster; default $NATS_URL, and one of them is required); credentials from HADIS_<ROLE>_NATS_USER/PASS, else HADIS_NATS_USER/PASS")
+    .option(
+      "--nats <urls>",
+      "NATS server URL (comma-separated for a cluster; default $NATS_URL, and one of them is required); credentials from HADIS_<ROLE>_NATS_USER/PASS, else HADIS_NATS_USER/PASS",
+    )
     .option("--id-prefix <prefix>", "worker ids are <prefix>-NN (default: random)", idPrefix)
     .option("--metrics-port <port>", "serve Prometheus /metrics of this process on this port", port)
     .option("--metrics-host <host>", "address /metrics listens on (0.0.0.0 for a Prometheus on another host)", "127.0.0.1")
     .option("--replicas <n>", "JetStream replicas of the work stream and plan bucket (3 on a 3-node cluster)", count)
-    .option("--wait-for-nats <seconds>", "wait this long for a NATS server that is not up yet (0: fail at once); refused credentials or TLS fail at once", integerIn(0, 86_400), 60)
+    .option(
+      "--wait-for-nats <seconds>",
+      "wait this long for a NATS server that is not up yet (0: fail at once); refused credentials or TLS fail at once",
+      integerIn(0, 86_400),
+      60,
+    )
     .option("--http-port <port>", "gateway: HTTP port (default 8000)", port)
     .option("--http-host <host>", "gateway: address to listen on (default 127.0.0.1; 0.0.0.0 in a container)")
     .option("--http-max-body-bytes <n>", "gateway: largest request body read (default 65536)", atLeastOne)
-    .option("--http-max-concurrent <n>", "gateway: generate requests and job submissions in flight at once; past it 429 (default 256)", atLeastOne),
+    .option(
+      "--http-max-concurrent <n>",
+      "gateway: generate requests and job submissions in flight at once; past it 429 (default 256)",
+      atLeastOne,
+    ),
 ).action(async (service, opts, cmd: Command) => {
   const { serveCommand } = await import("./serve.ts");
   // The options typed on the command line (not defaults): `serve` warns of those its service does not read.
-  await serveCommand(service, opts, cmd.options.filter((o) => cmd.getOptionValueSource(o.attributeName()) === "cli").map((o) => ({ key: o.attributeName(), flag: o.long ?? o.flags })));
+  await serveCommand(
+    service,
+    opts,
+    cmd.options
+      .filter((o) => cmd.getOptionValueSource(o.attributeName()) === "cli")
+      .map((o) => ({ key: o.attributeName(), flag: o.long ?? o.flags })),
+  );
 });
 
 program
   .command("generate")
   .description("send one prompt to hadis.generate and print how it was served")
   .argument("<prompt>")
-  .option("--nats <urls>", `NATS server URL (comma-separated for a cluster; default $NATS_URL, else ${DEFAULT_NATS_URL}); credentials from HADIS_CLIENT_NATS_USER/PASS or HADIS_NATS_USER/PASS`)
-  .option("--deadline-ms <ms>", `deadline, 1 to ${MAX_DEADLINE_MS} (default: the SLO in force; without one the command waits up to ${MAX_DEADLINE_MS + 5_000} ms)`, integerIn(1, MAX_DEADLINE_MS))
+  .option(
+    "--nats <urls>",
+    `NATS server URL (comma-separated for a cluster; default $NATS_URL, else ${DEFAULT_NATS_URL}); credentials from HADIS_CLIENT_NATS_USER/PASS or HADIS_NATS_USER/PASS`,
+  )
+  .option(
+    "--deadline-ms <ms>",
+    `deadline, 1 to ${MAX_DEADLINE_MS} (default: the SLO in force; without one the command waits up to ${MAX_DEADLINE_MS + 5_000} ms)`,
+    integerIn(1, MAX_DEADLINE_MS),
+  )
   .option("--seed <n>", `seed for the image, 0 to ${MAX_SEED} (default: random)`, integerIn(0, MAX_SEED))
-  .option("--idempotency-key <key>", `retries with the same key (1 to ${MAX_IDEMPOTENCY_KEY_CHARS} characters) are generated once`, text(MAX_IDEMPOTENCY_KEY_CHARS))
+  .option(
+    "--idempotency-key <key>",
+    `retries with the same key (1 to ${MAX_IDEMPOTENCY_KEY_CHARS} characters) are generated once`,
+    text(MAX_IDEMPOTENCY_KEY_CHARS),
+  )
   .option("--out <file>", "write the PNG here")
   .option("--json", "print the reply as one JSON object (image as its byte length)")
   // With --json, a mistake on the command line is one {"error": …} object on stdout too, as every other failure.
@@ -106,7 +167,10 @@ program
 program
   .command("status")
   .description("print the plan in force and every worker's model and state, from a running system")
-  .option("--nats <urls>", `NATS server URL (comma-separated for a cluster; default $NATS_URL, else ${DEFAULT_NATS_URL}); credentials from HADIS_OBSERVER_NATS_USER/PASS or HADIS_NATS_USER/PASS`)
+  .option(
+    "--nats <urls>",
+    `NATS server URL (comma-separated for a cluster; default $NATS_URL, else ${DEFAULT_NATS_URL}); credentials from HADIS_OBSERVER_NATS_USER/PASS or HADIS_NATS_USER/PASS`,
+  )
   .option("--listen-ms <ms>", "how long to listen to worker heartbeats (they beat every second), up to 60000", integerIn(1, 60_000), 1_500)
   .option("--json", "print one JSON object: manager, plan, demandQps, workers (their heartbeats)")
   .configureOutput(jsonErrorsWhen(process.argv.includes("--json")))

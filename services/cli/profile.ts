@@ -57,7 +57,12 @@ const mib = (bytes: number) => bytes / 2 ** 20;
 
 /** Runs the measurements and returns the validated profile. */
 export async function measureProfile(modelDir: string, args: ProfileArgs): Promise<ProfileMeasurement> {
-  const name = args.name ?? (basename(modelDir).replace(/[^A-Za-z0-9_-]/g, "-").replace(/^[^A-Za-z0-9]+/, "") || "model");
+  const name =
+    args.name ??
+    (basename(modelDir)
+      .replace(/[^A-Za-z0-9_-]/g, "-")
+      .replace(/^[^A-Za-z0-9]+/, "") ||
+      "model");
   const runs = Math.max(1, args.runs ?? 3);
   const rssBefore = process.memoryUsage().rss;
   const loadStart = performance.now();

@@ -11,12 +11,21 @@ export class ToolFailure extends Error {}
  * Connects as `role` to `--nats` (else `NATS_URL`, else where `npm start` listens), without
  * reconnecting; settings and connection problems are `ToolFailure`s that say what to check.
  */
-export async function connectTool(given: string | undefined, env: NodeJS.ProcessEnv, role: "client" | "observer", name: string): Promise<NatsConnection> {
+export async function connectTool(
+  given: string | undefined,
+  env: NodeJS.ProcessEnv,
+  role: "client" | "observer",
+  name: string,
+): Promise<NatsConnection> {
   const server = natsServerOf(given, env, DEFAULT_NATS_URL)!;
   const nats = server.value;
   let urls: string | string[], credentials: ReturnType<typeof toolCredentials>, tls: ReturnType<typeof natsTlsFromEnv>;
   try {
-    [urls, credentials, tls] = [natsUrls(nats, server.source === "NATS_URL" ? "NATS_URL" : "--nats"), toolCredentials(env, role), natsTlsFromEnv(env)];
+    [urls, credentials, tls] = [
+      natsUrls(nats, server.source === "NATS_URL" ? "NATS_URL" : "--nats"),
+      toolCredentials(env, role),
+      natsTlsFromEnv(env),
+    ];
   } catch (err) {
     throw new ToolFailure((err as Error).message);
   }
@@ -34,7 +43,9 @@ export async function connectTool(given: string | undefined, env: NodeJS.Process
     }
   }
   const why = new Set(failures).size === 1 ? failures[0] : failures.join("; ");
-  throw new ToolFailure(`cannot reach NATS at ${nats} (${why}); is \`npm start\` running${credentials ? `, and are the credentials of ${credentials.user} right` : ""}?`);
+  throw new ToolFailure(
+    `cannot reach NATS at ${nats} (${why}); is \`npm start\` running${credentials ? `, and are the credentials of ${credentials.user} right` : ""}?`,
+  );
 }
 
 /** `items` in a random order (in place). */
@@ -59,7 +70,8 @@ export function clientError(message: string): { code: "client_error"; message: s
 export function jsonErrorsWhen(json: boolean): OutputConfiguration {
   if (!json) return {};
   return {
-    outputError: (message) => void process.stdout.write(JSON.stringify({ error: clientError(message.replace(/^error: /, "").trim()) }) + "\n"),
+    outputError: (message) =>
+      void process.stdout.write(JSON.stringify({ error: clientError(message.replace(/^error: /, "").trim()) }) + "\n"),
     writeErr: () => undefined,
   };
 }

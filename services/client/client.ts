@@ -4,7 +4,18 @@ import { decode, encode, encodeJson, parseRaw } from "../../contracts/envelope.t
 import { GenerateReplyReadSchema, MAX_DEADLINE_MS, type GenerateReplyRead, type GenerateRequest } from "../../contracts/messages.ts";
 import { ContentTypes, Headers, subjects as buildSubjects, type Subjects } from "../../contracts/subjects.ts";
 import { JobAcceptedSchema, type JobAccepted, type JobEventRead } from "../../contracts/jobs.ts";
-import { ASK_AGAIN_MS, headerOf, mayAskAgain, newHeaders, requestAttempt, watchConnection, type Msg, type MsgHdrs, type NatsConnection, type RequestAttempt } from "../nats/connection.ts";
+import {
+  ASK_AGAIN_MS,
+  headerOf,
+  mayAskAgain,
+  newHeaders,
+  requestAttempt,
+  watchConnection,
+  type Msg,
+  type MsgHdrs,
+  type NatsConnection,
+  type RequestAttempt,
+} from "../nats/connection.ts";
 import { readJob, type FollowOptions } from "../nats/job-stream.ts";
 
 /** Reads a generate reply message: the reply, or the typed error it carries. */
@@ -48,13 +59,19 @@ export function replyWaitMs(request: Pick<GenerateRequest, "deadlineMs">): numbe
 export class HadisClient {
   private readonly subject: string;
   private readonly subjects: Subjects;
-  constructor(private readonly nc: NatsConnection, prefix?: string) {
+  constructor(
+    private readonly nc: NatsConnection,
+    prefix?: string,
+  ) {
     this.subjects = buildSubjects(prefix);
     this.subject = this.subjects.generate;
   }
 
   /** Sends one request; resolves with the reply or rejects with a HadisError. `headers` (a `traceparent`, say) go with it. */
-  async generate(request: GenerateRequest, opts: { timeoutMs?: number; json?: boolean; headers?: MsgHdrs } = {}): Promise<GenerateReplyRead> {
+  async generate(
+    request: GenerateRequest,
+    opts: { timeoutMs?: number; json?: boolean; headers?: MsgHdrs } = {},
+  ): Promise<GenerateReplyRead> {
     const timeout = opts.timeoutMs ?? replyWaitMs(request);
     const end = Date.now() + timeout;
     const link = watchConnection(this.nc);
@@ -89,7 +106,9 @@ export class HadisClient {
         throw new HadisError("no_capacity", "no router is serving hadis.generate", { retryAfterMs: 1_000 }, { cause: attempt.err });
       }
       if (/timeout/i.test(message)) {
-        const why = dropped ? "; the connection to NATS dropped meanwhile, so the request or its reply may be lost (with an idempotency key it is sent again after a reconnect)" : "";
+        const why = dropped
+          ? "; the connection to NATS dropped meanwhile, so the request or its reply may be lost (with an idempotency key it is sent again after a reconnect)"
+          : "";
         throw new HadisError("deadline_exceeded", `no reply within ${timeout} ms${why}`, {}, { cause: attempt.err });
       }
       throw new HadisError("internal", message, {}, { cause: attempt.err });
@@ -111,11 +130,19 @@ export class HadisClient {
   async submitJob(request: GenerateRequest, opts: { timeoutMs?: number; headers?: MsgHdrs } = {}): Promise<JobAccepted> {
     const headers = opts.headers ?? newHeaders();
     headers.set(Headers.contentType, ContentTypes.msgpack);
-    const attempt = await requestAttempt(this.nc, this.subjects.jobsSubmit, encode(request), { timeout: opts.timeoutMs ?? 10_000, headers }, false);
-    if (attempt === "dropped") throw new HadisError("no_capacity", "the connection to NATS dropped before the job was accepted", { retryAfterMs: 1_000 });
+    const attempt = await requestAttempt(
+      this.nc,
+      this.subjects.jobsSubmit,
+      encode(request),
+      { timeout: opts.timeoutMs ?? 10_000, headers },
+      false,
+    );
+    if (attempt === "dropped")
+      throw new HadisError("no_capacity", "the connection to NATS dropped before the job was accepted", { retryAfterMs: 1_000 });
     if ("err" in attempt) {
       const message = (attempt.err as Error)?.message ?? String(attempt.err);
-      if (/no responders/i.test(message)) throw new HadisError("no_capacity", "no router is taking jobs", { retryAfterMs: 1_000 }, { cause: attempt.err });
+      if (/no responders/i.test(message))
+        throw new HadisError("no_capacity", "no router is taking jobs", { retryAfterMs: 1_000 }, { cause: attempt.err });
       throw new HadisError(/timeout/i.test(message) ? "deadline_exceeded" : "internal", message, {}, { cause: attempt.err });
     }
     if (attempt.msg.headers?.get(Headers.serviceErrorCode)) {
@@ -149,7 +176,8 @@ export class HadisClient {
         // thrown as it came; so is the last error when time runs out, with its code.
         if (err instanceof HadisError && !err.retryable) throw err;
         if (Date.now() > end) {
-          if (err instanceof HadisError) throw new HadisError(err.code, `not serving after ${timeoutMs} ms: ${err.message}`, err.details, { cause: err });
+          if (err instanceof HadisError)
+            throw new HadisError(err.code, `not serving after ${timeoutMs} ms: ${err.message}`, err.details, { cause: err });
           throw new DependencyError(`no reply within ${timeoutMs} ms: ${(err as Error).message}`, { cause: err });
         }
         await new Promise((r) => setTimeout(r, 200));

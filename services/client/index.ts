@@ -39,8 +39,38 @@ export {
   type Quality,
   type Route,
 } from "../../contracts/messages.ts";
-export { JOB_LOST_AFTER_MS, JobAcceptedSchema, JobEventKinds, JobEventSchema, isTerminal, readJobEvent, type JobAccepted, type JobEvent, type JobEventKind, type JobEventRead } from "../../contracts/jobs.ts";
-export { ErrorReplySchema, JobStatusSchema, ModelsReplySchema, PUBLIC_SCHEMAS, publicJsonSchema, type ErrorReply, type JobStatus, type ModelsReply, type PublicSchemaName } from "../../contracts/public.ts";
-export { ErrorCodes, HadisError, fromWireError, isWireError, toWireError, type ErrorCode, type ErrorDetails, type WireError } from "../../contracts/errors.ts";
+export {
+  JOB_LOST_AFTER_MS,
+  JobAcceptedSchema,
+  JobEventKinds,
+  JobEventSchema,
+  isTerminal,
+  readJobEvent,
+  type JobAccepted,
+  type JobEvent,
+  type JobEventKind,
+  type JobEventRead,
+} from "../../contracts/jobs.ts";
+export {
+  ErrorReplySchema,
+  JobStatusSchema,
+  ModelsReplySchema,
+  PUBLIC_SCHEMAS,
+  publicJsonSchema,
+  type ErrorReply,
+  type JobStatus,
+  type ModelsReply,
+  type PublicSchemaName,
+} from "../../contracts/public.ts";
+export {
+  ErrorCodes,
+  HadisError,
+  fromWireError,
+  isWireError,
+  toWireError,
+  type ErrorCode,
+  type ErrorDetails,
+  type WireError,
+} from "../../contracts/errors.ts";
 export { ContentTypes, Headers, subjects, type Subjects } from "../../contracts/subjects.ts";
 export { decode, encode, encodeJson, MAX_PAYLOAD_BYTES } from "../../contracts/envelope.ts";

@@ -83,7 +83,8 @@ export async function startDashboard(opts: DashboardOptions): Promise<RunningDas
   // The dashboard's waterfalls need the services' spans: tracing on, unless the environment says
   // off (then the dashboard shows no traces; an OTLP endpoint set as well exports nothing). The
   // span feed follows `HADIS_SPAN_SINK` (default on).
-  if ((opts.enableTracing ?? true) && !tracingEnabled() && !tracingOptedOut()) configureTelemetry({ enabled: true, subjectPrefix: subjects.prefix });
+  if ((opts.enableTracing ?? true) && !tracingEnabled() && !tracingOptedOut())
+    configureTelemetry({ enabled: true, subjectPrefix: subjects.prefix });
   const state = new DashboardState();
   const { view: plans } = await PlanView.open(nc, subjects, log);
   plans.onPlan((plan) => {
@@ -109,7 +110,10 @@ export async function startDashboard(opts: DashboardOptions): Promise<RunningDas
     nc.subscribe(subjects.routerStatsAll, {
       callback: (_e, m) => {
         try {
-          state.addRouterStats(decodeFromSender(RouterStatsSchema, m, "router stats", (r) => r.routerId), Date.now());
+          state.addRouterStats(
+            decodeFromSender(RouterStatsSchema, m, "router stats", (r) => r.routerId),
+            Date.now(),
+          );
         } catch {
           /* ignored: not ours to judge */
         }
@@ -119,7 +123,10 @@ export async function startDashboard(opts: DashboardOptions): Promise<RunningDas
       callback: (_e, m) => {
         try {
           // (One naming another worker than its subject is not listed: the manager refuses and counts it.)
-          state.addHeartbeat(decodeFromSender(WorkerHeartbeatSchema, m, "heartbeat", (b) => b.workerId), Date.now());
+          state.addHeartbeat(
+            decodeFromSender(WorkerHeartbeatSchema, m, "heartbeat", (b) => b.workerId),
+            Date.now(),
+          );
         } catch {
           /* ignored: the manager counts what it refuses */
         }
@@ -141,7 +148,8 @@ export async function startDashboard(opts: DashboardOptions): Promise<RunningDas
     const path = url.pathname;
     for (const [name, value] of Object.entries(SECURITY_HEADERS)) res.setHeader(name, value);
     if (req.method !== "GET" && req.method !== "HEAD") return void res.writeHead(405, { Allow: "GET, HEAD" }).end();
-    if (!hostAllowed(req.headers.host, host)) return void res.writeHead(421, { "Content-Type": "text/plain" }).end("this dashboard answers only to the host it listens on\n");
+    if (!hostAllowed(req.headers.host, host))
+      return void res.writeHead(421, { "Content-Type": "text/plain" }).end("this dashboard answers only to the host it listens on\n");
     if (STATIC[path]) {
       res.writeHead(200, { "Content-Type": STATIC[path].type, "Cache-Control": "no-store" }).end(staticFile(STATIC[path].file));
       return;

@@ -58,7 +58,9 @@ export async function startDiscriminator(opts: DiscriminatorOptions): Promise<Ru
     const request = decode(JudgeRequestSchema, data, "judge request");
     // Refused before any work: an unknown name would also open a score window of its own.
     if (!models.has(request.model)) {
-      throw new HadisError("unknown_model", `no model "${request.model.slice(0, 64)}" in the pool (${[...models].join(", ")})`, { field: "model" });
+      throw new HadisError("unknown_model", `no model "${request.model.slice(0, 64)}" in the pool (${[...models].join(", ")})`, {
+        field: "model",
+      });
     }
     const startedMs = performance.now();
     let score: number;
@@ -92,10 +94,22 @@ export async function startDiscriminator(opts: DiscriminatorOptions): Promise<Ru
     // traces, not even for a `traceparent` it cannot read.
     const parent = telemetry.on ? telemetry.extract(headers) : undefined;
     if (!parent) return handle(data).then((r) => (recordVerdict(r.accept), r));
-    const span = telemetry.start("judge", {
-      kind: SpanKind.SERVER,
-      attributes: { ...messagingAttributes({ type: "process", name: "process", destination: subjects.judge, consumerGroup: QueueGroups.discriminator }), "hadis.judge.backend": judge.kind },
-    }, parent);
+    const span = telemetry.start(
+      "judge",
+      {
+        kind: SpanKind.SERVER,
+        attributes: {
+          ...messagingAttributes({
+            type: "process",
+            name: "process",
+            destination: subjects.judge,
+            consumerGroup: QueueGroups.discriminator,
+          }),
+          "hadis.judge.backend": judge.kind,
+        },
+      },
+      parent,
+    );
     try {
       const reply = await handle(data);
       recordVerdict(reply.accept);
@@ -115,12 +129,16 @@ export async function startDiscriminator(opts: DiscriminatorOptions): Promise<Ru
 
   /** Each judge request's whole handling, for `$SRV.STATS`. */
   const handling = new HandlingTally();
-  const service = await startService(nc, {
-    name: ServiceNames.discriminator,
-    version: opts.version ?? "0.1.0",
-    description: `HADIS discriminator (${judge.kind} judge)`,
-    metadata: { backend: judge.kind, protocol: String(PROTOCOL_VERSION) },
-  }, { judge: handling });
+  const service = await startService(
+    nc,
+    {
+      name: ServiceNames.discriminator,
+      version: opts.version ?? "0.1.0",
+      description: `HADIS discriminator (${judge.kind} judge)`,
+      metadata: { backend: judge.kind, protocol: String(PROTOCOL_VERSION) },
+    },
+    { judge: handling },
+  );
   service.addEndpoint("judge", {
     subject: subjects.judge,
     queue: QueueGroups.discriminator,

@@ -52,7 +52,8 @@ export function loadSubtlexCounts(): { word: string; count: number }[] {
 export function loadAnalyzerLexicons(profilesDir: string = DEFAULT_PROFILES_DIR, withOverrides = true): AnalyzerLexicons {
   const concreteness = readText(join(profilesDir, ANALYZER_PATHS.concreteness));
   let commonWords = commonWordsFromCounts(loadSubtlexCounts(), COMMON_MIN_COUNT);
-  if (withOverrides) commonWords = applyRarityOverrides(commonWords, parseRarityOverrides(readText(join(profilesDir, ANALYZER_PATHS.rarityOverrides))));
+  if (withOverrides)
+    commonWords = applyRarityOverrides(commonWords, parseRarityOverrides(readText(join(profilesDir, ANALYZER_PATHS.rarityOverrides))));
   return {
     abstractWords: parseAbstractWords(concreteness),
     commonWords,

@@ -83,7 +83,10 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
 
   /** Runs a NATS-bound route within the concurrency limit. */
   async function limited(run: () => Promise<void>): Promise<void> {
-    if (active >= maxConcurrent) throw new HadisError("too_many_requests", `the gateway has ${active} requests in flight, its limit: retry shortly`, { retryAfterMs: 1_000 });
+    if (active >= maxConcurrent)
+      throw new HadisError("too_many_requests", `the gateway has ${active} requests in flight, its limit: retry shortly`, {
+        retryAfterMs: 1_000,
+      });
     active++;
     try {
       await run();
@@ -123,17 +126,29 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
       sendJson(res, 200, { jobId: id, status, ended: isTerminal(status), events });
       return;
     }
-    if (streams.size >= maxStreams) throw new HadisError("too_many_requests", `the gateway has ${streams.size} event streams open, its limit: retry shortly`, { retryAfterMs: 5_000 });
+    if (streams.size >= maxStreams)
+      throw new HadisError("too_many_requests", `the gateway has ${streams.size} event streams open, its limit: retry shortly`, {
+        retryAfterMs: 5_000,
+      });
     const abort = new AbortController();
     streams.add(abort);
     res.on("close", () => abort.abort());
     const lastId = Number(req.headers["last-event-id"]);
-    const events = readJob(nc, subjects, id, { follow: true, signal: abort.signal, ...(Number.isInteger(lastId) && lastId > 0 ? { afterSeq: lastId } : {}) });
+    const events = readJob(nc, subjects, id, {
+      follow: true,
+      signal: abort.signal,
+      ...(Number.isInteger(lastId) && lastId > 0 ? { afterSeq: lastId } : {}),
+    });
     let keepalive: NodeJS.Timeout | undefined;
     try {
       // The first read refuses an unknown job: an error answer, before the stream starts.
       let next = await events.next();
-      res.writeHead(200, { ...BASE_HEADERS, "Content-Type": "text/event-stream; charset=utf-8", Connection: "keep-alive", "X-Accel-Buffering": "no" });
+      res.writeHead(200, {
+        ...BASE_HEADERS,
+        "Content-Type": "text/event-stream; charset=utf-8",
+        Connection: "keep-alive",
+        "X-Accel-Buffering": "no",
+      });
       res.write(`: job ${id}\n\n`);
       keepalive = setInterval(() => res.write(": keep-alive\n\n"), SSE_KEEPALIVE_MS);
       for (; !next.done; next = await events.next()) {
@@ -152,7 +167,9 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     const answer = await nc.request(subjects.managerPlan, new Uint8Array(), { timeout: 2_000 }).then(
       (msg) => decode(ManagerPlanReplySchema, msg.data, "manager plan"),
       (err: unknown) => {
-        throw new HadisError("no_capacity", `no resource manager answered on ${subjects.managerPlan} (${(err as Error).message})`, { retryAfterMs: 1_000 });
+        throw new HadisError("no_capacity", `no resource manager answered on ${subjects.managerPlan} (${(err as Error).message})`, {
+          retryAfterMs: 1_000,
+        });
       },
     );
     const plan = answer.plan;
@@ -180,10 +197,16 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? "/").split("?")[0];
     const method = req.method ?? "GET";
-    if (!hostAllowed(req.headers.host, host)) throw new HadisError("invalid_request", `this gateway listens on ${host} and answers only to that name, not "${req.headers.host ?? ""}"`, { field: "Host" });
+    if (!hostAllowed(req.headers.host, host))
+      throw new HadisError(
+        "invalid_request",
+        `this gateway listens on ${host} and answers only to that name, not "${req.headers.host ?? ""}"`,
+        { field: "Host" },
+      );
     // A web page of another origin must not spend GPU time through a browser that can reach the gateway.
     const origin = req.headers.origin;
-    if (origin && origin !== "null" && hostOf(origin) !== req.headers.host) throw new HadisError("invalid_request", `cross-origin requests are not served (Origin ${origin})`, { field: "Origin" });
+    if (origin && origin !== "null" && hostOf(origin) !== req.headers.host)
+      throw new HadisError("invalid_request", `cross-origin requests are not served (Origin ${origin})`, { field: "Origin" });
     if (stopping) throw new HadisError("overloaded", "the gateway is stopping", { retryAfterMs: 1_000 });
     const jobId = path.startsWith("/v1/jobs/") ? path.slice("/v1/jobs/".length) : null;
     const handler = jobId !== null ? routes["/v1/jobs/{jobId}"] : routes[path];
@@ -198,7 +221,10 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     "/v1/jobs": { method: "POST", run: submitJob },
     "/v1/jobs/{jobId}": { method: "GET", run: (req, res, id) => job(req, res, id) },
     "/v1/models": { method: "GET", run: (_req, res) => models(res) },
-    "/openapi.json": { method: "GET", run: async (_req, res) => void res.writeHead(200, { ...BASE_HEADERS, "Content-Type": "application/json" }).end(openapi) },
+    "/openapi.json": {
+      method: "GET",
+      run: async (_req, res) => void res.writeHead(200, { ...BASE_HEADERS, "Content-Type": "application/json" }).end(openapi),
+    },
   };
 
   const health = (): Health =>

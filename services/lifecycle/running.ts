@@ -10,10 +10,14 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal?.aborted) return resolve();
     const t = setTimeout(resolve, ms);
-    signal?.addEventListener("abort", () => {
-      clearTimeout(t);
-      resolve();
-    }, { once: true });
+    signal?.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(t);
+        resolve();
+      },
+      { once: true },
+    );
   });
 }
 
@@ -21,7 +25,10 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 export async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
-  const done = promise.then(() => true, () => true);
+  const done = promise.then(
+    () => true,
+    () => true,
+  );
   const result = await Promise.race([done, timeout]);
   clearTimeout(timer);
   return result;
@@ -32,7 +39,13 @@ export async function within(promise: Promise<unknown>, ms: number): Promise<boo
  * `waitMs` while it fails with what `transient` says may pass; `first` hears of the first such
  * failure. Any other failure, or the one when the time is up, is thrown.
  */
-export async function retryWhile<T>(attempt: (leftMs: number) => Promise<T>, transient: (err: unknown) => boolean, waitMs: number, everyMs: number, first: (err: unknown) => void = () => {}): Promise<T> {
+export async function retryWhile<T>(
+  attempt: (leftMs: number) => Promise<T>,
+  transient: (err: unknown) => boolean,
+  waitMs: number,
+  everyMs: number,
+  first: (err: unknown) => void = () => {},
+): Promise<T> {
   const end = Date.now() + waitMs;
   for (let tries = 0; ; tries++) {
     try {

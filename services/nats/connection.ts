@@ -7,7 +7,15 @@
 import { retryWhile } from "../lifecycle/running.ts";
 import { connectedNow, connectionInboxPrefix } from "./private.ts";
 import { connect, type NodeConnectionOptions } from "@nats-io/transport-node";
-import { createInbox, headers as natsHeaders, Match, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from "@nats-io/nats-core";
+import {
+  createInbox,
+  headers as natsHeaders,
+  Match,
+  type Msg,
+  type MsgHdrs,
+  type NatsConnection,
+  type Subscription,
+} from "@nats-io/nats-core";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import type { Service, ServiceMsg } from "@nats-io/services";
@@ -17,7 +25,11 @@ export type { Msg, MsgHdrs, NatsConnection, Service, ServiceMsg, Subscription, K
 export { DEFAULT_NATS_URL } from "../../contracts/limits.ts";
 
 /** Connects with endless reconnects (services outlive server restarts and fail-overs). */
-export async function connectNats(servers: string | string[], name: string, extra: Partial<NodeConnectionOptions> = {}): Promise<NatsConnection> {
+export async function connectNats(
+  servers: string | string[],
+  name: string,
+  extra: Partial<NodeConnectionOptions> = {},
+): Promise<NatsConnection> {
   return connect({
     servers,
     name,
@@ -58,9 +70,14 @@ export function isServerNotUp(err: unknown): boolean {
  * or no answer. Follows `cause`s (a service start wraps what failed).
  */
 export function isJetStreamNotReady(err: unknown): boolean {
-  for (let e = err as { name?: string; message?: string; code?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
+  for (
+    let e = err as { name?: string; message?: string; code?: unknown; cause?: unknown } | undefined, depth = 0;
+    e && depth < 5;
+    e = e.cause as typeof e, depth++
+  ) {
     if (e.name === "TimeoutError" || e.code === 503 || e.code === "503") return true;
-    if (/temporarily unavailable|insufficient resources|no suitable peers|jetstream not (enabled|ready)/i.test(e.message ?? "")) return true;
+    if (/temporarily unavailable|insufficient resources|no suitable peers|jetstream not (enabled|ready)/i.test(e.message ?? ""))
+      return true;
   }
   return false;
 }
@@ -75,8 +92,15 @@ export const NATS_WAIT_RETRY_MS = 1_000;
  * time left (nats.js waits 20 s by default). `waiting` hears of the first failure; any other
  * failure, or the last, is thrown.
  */
-export function connectWhenUp(servers: string | string[], name: string, extra: Partial<NodeConnectionOptions>, waitMs: number, waiting: (err: unknown) => void = () => {}): Promise<NatsConnection> {
-  const connectWithin = (leftMs: number) => connectNats(servers, name, waitMs > 0 ? { ...extra, timeout: Math.max(1_000, Math.min(extra.timeout ?? 20_000, leftMs)) } : extra);
+export function connectWhenUp(
+  servers: string | string[],
+  name: string,
+  extra: Partial<NodeConnectionOptions>,
+  waitMs: number,
+  waiting: (err: unknown) => void = () => {},
+): Promise<NatsConnection> {
+  const connectWithin = (leftMs: number) =>
+    connectNats(servers, name, waitMs > 0 ? { ...extra, timeout: Math.max(1_000, Math.min(extra.timeout ?? 20_000, leftMs)) } : extra);
   return retryWhile(connectWithin, isServerNotUp, waitMs, NATS_WAIT_RETRY_MS, waiting);
 }
 
@@ -227,11 +251,14 @@ class StatusWatch implements ConnectionWatch {
   private trimLater(): void {
     if (this.trimTimer || this.recent.length === 0) return;
     const dueMs = this.recent[0].atMs + REPLAY_MS - performance.now() + 1;
-    this.trimTimer = setTimeout(() => {
-      this.trimTimer = null;
-      this.trim(performance.now());
-      this.trimLater();
-    }, Math.max(1, dueMs));
+    this.trimTimer = setTimeout(
+      () => {
+        this.trimTimer = null;
+        this.trim(performance.now());
+        this.trimLater();
+      },
+      Math.max(1, dueMs),
+    );
     this.trimTimer.unref();
   }
 
@@ -267,7 +294,6 @@ class StatusWatch implements ConnectionWatch {
     this.remember(send);
   }
 
-
   get connected(): boolean {
     // The library's own flag (nats.js keeps no public one): false from a drop until the reconnect.
     return connectedNow(this.nc);
@@ -275,7 +301,14 @@ class StatusWatch implements ConnectionWatch {
 
   untilConnected(ms: number): Promise<boolean> {
     if (this.connected || this.nc.isClosed() || ms <= 0) return Promise.resolve(this.connected);
-    return new Promise((resolve) => this.defer(() => resolve(true), ms, () => resolve(this.connected), false));
+    return new Promise((resolve) =>
+      this.defer(
+        () => resolve(true),
+        ms,
+        () => resolve(this.connected),
+        false,
+      ),
+    );
   }
 
   onNextDrop(fn: () => void): () => void {
@@ -340,7 +373,11 @@ export const ASK_AGAIN_MS = 200;
 
 /** True when `err` is "no responders" soon after `nc` reconnected and `leftMs` allows asking again (after `ASK_AGAIN_MS`). */
 export function mayAskAgain(nc: NatsConnection, err: unknown, leftMs: number): boolean {
-  return /no responders/i.test((err as Error)?.message ?? String(err)) && Date.now() - watchConnection(nc).reconnectedAtMs < RESPONDERS_RECONNECT_MS && leftMs > ASK_AGAIN_MS;
+  return (
+    /no responders/i.test((err as Error)?.message ?? String(err)) &&
+    Date.now() - watchConnection(nc).reconnectedAtMs < RESPONDERS_RECONNECT_MS &&
+    leftMs > ASK_AGAIN_MS
+  );
 }
 
 /** One request's end: the reply, the library's error (and whether the connection dropped meanwhile), or a drop before either. */
@@ -352,7 +389,13 @@ export type RequestAttempt = { msg: Msg } | { err: unknown; dropped: boolean } |
  * connection is down, and a reply to an inbox nobody holds meanwhile is dropped by the server),
  * so a caller whose request can safely be asked twice sends it again once reconnected.
  */
-export function requestAttempt(nc: NatsConnection, subject: string, data: Uint8Array, opts: { timeout: number; headers?: MsgHdrs }, endOnDrop: boolean): Promise<RequestAttempt> {
+export function requestAttempt(
+  nc: NatsConnection,
+  subject: string,
+  data: Uint8Array,
+  opts: { timeout: number; headers?: MsgHdrs },
+  endOnDrop: boolean,
+): Promise<RequestAttempt> {
   return new Promise<RequestAttempt>((resolve) => {
     let dropped = false;
     const forget = watchConnection(nc).onNextDrop(() => {
@@ -360,7 +403,10 @@ export function requestAttempt(nc: NatsConnection, subject: string, data: Uint8A
       if (endOnDrop) resolve("dropped");
     });
     nc.request(subject, data, opts)
-      .then((msg) => resolve({ msg }), (err: unknown) => resolve({ err, dropped }))
+      .then(
+        (msg) => resolve({ msg }),
+        (err: unknown) => resolve({ err, dropped }),
+      )
       .finally(forget);
   });
 }
@@ -378,4 +424,3 @@ export function watchConnection(nc: NatsConnection): ConnectionWatch {
 export function inboxPrefix(nc: NatsConnection): string | undefined {
   return connectionInboxPrefix(nc);
 }
-

@@ -31,7 +31,10 @@ const contentTypeOf = (encoding: Encoding) => (encoding === "json" ? ContentType
 
 /** The writer's side of the jobs stream. */
 export class JobStream {
-  private constructor(private readonly js: JetStreamClient, private readonly subjects: Subjects) {}
+  private constructor(
+    private readonly js: JetStreamClient,
+    private readonly subjects: Subjects,
+  ) {}
 
   /** Opens (creating if needed) the jobs stream. */
   static async open(nc: NatsConnection, subjects: Subjects, options: Partial<JobStreamOptions> = {}): Promise<JobStream> {
@@ -63,7 +66,10 @@ export class JobStream {
   async publish(event: JobEvent, encoding: Encoding): Promise<void> {
     const h = natsHeaders();
     h.set(Headers.contentType, contentTypeOf(encoding));
-    await this.js.publish(this.subjects.jobEvent(event.jobId, event.kind), encodeAs(event, encoding), { msgID: `${event.jobId}/${event.seq}`, headers: h });
+    await this.js.publish(this.subjects.jobEvent(event.jobId, event.kind), encodeAs(event, encoding), {
+      msgID: `${event.jobId}/${event.seq}`,
+      headers: h,
+    });
   }
 }
 
@@ -91,7 +97,10 @@ export async function* readJob(nc: NatsConnection, subjects: Subjects, jobId: st
   const queued = await firstEvent(jsm, stream, subjects.jobEvent(jobId, "queued"));
   if (!queued) throw new HadisError("unknown_job", `no job ${jobId} (unknown, or older than the jobs stream keeps)`, { field: "jobId" });
   const deadlineAtMs = queued.kind === "queued" ? queued.deadlineAtMs : Infinity;
-  const consumer = await jetstream(nc).consumers.get(stream, { filter_subjects: subjects.jobEvents(jobId), deliver_policy: DeliverPolicy.All });
+  const consumer = await jetstream(nc).consumers.get(stream, {
+    filter_subjects: subjects.jobEvents(jobId),
+    deliver_policy: DeliverPolicy.All,
+  });
   let lastSeq = 0;
   let ended = false;
   const lostAtMs = deadlineAtMs + JOB_LOST_AFTER_MS;
@@ -133,8 +142,18 @@ export async function* readJob(nc: NatsConnection, subjects: Subjects, jobId: st
     }
   }
   if (!ended && !opts.signal?.aborted && now() >= lostAtMs) {
-    const error = new HadisError("deadline_exceeded", `job ${jobId} had not ended ${JOB_LOST_AFTER_MS} ms past its deadline: the router running it stopped before it could; submit it again`);
-    yield { v: PROTOCOL_VERSION, jobId, seq: lastSeq + 1, atMs: now(), kind: "failed", error: { code: error.code, status: error.status, message: error.message, retryable: true } };
+    const error = new HadisError(
+      "deadline_exceeded",
+      `job ${jobId} had not ended ${JOB_LOST_AFTER_MS} ms past its deadline: the router running it stopped before it could; submit it again`,
+    );
+    yield {
+      v: PROTOCOL_VERSION,
+      jobId,
+      seq: lastSeq + 1,
+      atMs: now(),
+      kind: "failed",
+      error: { code: error.code, status: error.status, message: error.message, retryable: true },
+    };
   }
 }
 

@@ -5,9 +5,18 @@ import type { Subjects } from "../../contracts/subjects.ts";
 import type { NatsConnection } from "./connection.ts";
 
 /** The plan's KV bucket. */
-export async function openPlanBucket(nc: NatsConnection, subjects: Subjects, replicas = 1, storage: "file" | "memory" = "file"): Promise<KV> {
+export async function openPlanBucket(
+  nc: NatsConnection,
+  subjects: Subjects,
+  replicas = 1,
+  storage: "file" | "memory" = "file",
+): Promise<KV> {
   const kvm = new Kvm(nc);
-  return kvm.create(subjects.names.planBucket, { history: 10, replicas, storage: storage === "memory" ? StorageType.Memory : StorageType.File });
+  return kvm.create(subjects.names.planBucket, {
+    history: 10,
+    replicas,
+    storage: storage === "memory" ? StorageType.Memory : StorageType.File,
+  });
 }
 
 /** How long results of keyed requests are kept, ms (the idempotency window). */
@@ -23,7 +32,13 @@ export const RESULTS_MAX_BYTES = 4 * 1024 ** 3;
 /** The bucket of results of requests with an idempotency key. */
 export async function openResultsBucket(nc: NatsConnection, subjects: Subjects, replicas = 1, maxBytes = RESULTS_MAX_BYTES): Promise<KV> {
   const kvm = new Kvm(nc);
-  return kvm.create(subjects.names.resultsBucket, { history: 1, replicas, ttl: RESULTS_TTL_MS, storage: StorageType.File, max_bytes: maxBytes });
+  return kvm.create(subjects.names.resultsBucket, {
+    history: 1,
+    replicas,
+    ttl: RESULTS_TTL_MS,
+    storage: StorageType.File,
+    max_bytes: maxBytes,
+  });
 }
 
 /** Calls `onValue` with the current value of `key` and every later one, until `signal` aborts. */

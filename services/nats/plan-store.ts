@@ -14,7 +14,8 @@ import type { KV } from "./connection.ts";
 export type PlanWrite = { written: true } | { written: false; theirs: Plan | null; epoch: number };
 
 const lostRace = (err: unknown) =>
-  err instanceof JetStreamApiError && (err.code === JetStreamApiCodes.StreamWrongLastSequence || err.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown);
+  err instanceof JetStreamApiError &&
+  (err.code === JetStreamApiCodes.StreamWrongLastSequence || err.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown);
 
 /** The stored plan, null when the entry is not one (it is overwritten then). */
 function planIn(value: Uint8Array): Plan | null {

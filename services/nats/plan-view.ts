@@ -40,7 +40,9 @@ export class PlanView {
       log.warn("plan.watch_behind", { held: view.plan?.epoch ?? 0, announced: view.announced });
       view.watch.abort();
       view.watch = new AbortController();
-      void watchKey(kv, key, (data) => view.offer(data), view.watch.signal).catch((err) => log.warn("plan.watch_failed", { error: (err as Error).message }));
+      void watchKey(kv, key, (data) => view.offer(data), view.watch.signal).catch((err) =>
+        log.warn("plan.watch_failed", { error: (err as Error).message }),
+      );
     };
     /** Gives the watch a second to deliver `epoch`; a newer epoch announced meanwhile gets its own second if the watch kept up with this one. */
     const check = (epoch: number) => {

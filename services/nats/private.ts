@@ -24,13 +24,19 @@ function internals(nc: NatsConnection): ConnectionInternals {
 export function connectedNow(nc: NatsConnection): boolean {
   if (nc.isClosed()) return false;
   const flag = internals(nc).protocol?.connected;
-  if (typeof flag !== "boolean") throw new DependencyError("nats.js changed: its connection no longer has protocol.connected (services/nats/private.ts reads it); check the upgrade");
+  if (typeof flag !== "boolean")
+    throw new DependencyError(
+      "nats.js changed: its connection no longer has protocol.connected (services/nats/private.ts reads it); check the upgrade",
+    );
   return flag;
 }
 
 /** The `inboxPrefix` `nc` was opened with, undefined for the library's default. */
 export function connectionInboxPrefix(nc: NatsConnection): string | undefined {
   const options = internals(nc).options;
-  if (typeof options !== "object" || options === null) throw new DependencyError("nats.js changed: its connection no longer has options (services/nats/private.ts reads them); check the upgrade");
+  if (typeof options !== "object" || options === null)
+    throw new DependencyError(
+      "nats.js changed: its connection no longer has options (services/nats/private.ts reads them); check the upgrade",
+    );
   return typeof options.inboxPrefix === "string" ? options.inboxPrefix : undefined;
 }

@@ -59,7 +59,11 @@ export class HandlingTally {
  * Starts a NATS micro service (answers `$SRV.PING|INFO|STATS`). `tallies` names the endpoints
  * whose handling is asynchronous, with what times it: their `$SRV.STATS` figures are those.
  */
-export async function startService(nc: NatsConnection, config: ServiceConfig, tallies: Record<string, HandlingTally> = {}): Promise<Service> {
+export async function startService(
+  nc: NatsConnection,
+  config: ServiceConfig,
+  tallies: Record<string, HandlingTally> = {},
+): Promise<Service> {
   if (Object.keys(tallies).length === 0) return new Svcm(nc).add(config);
   const data = config.statsHandler;
   return new Svcm(nc).add({
@@ -107,13 +111,18 @@ export function isPayloadTooLarge(err: unknown): boolean {
 
 /** The typed error for a message over the server's `max_payload`, saying what to change. */
 export function payloadTooLarge(what: string, bytes: number): HadisError {
-  return new HadisError("payload_too_large", `${what} is ${bytes} bytes, over the NATS server's max_payload: set max_payload to ${MAX_PAYLOAD_BYTES} (8 MiB) in its config, as the embedded server and ops/nats/*.conf do`);
+  return new HadisError(
+    "payload_too_large",
+    `${what} is ${bytes} bytes, over the NATS server's max_payload: set max_payload to ${MAX_PAYLOAD_BYTES} (8 MiB) in its config, as the embedded server and ops/nats/*.conf do`,
+  );
 }
 
 /** A warning when the server's `max_payload` is below what images need (a stock nats-server allows 1 MiB; a 1024² PNG is often more). */
 export function maxPayloadWarning(nc: NatsConnection): string | null {
   const max = nc.info?.max_payload;
-  return max !== undefined && max < MAX_PAYLOAD_BYTES ? `the NATS server's max_payload is ${max} bytes, under the ${MAX_PAYLOAD_BYTES} images may need: larger images and replies fail with payload_too_large (set max_payload: ${MAX_PAYLOAD_BYTES} in its config)` : null;
+  return max !== undefined && max < MAX_PAYLOAD_BYTES
+    ? `the NATS server's max_payload is ${max} bytes, under the ${MAX_PAYLOAD_BYTES} images may need: larger images and replies fail with payload_too_large (set max_payload: ${MAX_PAYLOAD_BYTES} in its config)`
+    : null;
 }
 
 /**

@@ -11,7 +11,10 @@ import { MAX_PAYLOAD_BYTES } from "../../contracts/envelope.ts";
 import { ConfigurationError, DependencyError } from "../../contracts/errors.ts";
 
 /** Where the server binary is looked up, in order. */
-const candidates = () => [process.env.NATS_SERVER_BIN, "nats-server", "/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"].filter(Boolean) as string[];
+const candidates = () =>
+  [process.env.NATS_SERVER_BIN, "nats-server", "/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"].filter(
+    Boolean,
+  ) as string[];
 
 /** Oldest nats-server the system works with: per-subject discard (a full model queue refuses, not drops), KV direct gets, the consumer-create API. */
 export const MIN_NATS_SERVER = [2, 9, 0] as const;
@@ -22,15 +25,22 @@ export function parseNatsServerVersion(text: string): [number, number, number] |
   return m ? [Number(m[1]), Number(m[2]), Number(m[3])] : null;
 }
 
-const atLeast = (v: readonly number[], min: readonly number[]) => v[0] !== min[0] ? v[0] > min[0] : v[1] !== min[1] ? v[1] > min[1] : v[2] >= min[2];
+const atLeast = (v: readonly number[], min: readonly number[]) =>
+  v[0] !== min[0] ? v[0] > min[0] : v[1] !== min[1] ? v[1] > min[1] : v[2] >= min[2];
 
 /** Path of a runnable nats-server, or null; throws for one older than `MIN_NATS_SERVER` (it would ignore settings the work queue relies on). */
-export function findNatsServer(bins: readonly string[] = candidates(), chosen: string | undefined = process.env.NATS_SERVER_BIN): string | null {
+export function findNatsServer(
+  bins: readonly string[] = candidates(),
+  chosen: string | undefined = process.env.NATS_SERVER_BIN,
+): string | null {
   let tooOld: string | null = null;
   for (const bin of bins) {
     const r = spawnSync(bin, ["--version"], { encoding: "utf8" });
     // One named on purpose that does not run is said, not passed over for another.
-    if (r.status !== 0 && bin === chosen) throw new ConfigurationError(`NATS_SERVER_BIN=${bin} is not a nats-server that runs (${r.error?.message ?? `\`${bin} --version\` exited ${r.status ?? r.signal}`})`);
+    if (r.status !== 0 && bin === chosen)
+      throw new ConfigurationError(
+        `NATS_SERVER_BIN=${bin} is not a nats-server that runs (${r.error?.message ?? `\`${bin} --version\` exited ${r.status ?? r.signal}`})`,
+      );
     if (r.status !== 0) continue;
     const version = parseNatsServerVersion(r.stdout ?? "");
     if (version && !atLeast(version, MIN_NATS_SERVER)) {
@@ -39,7 +49,10 @@ export function findNatsServer(bins: readonly string[] = candidates(), chosen: s
     }
     return bin;
   }
-  if (tooOld) throw new DependencyError(`${tooOld}; HADIS needs ${MIN_NATS_SERVER.join(".")} or later (Debian 12's package is 2.9.10): install a newer one or point NATS_SERVER_BIN at it`);
+  if (tooOld)
+    throw new DependencyError(
+      `${tooOld}; HADIS needs ${MIN_NATS_SERVER.join(".")} or later (Debian 12's package is 2.9.10): install a newer one or point NATS_SERVER_BIN at it`,
+    );
   return null;
 }
 
@@ -103,7 +116,10 @@ export interface LocalServer {
 /** Starts nats-server with JetStream on 127.0.0.1. Throws a clear error if the port is taken or the binary is missing. */
 export async function startNatsServer(opts: LocalServerOptions = {}): Promise<LocalServer> {
   const bin = findNatsServer();
-  if (!bin) throw new DependencyError("nats-server is not installed: run `apt-get install -y nats-server` (Debian) or put it on PATH / NATS_SERVER_BIN");
+  if (!bin)
+    throw new DependencyError(
+      "nats-server is not installed: run `apt-get install -y nats-server` (Debian) or put it on PATH / NATS_SERVER_BIN",
+    );
   const temporary = !opts.dataDir;
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "hadis-nats-"));
   mkdirSync(dataDir, { recursive: true });
@@ -115,9 +131,11 @@ export async function startNatsServer(opts: LocalServerOptions = {}): Promise<Lo
   const port = opts.port && opts.port > 0 ? opts.port : await freePort();
   if (opts.port && (await portInUse(port))) {
     const leftover = leftoverOnPort(port);
-    throw new ConfigurationError(leftover
-      ? `port ${port} on 127.0.0.1 is already in use by nats-server pid ${leftover.pid}, left running by an earlier start on data dir ${leftover.dataDir} that was killed: stop it (kill ${leftover.pid}), start on that data dir (--data-dir ${leftover.dataDir}: the start stops it), or pick another port with --port`
-      : `port ${port} on 127.0.0.1 is already in use: pick another with --port, or stop what listens there`);
+    throw new ConfigurationError(
+      leftover
+        ? `port ${port} on 127.0.0.1 is already in use by nats-server pid ${leftover.pid}, left running by an earlier start on data dir ${leftover.dataDir} that was killed: stop it (kill ${leftover.pid}), start on that data dir (--data-dir ${leftover.dataDir}: the start stops it), or pick another port with --port`
+        : `port ${port} on 127.0.0.1 is already in use: pick another with --port, or stop what listens there`,
+    );
   }
   writeFileSync(
     confPath,
@@ -129,7 +147,11 @@ export async function startNatsServer(opts: LocalServerOptions = {}): Promise<Lo
       opts.extraConfig ?? "",
     ].join("\n"),
   );
-  const child = spawn(bin, ["-c", confPath], { stdio: ["ignore", "ignore", "pipe"], env: opts.env ? { ...process.env, ...opts.env } : process.env, detached: opts.ownSession ?? false });
+  const child = spawn(bin, ["-c", confPath], {
+    stdio: ["ignore", "ignore", "pipe"],
+    env: opts.env ? { ...process.env, ...opts.env } : process.env,
+    detached: opts.ownSession ?? false,
+  });
   writeFileSync(pidPath, String(child.pid ?? ""));
   // Who started it: a server whose parent is no longer this process is a leftover of a killed start.
   writeFileSync(ownerPath, String(process.pid));
@@ -275,7 +297,9 @@ async function claimDataDir(dataDir: string, confPath: string, pidPath: string, 
     await stopLeftover(pid);
     return { pid };
   }
-  throw new ConfigurationError(`data dir ${dataDir} is in use by nats-server pid ${pid} (another \`npm start\`?): give this one its own with --data-dir, or stop that one (${pidPath} names it; delete that file if pid ${pid} is not a nats-server of this data dir)`);
+  throw new ConfigurationError(
+    `data dir ${dataDir} is in use by nats-server pid ${pid} (another \`npm start\`?): give this one its own with --data-dir, or stop that one (${pidPath} names it; delete that file if pid ${pid} is not a nats-server of this data dir)`,
+  );
 }
 
 /** A nats-server of ours listening on `port` that a killed start left running, or null (found through /proc). */

@@ -16,7 +16,16 @@
  * memory restarts its sequences); a pull the connection drops under ends at once.
  */
 import { createInbox, headers as natsHeaders, type Msg, type MsgHdrs } from "@nats-io/nats-core";
-import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import {
+  AckPolicy,
+  DeliverPolicy,
+  jetstream,
+  jetstreamManager,
+  RetentionPolicy,
+  StorageType,
+  type JetStreamClient,
+  type JetStreamManager,
+} from "@nats-io/jetstream";
 import type { Subjects } from "../../contracts/subjects.ts";
 import { MAX_DEADLINE_MS, type WorkItem } from "../../contracts/messages.ts";
 import { readWorkItem, type RefusedWorkItem } from "../../contracts/work-items.ts";
@@ -108,10 +117,21 @@ export class WorkQueue {
       existing = info.config.storage;
       // A stream made by an earlier version: what it lacks is set in place (an update keeps the items).
       if ((!info.config.discard_new_per_subject || !info.config.max_age) && existing === config.storage) {
-        await jsm.streams.update(name, { ...info.config, discard: "new" as never, discard_new_per_subject: true, max_age: info.config.max_age || config.max_age }).catch((err: unknown) => {
-          // (Under per-role users only the admin may: a full queue keeps dropping its oldest item until then.)
-          createLogger("work-queue").warn("work_queue.upgrade_failed", { stream: name, error: (err as Error).message, fix: `nats stream edit ${name} --discard new --discard-per-subject --max-age ${WORK_ITEM_MAX_AGE_MS / 60_000}m (as the admin user)` });
-        });
+        await jsm.streams
+          .update(name, {
+            ...info.config,
+            discard: "new" as never,
+            discard_new_per_subject: true,
+            max_age: info.config.max_age || config.max_age,
+          })
+          .catch((err: unknown) => {
+            // (Under per-role users only the admin may: a full queue keeps dropping its oldest item until then.)
+            createLogger("work-queue").warn("work_queue.upgrade_failed", {
+              stream: name,
+              error: (err as Error).message,
+              fix: `nats stream edit ${name} --discard new --discard-per-subject --max-age ${WORK_ITEM_MAX_AGE_MS / 60_000}m (as the admin user)`,
+            });
+          });
       }
     } catch {
       try {
@@ -123,7 +143,9 @@ export class WorkQueue {
     }
     // A stream keeps the storage it was made with: asking for the other one would be ignored.
     if (existing !== undefined && existing !== config.storage) {
-      throw new ConfigurationError(`the work stream ${name} already exists with ${existing} storage, not the ${config.storage} asked for: use another --data-dir (or --storage ${existing}), or delete the stream`);
+      throw new ConfigurationError(
+        `the work stream ${name} already exists with ${existing} storage, not the ${config.storage} asked for: use another --data-dir (or --storage ${existing}), or delete the stream`,
+      );
     }
     return new WorkQueue(nc, jetstream(nc), jsm, subjects, options);
   }
@@ -139,7 +161,12 @@ export class WorkQueue {
     const stream = this.subjects.names.workStream;
     // The settings a version may change: an existing consumer gets them (a changed ack wait or
     // delivery limit used to apply to new deployments only, silently).
-    const settings = { ack_wait: ms2ns(this.options.ackWaitMs), max_deliver: this.options.maxDeliver, max_ack_pending: 100_000, max_waiting: 4096 };
+    const settings = {
+      ack_wait: ms2ns(this.options.ackWaitMs),
+      max_deliver: this.options.maxDeliver,
+      max_ack_pending: 100_000,
+      max_waiting: 4096,
+    };
     let existing: Awaited<ReturnType<JetStreamManager["consumers"]["info"]>> | null = null;
     try {
       existing = await this.jsm.consumers.info(stream, durable);
@@ -161,7 +188,12 @@ export class WorkQueue {
     if (stale.length > 0) {
       await this.jsm.consumers.update(stream, durable, settings).catch((err: unknown) => {
         // (A user not allowed to change consumers keeps the old settings: said, not thrown.)
-        createLogger("work-queue").warn("work_queue.consumer_upgrade_failed", { consumer: durable, settings: stale, error: (err as Error).message, fix: `nats consumer edit ${stream} ${durable} (as the admin user)` });
+        createLogger("work-queue").warn("work_queue.consumer_upgrade_failed", {
+          consumer: durable,
+          settings: stale,
+          error: (err as Error).message,
+          fix: `nats consumer edit ${stream} ${durable} (as the admin user)`,
+        });
       });
     }
     this.consumers.add(durable);
@@ -197,7 +229,11 @@ export class WorkQueue {
     for (let attempt = 0; ; attempt++) {
       const remainingMs = deadline - Date.now();
       try {
-        const ack = await this.js.publish(subject, data, { msgID: msgId, headers: h, timeout: Math.max(250, Math.min(2_000, remainingMs)) });
+        const ack = await this.js.publish(subject, data, {
+          msgID: msgId,
+          headers: h,
+          timeout: Math.max(250, Math.min(2_000, remainingMs)),
+        });
         return { seq: ack.seq, duplicate: ack.duplicate };
       } catch (err) {
         if (remainingMs <= 0 || !RETRYABLE_PUBLISH.test(String((err as Error).message))) throw err;
@@ -221,7 +257,10 @@ export class WorkQueue {
   /** Drops the items queued for a model (with `beforeSeq`, only those published before it); returns how many. */
   async purge(model: string, beforeSeq?: number): Promise<number> {
     const filter = this.subjects.work(model);
-    const r = await this.jsm.streams.purge(this.subjects.names.workStream, beforeSeq === undefined ? { filter } : { filter, seq: beforeSeq });
+    const r = await this.jsm.streams.purge(
+      this.subjects.names.workStream,
+      beforeSeq === undefined ? { filter } : { filter, seq: beforeSeq },
+    );
     return r.purged;
   }
 
@@ -257,7 +296,14 @@ export class WorkQueue {
    * one that does not read is terminated (never delivered again) and given to `refused`, for its
    * router to be told; the worker gets typed items only.
    */
-  async pull(lane: Lane, max: number, waitMs: number, signal: AbortSignal, lastCalledOff?: (delivery: Delivery) => void, refused?: (item: RefusedWorkItem) => void): Promise<Delivery[]> {
+  async pull(
+    lane: Lane,
+    max: number,
+    waitMs: number,
+    signal: AbortSignal,
+    lastCalledOff?: (delivery: Delivery) => void,
+    refused?: (item: RefusedWorkItem) => void,
+  ): Promise<Delivery[]> {
     const durable = await this.ensureConsumer(lane);
     const model = typeof lane === "string" ? lane : `@${lane.worker}`;
     if (signal.aborted) return [];

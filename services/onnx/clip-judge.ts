@@ -49,9 +49,7 @@ function l2normalize(v: Float32Array): Float32Array {
 }
 
 /** The CLIP models of a judge: separate image and text encoders, or one model taking both. */
-type Encoders =
-  | { layout: "split"; image: OnnxModel; text?: OnnxModel }
-  | { layout: "single"; model: OnnxModel };
+type Encoders = { layout: "split"; image: OnnxModel; text?: OnnxModel } | { layout: "single"; model: OnnxModel };
 
 /** Scores generated images with CLIP; see the module comment. */
 export class OnnxClipJudge implements JudgeBackend {
@@ -92,11 +90,21 @@ export class OnnxClipJudge implements JudgeBackend {
       if (!existsSync(join(options.dir, "image_encoder")) && existsSync(join(options.dir, "model.onnx"))) {
         const model = await open("model.onnx");
         model.validate(
-          [{ name: "pixel_values", rank: 4 }, { name: "input_ids", rank: 2 }, { name: "attention_mask", rank: 2, optional: true }],
-          [{ name: "image_embeds", rank: 2 }, { name: "text_embeds", rank: 2 }],
+          [
+            { name: "pixel_values", rank: 4 },
+            { name: "input_ids", rank: 2 },
+            { name: "attention_mask", rank: 2, optional: true },
+          ],
+          [
+            { name: "image_embeds", rank: 2 },
+            { name: "text_embeds", rank: 2 },
+          ],
         );
         encoders = { layout: "single", model };
-        tokenizer = readTokenizer(existsSync(join(options.dir, "tokenizer")) ? join(options.dir, "tokenizer") : options.dir, CLIP_EOS_TOKEN);
+        tokenizer = readTokenizer(
+          existsSync(join(options.dir, "tokenizer")) ? join(options.dir, "tokenizer") : options.dir,
+          CLIP_EOS_TOKEN,
+        );
       } else {
         const image = await open("image_encoder", "model.onnx");
         image.validate([{ name: "pixel_values", rank: 4 }], [{ name: "image_embeds", rank: 2 }]);
@@ -104,7 +112,10 @@ export class OnnxClipJudge implements JudgeBackend {
         if (scoring === JudgeScoring.Clip) {
           const text = await open("text_encoder", "model.onnx");
           text.validate(
-            [{ name: "input_ids", rank: 2 }, { name: "attention_mask", rank: 2, optional: true }],
+            [
+              { name: "input_ids", rank: 2 },
+              { name: "attention_mask", rank: 2, optional: true },
+            ],
             [{ name: "text_embeds", rank: 2 }],
           );
           encoders.text = text;
@@ -149,18 +160,28 @@ export class OnnxClipJudge implements JudgeBackend {
     // A NaN is a broken model, not a low score: read as 0 it would escalate the image and drag the
     // model's threshold window down.
     const broken = scores.findIndex((s) => !Number.isFinite(s));
-    if (broken >= 0) throw new HadisError("judge_failed", `the judge's score of image ${broken + 1} of ${scores.length} is ${scores[broken]} (a broken model)`);
+    if (broken >= 0)
+      throw new HadisError(
+        "judge_failed",
+        `the judge's score of image ${broken + 1} of ${scores.length} is ${scores[broken]} (a broken model)`,
+      );
     const clamped = scores.map((s) => Math.min(Math.max(s, 0), 1));
     batch.forEach((input, i) => this.windows.record(input.model, clamped[i]));
     return clamped;
   }
 
   /** Image embeddings of the batch, and text embeddings of its prompts when clip scoring needs them (a single-file model gives both in one run). */
-  private async embed(batch: readonly JudgeInput[], pixels: TensorData & { type: "float32" }): Promise<{ image: { data: Float32Array; dims: readonly number[] }; text?: { data: Float32Array } }> {
+  private async embed(
+    batch: readonly JudgeInput[],
+    pixels: TensorData & { type: "float32" },
+  ): Promise<{ image: { data: Float32Array; dims: readonly number[] }; text?: { data: Float32Array } }> {
     const prompts = batch.map((b) => b.prompt);
     if (this.encoders.layout === "single") {
       const { model } = this.encoders;
-      const out = await model.run({ pixel_values: pixels, ...tokenFeeds(model, this.tokenizer!, prompts) }, ["image_embeds", "text_embeds"]);
+      const out = await model.run({ pixel_values: pixels, ...tokenFeeds(model, this.tokenizer!, prompts) }, [
+        "image_embeds",
+        "text_embeds",
+      ]);
       return { image: out.image_embeds, text: out.text_embeds };
     }
     const image = (await this.encoders.image.run({ pixel_values: pixels }, ["image_embeds"])).image_embeds;

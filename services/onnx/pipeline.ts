@@ -75,14 +75,17 @@ function penultimateOutput(model: OnnxModel): string {
     .filter((n): n is string => n !== undefined)
     .map(Number);
   if (layers.length < 2) {
-    throw new ModelExportError(`${model.file}: an SDXL or SD3 text encoder needs its hidden_states.N outputs (both condition on the penultimate layer); export it with output_hidden_states, as optimum's stable-diffusion-xl and stable-diffusion-3 exports do`);
+    throw new ModelExportError(
+      `${model.file}: an SDXL or SD3 text encoder needs its hidden_states.N outputs (both condition on the penultimate layer); export it with output_hidden_states, as optimum's stable-diffusion-xl and stable-diffusion-3 exports do`,
+    );
   }
   return `hidden_states.${Math.max(...layers) - 1}`;
 }
 
 function requireFloat(model: OnnxModel, name: string): void {
   const type = model.input(name)?.type;
-  if (type && type !== "float32") throw new ModelExportError(`${model.file}: input "${name}" is ${type}; only float32 models are supported`);
+  if (type && type !== "float32")
+    throw new ModelExportError(`${model.file}: input "${name}" is ${type}; only float32 models are supported`);
 }
 
 function concat(parts: readonly Float32Array[]): Float32Array {
@@ -140,7 +143,9 @@ function checkScheduler(file: string, config: SchedulerConfig, steps: number, fl
     throw new ModelExportError(`${file}: ${(err as Error).message}`, { cause: err });
   }
   if (flow !== (kind === SchedulerKind.FlowMatchEuler)) {
-    throw new ModelExportError(`${file}: scheduler ${kind} does not fit a ${flow ? "flow-matching (SD3) transformer, which needs" : "UNet model, which cannot run"} ${SchedulerKind.FlowMatchEuler}`);
+    throw new ModelExportError(
+      `${file}: scheduler ${kind} does not fit a ${flow ? "flow-matching (SD3) transformer, which needs" : "UNet model, which cannot run"} ${SchedulerKind.FlowMatchEuler}`,
+    );
   }
   return kind;
 }
@@ -196,7 +201,10 @@ async function openUnetModel(dir: string, open: Open, xl: boolean): Promise<Mode
   encoders.push({ model: te, tokenizer, hiddenOutput: xl ? penultimateOutput(te) : "last_hidden_state" });
   if (xl && tokenizer2) {
     const te2 = await open("text_encoder_2");
-    te2.validate(TEXT_INPUTS, [{ name: "text_embeds", rank: 2 }, { name: "last_hidden_state", rank: 3 }]);
+    te2.validate(TEXT_INPUTS, [
+      { name: "text_embeds", rank: 2 },
+      { name: "last_hidden_state", rank: 3 },
+    ]);
     encoders.push({ model: te2, tokenizer: tokenizer2, hiddenOutput: penultimateOutput(te2), pooledOutput: "text_embeds" });
   }
   const unet = await open("unet");
@@ -212,7 +220,9 @@ async function openUnetModel(dir: string, open: Open, xl: boolean): Promise<Mode
   const timeIds = unet.input("time_ids")?.shape[1];
   if (xl && typeof timeIds === "number" && timeIds !== 6) {
     // The refiner's time_ids carry an aesthetic score (5 values): not what the base model's conditioning makes.
-    throw new ModelExportError(`${unet.file}: input "time_ids" has ${timeIds} values; only the SDXL base model's 6 (size, crop, target size) are made (the refiner's aesthetic-score conditioning is not supported)`);
+    throw new ModelExportError(
+      `${unet.file}: input "time_ids" has ${timeIds} values; only the SDXL base model's 6 (size, crop, target size) are made (the refiner's aesthetic-score conditioning is not supported)`,
+    );
   }
   const crossDim = unet.input("encoder_hidden_states")?.shape[2];
   const textDim = declaredWidth(encoders.map((e) => ({ model: e.model, output: e.hiddenOutput })));
@@ -222,7 +232,8 @@ async function openUnetModel(dir: string, open: Open, xl: boolean): Promise<Mode
   const unetConfigFile = join(dir, "unet", "config.json");
   const unetConfig = existsSync(unetConfigFile) ? readJson(unetConfigFile) : {};
   const fixedSide = unet.input("sample")?.shape[2];
-  const sampleSize = typeof unetConfig.sample_size === "number" ? unetConfig.sample_size : typeof fixedSide === "number" ? fixedSide : xl ? 128 : 64;
+  const sampleSize =
+    typeof unetConfig.sample_size === "number" ? unetConfig.sample_size : typeof fixedSide === "number" ? fixedSide : xl ? 128 : 64;
   return {
     encode: (prompt) => encodeWith(encoders, [prompt]),
     denoiser: { model: unet, sample: "sample", pooled: xl ? "text_embeds" : undefined, output: "out_sample", channels: 4, timeIds: xl },
@@ -240,7 +251,9 @@ async function openSd3(dir: string, index: Record<string, unknown>, open: Open):
   const pooledIn = denoiser.model.input("pooled_projections")?.shape[1];
   const pooledOut = text.pooledWidth();
   if (typeof pooledIn === "number" && pooledOut !== undefined && pooledIn !== pooledOut) {
-    throw new ModelExportError(`${denoiser.model.file}: input "pooled_projections" has width ${pooledIn}, the CLIP encoders' text_embeds give ${pooledOut}`);
+    throw new ModelExportError(
+      `${denoiser.model.file}: input "pooled_projections" has width ${pooledIn}, the CLIP encoders' text_embeds give ${pooledOut}`,
+    );
   }
   return { encode: (prompt) => text.encode(prompt), denoiser, sampleSize };
 }
@@ -285,17 +298,38 @@ export class OnnxDiffusionPipeline {
       requireFloat(vae, "latent_sample");
       const vaeChannels = vae.input("latent_sample")?.shape[1];
       if (typeof vaeChannels === "number" && vaeChannels !== denoiser.channels) {
-        throw new ModelExportError(`${vae.file}: input "latent_sample" has ${vaeChannels} channels; the denoiser makes ${denoiser.channels}`);
+        throw new ModelExportError(
+          `${vae.file}: input "latent_sample" has ${vaeChannels} channels; the denoiser makes ${denoiser.channels}`,
+        );
       }
       const height = options.height ?? sampleSize * 8;
       const width = options.width ?? sampleSize * 8;
       // SD3's transformer cuts latents into 2×2 patches: sides in multiples of 16 pixels.
       const multiple = sd3 ? 16 : 8;
-      if (height % multiple !== 0 || width % multiple !== 0) throw new ModelExportError(`${dir}: height and width must be multiples of ${multiple} (got ${height}×${width})`);
-      const info: PipelineInfo = { dir, family, steps, guidanceScale: options.guidanceScale ?? (sd3 ? 7 : 7.5), height, width, scheduler: schedulerKind };
+      if (height % multiple !== 0 || width % multiple !== 0)
+        throw new ModelExportError(`${dir}: height and width must be multiples of ${multiple} (got ${height}×${width})`);
+      const info: PipelineInfo = {
+        dir,
+        family,
+        steps,
+        guidanceScale: options.guidanceScale ?? (sd3 ? 7 : 7.5),
+        height,
+        width,
+        scheduler: schedulerKind,
+      };
       // As diffusers: zeros only when no negative prompt is given; an explicit "" is encoded (SD3 always encodes).
       const zeroUncond = xl && index.force_zeros_for_empty_prompt !== false && options.negativePrompt === undefined;
-      return new OnnxDiffusionPipeline(info, encode, denoiser, vae, [...opened], schedulerConfig, options, vaeFactors(dir, family), zeroUncond);
+      return new OnnxDiffusionPipeline(
+        info,
+        encode,
+        denoiser,
+        vae,
+        [...opened],
+        schedulerConfig,
+        options,
+        vaeFactors(dir, family),
+        zeroUncond,
+      );
     } catch (err) {
       await Promise.all(opened.map((m) => m.release()));
       throw err;
@@ -323,7 +357,8 @@ export class OnnxDiffusionPipeline {
     const height = overrides.height ?? this.info.height;
     const width = overrides.width ?? this.info.width;
     const multiple = this.info.family === "sd3" ? 16 : 8;
-    if (height % multiple !== 0 || width % multiple !== 0) throw new ModelExportError(`${this.info.dir}: height and width must be multiples of ${multiple} (got ${height}×${width})`);
+    if (height % multiple !== 0 || width % multiple !== 0)
+      throw new ModelExportError(`${this.info.dir}: height and width must be multiples of ${multiple} (got ${height}×${width})`);
     const steps = overrides.steps ?? this.info.steps;
     const guidance = overrides.guidanceScale ?? this.info.guidanceScale;
     const negativePrompt = overrides.negativePrompt ?? this.options.negativePrompt;
@@ -375,7 +410,8 @@ export class OnnxDiffusionPipeline {
     const fixedFeeds: Record<string, TensorData> = {
       encoder_hidden_states: { type: "float32", data: pad(hidden), dims: [rows, seq, cond.dim] },
     };
-    if (pooled && this.denoiser.pooled) fixedFeeds[this.denoiser.pooled] = { type: "float32", data: pad(pooled), dims: [rows, pooled.length / unetBatch] };
+    if (pooled && this.denoiser.pooled)
+      fixedFeeds[this.denoiser.pooled] = { type: "float32", data: pad(pooled), dims: [rows, pooled.length / unetBatch] };
     if (this.denoiser.timeIds) {
       const ids = [height, width, 0, 0, height, width];
       fixedFeeds.time_ids = { type: "float32", data: Float32Array.from({ length: rows * 6 }, (_, i) => ids[i % 6]), dims: [rows, 6] };
@@ -409,14 +445,26 @@ export class OnnxDiffusionPipeline {
     // A model that overflowed makes NaN: an error, not a black image (NaN reads as 0 in the PNG).
     expectFinite(model.file, "latents after the last step", latents);
     const decoded = await this.vae.run(
-      { latent_sample: { type: "float32", data: vaeDecoderInput(latents, this.vaeFactor.scale, this.vaeFactor.shift), dims: [b, channels, lh, lw] } },
+      {
+        latent_sample: {
+          type: "float32",
+          data: vaeDecoderInput(latents, this.vaeFactor.scale, this.vaeFactor.shift),
+          dims: [b, channels, lh, lw],
+        },
+      },
       ["sample"],
     );
     const [, imageChannels, outH, outW] = decoded.sample.dims;
     if (imageChannels !== 3) throw new ModelExportError(`${this.vae.file}: output "sample" has ${imageChannels} channels, expected 3`);
     expectDims(this.vae.file, "sample", decoded.sample.dims, [b, 3, outH, outW]);
     expectFinite(this.vae.file, 'output "sample"', decoded.sample.data);
-    const applied: AppliedOptions = { steps, guidanceScale: guidance, width: outW, height: outH, negativePrompt: cfg && negativePrompt !== undefined };
+    const applied: AppliedOptions = {
+      steps,
+      guidanceScale: guidance,
+      width: outW,
+      height: outH,
+      negativePrompt: cfg && negativePrompt !== undefined,
+    };
     return batch.map((_, k) => {
       const rgb = vaeOutputToRgb(decoded.sample.data, k, outH, outW);
       return { image: encodePng(rgb), width: outW, height: outH, applied };
@@ -431,10 +479,13 @@ export class OnnxDiffusionPipeline {
 
 /** Throws, naming the model file, unless an output has the dims the step needs (a short output would read as NaN). */
 function expectDims(file: string, name: string, dims: readonly number[], want: readonly number[]): void {
-  if (dims.length !== want.length || dims.some((d, i) => d !== want[i])) throw new ModelExportError(`${file}: output "${name}" has dims [${dims.join(", ")}], expected [${want.join(", ")}]`);
+  if (dims.length !== want.length || dims.some((d, i) => d !== want[i]))
+    throw new ModelExportError(`${file}: output "${name}" has dims [${dims.join(", ")}], expected [${want.join(", ")}]`);
 }
 
 /** Throws, naming the model file, when values hold a NaN or an infinity. */
 function expectFinite(file: string, what: string, values: Float32Array): void {
-  for (let i = 0; i < values.length; i++) if (!Number.isFinite(values[i])) throw new ModelExportError(`${file}: ${what} hold ${Number.isNaN(values[i]) ? "NaN" : "an infinity"} (at ${i} of ${values.length})`);
+  for (let i = 0; i < values.length; i++)
+    if (!Number.isFinite(values[i]))
+      throw new ModelExportError(`${file}: ${what} hold ${Number.isNaN(values[i]) ? "NaN" : "an infinity"} (at ${i} of ${values.length})`);
 }

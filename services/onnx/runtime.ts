@@ -105,12 +105,17 @@ export class OnnxModel {
     const fed = new Set(inputs.map((s) => s.name));
     const unfed = this.inputs.filter((v) => !fed.has(v.name));
     if (unfed.length > 0) {
-      throw new ModelExportError(`${this.file}: unexpected input(s) ${unfed.map((v) => `"${v.name}"`).join(", ")} that the pipeline does not provide`);
+      throw new ModelExportError(
+        `${this.file}: unexpected input(s) ${unfed.map((v) => `"${v.name}"`).join(", ")} that the pipeline does not provide`,
+      );
     }
   }
 
   /** Runs the session; returns only the requested outputs as float32 data. */
-  async run(feeds: Record<string, TensorData>, outputNames: readonly string[]): Promise<Record<string, { data: Float32Array; dims: number[] }>> {
+  async run(
+    feeds: Record<string, TensorData>,
+    outputNames: readonly string[],
+  ): Promise<Record<string, { data: Float32Array; dims: number[] }>> {
     if (!this.session) throw new Error(`${this.file}: session already released`);
     const ortFeeds: Record<string, ort.Tensor> = {};
     for (const [name, t] of Object.entries(feeds)) ortFeeds[name] = new ort.Tensor(t.type, t.data, t.dims);

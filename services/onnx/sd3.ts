@@ -10,7 +10,16 @@ import { CLIP_EOS_TOKEN } from "../../actors/diffusion/tokenizer.ts";
 import type { UnigramTokenizer } from "../../actors/diffusion/unigram.ts";
 import type { OnnxModel } from "./runtime.ts";
 import type { Denoiser, TextConditioning } from "./denoiser.ts";
-import { declaredWidth, readJson, readT5Tokenizer, readTokenizer, sideBySide, TEXT_INPUTS, tokenFeeds, type TextTokenizer } from "./text-inputs.ts";
+import {
+  declaredWidth,
+  readJson,
+  readT5Tokenizer,
+  readTokenizer,
+  sideBySide,
+  TEXT_INPUTS,
+  tokenFeeds,
+  type TextTokenizer,
+} from "./text-inputs.ts";
 import { ModelExportError } from "../../contracts/errors.ts";
 
 /** T5 tokens SD3 reads (diffusers' `max_sequence_length` default). */
@@ -57,7 +66,11 @@ export function readSd3Tokenizers(dir: string, index: Record<string, unknown>): 
  * hidden states side by side (`[77, d1 + d2]`), padded with zeros to the T5 width, then the T5
  * states (`[T, width]`) after them; `[77 + T, width]` in all. Without a T5 its rows are zeros.
  */
-export function jointSequence(clip: readonly { data: Float32Array; dim: number }[], t5: { data: Float32Array; rows: number } | { rows: number }, width: number): Float32Array {
+export function jointSequence(
+  clip: readonly { data: Float32Array; dim: number }[],
+  t5: { data: Float32Array; rows: number } | { rows: number },
+  width: number,
+): Float32Array {
   const clipWidth = clip.reduce((s, c) => s + c.dim, 0);
   if (clipWidth > width) throw new ModelExportError(`SD3 text: the CLIP encoders' width ${clipWidth} exceeds the joint width ${width}`);
   const out = sideBySide(clip, CLIP_TOKENS, width, new Float32Array((CLIP_TOKENS + t5.rows) * width));
@@ -83,11 +96,19 @@ export class Sd3Text {
    * Opens the encoders (`open` opens a component's model.onnx and owns it). `width` is the
    * transformer's `encoder_hidden_states` width (its `joint_attention_dim`).
    */
-  static async open(open: (component: string) => Promise<OnnxModel>, tokenizers: Sd3Tokenizers, penultimate: (m: OnnxModel) => string, width: number): Promise<Sd3Text> {
+  static async open(
+    open: (component: string) => Promise<OnnxModel>,
+    tokenizers: Sd3Tokenizers,
+    penultimate: (m: OnnxModel) => string,
+    width: number,
+  ): Promise<Sd3Text> {
     const clip: ClipEncoder[] = [];
     for (const [i, component] of (["text_encoder", "text_encoder_2"] as const).entries()) {
       const model = await open(component);
-      model.validate(TEXT_INPUTS, [{ name: "text_embeds", rank: 2 }, { name: "last_hidden_state", rank: 3 }]);
+      model.validate(TEXT_INPUTS, [
+        { name: "text_embeds", rank: 2 },
+        { name: "last_hidden_state", rank: 3 },
+      ]);
       clip.push({ model, tokenizer: tokenizers.clip[i], hidden: penultimate(model) });
     }
     let t5: { model: OnnxModel; tokenizer: UnigramTokenizer } | null = null;
@@ -95,11 +116,17 @@ export class Sd3Text {
       const model = await open("text_encoder_3");
       model.validate(TEXT_INPUTS, [{ name: "last_hidden_state", rank: 3 }]);
       const t5Width = model.output("last_hidden_state")?.shape[2];
-      if (typeof t5Width === "number" && t5Width !== width) throw new ModelExportError(`${model.file}: output "last_hidden_state" has width ${t5Width}; the transformer's encoder_hidden_states take ${width}`);
+      if (typeof t5Width === "number" && t5Width !== width)
+        throw new ModelExportError(
+          `${model.file}: output "last_hidden_state" has width ${t5Width}; the transformer's encoder_hidden_states take ${width}`,
+        );
       t5 = { model, tokenizer: tokenizers.t5 };
     }
     const clipWidth = declaredWidth(clip.map((c) => ({ model: c.model, output: c.hidden })));
-    if (clipWidth !== undefined && clipWidth > width) throw new ModelExportError(`${join(tokenizers.dir, "transformer")}: encoder_hidden_states width ${width} is narrower than the CLIP encoders' ${clipWidth}`);
+    if (clipWidth !== undefined && clipWidth > width)
+      throw new ModelExportError(
+        `${join(tokenizers.dir, "transformer")}: encoder_hidden_states width ${width} is narrower than the CLIP encoders' ${clipWidth}`,
+      );
     return new Sd3Text(clip, t5, width);
   }
 
@@ -123,7 +150,8 @@ export class Sd3Text {
     if (this.t5) {
       const result = await this.t5.model.run(tokenFeeds(this.t5.model, this.t5.tokenizer, [prompt], "none"), ["last_hidden_state"]);
       const [, rows, dim] = result.last_hidden_state.dims;
-      if (dim !== this.width) throw new ModelExportError(`${this.t5.model.file}: output "last_hidden_state" has width ${dim}, expected ${this.width}`);
+      if (dim !== this.width)
+        throw new ModelExportError(`${this.t5.model.file}: output "last_hidden_state" has width ${dim}, expected ${this.width}`);
       t5 = { data: result.last_hidden_state.data, rows };
     }
     const joined = new Float32Array(pooled.reduce((n, p) => n + p.length, 0));
@@ -133,10 +161,16 @@ export class Sd3Text {
 }
 
 /** Opens and checks an SD3 transformer; a Flux-style one (`img_ids`, `txt_ids`, `guidance`) is refused by name. */
-export async function openSd3Transformer(dir: string, open: (component: string) => Promise<OnnxModel>): Promise<{ denoiser: Denoiser; width: number; sampleSize: number }> {
+export async function openSd3Transformer(
+  dir: string,
+  open: (component: string) => Promise<OnnxModel>,
+): Promise<{ denoiser: Denoiser; width: number; sampleSize: number }> {
   const model = await open("transformer");
   const flux = ["img_ids", "txt_ids", "guidance"].filter((n) => model.input(n) !== undefined);
-  if (flux.length > 0) throw new ModelExportError(`${model.file}: inputs ${flux.join(", ")} make this a Flux-style transformer; only SD3/SD3.5 transformers are supported`);
+  if (flux.length > 0)
+    throw new ModelExportError(
+      `${model.file}: inputs ${flux.join(", ")} make this a Flux-style transformer; only SD3/SD3.5 transformers are supported`,
+    );
   const output = model.output("out_hidden_states") ? "out_hidden_states" : "out_sample";
   model.validate(
     [
@@ -150,10 +184,17 @@ export async function openSd3Transformer(dir: string, open: (component: string) 
   const configFile = join(dir, "transformer", "config.json");
   const config = existsSync(configFile) ? readJson(configFile) : {};
   const width = model.input("encoder_hidden_states")?.shape[2] ?? config.joint_attention_dim;
-  if (typeof width !== "number") throw new ModelExportError(`${model.file}: input "encoder_hidden_states" has no fixed width and ${configFile} names no joint_attention_dim`);
+  if (typeof width !== "number")
+    throw new ModelExportError(
+      `${model.file}: input "encoder_hidden_states" has no fixed width and ${configFile} names no joint_attention_dim`,
+    );
   const fixedChannels = model.input("hidden_states")?.shape[1];
   const channels = typeof fixedChannels === "number" ? fixedChannels : typeof config.in_channels === "number" ? config.in_channels : 16;
   const fixedSide = model.input("hidden_states")?.shape[2];
   const sampleSize = typeof config.sample_size === "number" ? config.sample_size : typeof fixedSide === "number" ? fixedSide : 128;
-  return { denoiser: { model, sample: "hidden_states", pooled: "pooled_projections", output, channels, timeIds: false }, width, sampleSize };
+  return {
+    denoiser: { model, sample: "hidden_states", pooled: "pooled_projections", output, channels, timeIds: false },
+    width,
+    sampleSize,
+  };
 }

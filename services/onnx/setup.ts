@@ -17,7 +17,10 @@ import { DEFAULT_PROFILES_DIR } from "../files/profiles.ts";
 
 const ModelMapSchema = z.object({
   description: z.string().optional(),
-  models: z.record(z.string(), z.object({ dir: z.string(), steps: z.number().int().positive().optional(), guidanceScale: z.number().nonnegative().optional() })),
+  models: z.record(
+    z.string(),
+    z.object({ dir: z.string(), steps: z.number().int().positive().optional(), guidanceScale: z.number().nonnegative().optional() }),
+  ),
   judge: z.object({ dir: z.string(), scoring: z.enum(["head", "clip"]).optional() }),
 });
 
@@ -57,7 +60,13 @@ function ensureTinyModels(base: string): Promise<void> {
     child.stderr.on("data", (d: Buffer) => (stderr += d));
     child.once("error", (err) => reject(new ModelExportError(`cannot run the tiny-model command: ${err.message}`, { cause: err })));
     child.once("exit", (code, signal) =>
-      code === 0 ? resolve() : reject(new ModelExportError(`the tiny-model command failed for ${base} (${signal ?? `exit ${code}`}): ${stderr.trim().split("\n").slice(-3).join(" ")}`)),
+      code === 0
+        ? resolve()
+        : reject(
+            new ModelExportError(
+              `the tiny-model command failed for ${base} (${signal ?? `exit ${code}`}): ${stderr.trim().split("\n").slice(-3).join(" ")}`,
+            ),
+          ),
     );
   });
 }
@@ -78,7 +87,18 @@ export async function prepareOnnx(opts: OnnxSetupOptions) {
   return {
     models: Object.keys(models),
     // Each in a worker thread of its own: a session run blocks the thread that calls it.
-    generationBackend: () => new ThreadedGenerationBackend({ models, maxResident: opts.maxResident ?? 1, intraOpNumThreads: opts.intraOpNumThreads ?? 1, warmUp: opts.warmUp ?? true }),
-    judge: () => ThreadedClipJudge.load({ dir: at(map.judge.dir), scoring: map.judge.scoring ?? "head", intraOpNumThreads: opts.intraOpNumThreads ?? 1 }),
+    generationBackend: () =>
+      new ThreadedGenerationBackend({
+        models,
+        maxResident: opts.maxResident ?? 1,
+        intraOpNumThreads: opts.intraOpNumThreads ?? 1,
+        warmUp: opts.warmUp ?? true,
+      }),
+    judge: () =>
+      ThreadedClipJudge.load({
+        dir: at(map.judge.dir),
+        scoring: map.judge.scoring ?? "head",
+        intraOpNumThreads: opts.intraOpNumThreads ?? 1,
+      }),
   };
 }

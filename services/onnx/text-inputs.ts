@@ -7,13 +7,21 @@ import type { OnnxModel, TensorData, ValueSpec } from "./runtime.ts";
 import { ModelExportError } from "../../contracts/errors.ts";
 
 /** The inputs of a text encoder export: ids, and a mask when it takes one. */
-export const TEXT_INPUTS: readonly ValueSpec[] = [{ name: "input_ids", rank: 2 }, { name: "attention_mask", rank: 2, optional: true }];
+export const TEXT_INPUTS: readonly ValueSpec[] = [
+  { name: "input_ids", rank: 2 },
+  { name: "attention_mask", rank: 2, optional: true },
+];
 
 /**
  * Several text encoders' per-token embeddings joined on the feature axis: row r of the output is
  * each part's row r side by side, then zeros up to `width` (SD3 pads its CLIP rows to the T5 width).
  */
-export function sideBySide(parts: readonly { data: Float32Array; dim: number }[], rows: number, width: number, out = new Float32Array(rows * width)): Float32Array {
+export function sideBySide(
+  parts: readonly { data: Float32Array; dim: number }[],
+  rows: number,
+  width: number,
+  out = new Float32Array(rows * width),
+): Float32Array {
   for (let row = 0; row < rows; row++) {
     let offset = row * width;
     for (const p of parts) {
@@ -83,7 +91,12 @@ export function readT5Tokenizer(dir: string, maxLength: number): UnigramTokenize
  * processor gives, for the judge) or every position (`none`: no mask, what diffusers' pipelines
  * run their text encoders with; padding rows then differ, and the denoiser attends to all of them).
  */
-export function tokenFeeds(model: OnnxModel, tokenizer: TextTokenizer, prompts: readonly string[], mask: "padding" | "none" = "padding"): Record<string, TensorData> {
+export function tokenFeeds(
+  model: OnnxModel,
+  tokenizer: TextTokenizer,
+  prompts: readonly string[],
+  mask: "padding" | "none" = "padding",
+): Record<string, TensorData> {
   const n = prompts.length;
   const seq = tokenizer.maxLength;
   const int64 = model.input("input_ids")?.type === "int64";
@@ -94,7 +107,9 @@ export function tokenFeeds(model: OnnxModel, tokenizer: TextTokenizer, prompts: 
   const encoded = prompts.map((p) => tokenizer.encode(p));
   const feeds: Record<string, TensorData> = { input_ids: tensor(encoded.flatMap((ids) => tokenizer.padded(ids))) };
   if (model.input("attention_mask")) {
-    feeds.attention_mask = tensor(encoded.flatMap((ids) => Array.from({ length: seq }, (_, i) => (mask === "none" || i < ids.length ? 1 : 0))));
+    feeds.attention_mask = tensor(
+      encoded.flatMap((ids) => Array.from({ length: seq }, (_, i) => (mask === "none" || i < ids.length ? 1 : 0))),
+    );
   }
   return feeds;
 }

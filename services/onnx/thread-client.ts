@@ -60,7 +60,9 @@ export class OnnxThread {
     if (this.closed) return Promise.reject(new HadisError(this.failureCode, "onnx thread is closed"));
     if (this.worker) return Promise.resolve();
     if (this.abandoned.size > 0) {
-      return Promise.reject(new HadisError(this.failureCode, "onnx thread left behind past its time limit is still running: no new thread until it finishes"));
+      return Promise.reject(
+        new HadisError(this.failureCode, "onnx thread left behind past its time limit is still running: no new thread until it finishes"),
+      );
     }
     this.starting ??= this.spawn().finally(() => (this.starting = null));
     return this.starting;
@@ -182,7 +184,8 @@ export class OnnxThread {
     worker.on("message", (reply: ThreadReply) => {
       const unanswered = this.abandoned.get(worker);
       if (unanswered !== undefined) {
-        if (unanswered <= 1) this.retire(worker); // idle now: safe to end
+        if (unanswered <= 1)
+          this.retire(worker); // idle now: safe to end
         else this.abandoned.set(worker, unanswered - 1);
         return;
       }

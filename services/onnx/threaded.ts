@@ -30,7 +30,10 @@ export class ThreadedGenerationBackend implements GenerationBackend {
   private readonly loadMs: number;
   private readonly generateMs: number;
 
-  constructor(private readonly options: OnnxGenerationBackendOptions, timeouts: ThreadTimeouts = {}) {
+  constructor(
+    private readonly options: OnnxGenerationBackendOptions,
+    timeouts: ThreadTimeouts = {},
+  ) {
     this.loadMs = timeouts.loadMs ?? DEFAULT_THREAD_TIMEOUT_MS;
     this.generateMs = timeouts.generateMs ?? DEFAULT_THREAD_TIMEOUT_MS;
     this.thread = new OnnxThread({ kind: "generation", options }, "generation_failed", async (send) => {
@@ -81,7 +84,11 @@ export class ThreadedClipJudge implements JudgeBackend {
   readonly maxBatch = JUDGE_MAX_BATCH;
   private readonly windows: ScoreWindows;
 
-  private constructor(private readonly thread: OnnxThread, windowSize: number, private readonly scoreTimeoutMs: number) {
+  private constructor(
+    private readonly thread: OnnxThread,
+    windowSize: number,
+    private readonly scoreTimeoutMs: number,
+  ) {
     this.windows = new ScoreWindows(windowSize);
   }
 

@@ -42,23 +42,41 @@ export function listenToWorkersAndRouters(o: ManagerInputs): { stop(): void } {
    * another sender than its subject does (it would add a worker or router nobody runs): counted,
    * and logged at most once a minute.
    */
-  const received = <T>(kind: "heartbeat" | "router_stats", read: (m: { subject: string; data: Uint8Array }) => T, warn: (fields: Record<string, unknown>) => void) => (m: { subject: string; data: Uint8Array }): T | null => {
-    try {
-      return read(m);
-    } catch (err) {
-      recordRejected(kind);
-      warn({ subject: m.subject, error: asHadisError(err).message });
-      return null;
-    }
-  };
+  const received =
+    <T>(
+      kind: "heartbeat" | "router_stats",
+      read: (m: { subject: string; data: Uint8Array }) => T,
+      warn: (fields: Record<string, unknown>) => void,
+    ) =>
+    (m: { subject: string; data: Uint8Array }): T | null => {
+      try {
+        return read(m);
+      } catch (err) {
+        recordRejected(kind);
+        warn({ subject: m.subject, error: asHadisError(err).message });
+        return null;
+      }
+    };
   const heartbeatFailed = throttled(log, "error", "manager.heartbeat_failed");
-  const heartbeatOf = received("heartbeat", (m) => decodeFromSender(WorkerHeartbeatSchema, m, "heartbeat", (b) => b.workerId), throttled(log, "warn", "manager.bad_heartbeat"));
-  const reportOf = received("router_stats", (m) => decodeFromSender(RouterStatsSchema, m, "router stats", (r) => r.routerId), throttled(log, "warn", "manager.bad_stats"));
+  const heartbeatOf = received(
+    "heartbeat",
+    (m) => decodeFromSender(WorkerHeartbeatSchema, m, "heartbeat", (b) => b.workerId),
+    throttled(log, "warn", "manager.bad_heartbeat"),
+  );
+  const reportOf = received(
+    "router_stats",
+    (m) => decodeFromSender(RouterStatsSchema, m, "router stats", (r) => r.routerId),
+    throttled(log, "warn", "manager.bad_stats"),
+  );
 
   const beats = nc.subscribe(subjects.workerHeartbeatAll, {
     callback: (err, m) => {
       // Refused (a role without the permission): every worker would read as gone. Said once.
-      if (err) return void log.error("manager.heartbeats_unwatched", { error: err.message, fix: `allow this manager's user to subscribe to ${subjects.workerHeartbeatAll}` });
+      if (err)
+        return void log.error("manager.heartbeats_unwatched", {
+          error: err.message,
+          fix: `allow this manager's user to subscribe to ${subjects.workerHeartbeatAll}`,
+        });
       const beat = heartbeatOf(m);
       if (!beat) return;
       try {

@@ -85,11 +85,22 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   // is planned afresh (on a cold start at once, below, so services starting with this manager
   // never follow it; otherwise once the running workers are heard).
   const found = plans.current;
-  const stale = found ? staleBecause(found, { timeScale: opts.tick.timeScale, sloMs: opts.tick.sloMs, policy: opts.tick.policyName, models: opts.tick.profiles.pool.models }) : null;
+  const stale = found
+    ? staleBecause(found, {
+        timeScale: opts.tick.timeScale,
+        sloMs: opts.tick.sloMs,
+        policy: opts.tick.policyName,
+        models: opts.tick.profiles.pool.models,
+      })
+    : null;
   let setAside: Plan | null = stale ? found : null;
   const resumeFrom = !found || stale ? null : opts.coldStart ? { ...found, demandQps: 0 } : found;
   const state = newControlState(opts.demandHalfLifeMs, resumeFrom, Date.now());
-  const resumed: PlanResume = !found ? { kind: "none" } : stale ? { kind: "fresh", storedEpoch: found.epoch, why: stale } : { kind: "resumed", epoch: found.epoch, policy: found.policy, timeScale: found.timeScale, demandQps: state.demand.value };
+  const resumed: PlanResume = !found
+    ? { kind: "none" }
+    : stale
+      ? { kind: "fresh", storedEpoch: found.epoch, why: stale }
+      : { kind: "resumed", epoch: found.epoch, policy: found.policy, timeScale: found.timeScale, demandQps: state.demand.value };
   // Every later plan starts the dwell of the workers it moves, whoever wrote it (another manager
   // on the bucket too). For this manager's own plans the tick that adopted them noted it already:
   // noting again changes nothing (a dwell starts at the later of the two times, the same here).
@@ -109,7 +120,8 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     });
     registered.addEndpoint("plan", {
       subject: subjects.managerPlan,
-      handler: (_err, msg) => msg.respond(encode({ plan: plans.current ?? null, demandQps: state.demand.value } satisfies ManagerPlanReply)),
+      handler: (_err, msg) =>
+        msg.respond(encode({ plan: plans.current ?? null, demandQps: state.demand.value } satisfies ManagerPlanReply)),
     });
   } catch (err) {
     await registered?.stop().catch(() => undefined);
@@ -175,10 +187,16 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     const idle = plan ? models.filter((m) => (plan.models[m]?.workers ?? 0) === 0) : [];
     const { ended, starting } = purgeWindows.due(idle, nowMs);
     // The stream's sequence only when a window starts (one API call, not one a tick).
-    const last = starting.length === 0 ? null : await opts.queue.lastSeq().then(
-      (seq) => (purgeOutage.works("sequence"), seq),
-      (err: unknown) => (purgeOutage.failed("sequence", { error: `work stream sequence unread, no purge window starts: ${(err as Error).message}` }), null),
-    );
+    const last =
+      starting.length === 0
+        ? null
+        : await opts.queue.lastSeq().then(
+            (seq) => (purgeOutage.works("sequence"), seq),
+            (err: unknown) => (
+              purgeOutage.failed("sequence", { error: `work stream sequence unread, no purge window starts: ${(err as Error).message}` }),
+              null
+            ),
+          );
     for (const { model, beforeSeq, sinceMs } of ended) {
       if ((queueDepth[model] ?? 0) === 0) continue;
       const purged = await opts.queue.purge(model, beforeSeq).then(
@@ -194,22 +212,63 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   async function allocateAsArtifact(obs: Parameters<typeof controlTick>[1], demandQps: number): Promise<TickOutcome> {
     const { plan, decision } = await artifactTick(
       { nowMs: obs.nowMs, demandQps, signals: artifact!.current, queueDepth: obs.queueDepth, workers: obs.workers, current: obs.current },
-      { policyName: opts.tick.policyName, policy: opts.tick.policy, profiles: opts.tick.profiles, solve: opts.tick.solve, sloMs: opts.tick.sloMs, timeScale: opts.tick.timeScale },
+      {
+        policyName: opts.tick.policyName,
+        policy: opts.tick.policy,
+        profiles: opts.tick.profiles,
+        solve: opts.tick.solve,
+        sloMs: opts.tick.sloMs,
+        timeScale: opts.tick.timeScale,
+      },
     );
-    const swapped = plan ? obs.workers.filter((w) => (obs.current?.assignment[w.id] ?? null) !== (plan.assignment[w.id] ?? null)).map((w) => w.id) : [];
-    const snapshot = { nowMs: obs.nowMs, demandQps, queueDepth: obs.queueDepth, queueDelayMs: {}, workers: obs.workers, current: obs.current, sloMs: opts.tick.sloMs, timeScale: opts.tick.timeScale };
-    return { plan, snapshot, decision, verdict: null, swapped, excluded: { models: [], workers: [] }, ...(plan ? {} : { held: decision.reason }) };
+    const swapped = plan
+      ? obs.workers.filter((w) => (obs.current?.assignment[w.id] ?? null) !== (plan.assignment[w.id] ?? null)).map((w) => w.id)
+      : [];
+    const snapshot = {
+      nowMs: obs.nowMs,
+      demandQps,
+      queueDepth: obs.queueDepth,
+      queueDelayMs: {},
+      workers: obs.workers,
+      current: obs.current,
+      sloMs: opts.tick.sloMs,
+      timeScale: opts.tick.timeScale,
+    };
+    return {
+      plan,
+      snapshot,
+      decision,
+      verdict: null,
+      swapped,
+      excluded: { models: [], workers: [] },
+      ...(plan ? {} : { held: decision.reason }),
+    };
   }
 
   /** Queue depths per model: the models' queues, and under random dispatch each worker's own queue counted for the model it holds. */
   async function depthsNow(): Promise<Record<string, number>> {
     const depth: Record<string, number> = {};
-    await Promise.all(models.map(async (m) => (depth[m] = await opts.queue.depth(m).then((d) => d.pending, () => 0))));
+    await Promise.all(
+      models.map(
+        async (m) =>
+          (depth[m] = await opts.queue.depth(m).then(
+            (d) => d.pending,
+            () => 0,
+          )),
+      ),
+    );
     const plan = plans.current;
     if (plan && fidelity.on.has("dispatch")) {
-      await Promise.all(Object.entries(plan.assignment).map(async ([id, m]) => {
-        depth[m] = (depth[m] ?? 0) + (await opts.queue.depth({ worker: id }).then((d) => d.pending, () => 0));
-      }));
+      await Promise.all(
+        Object.entries(plan.assignment).map(async ([id, m]) => {
+          depth[m] =
+            (depth[m] ?? 0) +
+            (await opts.queue.depth({ worker: id }).then(
+              (d) => d.pending,
+              () => 0,
+            ));
+        }),
+      );
     }
     return depth;
   }
@@ -219,7 +278,15 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     const started = performance.now();
     const queueDepth: Record<string, number> = {};
     const unread: string[] = [];
-    await Promise.all(models.map(async (m) => (queueDepth[m] = await opts.queue.depth(m).then((d) => d.pending, () => (unread.push(m), 0)))));
+    await Promise.all(
+      models.map(
+        async (m) =>
+          (queueDepth[m] = await opts.queue.depth(m).then(
+            (d) => d.pending,
+            () => (unread.push(m), 0),
+          )),
+      ),
+    );
     if (fidelity.on.has("dispatch")) Object.assign(queueDepth, await depthsNow());
     // Read as empty meanwhile.
     if (unread.length > 0) depthOutage.failed("depths", { models: unread, readAs: 0 });
@@ -232,10 +299,17 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     // once) rather than keep promising workers nobody hears.
     const alive = inventory.live(Date.now(), opts.silentAfterMs);
     const assigned = Object.keys(plans.current?.assignment ?? {}).length;
-    if (alive.length === 0 && assigned > 0) silence.failed("all", { planned: assigned, reason: `no worker heard from for ${opts.silentAfterMs} ms: planning with none (requests are answered no_capacity until one is heard)` });
+    if (alive.length === 0 && assigned > 0)
+      silence.failed("all", {
+        planned: assigned,
+        reason: `no worker heard from for ${opts.silentAfterMs} ms: planning with none (requests are answered no_capacity until one is heard)`,
+      });
     else if (alive.length > 0) silence.works("all", { workers: alive.length });
     // Models that failed on several workers are left out, and workers that failed alone (they idle).
-    const out = failures.unavailable(nowMs, alive.map((w) => w.id));
+    const out = failures.unavailable(
+      nowMs,
+      alive.map((w) => w.id),
+    );
     benchLog.track(out.workers, (workerId) => (out.workers.has(workerId) ? { workerId, model: out.workers.get(workerId) } : { workerId }));
     // (A policy with fixed models plans on them whatever failed: none is out of its pool.)
     unavailableLog.track(opts.tick.fixedModels ? new Set() : out.models, (model) => ({ model }));
@@ -244,13 +318,28 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     const fresh = setAside !== null && plans.current === setAside;
     const signals = artifact?.current;
     const demandQps = signals && fidelity.on.has("demand") ? signals.demand : undefined;
-    const obs = { nowMs, arrivalsQps, queueDepth, workers, current: fresh ? null : plans.current, routers, unavailableModels: [...out.models], benchedWorkers: [...out.workers.keys()], batchCaps: batchCaps.current(nowMs), ...(signals ? { signals } : {}), ...(demandQps !== undefined ? { demandQps } : {}) };
-    let outcome = fidelity.on.has("tick") ? await allocateAsArtifact(obs, demandQps ?? arrivalsQps) : await controlTick(state, obs, opts.tick);
+    const obs = {
+      nowMs,
+      arrivalsQps,
+      queueDepth,
+      workers,
+      current: fresh ? null : plans.current,
+      routers,
+      unavailableModels: [...out.models],
+      benchedWorkers: [...out.workers.keys()],
+      batchCaps: batchCaps.current(nowMs),
+      ...(signals ? { signals } : {}),
+      ...(demandQps !== undefined ? { demandQps } : {}),
+    };
+    let outcome = fidelity.on.has("tick")
+      ? await allocateAsArtifact(obs, demandQps ?? arrivalsQps)
+      : await controlTick(state, obs, opts.tick);
     const plan = outcome.plan;
     if (plan && mechanisms.length > 0) plan.mechanisms = mechanisms;
     // A fresh plan still follows the set-aside one's epoch: services ignore an older epoch.
     if (plan && fresh) plan.epoch = setAside!.epoch + 1;
-    if (plan && workers.length === 0) plan.reason = `${alive.length === 0 ? `no worker heard from for ${opts.silentAfterMs} ms` : "every worker heard is benched"}: ${plan.reason}`;
+    if (plan && workers.length === 0)
+      plan.reason = `${alive.length === 0 ? `no worker heard from for ${opts.silentAfterMs} ms` : "every worker heard is benched"}: ${plan.reason}`;
     if (plan) {
       let write: PlanWrite;
       try {
@@ -324,10 +413,13 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   const allocateEvery = Math.round(allocationPeriodMs(opts.tick.timeScale) / 1_000);
   const secondTimer = artifact
     ? setInterval(() => {
-        void depthsNow().then((depth) => {
-          artifact.sample(depth, Date.now(), opts.silentAfterMs);
-          if (fidelity.on.has("tick") && seconds++ % allocateEvery === 0) void tick();
-        }, () => undefined);
+        void depthsNow().then(
+          (depth) => {
+            artifact.sample(depth, Date.now(), opts.silentAfterMs);
+            if (fidelity.on.has("tick") && seconds++ % allocateEvery === 0) void tick();
+          },
+          () => undefined,
+        );
       }, 1_000)
     : null;
   const timer = setInterval(() => void (fidelity.on.has("tick") ? undefined : tick()), opts.tickMs);
@@ -347,8 +439,15 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   silenceWatch.unref();
   // (A little past the warm-up: a timer may fire a few ms early by the wall clock.)
   const first = setTimeout(() => void tick(), Math.max(250, warmUntilMs - Date.now() + 50));
-  if (resumed.kind === "fresh") log.warn("manager.fresh_plan", { storedEpoch: resumed.storedEpoch, reason: `the stored plan's ${resumed.why}: planning afresh` });
-  if (resumed.kind === "resumed") log.info("manager.resumed", { epoch: resumed.epoch, policy: resumed.policy, timeScale: resumed.timeScale, demandQps: resumed.demandQps });
+  if (resumed.kind === "fresh")
+    log.warn("manager.fresh_plan", { storedEpoch: resumed.storedEpoch, reason: `the stored plan's ${resumed.why}: planning afresh` });
+  if (resumed.kind === "resumed")
+    log.info("manager.resumed", {
+      epoch: resumed.epoch,
+      policy: resumed.policy,
+      timeScale: resumed.timeScale,
+      demandQps: resumed.demandQps,
+    });
   // Cold, the fresh plan at once: services starting now read it, not the one set aside.
   if (setAside && opts.coldStart) await tick();
   log.info("manager.started", { policy: opts.tick.policyName, tickMs: opts.tickMs, epoch: plans.current?.epoch ?? 0 });

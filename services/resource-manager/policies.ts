@@ -23,7 +23,8 @@ export { POLICY_NAMES };
 export function createPolicy(name: string, profiles: ProfileSet, staticConfig?: StaticConfig): PlannerPolicy {
   if (name === "static") {
     const config = staticConfig ?? DEFAULT_STATIC;
-    for (const m of [config.light, config.heavy]) if (!profiles.byName.has(m)) throw new ConfigurationError(`static plan names unknown model "${m}"`);
+    for (const m of [config.light, config.heavy])
+      if (!profiles.byName.has(m)) throw new ConfigurationError(`static plan names unknown model "${m}"`);
     return staticPolicy(config);
   }
   let policy: PlannerPolicy;
@@ -33,7 +34,8 @@ export function createPolicy(name: string, profiles: ProfileSet, staticConfig?: 
     throw new ConfigurationError(`unknown policy "${name}"; known: ${POLICY_NAMES.join(", ")}`);
   }
   // A baseline built on named models cannot run on a pool without them (it failed every tick).
-  for (const m of BASELINE_NEEDS[name] ?? []) if (!profiles.byName.has(m)) throw new ConfigurationError(`policy ${name} needs model "${m}", which the profile pool lacks`);
+  for (const m of BASELINE_NEEDS[name] ?? [])
+    if (!profiles.byName.has(m)) throw new ConfigurationError(`policy ${name} needs model "${m}", which the profile pool lacks`);
   return policy;
 }
 
@@ -77,9 +79,14 @@ export function staticConfigFor(policy: string, json: string | undefined): Stati
     throw new ConfigurationError(`--static-config is not JSON: ${(err as Error).message}`);
   }
   const parsed = StaticConfigSchema.safeParse(raw);
-  if (!parsed.success) throw new ConfigurationError(`--static-config: ${parsed.error.issues.map((i) => `${i.path.join(".") || "the value"}: ${i.message}`).join("; ")}`);
+  if (!parsed.success)
+    throw new ConfigurationError(
+      `--static-config: ${parsed.error.issues.map((i) => `${i.path.join(".") || "the value"}: ${i.message}`).join("; ")}`,
+    );
   const given = parsed.data;
-  const samePoint = (["light", "heavy", "routerThreshold", "discThreshold"] as const).every((k) => given[k] === undefined || given[k] === DEFAULT_STATIC[k]);
+  const samePoint = (["light", "heavy", "routerThreshold", "discThreshold"] as const).every(
+    (k) => given[k] === undefined || given[k] === DEFAULT_STATIC[k],
+  );
   const { expectedFid, ...base } = DEFAULT_STATIC;
   return { ...base, ...(samePoint && expectedFid !== undefined ? { expectedFid } : {}), ...given };
 }

@@ -33,11 +33,17 @@ export function watchCapacity(nc: NatsConnection, subjects: Subjects, log: Logge
       if (err) {
         // Refused (a role without the permission): judged from the plan alone, said once.
         sightings.deaf();
-        log.error("router.heartbeats_unwatched", { error: err.message, fix: `allow this router's user to subscribe to ${subjects.workerHeartbeatAll}` });
+        log.error("router.heartbeats_unwatched", {
+          error: err.message,
+          fix: `allow this router's user to subscribe to ${subjects.workerHeartbeatAll}`,
+        });
         return;
       }
       try {
-        sightings.observe(decodeFromSender(WorkerHeartbeatSchema, m, "heartbeat", (b) => b.workerId), Date.now());
+        sightings.observe(
+          decodeFromSender(WorkerHeartbeatSchema, m, "heartbeat", (b) => b.workerId),
+          Date.now(),
+        );
       } catch {
         // (A heartbeat that does not read is the resource manager's to count and report.)
       }

@@ -41,11 +41,13 @@ export function failGivenUp(deps: GivenUpDeps, data: Uint8Array): number {
     if (entry.own) void deps.queue.remove(entry.seq).catch(() => false);
     recordGivenUp(entry.item.model);
     deps.log.warn("router.work_given_up", { requestId, stage: entry.stage, model: entry.item.model, deliveries: advisory.deliveries });
-    entry.reject(new HadisError(
-      "generation_failed",
-      `no worker finished the ${entry.stage} generation on ${entry.item.model}: it was delivered ${advisory.deliveries} times and never acknowledged (each worker that took it crashed or stalled)`,
-      { requestId },
-    ));
+    entry.reject(
+      new HadisError(
+        "generation_failed",
+        `no worker finished the ${entry.stage} generation on ${entry.item.model}: it was delivered ${advisory.deliveries} times and never acknowledged (each worker that took it crashed or stalled)`,
+        { requestId },
+      ),
+    );
   }
   return waiting.length;
 }

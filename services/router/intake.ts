@@ -117,8 +117,22 @@ export function createIntake(o: IntakeOptions): RouterIntake {
       }
       serving.requestId = requestId;
       traces.bind(requestId, root, { "hadis.deadline_ms": deadlineMs, "hadis.seed": seed });
-      const drops = artifactDrops ? { artifactDrops: { workDeadlineAtMs: Math.min(arrivedAtMs + deadlineMs, arrivedAtMs + ARTIFACT_SLO_FACTOR * sloMs()) } } : {};
-      return o.stages.run({ requestId, prompt, seed, receivedAtMs: arrivedAtMs, deadlineMs, ...(options ? { options } : {}), ...(quality ? { quality } : {}), ...drops }, serving.onProgress);
+      const drops = artifactDrops
+        ? { artifactDrops: { workDeadlineAtMs: Math.min(arrivedAtMs + deadlineMs, arrivedAtMs + ARTIFACT_SLO_FACTOR * sloMs()) } }
+        : {};
+      return o.stages.run(
+        {
+          requestId,
+          prompt,
+          seed,
+          receivedAtMs: arrivedAtMs,
+          deadlineMs,
+          ...(options ? { options } : {}),
+          ...(quality ? { quality } : {}),
+          ...drops,
+        },
+        serving.onProgress,
+      );
     };
     if (!key) return run();
     const deadlineMs = deadlineOf(request, sloMs());
@@ -131,7 +145,10 @@ export function createIntake(o: IntakeOptions): RouterIntake {
       matched = true;
       const leftMs = deadlineMs - (clock.now() - arrivedAtMs);
       if (!(await within(previous.value, leftMs))) {
-        throw new HadisError("deadline_exceeded", `the first request with this idempotency key was still running at this one's ${deadlineMs} ms deadline`);
+        throw new HadisError(
+          "deadline_exceeded",
+          `the first request with this idempotency key was still running at this one's ${deadlineMs} ms deadline`,
+        );
       }
       try {
         return { ...(await previous.value), deduplicated: true };
@@ -180,7 +197,12 @@ export function createIntake(o: IntakeOptions): RouterIntake {
       // Held while the connection is down (back within 10 s): nats.js would drop it, and the caller
       // still waits. Sent again after a drop that comes just after it (lost with the socket, maybe).
       await whenUp(nc);
-      const replySpan = serving.requestId ? traces.stage(serving.requestId, "reply", SpanKind.PRODUCER, { "hadis.encoding": encoding, ...messagingAttributes({ type: "send", name: "publish" }) }) : null;
+      const replySpan = serving.requestId
+        ? traces.stage(serving.requestId, "reply", SpanKind.PRODUCER, {
+            "hadis.encoding": encoding,
+            ...messagingAttributes({ type: "send", name: "publish" }),
+          })
+        : null;
       try {
         sendKept(nc, () => void replyWith(msg, reply, encoding));
       } catch (err) {

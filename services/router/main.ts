@@ -66,7 +66,11 @@ export interface RunningRouter extends RunningService {
 }
 
 /** The wall clock: a request's deadline timer and the times it reads. */
-const wallClock: RequestClock = { now: () => Date.now(), setTimeout: (fn, ms) => setTimeout(fn, ms), clearTimeout: (id) => clearTimeout(id as NodeJS.Timeout) };
+const wallClock: RequestClock = {
+  now: () => Date.now(),
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (id) => clearTimeout(id as NodeJS.Timeout),
+};
 
 /** Starts a router instance: the plan view, its queued work, the request stages, the intake on its endpoints, its load reports. */
 export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
@@ -77,7 +81,16 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
   const resultsSubject = subjects.results(routerId);
   const { view: plans } = await PlanView.open(nc, subjects, log);
   const traces = new RequestTraces(new ServiceTelemetry(ServiceNames.router, nc, routerId, REQUEST_SPAN));
-  const work = await startRouterWork({ nc, subjects, queue: opts.queue, plans, resultsSubject, telemetry: traces.telemetry, log, silentAfterMs: opts.silentAfterMs ?? WORKER_SILENT_AFTER_MS });
+  const work = await startRouterWork({
+    nc,
+    subjects,
+    queue: opts.queue,
+    plans,
+    resultsSubject,
+    telemetry: traces.telemetry,
+    log,
+    silentAfterMs: opts.silentAfterMs ?? WORKER_SILENT_AFTER_MS,
+  });
   const tally = new RouterTally();
   const stages = createStages({
     nc,
@@ -98,19 +111,46 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     log,
   });
   const counters = tally.counters;
-  const idempotency = new IdempotencyCache<GenerateReply>(100_000, 10 * 60_000, () => clock.now(), { maxBytes: opts.idempotencyBytes ?? IDEMPOTENCY_BYTES, sizeOf: (r) => r.image.buffer.byteLength + 1_024 });
-  const intake = createIntake({ nc, subjects, plans, stages, tally, traces, idempotency, results: work.results, defaultSloMs: opts.defaultSloMs, rangesOf, routerId, clock, log });
+  const idempotency = new IdempotencyCache<GenerateReply>(100_000, 10 * 60_000, () => clock.now(), {
+    maxBytes: opts.idempotencyBytes ?? IDEMPOTENCY_BYTES,
+    sizeOf: (r) => r.image.buffer.byteLength + 1_024,
+  });
+  const intake = createIntake({
+    nc,
+    subjects,
+    plans,
+    stages,
+    tally,
+    traces,
+    idempotency,
+    results: work.results,
+    defaultSloMs: opts.defaultSloMs,
+    rangesOf,
+    routerId,
+    clock,
+    log,
+  });
 
   // Each request's whole handling, for `$SRV.STATS`: errors and processing time as the caller sees them.
   const inFlight = new Set<Promise<unknown>>();
   const handling = new HandlingTally();
-  const service = await startService(nc, {
-    name: ServiceNames.router,
-    version: opts.version ?? "0.1.0",
-    description: "HADIS router: routes each prompt (light, heavy, or light then heavy) under the plan in force",
-    metadata: { routerId, protocol: String(PROTOCOL_VERSION) },
-    statsHandler: async () => ({ ...counters, errorsByCode: tally.errorsByCode, orphanedResults: work.pending.orphaned, duplicateResults: work.pending.duplicates, malformedResults: work.pending.malformed }),
-  }, { generate: handling });
+  const service = await startService(
+    nc,
+    {
+      name: ServiceNames.router,
+      version: opts.version ?? "0.1.0",
+      description: "HADIS router: routes each prompt (light, heavy, or light then heavy) under the plan in force",
+      metadata: { routerId, protocol: String(PROTOCOL_VERSION) },
+      statsHandler: async () => ({
+        ...counters,
+        errorsByCode: tally.errorsByCode,
+        orphanedResults: work.pending.orphaned,
+        duplicateResults: work.pending.duplicates,
+        malformedResults: work.pending.malformed,
+      }),
+    },
+    { generate: handling },
+  );
   service.addEndpoint("generate", {
     subject: subjects.generate,
     queue: QueueGroups.router,
@@ -119,13 +159,16 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       const done = handling.begin();
       // A reply that cannot be sent (the connection closing under a late request) is logged:
       // it must not become an unhandled rejection, which would end the process.
-      const p = intake.handle(msg).then(done, (err: unknown) => {
-        done(err);
-        log.warn("router.reply_failed", { error: (err as Error)?.message ?? String(err) });
-      }).finally(() => {
-        counters.inFlight--;
-        inFlight.delete(p);
-      });
+      const p = intake
+        .handle(msg)
+        .then(done, (err: unknown) => {
+          done(err);
+          log.warn("router.reply_failed", { error: (err as Error)?.message ?? String(err) });
+        })
+        .finally(() => {
+          counters.inFlight--;
+          inFlight.delete(p);
+        });
       inFlight.add(p);
     },
   });
@@ -137,10 +180,13 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       queue: QueueGroups.router,
       handler: (_err, msg) => {
         counters.inFlight++;
-        const p = intake.handle(msg, jobs).catch((err: unknown) => log.warn("router.job_failed", { error: (err as Error)?.message ?? String(err) })).finally(() => {
-          counters.inFlight--;
-          inFlight.delete(p);
-        });
+        const p = intake
+          .handle(msg, jobs)
+          .catch((err: unknown) => log.warn("router.job_failed", { error: (err as Error)?.message ?? String(err) }))
+          .finally(() => {
+            counters.inFlight--;
+            inFlight.delete(p);
+          });
         inFlight.add(p);
       },
     });
@@ -152,7 +198,13 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     name: ServiceNames.router,
     routerId,
     plans,
-    stats: () => ({ received: counters.received, replied: counters.replied, errors: counters.errors, inFlight: counters.inFlight, orphanedResults: work.pending.orphaned }),
+    stats: () => ({
+      received: counters.received,
+      replied: counters.replied,
+      errors: counters.errors,
+      inFlight: counters.inFlight,
+      orphanedResults: work.pending.orphaned,
+    }),
     async stop(graceMs = 10_000) {
       intake.close();
       reports.stop();
@@ -161,7 +213,9 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
       const finished = await within(Promise.allSettled([...inFlight]), graceMs);
       if (!finished) {
         log.warn("router.stop_grace_exceeded", { inFlight: inFlight.size });
-        stages.abandonAll(new HadisError("overloaded", `router stopped before this request finished (grace ${graceMs} ms): retry`, { retryAfterMs: 100 }));
+        stages.abandonAll(
+          new HadisError("overloaded", `router stopped before this request finished (grace ${graceMs} ms): retry`, { retryAfterMs: 100 }),
+        );
         await within(Promise.allSettled([...inFlight]), 1_000);
       }
       // The last, partial interval: without it the requests of a router's last second go uncounted.

@@ -8,7 +8,11 @@ import { checkGenerationOptions, type ModelRanges } from "../../actors/routing/g
  * does not support them (checked again at routing, under the plan routing goes by). The schema
  * has checked the rest, the negative prompt's length too. Nothing is queued before this passes.
  */
-export function askedSettings(request: GenerateRequest, plan: Plan | null, rangesOf: (model: string) => ModelRanges): { options?: GenerationOptions; quality?: Quality } {
+export function askedSettings(
+  request: GenerateRequest,
+  plan: Plan | null,
+  rangesOf: (model: string) => ModelRanges,
+): { options?: GenerationOptions; quality?: Quality } {
   const quality = request.quality === "auto" ? undefined : request.quality;
   const given = generationOptionsOf(request);
   const options = Object.keys(given).length > 0 ? given : undefined;

@@ -107,8 +107,18 @@ export function createStages(o: StagesOptions): RequestStages {
     async run(request, onProgress) {
       const { requestId, seed, receivedAtMs, deadlineMs } = request;
       const asked = { ...(request.options ? { options: request.options } : {}), ...(request.quality ? { quality: request.quality } : {}) };
-      const drops = request.artifactDrops ? { lightFallback: false, workDeadlineAtMs: request.artifactDrops.workDeadlineAtMs } : { heavyFloorMs };
-      const actor = createRequestActor(machine, o.clock, { requestId, prompt: request.prompt, seed, receivedAtMs, deadlineAtMs: receivedAtMs + deadlineMs, ...drops, ...asked });
+      const drops = request.artifactDrops
+        ? { lightFallback: false, workDeadlineAtMs: request.artifactDrops.workDeadlineAtMs }
+        : { heavyFloorMs };
+      const actor = createRequestActor(machine, o.clock, {
+        requestId,
+        prompt: request.prompt,
+        seed,
+        receivedAtMs,
+        deadlineAtMs: receivedAtMs + deadlineMs,
+        ...drops,
+        ...asked,
+      });
       const outcome = toPromise(actor);
       if (onProgress) {
         let before: ProgressView | undefined;
@@ -149,7 +159,13 @@ export function createStages(o: StagesOptions): RequestStages {
         if (ended.ok && ended.heavyError !== undefined) {
           const sentBy = ended.judge ? "judge" : "router";
           recordLightFallback(sentBy);
-          log.warn("router.light_fallback", { requestId, sentBy, plannedHeavy: ended.decision.pair.heavy, error: ended.heavyError, servedBy: ended.image.model });
+          log.warn("router.light_fallback", {
+            requestId,
+            sentBy,
+            plannedHeavy: ended.decision.pair.heavy,
+            error: ended.heavyError,
+            servedBy: ended.image.model,
+          });
         }
         return buildReply(ended, requestId, seed);
       } finally {

@@ -48,7 +48,13 @@ export interface LoadReports {
 }
 
 /** Publishes the router's load report every `everyMs`. */
-export function startLoadReports(nc: NatsConnection, subjects: Subjects, routerId: string, tally: RouterTally, everyMs: number): LoadReports {
+export function startLoadReports(
+  nc: NatsConnection,
+  subjects: Subjects,
+  routerId: string,
+  tally: RouterTally,
+  everyMs: number,
+): LoadReports {
   let lastReportMs = Date.now();
   const report = () => {
     // Not while the connection is down (nats.js would drop it, and its arrivals with it): the next

@@ -100,7 +100,11 @@ export async function startRouterWork(o: RouterWorkOptions): Promise<RouterWork>
   const givenUpSub = nc.subscribe(subjects.workGivenUp, {
     callback: (err, m) => {
       // Refused (a role without the permission): the server closes the subscription, said once.
-      if (err) log.error("router.given_up_unwatched", { error: err.message, fix: `allow this router's user to subscribe to ${subjects.workGivenUp}` });
+      if (err)
+        log.error("router.given_up_unwatched", {
+          error: err.message,
+          fix: `allow this router's user to subscribe to ${subjects.workGivenUp}`,
+        });
       else failGivenUp({ queue, pending, workStream: subjects.names.workStream, log }, m.data);
     },
   });

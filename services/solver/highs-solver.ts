@@ -59,7 +59,18 @@ export function warmupModelLp(facilities = 4, customers = 4): string {
   for (let c = 0; c < customers; c++) {
     rows.push(` dem_${c}: ${Array.from({ length: facilities }, (_, f) => `ship_${f}_${c}`).join(" + ")} >= ${3 + (c % 5)}`);
   }
-  return ["Minimize", ` obj: ${obj.join(" + ")}`, "Subject To", ...rows, "Binaries", ` ${binaries.join(" ")}`, "Generals", ` ${generals.join(" ")}`, "End", ""].join("\n");
+  return [
+    "Minimize",
+    ` obj: ${obj.join(" + ")}`,
+    "Subject To",
+    ...rows,
+    "Binaries",
+    ` ${binaries.join(" ")}`,
+    "Generals",
+    ` ${generals.join(" ")}`,
+    "End",
+    "",
+  ].join("\n");
 }
 
 /**
@@ -73,7 +84,10 @@ export const PLANNER_HIGHS_DEFAULTS: Record<string, string | number | boolean> =
 };
 
 /** HiGHS option names for our solve options. */
-export function highsOptions(opts: SolveOptions, defaultTimeLimitS: number): Record<string, string | number | boolean> & { time_limit: number } {
+export function highsOptions(
+  opts: SolveOptions,
+  defaultTimeLimitS: number,
+): Record<string, string | number | boolean> & { time_limit: number } {
   const out: Record<string, string | number | boolean> & { time_limit: number } = {
     ...PLANNER_HIGHS_DEFAULTS,
     time_limit: opts.timeLimitS ?? defaultTimeLimitS,
@@ -207,7 +221,13 @@ export async function createInlineHighsSolver(options: HighsSolverOptions = {}):
         const has = Object.keys(columns).length > 0;
         return { status: result.Status, objective: has ? result.ObjectiveValue : null, columns, solveMs: performance.now() - started };
       } catch (err) {
-        return { status: "Error", objective: null, columns: {}, solveMs: performance.now() - started, error: String((err as Error)?.message ?? err) };
+        return {
+          status: "Error",
+          objective: null,
+          columns: {},
+          solveMs: performance.now() - started,
+          error: String((err as Error)?.message ?? err),
+        };
       }
     },
     async close() {},

@@ -6,7 +6,13 @@
  * too, with the rules it applies.
  */
 import { existsSync } from "node:fs";
-import { AlwaysOffSampler, AlwaysOnSampler, ParentBasedSampler, TraceIdRatioBasedSampler, type Sampler } from "@opentelemetry/sdk-trace-base";
+import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
+  ParentBasedSampler,
+  TraceIdRatioBasedSampler,
+  type Sampler,
+} from "@opentelemetry/sdk-trace-base";
 
 type Env = Record<string, string | undefined>;
 
@@ -14,7 +20,14 @@ type Env = Record<string, string | undefined>;
 export type OtlpProtocol = "http/protobuf" | "http/json";
 
 /** Sampler names of `OTEL_TRACES_SAMPLER` this process knows. */
-export const SAMPLER_NAMES = ["always_on", "always_off", "traceidratio", "parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio"] as const;
+export const SAMPLER_NAMES = [
+  "always_on",
+  "always_off",
+  "traceidratio",
+  "parentbased_always_on",
+  "parentbased_always_off",
+  "parentbased_traceidratio",
+] as const;
 
 /** A variable's value as OpenTelemetry reads it: blank is unset. */
 export function envValue(env: Env, name: string): string | undefined {
@@ -75,7 +88,10 @@ export function batchSettings(vars: Env = process.env): BatchSettings {
 
 /** The sampler named by `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG` (default parentbased_always_on). */
 export function samplerFromEnv(env: Env = process.env): Sampler {
-  return samplerNamed(lower(env, "OTEL_TRACES_SAMPLER") ?? "parentbased_always_on", Number(envValue(env, "OTEL_TRACES_SAMPLER_ARG") ?? "1"));
+  return samplerNamed(
+    lower(env, "OTEL_TRACES_SAMPLER") ?? "parentbased_always_on",
+    Number(envValue(env, "OTEL_TRACES_SAMPLER_ARG") ?? "1"),
+  );
 }
 
 /** A sampler by its `OTEL_TRACES_SAMPLER` name and argument (a ratio, clamped to [0, 1]). */
@@ -142,28 +158,52 @@ export function telemetryEnvProblems(env: Env = process.env): EnvProblem[] {
   };
   const oneOf = (allowed: readonly string[], extra?: (v: string) => string | null) => (value: string) =>
     extra?.(value.toLowerCase()) ?? (allowed.includes(value.toLowerCase()) ? null : `not one of ${allowed.join(", ")}`);
-  const wholeAtLeast = (least: number) => (value: string) => (WHOLE.test(value) && Number(value) >= least ? null : `not a whole number ${least === 0 ? "(0 or more)" : `of ${least} or more`}`);
+  const wholeAtLeast = (least: number) => (value: string) =>
+    WHOLE.test(value) && Number(value) >= least ? null : `not a whole number ${least === 0 ? "(0 or more)" : `of ${least} or more`}`;
 
   check("OTEL_SDK_DISABLED", oneOf(["true", "false"]));
-  check("OTEL_TRACES_EXPORTER", oneOf(["otlp", "none"], (v) => (v === "otlp" || v === "none" ? null : `exporter "${v}" is not available here: otlp (OTLP/HTTP) or none`)));
+  check(
+    "OTEL_TRACES_EXPORTER",
+    oneOf(["otlp", "none"], (v) =>
+      v === "otlp" || v === "none" ? null : `exporter "${v}" is not available here: otlp (OTLP/HTTP) or none`,
+    ),
+  );
   check("OTEL_EXPORTER_OTLP_ENDPOINT", endpointProblem);
   check("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", endpointProblem);
   for (const variable of ["OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"]) {
-    check(variable, oneOf(["http/protobuf", "http/json"], (v) =>
-      v === "grpc" ? "OTLP over gRPC is not supported here: use http/protobuf (the default) or http/json, and the collector's OTLP/HTTP endpoint (port 4318 by default)" : null));
+    check(
+      variable,
+      oneOf(["http/protobuf", "http/json"], (v) =>
+        v === "grpc"
+          ? "OTLP over gRPC is not supported here: use http/protobuf (the default) or http/json, and the collector's OTLP/HTTP endpoint (port 4318 by default)"
+          : null,
+      ),
+    );
   }
   check("OTEL_TRACES_SAMPLER", oneOf(SAMPLER_NAMES));
-  check("OTEL_TRACES_SAMPLER_ARG", (v) => (Number.isFinite(Number(v)) && Number(v) >= 0 && Number(v) <= 1 ? null : "not a ratio from 0 to 1"));
+  check("OTEL_TRACES_SAMPLER_ARG", (v) =>
+    Number.isFinite(Number(v)) && Number(v) >= 0 && Number(v) <= 1 ? null : "not a ratio from 0 to 1",
+  );
   check("OTEL_BSP_SCHEDULE_DELAY", wholeAtLeast(0));
   check("OTEL_BSP_MAX_QUEUE_SIZE", wholeAtLeast(1));
   check("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", wholeAtLeast(1));
   check("OTEL_BSP_EXPORT_TIMEOUT", wholeAtLeast(1));
   for (const variable of ["OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"]) check(variable, wholeAtLeast(1));
   // Span limits, which the SDK's tracer provider reads.
-  for (const limit of ["ATTRIBUTE_VALUE_LENGTH_LIMIT", "ATTRIBUTE_COUNT_LIMIT", "SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "SPAN_ATTRIBUTE_COUNT_LIMIT", "SPAN_LINK_COUNT_LIMIT", "SPAN_EVENT_COUNT_LIMIT", "SPAN_ATTRIBUTE_PER_EVENT_COUNT_LIMIT", "SPAN_ATTRIBUTE_PER_LINK_COUNT_LIMIT"]) {
+  for (const limit of [
+    "ATTRIBUTE_VALUE_LENGTH_LIMIT",
+    "ATTRIBUTE_COUNT_LIMIT",
+    "SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT",
+    "SPAN_ATTRIBUTE_COUNT_LIMIT",
+    "SPAN_LINK_COUNT_LIMIT",
+    "SPAN_EVENT_COUNT_LIMIT",
+    "SPAN_ATTRIBUTE_PER_EVENT_COUNT_LIMIT",
+    "SPAN_ATTRIBUTE_PER_LINK_COUNT_LIMIT",
+  ]) {
     check(`OTEL_${limit}`, wholeAtLeast(0));
   }
-  for (const variable of ["OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION"]) check(variable, oneOf(["gzip", "none"]));
+  for (const variable of ["OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION"])
+    check(variable, oneOf(["gzip", "none"]));
   for (const variable of ["OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_RESOURCE_ATTRIBUTES"]) {
     check(variable, (v) => {
       for (const member of v.split(",")) {
@@ -179,11 +219,16 @@ export function telemetryEnvProblems(env: Env = process.env): EnvProblem[] {
     });
   }
   for (const kind of ["CERTIFICATE", "CLIENT_KEY", "CLIENT_CERTIFICATE"]) {
-    for (const variable of [`OTEL_EXPORTER_OTLP_${kind}`, `OTEL_EXPORTER_OTLP_TRACES_${kind}`]) check(variable, (v) => (existsSync(v) ? null : "no such file"));
+    for (const variable of [`OTEL_EXPORTER_OTLP_${kind}`, `OTEL_EXPORTER_OTLP_TRACES_${kind}`])
+      check(variable, (v) => (existsSync(v) ? null : "no such file"));
   }
   for (const variable of ["HADIS_TRACING", "HADIS_SPAN_SINK"]) {
     check(variable, (v) => (hadisSwitch({ [variable]: v }, variable) ? null : "not one of on, off (or true, false, 1, 0)"));
   }
-  check("HADIS_SPAN_SINK_RATE", (v) => (v.toLowerCase() === "all" || (Number.isFinite(Number(v)) && Number(v) >= 0) ? null : "not a number of traces a second (0 or more) or all"));
+  check("HADIS_SPAN_SINK_RATE", (v) =>
+    v.toLowerCase() === "all" || (Number.isFinite(Number(v)) && Number(v) >= 0)
+      ? null
+      : "not a number of traces a second (0 or more) or all",
+  );
   return problems;
 }

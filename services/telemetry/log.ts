@@ -32,7 +32,13 @@ export function createLogger(service: string, level: Level = (process.env.HADIS_
  * A log line for an event that can come in floods (bad messages from a broken peer): the first
  * at once, then at most one per `everyMs`, each saying how many it left out since the last.
  */
-export function throttled(log: Logger, level: Exclude<Level, "silent">, event: string, everyMs = 60_000, now: () => number = Date.now): (fields: Record<string, unknown>) => void {
+export function throttled(
+  log: Logger,
+  level: Exclude<Level, "silent">,
+  event: string,
+  everyMs = 60_000,
+  now: () => number = Date.now,
+): (fields: Record<string, unknown>) => void {
   let lastMs = Number.NEGATIVE_INFINITY;
   let left = 0;
   return (fields) => {

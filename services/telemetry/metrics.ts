@@ -135,8 +135,16 @@ const planPair = new Gauge({
   labelNames: ["light", "heavy", "policy"] as const,
   registers: [registry],
 });
-const planFid = new Gauge({ name: "hadis_plan_expected_fid", help: "Expected FID of the plan in force (NaN when its policy does not estimate one).", registers: [registry] });
-const planHeavyShare = new Gauge({ name: "hadis_plan_heavy_share_ratio", help: "Expected share of requests ending on the heavy model.", registers: [registry] });
+const planFid = new Gauge({
+  name: "hadis_plan_expected_fid",
+  help: "Expected FID of the plan in force (NaN when its policy does not estimate one).",
+  registers: [registry],
+});
+const planHeavyShare = new Gauge({
+  name: "hadis_plan_heavy_share_ratio",
+  help: "Expected share of requests ending on the heavy model.",
+  registers: [registry],
+});
 const sloSeconds = new Gauge({ name: "hadis_slo_seconds", help: "Latency SLO in force.", registers: [registry] });
 const solveSeconds = new Histogram({
   name: "hadis_milp_solve_seconds",
@@ -155,7 +163,11 @@ const workersBenched = new Gauge({
   help: "Workers left out of the plan because a model failed on them alone.",
   registers: [registry],
 });
-const demand = new Gauge({ name: "hadis_demand_requests_per_second", help: "Demand estimate of the resource manager (EWMA of arrivals), requests per second.", registers: [registry] });
+const demand = new Gauge({
+  name: "hadis_demand_requests_per_second",
+  help: "Demand estimate of the resource manager (EWMA of arrivals), requests per second.",
+  registers: [registry],
+});
 
 /** Records one answered `hadis.generate` request, with how it counts in the SLO (`sloOutcome`). */
 export function recordRequest(reply: GenerateReply | null, outcome: string, slo: SloOutcome): void {

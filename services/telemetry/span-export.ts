@@ -26,7 +26,11 @@ export class CountedBatchProcessor implements SpanProcessor {
   private readonly batch: BatchSpanProcessor;
   private queued = 0;
 
-  constructor(exporter: SpanExporter, private readonly settings: BatchSettings, private readonly onLoss: (reason: SpanLoss, spans: number) => void) {
+  constructor(
+    exporter: SpanExporter,
+    private readonly settings: BatchSettings,
+    private readonly onLoss: (reason: SpanLoss, spans: number) => void,
+  ) {
     const counted: SpanExporter = {
       export: (spans: ReadableSpan[], done: (result: ExportResult) => void) => {
         this.queued = Math.max(0, this.queued - spans.length);

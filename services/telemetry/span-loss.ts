@@ -13,7 +13,10 @@ export class SpanLossLog {
   private pending = new Map<SpanLoss, number>();
   private lastMs: number | null = null;
 
-  constructor(private readonly log: Pick<Logger, "warn">, private readonly everyMs = 10_000) {}
+  constructor(
+    private readonly log: Pick<Logger, "warn">,
+    private readonly everyMs = 10_000,
+  ) {}
 
   /** `spans` lost for `reason` at `nowMs`; logs what is pending when the interval allows. */
   report(reason: SpanLoss, spans: number, nowMs: number): void {

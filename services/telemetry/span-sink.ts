@@ -76,7 +76,11 @@ export class NatsSpanSink implements SpanProcessor {
   private buffer: SpanRecord[] = [];
   private timer: NodeJS.Timeout | null = null;
   /** `enabled`: whether the feed is on now (the process's configuration may change). */
-  constructor(private readonly nc: NatsConnection, private readonly subject: string, private readonly enabled: () => boolean) {
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly subject: string,
+    private readonly enabled: () => boolean,
+  ) {
     sinks.add(this);
   }
   onStart(): void {}
@@ -118,21 +122,24 @@ export class NatsSpanSink implements SpanProcessor {
 export class RatePicker {
   private tokens: number;
   private lastMs: number | null = null;
-  constructor(private readonly perSecond: number, private readonly now: () => number = () => performance.now()) {
+  constructor(
+    private readonly perSecond: number,
+    private readonly now: () => number = () => performance.now(),
+  ) {
     this.tokens = Math.max(1, perSecond);
   }
   pick(): boolean {
     if (this.perSecond === Infinity) return true;
     if (!(this.perSecond > 0)) return false;
     const t = this.now();
-    if (this.lastMs !== null) this.tokens = Math.min(Math.max(1, this.perSecond), this.tokens + ((t - this.lastMs) / 1000) * this.perSecond);
+    if (this.lastMs !== null)
+      this.tokens = Math.min(Math.max(1, this.perSecond), this.tokens + ((t - this.lastMs) / 1000) * this.perSecond);
     this.lastMs = t;
     if (this.tokens < 1) return false;
     this.tokens -= 1;
     return true;
   }
 }
-
 
 /** Sends what every sink of this process holds. */
 export async function flushSinks(): Promise<void> {

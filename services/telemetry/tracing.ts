@@ -48,7 +48,17 @@ import {
 } from "@opentelemetry/api";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { defaultResource, detectResources, envDetector, resourceFromAttributes, type Resource } from "@opentelemetry/resources";
-import { BasicTracerProvider, ParentBasedSampler, SamplingDecision, SimpleSpanProcessor, type ReadableSpan, type Sampler, type SamplingResult, type SpanExporter, type SpanProcessor } from "@opentelemetry/sdk-trace-base";
+import {
+  BasicTracerProvider,
+  ParentBasedSampler,
+  SamplingDecision,
+  SimpleSpanProcessor,
+  type ReadableSpan,
+  type Sampler,
+  type SamplingResult,
+  type SpanExporter,
+  type SpanProcessor,
+} from "@opentelemetry/sdk-trace-base";
 import { ATTR_SERVICE_NAME } from "@opentelemetry/semantic-conventions";
 import {
   ATTR_MESSAGING_BATCH_MESSAGE_COUNT,
@@ -184,7 +194,11 @@ export function configureTelemetry(opts: TelemetryOptions = {}): void {
     try {
       shared.push(new CountedBatchProcessor(otlpExporter(otlpUrl, opts.otlpProtocol ?? otlpProtocolFromEnv()), batchSettings(), onLoss));
     } catch (err) {
-      log.error("telemetry.exporter_failed", { url: otlpUrl, error: (err as Error).message, effect: "no span is exported; requests are served as usual" });
+      log.error("telemetry.exporter_failed", {
+        url: otlpUrl,
+        error: (err as Error).message,
+        effect: "no span is exported; requests are served as usual",
+      });
       shared.push(new UnavailableExport());
     }
   }
@@ -251,20 +265,29 @@ interface SamplerRules {
  * mark in their `tracestate`; and with no exporter, traces without the mark are not recorded.
  */
 class ServiceSampler implements Sampler {
-  constructor(private readonly inner: Sampler, private readonly rules: SamplerRules) {}
+  constructor(
+    private readonly inner: Sampler,
+    private readonly rules: SamplerRules,
+  ) {}
 
   shouldSample(context: Context, traceId: string, name: string, kind: SpanKind, attributes: Attributes, links: Link[]): SamplingResult {
     const parent = trace.getSpanContext(context);
     const hasParent = parent !== undefined && isSpanContextValid(parent);
     let result = this.inner.shouldSample(context, traceId, name, kind, attributes, links);
-    if (!hasParent && result.decision !== SamplingDecision.RECORD_AND_SAMPLED && this.inner instanceof ParentBasedSampler && links.some((l) => (l.context.traceFlags & TraceFlags.SAMPLED) !== 0)) {
+    if (
+      !hasParent &&
+      result.decision !== SamplingDecision.RECORD_AND_SAMPLED &&
+      this.inner instanceof ParentBasedSampler &&
+      links.some((l) => (l.context.traceFlags & TraceFlags.SAMPLED) !== 0)
+    ) {
       result = { decision: SamplingDecision.RECORD_AND_SAMPLED };
     }
     let traceState = result.traceState ?? (hasParent ? parent.traceState : undefined);
     const mark = this.rules.mark;
     if (mark && name === mark.name) {
       // Only the picker marks: a mark a caller sent in its own tracestate is dropped.
-      if (result.decision === SamplingDecision.RECORD_AND_SAMPLED && mark.pick()) traceState = (traceState ?? createTraceState()).set(SINK_MARK.key, SINK_MARK.value);
+      if (result.decision === SamplingDecision.RECORD_AND_SAMPLED && mark.pick())
+        traceState = (traceState ?? createTraceState()).set(SINK_MARK.key, SINK_MARK.value);
       else if (traceState?.get(SINK_MARK.key) !== undefined) traceState = traceState.unset(SINK_MARK.key);
     }
     if (this.rules.recordOnlyMarked && traceState?.get(SINK_MARK.key) !== SINK_MARK.value) {
@@ -378,10 +401,12 @@ export class ServiceTelemetry {
 export function serviceResource(serviceName: string, instanceId?: string): Resource {
   return defaultResource()
     .merge(detectResources({ detectors: [envDetector] }))
-    .merge(resourceFromAttributes({
-      [ATTR_SERVICE_NAME]: process.env.OTEL_SERVICE_NAME ? `${process.env.OTEL_SERVICE_NAME}.${serviceName}` : serviceName,
-      ...(instanceId ? { "service.instance.id": instanceId } : {}),
-    }));
+    .merge(
+      resourceFromAttributes({
+        [ATTR_SERVICE_NAME]: process.env.OTEL_SERVICE_NAME ? `${process.env.OTEL_SERVICE_NAME}.${serviceName}` : serviceName,
+        ...(instanceId ? { "service.instance.id": instanceId } : {}),
+      }),
+    );
 }
 
 /** A messaging operation on NATS, as the messaging semantic conventions describe it on a span. */
@@ -406,7 +431,9 @@ export function messagingAttributes(op: MessagingOperation): Attributes {
     [ATTR_MESSAGING_SYSTEM]: "nats",
     [ATTR_MESSAGING_OPERATION_TYPE]: op.type,
     [ATTR_MESSAGING_OPERATION_NAME]: op.name,
-    ...(op.destination === undefined ? { [ATTR_MESSAGING_DESTINATION_TEMPORARY]: true } : { [ATTR_MESSAGING_DESTINATION_NAME]: op.destination }),
+    ...(op.destination === undefined
+      ? { [ATTR_MESSAGING_DESTINATION_TEMPORARY]: true }
+      : { [ATTR_MESSAGING_DESTINATION_NAME]: op.destination }),
     ...(op.consumerGroup ? { [ATTR_MESSAGING_CONSUMER_GROUP_NAME]: op.consumerGroup } : {}),
     ...(op.messageId ? { [ATTR_MESSAGING_MESSAGE_ID]: op.messageId } : {}),
     ...(op.batchCount !== undefined ? { [ATTR_MESSAGING_BATCH_MESSAGE_COUNT]: op.batchCount } : {}),

@@ -58,7 +58,11 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
   const publishResult = (replyTo: string, result: WorkResult): void =>
     // A result published while the connection is down would be dropped (its router would wait for
     // the item to run again after the ack wait): it is sent once the connection is back.
-    sendWhenUp(nc, () => sendResult(replyTo, result), () => log.warn("worker.result_publish_failed", { requestId: result.requestId, error: "not connected to NATS" }));
+    sendWhenUp(
+      nc,
+      () => sendResult(replyTo, result),
+      () => log.warn("worker.result_publish_failed", { requestId: result.requestId, error: "not connected to NATS" }),
+    );
   const sendResult = (replyTo: string, result: WorkResult): void => {
     const data = encode(result);
     try {
@@ -76,7 +80,9 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
     // Keyed requests: any router retrying the request picks the image up from the bucket.
     // Not a failure: a retry is meant to try again, not to read the old error.
     if (result.ok && isKeyed(result.requestId)) {
-      void results.put(resultKey(result.requestId, result.stage), data).catch((err) => log.warn("worker.result_store_failed", { error: (err as Error).message }));
+      void results
+        .put(resultKey(result.requestId, result.stage), data)
+        .catch((err) => log.warn("worker.result_store_failed", { error: (err as Error).message }));
     }
   };
   /** Items the queue refused to each worker (they did not read): counted with its drops. */
@@ -86,7 +92,11 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
     malformed.set(workerId, (malformed.get(workerId) ?? 0) + 1);
     log.info("worker.drop", { workerId, reason: "malformed", error: error.message });
     // An internal error to its caller: a router's bug or a field out of range, not the caller's fault.
-    if (address) publishResult(address.replyTo, errorResult(address, workerId, new HadisError("internal", `work item refused by worker ${workerId}: ${error.message}`)));
+    if (address)
+      publishResult(
+        address.replyTo,
+        errorResult(address, workerId, new HadisError("internal", `work item refused by worker ${workerId}: ${error.message}`)),
+      );
   };
   for (let i = 0; i < opts.count; i++) {
     const backend = opts.backend(i);
@@ -96,7 +106,10 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
       new WorkerAgent(
         id,
         {
-          source: { pull: (model, max, waitMs, signal, lastCalledOff) => opts.queue.pull(model, max, waitMs, signal, lastCalledOff, (item) => refuse(id, item)) },
+          source: {
+            pull: (model, max, waitMs, signal, lastCalledOff) =>
+              opts.queue.pull(model, max, waitMs, signal, lastCalledOff, (item) => refuse(id, item)),
+          },
           publishResult,
           observer,
           backend,
@@ -132,7 +145,11 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
       // Its workers would run every batch at another speed than the plan counts on (ten times slower
       // for a worker at 1 in a system at 0.1), and requests would miss the SLO with no other sign.
       warnedScale = plan.timeScale;
-      log.warn("worker.time_scale_differs", { plan: plan.timeScale, workers: opts.timeScale, hint: `start the workers with --time-scale ${plan.timeScale}` });
+      log.warn("worker.time_scale_differs", {
+        plan: plan.timeScale,
+        workers: opts.timeScale,
+        hint: `start the workers with --time-scale ${plan.timeScale}`,
+      });
     }
     agents.forEach((a) => a.applyPlan(plan));
   });
@@ -154,7 +171,8 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
 
   service.addEndpoint("status", {
     subject: subjects.workerControl(prefix),
-    handler: (_err, msg) => msg.respond(encode(agents.map((a) => ({ ...a.status(kind), dropped: { ...a.dropped, malformed: malformed.get(a.id) ?? 0 } })))),
+    handler: (_err, msg) =>
+      msg.respond(encode(agents.map((a) => ({ ...a.status(kind), dropped: { ...a.dropped, malformed: malformed.get(a.id) ?? 0 } })))),
   });
   log.info("workers.started", { count: opts.count, prefix, backend: kind });
 

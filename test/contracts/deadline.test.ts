@@ -19,7 +19,9 @@ describe("a request's deadline and how long its caller waits", () => {
 
   it("refuses a deadline longer than any the caller would wait for", () => {
     expect(validate(GenerateRequestSchema, { prompt: "a cat", deadlineMs: MAX_DEADLINE_MS }, "generate request").deadlineMs).toBe(600_000);
-    expect(() => validate(GenerateRequestSchema, { prompt: "a cat", deadlineMs: MAX_DEADLINE_MS + 1 }, "generate request")).toThrow(/deadlineMs/);
+    expect(() => validate(GenerateRequestSchema, { prompt: "a cat", deadlineMs: MAX_DEADLINE_MS + 1 }, "generate request")).toThrow(
+      /deadlineMs/,
+    );
     expect(replyWaitMs({ deadlineMs: MAX_DEADLINE_MS })).toBeGreaterThan(MAX_DEADLINE_MS);
   });
 });

@@ -18,7 +18,6 @@ function thrown(run: () => unknown): unknown {
 }
 
 describe("operator-facing errors", () => {
-
   it("carry their name, message, setting and cause, and are OperatorErrors, not wire errors", () => {
     const cause = new RangeError("inner");
     const err = new ConfigurationError("--port 99999 is not a port", { setting: "--port", cause });
@@ -40,6 +39,8 @@ describe("operator-facing errors", () => {
   });
 
   it("a model export this build cannot run is a ModelExportError", () => {
-    expect(thrown(() => createScheduler({ _class_name: "EulerDiscreteScheduler", beta_schedule: "squaredcos_cap_v2" }, 4))).toBeInstanceOf(ModelExportError);
+    expect(thrown(() => createScheduler({ _class_name: "EulerDiscreteScheduler", beta_schedule: "squaredcos_cap_v2" }, 4))).toBeInstanceOf(
+      ModelExportError,
+    );
   });
 });

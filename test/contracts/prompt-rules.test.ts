@@ -16,7 +16,6 @@ function refusal(body: unknown): { code: string; field: unknown; message: string
 }
 
 describe("the prompt rules of GenerateRequestSchema", () => {
-
   it("hands on the prompt trimmed", () => {
     expect(validate(GenerateRequestSchema, { prompt: "  a red bicycle \n" }, "generate request").prompt).toBe("a red bicycle");
   });
@@ -24,20 +23,35 @@ describe("the prompt rules of GenerateRequestSchema", () => {
   it("refuses an empty prompt, or one of only whitespace, control or invisible characters, as invalid_request on field prompt", () => {
     expect(refusal({ prompt: "" })).toEqual({ code: "invalid_request", field: "prompt", message: "prompt is empty" });
     expect(refusal({ prompt: " \t\n" })).toEqual({ code: "invalid_request", field: "prompt", message: "prompt is empty" });
-    expect(refusal({ prompt: "\u200b\u0000\ufeff" })).toEqual({ code: "invalid_request", field: "prompt", message: "prompt is empty: it has only whitespace, control or invisible characters" });
+    expect(refusal({ prompt: "\u200b\u0000\ufeff" })).toEqual({
+      code: "invalid_request",
+      field: "prompt",
+      message: "prompt is empty: it has only whitespace, control or invisible characters",
+    });
   });
 
   it("counts characters, not UTF-16 units: 2,000 emoji pass, 2,001 characters are prompt_too_long", () => {
     expect(refusal({ prompt: "\u{1F431}".repeat(2_000) })).toBeNull();
     expect(refusal({ prompt: ` ${"a".repeat(2_000)} ` })).toBeNull();
-    expect(refusal({ prompt: "a".repeat(2_001) })).toEqual({ code: "prompt_too_long", field: "prompt", message: "prompt has 2001 characters; the limit is 2000" });
+    expect(refusal({ prompt: "a".repeat(2_001) })).toEqual({
+      code: "prompt_too_long",
+      field: "prompt",
+      message: "prompt has 2001 characters; the limit is 2000",
+    });
     expect(refusal({ prompt: "a".repeat(100_000) })?.code).toBe("prompt_too_long");
   });
 
   it("applies the length rule to the negative prompt, whatever its size", () => {
     expect(refusal({ prompt: "a cat", negativePrompt: "\u{1F431}".repeat(2_000) })).toBeNull();
-    expect(refusal({ prompt: "a cat", negativePrompt: "n".repeat(2_001) })).toEqual({ code: "prompt_too_long", field: "negativePrompt", message: "negativePrompt has 2001 characters; the limit is 2000" });
-    expect(refusal({ prompt: "a cat", negativePrompt: "n".repeat(100_000) })).toMatchObject({ code: "prompt_too_long", field: "negativePrompt" });
+    expect(refusal({ prompt: "a cat", negativePrompt: "n".repeat(2_001) })).toEqual({
+      code: "prompt_too_long",
+      field: "negativePrompt",
+      message: "negativePrompt has 2001 characters; the limit is 2000",
+    });
+    expect(refusal({ prompt: "a cat", negativePrompt: "n".repeat(100_000) })).toMatchObject({
+      code: "prompt_too_long",
+      field: "negativePrompt",
+    });
   });
 
   it("leaves the other fields' refusals to invalid_request", () => {

@@ -4,10 +4,20 @@ import { encode } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION } from "../../contracts/messages.ts";
 import { readWorkItem } from "../../contracts/work-items.ts";
 
-const good = { v: PROTOCOL_VERSION, requestId: "r1", stage: "light", prompt: "a cat", seed: 3, model: "m1", replyTo: "hadis.result.r", enqueuedAtMs: 1, deadlineAtMs: 2, planEpoch: 4 };
+const good = {
+  v: PROTOCOL_VERSION,
+  requestId: "r1",
+  stage: "light",
+  prompt: "a cat",
+  seed: 3,
+  model: "m1",
+  replyTo: "hadis.result.r",
+  enqueuedAtMs: 1,
+  deadlineAtMs: 2,
+  planEpoch: 4,
+};
 
 describe("readWorkItem", () => {
-
   it("reads a whole item as it was sent", () => {
     expect(readWorkItem(encode(good))).toEqual({ item: good });
   });

@@ -40,7 +40,9 @@ export function clusterConfig(name: string, clusterPort: number, monitorPort: nu
 }
 
 /** Starts three nodes and waits until JetStream can place a 3-replica stream (every peer known). */
-export async function startCluster(opts: { extraConfig?: string; env?: Record<string, string>; connect?: Record<string, unknown> } = {}): Promise<LocalCluster> {
+export async function startCluster(
+  opts: { extraConfig?: string; env?: Record<string, string>; connect?: Record<string, unknown> } = {},
+): Promise<LocalCluster> {
   const names = ["n1", "n2", "n3"];
   const clusterPorts = [await freePort(), await freePort(), await freePort()];
   const monitorPorts = [await freePort(), await freePort(), await freePort()];

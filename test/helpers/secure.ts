@@ -80,7 +80,8 @@ export async function startSecureServer(opts: LocalServerOptions = {}): Promise<
     credentials,
     log: () => log,
     violations: () => permissionViolations(log),
-    connectAs: (role, name = `test-${role}`) => connectNats(server.url, name, { user: credentials[role].user, pass: credentials[role].pass, ...roleInbox(role) }),
+    connectAs: (role, name = `test-${role}`) =>
+      connectNats(server.url, name, { user: credentials[role].user, pass: credentials[role].pass, ...roleInbox(role) }),
     serviceCredentials: (kind) => ({ ...credentials[kind], ownRole: true }),
   };
 }

@@ -48,7 +48,12 @@ export type Breakage = "no-unet" | "vae-4-channels";
  * `modelsDir/broken`, and `modelsDir/map.json`: the default model map with `edit` applied (which
  * points some model at "broken"). Returns the map's path.
  */
-export function mapWithBrokenExport(modelsDir: string, from: keyof TinyModelDirs, edit: (models: Record<string, MapEntry>) => void, breakage: Breakage = "no-unet"): string {
+export function mapWithBrokenExport(
+  modelsDir: string,
+  from: keyof TinyModelDirs,
+  edit: (models: Record<string, MapEntry>) => void,
+  breakage: Breakage = "no-unet",
+): string {
   const dirs = makeTinyModels(modelsDir);
   const broken = join(modelsDir, "broken");
   cpSync(dirs[from], broken, { recursive: true });

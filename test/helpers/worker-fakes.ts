@@ -40,14 +40,35 @@ export class FakeQueue implements WorkSource {
 }
 
 export function item(model: string, id: string, deadlineAtMs = Date.now() + 60_000, prompt = "a cat"): WorkItem {
-  return { v: PROTOCOL_VERSION, requestId: id, stage: "light", prompt, seed: 1, model, replyTo: "r", enqueuedAtMs: Date.now(), deadlineAtMs, planEpoch: 1 };
+  return {
+    v: PROTOCOL_VERSION,
+    requestId: id,
+    stage: "light",
+    prompt,
+    seed: 1,
+    model,
+    replyTo: "r",
+    enqueuedAtMs: Date.now(),
+    deadlineAtMs,
+    planEpoch: 1,
+  };
 }
 
 export function plan(epoch: number, model: string | null, batchSize = 4): Plan {
   return {
-    v: PROTOCOL_VERSION, epoch, policy: "t", issuedAtMs: 0, sloMs: 1000, timeScale: 1, pair: { light: "a", heavy: "b" },
-    routerThreshold: 0, discThreshold: 0, heavyShare: 0, models: { a: { workers: 1, batchSize }, b: { workers: 0, batchSize: 1 } },
-    assignment: model ? { w: model } : {}, reason: "",
+    v: PROTOCOL_VERSION,
+    epoch,
+    policy: "t",
+    issuedAtMs: 0,
+    sloMs: 1000,
+    timeScale: 1,
+    pair: { light: "a", heavy: "b" },
+    routerThreshold: 0,
+    discThreshold: 0,
+    heavyShare: 0,
+    models: { a: { workers: 1, batchSize }, b: { workers: 0, batchSize: 1 } },
+    assignment: model ? { w: model } : {},
+    reason: "",
   };
 }
 
@@ -67,14 +88,18 @@ export function setup(genMs = 20, loadRetryMs = 10, failedBatchesToReport?: numb
     close: async () => undefined,
   };
   const queue = new FakeQueue();
-  const agent = new WorkerAgent("w", {
-    source: queue,
-    publishResult: (_to, r) => void results.push(r),
-    backend,
-    now: Date.now,
-    sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
-    log: () => undefined,
-  }, { pollMs: 5, workingEveryMs: 1_000, loadRetryMs, ...(failedBatchesToReport ? { failedBatchesToReport } : {}) });
+  const agent = new WorkerAgent(
+    "w",
+    {
+      source: queue,
+      publishResult: (_to, r) => void results.push(r),
+      backend,
+      now: Date.now,
+      sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
+      log: () => undefined,
+    },
+    { pollMs: 5, workingEveryMs: 1_000, loadRetryMs, ...(failedBatchesToReport ? { failedBatchesToReport } : {}) },
+  );
   return { agent, queue, events, results };
 }
 

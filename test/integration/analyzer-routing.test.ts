@@ -17,7 +17,11 @@ afterAll(async () => {
 describe("router with the prompt analyzer", () => {
   it("reports the analyzer's score of prompts nobody has seen", async () => {
     const analyzer = loadPromptAnalyzer();
-    for (const prompt of ["a red bicycle leaning against a brick wall", "two astronauts playing chess on the moon under a purple sky", "cat"]) {
+    for (const prompt of [
+      "a red bicycle leaning against a brick wall",
+      "two astronauts playing chess on the moon under a purple sky",
+      "cat",
+    ]) {
       const reply = await t.client.generate({ prompt, deadlineMs: 20_000 });
       expect(reply.difficulty).toBeCloseTo(analyzer.analyzePrompt(prompt).score, 9);
     }

@@ -81,11 +81,16 @@ describe("asynchronous jobs over real NATS (hadis.jobs.submit, events kept in Je
   it("a job whose router stopped mid-way ends, past its deadline, with a failed event made by the reader", async () => {
     const stream = await JobStream.open(t.nc, t.system.subjects);
     const now = Date.now();
-    await stream.publish({ v: 1, jobId: "orphan-1", seq: 1, atMs: now, kind: "queued", deadlineAtMs: now - JOB_LOST_AFTER_MS - 1 }, "msgpack");
-    await stream.publish({ v: 1, jobId: "orphan-1", seq: 2, atMs: now, kind: "routed", hard: false, pair: { light: "a", heavy: "b" }, planEpoch: 1 }, "json");
+    await stream.publish(
+      { v: 1, jobId: "orphan-1", seq: 1, atMs: now, kind: "queued", deadlineAtMs: now - JOB_LOST_AFTER_MS - 1 },
+      "msgpack",
+    );
+    await stream.publish(
+      { v: 1, jobId: "orphan-1", seq: 2, atMs: now, kind: "routed", hard: false, pair: { light: "a", heavy: "b" }, planEpoch: 1 },
+      "json",
+    );
     const events = await all(t.client.job("orphan-1"));
     expect(events.map((e) => e.kind)).toEqual(["queued", "routed", "failed"]);
     expect(events[2]).toMatchObject({ kind: "failed", seq: 3, error: { code: "deadline_exceeded" } });
   });
 });
-

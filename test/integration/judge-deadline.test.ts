@@ -53,7 +53,8 @@ describe("a judge that does not answer", () => {
     expect(reply.route).toBe("light");
     expect(reply.score).toBeUndefined(); // no verdict came
     expect(reply.fallback).toBe("judge_failed"); // and the reply says so, as does its trace
-    const root = () => exporter.getFinishedSpans().find((s) => s.name === "hadis.generate" && s.attributes["hadis.request_id"] === reply.requestId);
+    const root = () =>
+      exporter.getFinishedSpans().find((s) => s.name === "hadis.generate" && s.attributes["hadis.request_id"] === reply.requestId);
     await waitFor(async () => (await flushTelemetry(), root() !== undefined), 5_000, "the request's root span");
     expect(root()!.attributes["hadis.fallback"]).toBe("judge_failed");
     expect(reply.image.length).toBeGreaterThan(0);

@@ -37,7 +37,18 @@ beforeAll(async () => {
 function router(name: string, requestId: string, deadlineAtMs: number, seq: number, own: boolean) {
   const pending = new PendingWork((s) => void queue.remove(s));
   const entry: PendingItem = {
-    item: { v: PROTOCOL_VERSION, requestId, stage: "light", prompt: "a cat", seed: 1, model: OLD, replyTo: `hadis.result.${name}`, enqueuedAtMs: Date.now(), deadlineAtMs, planEpoch: 4 },
+    item: {
+      v: PROTOCOL_VERSION,
+      requestId,
+      stage: "light",
+      prompt: "a cat",
+      seed: 1,
+      model: OLD,
+      replyTo: `hadis.result.${name}`,
+      enqueuedAtMs: Date.now(),
+      deadlineAtMs,
+      planEpoch: 4,
+    },
     stage: "light",
     seq,
     own,
@@ -46,14 +57,32 @@ function router(name: string, requestId: string, deadlineAtMs: number, seq: numb
     settled: new Promise(() => undefined),
   };
   pending.wait(entry);
-  const move = createMover({ queue, pending, results, telemetry: new ServiceTelemetry("hadis-router", null), log: createLogger("test", "error"), afterEnqueue: () => undefined });
+  const move = createMover({
+    queue,
+    pending,
+    results,
+    telemetry: new ServiceTelemetry("hadis-router", null),
+    log: createLogger("test", "error"),
+    afterEnqueue: () => undefined,
+  });
   return { entry, move: () => move(entry, NEW, plan) };
 }
 
 /** The first attempt's item, as its router queued it. */
 async function firstAttempt(label: string, deadlineAtMs: number) {
   const requestId = keyedRequestId(`${label}-${Date.now()}`, "f".repeat(32));
-  const item: WorkItem = { v: PROTOCOL_VERSION, requestId, stage: "light", prompt: "a cat", seed: 1, model: OLD, replyTo: "hadis.result.r", enqueuedAtMs: Date.now(), deadlineAtMs, planEpoch: 4 };
+  const item: WorkItem = {
+    v: PROTOCOL_VERSION,
+    requestId,
+    stage: "light",
+    prompt: "a cat",
+    seed: 1,
+    model: OLD,
+    replyTo: "hadis.result.r",
+    enqueuedAtMs: Date.now(),
+    deadlineAtMs,
+    planEpoch: 4,
+  };
   const { seq } = await queue.publish(OLD, encode(item), `${requestId}/light/${OLD}`);
   return { requestId, seq };
 }

@@ -26,21 +26,42 @@ let server: LocalServer;
 let system: RunningSystem;
 let nc: NatsConnection;
 const warnings: { event: string; fields: Record<string, unknown> }[] = [];
-const log: Logger = { debug: () => undefined, info: () => undefined, warn: (event, fields = {}) => void warnings.push({ event, fields }), error: () => undefined };
+const log: Logger = {
+  debug: () => undefined,
+  info: () => undefined,
+  warn: (event, fields = {}) => void warnings.push({ event, fields }),
+  error: () => undefined,
+};
 const modelsDir = mkdtempSync(join(tmpdir(), "hadis-payload-"));
 
 beforeAll(async () => {
   const modelMap = mapWithBrokenExport(modelsDir, "turbo", () => undefined);
   server = await startNatsServer({ extraConfig: "max_payload: 2048" });
   system = await startSystem({
-    natsUrl: server.url, services: ["router", "worker"], workers: 1, workerIdPrefix: "small",
-    backend: "onnx", onnx: { modelsDir, modelMap }, workQueue: { storage: "memory" }, log,
+    natsUrl: server.url,
+    services: ["router", "worker"],
+    workers: 1,
+    workerIdPrefix: "small",
+    backend: "onnx",
+    onnx: { modelsDir, modelMap },
+    workQueue: { storage: "memory" },
+    log,
   });
   nc = await connectNats(server.url, "test");
   const plan: Plan = {
-    v: PROTOCOL_VERSION, epoch: 1, policy: "test", issuedAtMs: Date.now(), sloMs: 60_000, timeScale: 1,
-    pair: { light: "sdxl-lightning", heavy: "sd35-medium" }, routerThreshold: 0, discThreshold: 0, heavyShare: 0,
-    models: { "sdxl-lightning": { workers: 1, batchSize: 1 } }, assignment: { "small-00": "sdxl-lightning" }, reason: "test",
+    v: PROTOCOL_VERSION,
+    epoch: 1,
+    policy: "test",
+    issuedAtMs: Date.now(),
+    sloMs: 60_000,
+    timeScale: 1,
+    pair: { light: "sdxl-lightning", heavy: "sd35-medium" },
+    routerThreshold: 0,
+    discThreshold: 0,
+    heavyShare: 0,
+    models: { "sdxl-lightning": { workers: 1, batchSize: 1 } },
+    assignment: { "small-00": "sdxl-lightning" },
+    reason: "test",
   };
   await (await openPlanBucket(nc, subjects())).put("current", encode(plan));
   const agent = system.workers!.agents[0];

@@ -22,7 +22,11 @@ function walk(dir: string): string[] {
 /** Every specifier a file imports: static, re-exported, type-only and dynamic alike. */
 function specifiersOf(text: string): string[] {
   const found: string[] = [];
-  const patterns = [/\b(?:import|export)\s[^;]*?\bfrom\s*["']([^"']+)["']/g, /\bimport\s*\(\s*["']([^"']+)["']\s*\)/g, /\bimport\s+["']([^"']+)["']/g];
+  const patterns = [
+    /\b(?:import|export)\s[^;]*?\bfrom\s*["']([^"']+)["']/g,
+    /\bimport\s*\(\s*["']([^"']+)["']\s*\)/g,
+    /\bimport\s+["']([^"']+)["']/g,
+  ];
   for (const pattern of patterns) for (const m of text.matchAll(pattern)) found.push(m[1]);
   return found;
 }
@@ -77,7 +81,12 @@ function cycles(): string[][] {
 
 /** `from → to` for each import of a file under `from` that reaches a file under one of `to`. */
 function importsInto(from: (f: string) => boolean, to: (f: string) => boolean): string[] {
-  return files.filter(from).flatMap((f) => graph.get(f)!.files.filter(to).map((t) => `${f} → ${t}`));
+  return files.filter(from).flatMap((f) =>
+    graph
+      .get(f)!
+      .files.filter(to)
+      .map((t) => `${f} → ${t}`),
+  );
 }
 
 /** The files that import a package whose name starts with one of `prefixes`. */
@@ -86,7 +95,6 @@ function importersOf(prefixes: string[]): string[] {
 }
 
 describe("the source layout", () => {
-
   it("finds the source files it checks (the walk is not empty)", () => {
     expect(files.length).toBeGreaterThan(150);
     expect(files).toContain("services/system.ts");
@@ -97,10 +105,30 @@ describe("the source layout", () => {
   });
 
   it("imports one way: contracts nothing of ours, actors only contracts, services no tools, benches or tests", () => {
-    expect(importsInto((f) => top(f) === "contracts", (t) => top(t) !== "contracts")).toEqual([]);
-    expect(importsInto((f) => top(f) === "actors", (t) => !["contracts", "actors"].includes(top(t)))).toEqual([]);
-    expect(importsInto((f) => top(f) === "services", (t) => ["tools", "bench", "test"].includes(top(t)))).toEqual([]);
-    expect(importsInto((f) => top(f) === "tools", (t) => ["bench", "test"].includes(top(t)))).toEqual([]);
+    expect(
+      importsInto(
+        (f) => top(f) === "contracts",
+        (t) => top(t) !== "contracts",
+      ),
+    ).toEqual([]);
+    expect(
+      importsInto(
+        (f) => top(f) === "actors",
+        (t) => !["contracts", "actors"].includes(top(t)),
+      ),
+    ).toEqual([]);
+    expect(
+      importsInto(
+        (f) => top(f) === "services",
+        (t) => ["tools", "bench", "test"].includes(top(t)),
+      ),
+    ).toEqual([]);
+    expect(
+      importsInto(
+        (f) => top(f) === "tools",
+        (t) => ["bench", "test"].includes(top(t)),
+      ),
+    ).toEqual([]);
   });
 
   it("keeps NATS, onnxruntime and the OpenTelemetry SDK at the edge, each in its own folder", () => {
@@ -108,7 +136,11 @@ describe("the source layout", () => {
     expect(importersOf(["onnxruntime-node"])).toEqual(["services/onnx/runtime.ts"]);
     expect(importersOf(["highs"]).filter((f) => !f.startsWith("services/solver/"))).toEqual([]);
     // The API package (spans, context) is used where spans are made; the SDK only in telemetry/.
-    expect(importersOf(["@opentelemetry/sdk-", "@opentelemetry/exporter-", "@opentelemetry/resources", "@opentelemetry/core"]).filter((f) => !f.startsWith("services/telemetry/") && !f.startsWith("bench/"))).toEqual([]);
+    expect(
+      importersOf(["@opentelemetry/sdk-", "@opentelemetry/exporter-", "@opentelemetry/resources", "@opentelemetry/core"]).filter(
+        (f) => !f.startsWith("services/telemetry/") && !f.startsWith("bench/"),
+      ),
+    ).toEqual([]);
   });
 
   it("has no grab-bag folder: services/lib is gone", () => {

@@ -12,7 +12,9 @@ import { INTEGRATION, SERIAL } from "../../vitest.config.ts";
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
 function walk(dir: string): string[] {
-  return readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name)) : e.name.endsWith(".test.ts") ? [join(dir, e.name)] : []));
+  return readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? walk(join(dir, e.name)) : e.name.endsWith(".test.ts") ? [join(dir, e.name)] : [],
+  );
 }
 
 /** A glob of the config's kind (`**`, `*`, `{a,b}`) as a regular expression over repository paths. */
@@ -39,7 +41,11 @@ const integration = files.filter((f) => matches(INTEGRATION)(f) && !serial.inclu
 const unit = files.filter((f) => !serial.includes(f) && !integration.includes(f));
 
 /** Modules only an integration test may import: a nats-server or the system, a process, a proxy, an ONNX thread or session. (HiGHS in-process is deterministic CPU: unit tests use it.) */
-const REAL_MODULES = [/helpers\/(nats|system|processes|cluster|proxy|secure|tiny-models)\.ts$/, /^node:child_process$/, /services\/onnx\/(threaded|thread-client|runtime|pipeline)\.ts$/];
+const REAL_MODULES = [
+  /helpers\/(nats|system|processes|cluster|proxy|secure|tiny-models)\.ts$/,
+  /^node:child_process$/,
+  /services\/onnx\/(threaded|thread-client|runtime|pipeline)\.ts$/,
+];
 
 /** The specifiers a file imports (static and dynamic). */
 const importsOf = (text: string) => [...text.matchAll(/(?:\bfrom\s*|\bimport\s*\(\s*)["']([^"']+)["']/g)].map((m) => m[1]);
@@ -53,7 +59,11 @@ describe("the test projects", () => {
   });
 
   it("keep unit files off real parts: no server, process, proxy, thread or ONNX session", () => {
-    const offending = unit.flatMap((f) => importsOf(readFileSync(join(ROOT, f), "utf8")).filter((spec) => REAL_MODULES.some((p) => p.test(spec))).map((spec) => `${f}: ${spec}`));
+    const offending = unit.flatMap((f) =>
+      importsOf(readFileSync(join(ROOT, f), "utf8"))
+        .filter((spec) => REAL_MODULES.some((p) => p.test(spec)))
+        .map((spec) => `${f}: ${spec}`),
+    );
     expect(offending).toEqual([]);
   });
 

@@ -12,7 +12,16 @@ import { shutdownTelemetry, spanSinkSubject } from "../../services/telemetry/tra
 import { encode } from "../../contracts/envelope.ts";
 import { fingerprintOf, keyedRequestId } from "../../actors/request/idempotent.ts";
 
-const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic", "--no-first-run", "--disable-component-update", "--disable-sync"];
+const CHROMIUM_ARGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-background-networking",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-component-update",
+  "--disable-sync",
+];
 
 let t: TestSystem;
 let dashNc: NatsConnection;
@@ -32,7 +41,6 @@ afterAll(async () => {
   await shutdownTelemetry();
 });
 
-
 /** The page's document, as the predicates below read it (the project's types have no DOM). */
 type PageDocument = { querySelector(s: string): { textContent: string | null } | null; querySelectorAll(s: string): { length: number } };
 /**
@@ -51,13 +59,27 @@ describe("the live dashboard", () => {
   it("shows the plan, the workers and request waterfalls; a click shows the whole trace", async () => {
     // Traffic: every route, plus a burst.
     await Promise.all([routes.light, routes.heavy, routes.escalated].map((prompt) => t.client.generate({ prompt, deadlineMs: 20_000 })));
-    await Promise.all(Array.from({ length: 40 }, (_, i) => t.client.generate({ prompt: `a watercolor of lighthouse ${i}`, deadlineMs: 20_000 })));
+    await Promise.all(
+      Array.from({ length: 40 }, (_, i) => t.client.generate({ prompt: `a watercolor of lighthouse ${i}`, deadlineMs: 20_000 })),
+    );
     const escalated = await t.client.generate({ prompt: routes.escalated, deadlineMs: 20_000 });
-    await waitFor(() => dashboard.state.recent(100).some((r) => r.requestId === escalated.requestId && r.stages.length >= 8), 10_000, "the escalated request's spans");
+    await waitFor(
+      () => dashboard.state.recent(100).some((r) => r.requestId === escalated.requestId && r.stages.length >= 8),
+      10_000,
+      "the escalated request's spans",
+    );
 
     // The JSON the page reads (worker heartbeats arrive once a second).
-    await waitFor(async () => ((await (await fetch(`${dashboard.url}api/state`)).json()) as { workers: unknown[] }).workers.length === 4, 10_000, "four workers");
-    const state = (await (await fetch(`${dashboard.url}api/state`)).json()) as { plan: { pair: unknown }; workers: unknown[]; recent: { requestId?: string; traceId: string }[] };
+    await waitFor(
+      async () => ((await (await fetch(`${dashboard.url}api/state`)).json()) as { workers: unknown[] }).workers.length === 4,
+      10_000,
+      "four workers",
+    );
+    const state = (await (await fetch(`${dashboard.url}api/state`)).json()) as {
+      plan: { pair: unknown };
+      workers: unknown[];
+      recent: { requestId?: string; traceId: string }[];
+    };
     expect(state.plan.pair).toEqual({ light: DEFAULT_STATIC.light, heavy: DEFAULT_STATIC.heavy });
     expect(state.workers).toHaveLength(4);
     expect(state.recent.length).toBeGreaterThanOrEqual(10);
@@ -74,8 +96,9 @@ describe("the live dashboard", () => {
     await page.waitForSelector("#requests tbody tr[data-trace] .mini span");
 
     // Click the escalated request: its trace spans three services.
-    const traceId = state.recent.find((r) => r.requestId === escalated.requestId)?.traceId
-      ?? dashboard.state.recent(100).find((r) => r.requestId === escalated.requestId)!.traceId;
+    const traceId =
+      state.recent.find((r) => r.requestId === escalated.requestId)?.traceId ??
+      dashboard.state.recent(100).find((r) => r.requestId === escalated.requestId)!.traceId;
     await page.click(`#requests tbody tr[data-trace="${traceId}"]`);
     await page.waitForFunction(traceShown, [traceId, 8] as [string, number]);
     const names = await page.locator("#trace .wfrow .name").allTextContents();
@@ -97,7 +120,12 @@ describe("the live dashboard", () => {
     await page.screenshot({ path: "test-artifacts/dashboard.png", fullPage: true });
     // The click put the request in the address; the reply's request id opens its trace, in the API and the page.
     expect(new URL(page.url()).hash).toBe(`#request=${escalated.requestId}`);
-    const byRequest = (await (await fetch(`${dashboard.url}api/trace/${escalated.requestId}`)).json()) as { traceId: string; requestId: string; rootSpanId: string; spans: unknown[] };
+    const byRequest = (await (await fetch(`${dashboard.url}api/trace/${escalated.requestId}`)).json()) as {
+      traceId: string;
+      requestId: string;
+      rootSpanId: string;
+      spans: unknown[];
+    };
     expect(byRequest).toMatchObject({ traceId, requestId: escalated.requestId });
     expect(byRequest.spans.length).toBeGreaterThanOrEqual(8);
     expect((await fetch(`${dashboard.url}api/trace/no-such-request`)).status).toBe(404);
@@ -128,10 +156,28 @@ describe("the live dashboard", () => {
   it("shows what anybody publishes on the span feed as text: markup in a service name, a request id, a model or a fallback runs nothing; the fallback shows in the row and the trace", async () => {
     const traceId = "ab".repeat(16);
     const attack = (n: number) => `<img src=x onerror="window.__xss=${n}">`;
-    t.nc.publish(spanSinkSubject(t.system.subjects.prefix), encode([{
-      t: traceId, s: "cd".repeat(8), n: "hadis.generate", sv: attack(1), k: 1, st: Date.now(), d: 5,
-      a: { "hadis.request_id": attack(2), "hadis.route": attack(3), "hadis.outcome": "ok", "hadis.models": [attack(4)], [attack(5)]: attack(6), "hadis.fallback": attack(7) },
-    }]));
+    t.nc.publish(
+      spanSinkSubject(t.system.subjects.prefix),
+      encode([
+        {
+          t: traceId,
+          s: "cd".repeat(8),
+          n: "hadis.generate",
+          sv: attack(1),
+          k: 1,
+          st: Date.now(),
+          d: 5,
+          a: {
+            "hadis.request_id": attack(2),
+            "hadis.route": attack(3),
+            "hadis.outcome": "ok",
+            "hadis.models": [attack(4)],
+            [attack(5)]: attack(6),
+            "hadis.fallback": attack(7),
+          },
+        },
+      ]),
+    );
     await waitFor(() => dashboard.state.recent(300).some((r) => r.traceId === traceId), 10_000, "the published span");
     const response = await fetch(dashboard.url);
     expect(response.headers.get("content-security-policy")).toContain("default-src 'self'");

@@ -73,7 +73,9 @@ describe("Prometheus /metrics", () => {
     expect(res.headers.get("content-type")).toMatch(/^text\/plain; version=0\.0\.4/);
     const { samples, types } = parsePrometheus(await res.text());
     const value = (name: string, labels: Record<string, string> = {}) =>
-      samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v)).reduce((a, s) => a + s.value, 0);
+      samples
+        .filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))
+        .reduce((a, s) => a + s.value, 0);
 
     expect(types.get("hadis_requests_total")).toBe("counter");
     expect(value("hadis_requests_total", { route: "light", outcome: "ok" })).toBe(3);
@@ -84,7 +86,10 @@ describe("Prometheus /metrics", () => {
     // The six served count in the SLO; the blank prompt, refused at the edge, does not, nor does
     // the request given 1 ms (counted by its outcome only).
     expect(value("hadis_slo_requests_total")).toBe(6);
-    expect(value("hadis_requests_total", { route: "none", outcome: "deadline_exceeded" }) + value("hadis_requests_total", { route: "none", outcome: "overloaded" })).toBe(1);
+    expect(
+      value("hadis_requests_total", { route: "none", outcome: "deadline_exceeded" }) +
+        value("hadis_requests_total", { route: "none", outcome: "overloaded" }),
+    ).toBe(1);
     expect(types.get("hadis_stage_duration_seconds")).toBe("histogram");
     expect(value("hadis_stage_duration_seconds_count", { stage: "total" })).toBe(6);
     expect(value("hadis_stage_duration_seconds_count", { stage: "judge" })).toBe(4);
@@ -113,14 +118,21 @@ describe("Prometheus /metrics", () => {
   it("counts a deduplicated retry as a request but not its stages again; drops stale queues and FIDs", async () => {
     const scrape = async () => parsePrometheus(await (await fetch(server.url)).text()).samples;
     const sum = (samples: Sample[], name: string, labels: Record<string, string> = {}) =>
-      samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v)).reduce((a, s) => a + s.value, 0);
+      samples
+        .filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))
+        .reduce((a, s) => a + s.value, 0);
     const before = await scrape();
     const key = `k-${Date.now()}`;
-    const [a, b] = await Promise.all([0, 1].map(() => t.client.generate({ prompt: routes.light, idempotencyKey: key, deadlineMs: 20_000 })));
+    const [a, b] = await Promise.all(
+      [0, 1].map(() => t.client.generate({ prompt: routes.light, idempotencyKey: key, deadlineMs: 20_000 })),
+    );
     expect([a.deduplicated, b.deduplicated].filter(Boolean)).toHaveLength(1);
     const after = await scrape();
     expect(sum(after, "hadis_requests_total") - sum(before, "hadis_requests_total")).toBe(2);
-    expect(sum(after, "hadis_stage_duration_seconds_count", { stage: "total" }) - sum(before, "hadis_stage_duration_seconds_count", { stage: "total" })).toBe(1);
+    expect(
+      sum(after, "hadis_stage_duration_seconds_count", { stage: "total" }) -
+        sum(before, "hadis_stage_duration_seconds_count", { stage: "total" }),
+    ).toBe(1);
 
     recordQueueDepths({ "model-a": 3, "model-b": 1 });
     recordQueueDepths({ "model-b": 2 });
@@ -135,7 +147,8 @@ describe("Prometheus /metrics", () => {
   it("has every series and label the Grafana dashboard queries, and the dashboard names only real error codes", async () => {
     const { samples } = parsePrometheus(await (await fetch(server.url)).text());
     const labelsOf = new Map<string, Set<string>>();
-    for (const x of samples) for (const k of Object.keys(x.labels)) (labelsOf.get(x.name) ?? labelsOf.set(x.name, new Set()).get(x.name)!).add(k);
+    for (const x of samples)
+      for (const k of Object.keys(x.labels)) (labelsOf.get(x.name) ?? labelsOf.set(x.name, new Set()).get(x.name)!).add(k);
     for (const x of samples) if (!labelsOf.has(x.name)) labelsOf.set(x.name, new Set());
     const exprs = expressions(grafana);
     expect(exprs.length).toBeGreaterThanOrEqual(20);
@@ -148,12 +161,18 @@ describe("Prometheus /metrics", () => {
         for (const [, label, op, value] of selector.matchAll(/([a-z_]+)\s*(=~|!~|!=|=)\s*"([^"]*)"/g)) {
           expect(labelsOf.get(name)!.has(label), `${label} on ${name} in ${expr}`).toBe(true);
           const outcomes = label === "outcome" ? value.split("|") : [];
-          expect(outcomes.filter((code) => code !== "ok" && !(code in ErrorCodes)), `outcomes (${op}) in ${expr}`).toEqual([]);
+          expect(
+            outcomes.filter((code) => code !== "ok" && !(code in ErrorCodes)),
+            `outcomes (${op}) in ${expr}`,
+          ).toEqual([]);
         }
       }
       for (const [, by] of expr.matchAll(/\bby \(([^)]*)\)/g)) {
         for (const label of by.split(",").map((x) => x.trim())) {
-          expect(names.some((n) => labelsOf.get(n)!.has(label)), `by ${label} in ${expr}`).toBe(true);
+          expect(
+            names.some((n) => labelsOf.get(n)!.has(label)),
+            `by ${label} in ${expr}`,
+          ).toBe(true);
         }
       }
     }

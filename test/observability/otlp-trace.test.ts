@@ -55,14 +55,20 @@ describe("a light→heavy request's trace, exported over OTLP/HTTP protobuf", ()
     const callerSpanId = "00f067aa0ba902b7";
     const h = newHeaders();
     h.set("traceparent", `00-${traceId}-${callerSpanId}-01`);
-    const reply = readGenerateReply(await t.nc.request("hadis.generate", encode({ prompt: routes.escalated, deadlineMs: 20_000 }), { timeout: 20_000, headers: h }));
+    const reply = readGenerateReply(
+      await t.nc.request("hadis.generate", encode({ prompt: routes.escalated, deadlineMs: 20_000 }), { timeout: 20_000, headers: h }),
+    );
     expect(reply.route).toBe("light->heavy");
 
     const inTrace = () => allSpans().filter((s) => s.traceId === traceId);
-    await waitFor(async () => {
-      await flushTelemetry();
-      return inTrace().some((s) => s.name === "hadis.generate") && inTrace().filter((s) => s.name.startsWith("execute")).length >= 2;
-    }, 10_000, "the trace's spans at the receiver");
+    await waitFor(
+      async () => {
+        await flushTelemetry();
+        return inTrace().some((s) => s.name === "hadis.generate") && inTrace().filter((s) => s.name.startsWith("execute")).length >= 2;
+      },
+      10_000,
+      "the trace's spans at the receiver",
+    );
     expect(received.every((r) => r.path === "/v1/traces" && r.type === "application/x-protobuf")).toBe(true);
 
     const spans = inTrace();
@@ -111,7 +117,12 @@ describe("a light→heavy request's trace, exported over OTLP/HTTP protobuf", ()
 
     // The messaging semantic conventions on the stage spans.
     const work = (model: string) => `hadis.work.${model}`;
-    expect(root.attributes).toMatchObject({ "messaging.system": "nats", "messaging.operation.type": "process", "messaging.destination.name": "hadis.generate", "messaging.consumer.group.name": QueueGroups.router });
+    expect(root.attributes).toMatchObject({
+      "messaging.system": "nats",
+      "messaging.operation.type": "process",
+      "messaging.destination.name": "hadis.generate",
+      "messaging.consumer.group.name": QueueGroups.router,
+    });
     expect(light.attributes).toMatchObject({
       "messaging.system": "nats",
       "messaging.operation.type": "send",
@@ -124,8 +135,19 @@ describe("a light→heavy request's trace, exported over OTLP/HTTP protobuf", ()
       "messaging.consumer.group.name": `work-${lightModel}`,
       "messaging.message.id": `${reply.requestId}/light/${lightModel}`,
     });
-    expect(execute.attributes).toMatchObject({ "messaging.operation.type": "process", "messaging.consumer.group.name": `work-${lightModel}` });
-    expect(judge.attributes).toMatchObject({ "messaging.system": "nats", "messaging.destination.name": "hadis.judge", "messaging.consumer.group.name": QueueGroups.discriminator });
-    expect(named("reply")[0].attributes).toMatchObject({ "messaging.system": "nats", "messaging.operation.type": "send", "messaging.destination.temporary": true });
+    expect(execute.attributes).toMatchObject({
+      "messaging.operation.type": "process",
+      "messaging.consumer.group.name": `work-${lightModel}`,
+    });
+    expect(judge.attributes).toMatchObject({
+      "messaging.system": "nats",
+      "messaging.destination.name": "hadis.judge",
+      "messaging.consumer.group.name": QueueGroups.discriminator,
+    });
+    expect(named("reply")[0].attributes).toMatchObject({
+      "messaging.system": "nats",
+      "messaging.operation.type": "send",
+      "messaging.destination.temporary": true,
+    });
   });
 });

@@ -23,7 +23,10 @@ afterEach(() => {
 });
 
 /** Tracing (or, with `read`, another switch) in this process once a dashboard has started under `env` (the services' configuration read from it first). */
-async function tracingUnder(env: Partial<Record<(typeof VARIABLES)[number], string>>, read: () => boolean = tracingEnabled): Promise<boolean> {
+async function tracingUnder(
+  env: Partial<Record<(typeof VARIABLES)[number], string>>,
+  read: () => boolean = tracingEnabled,
+): Promise<boolean> {
   for (const k of VARIABLES) delete process.env[k];
   Object.assign(process.env, env);
   configureTelemetry(); // from the environment, as a service process starts

@@ -26,7 +26,11 @@ describe("OnnxClipJudge", () => {
     ["single-file", "head"],
     ["single-file", "clip"],
   ] as const)("%s export, %s scoring: scores in [0, 1], deterministically, each image against its own prompt", async (layout, scoring) => {
-    const judge = await OnnxClipJudge.load({ dir: layout === "split" ? tiny.dirs.clip : tiny.dirs.clipSingle, scoring, intraOpNumThreads: 1 });
+    const judge = await OnnxClipJudge.load({
+      dir: layout === "split" ? tiny.dirs.clip : tiny.dirs.clipSingle,
+      scoring,
+      intraOpNumThreads: 1,
+    });
     const batch = [1, 2, 3].map((seed) => ({ prompt: "a photo of a cat", model: "m", image: image(seed) }));
     const scores = await judge.score(batch);
     expect(scores).toHaveLength(3);
@@ -64,7 +68,10 @@ describe("OnnxClipJudge", () => {
     cpSync(tiny.dirs.clip, dir, { recursive: true });
     writeFileSync(join(dir, "head", "model.onnx"), nanClipHead(16));
     const judge = await OnnxClipJudge.load({ dir, windowSize: 4, intraOpNumThreads: 1 });
-    await expect(judge.score([{ prompt: "a cat", model: "m", image: image(1) }])).rejects.toMatchObject({ code: "judge_failed", message: expect.stringMatching(/is NaN \(a broken model\)/) });
+    await expect(judge.score([{ prompt: "a cat", model: "m", image: image(1) }])).rejects.toMatchObject({
+      code: "judge_failed",
+      message: expect.stringMatching(/is NaN \(a broken model\)/),
+    });
     expect(judge.thresholdFor("m", 1)).toBe(0); // no score went into the window
     await judge.close();
   });

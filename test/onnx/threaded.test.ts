@@ -159,7 +159,10 @@ describe("ThreadedClipJudge", () => {
     const gen = new OnnxGenerationBackend(options());
     try {
       await gen.load("turbo");
-      const images = await gen.generate("turbo", [1, 2, 3, 4].map((seed) => ({ prompt: `a cat ${seed}`, seed })));
+      const images = await gen.generate(
+        "turbo",
+        [1, 2, 3, 4].map((seed) => ({ prompt: `a cat ${seed}`, seed })),
+      );
       const batch = images.map((img, i) => ({ prompt: `a cat ${i}`, model: "turbo", image: img.image }));
       const scores = await threaded.score(batch);
       expect(scores).toEqual(await local.score(batch));

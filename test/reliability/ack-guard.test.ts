@@ -20,7 +20,18 @@ const QUEUE = { ...DEFAULT_WORK_QUEUE, storage: "memory" as const, ackWaitMs: 30
 const MODEL = "sdxl-lightning";
 /** A work item whose request id is `label`. */
 const workItem = (label: string) =>
-  encode({ v: PROTOCOL_VERSION, requestId: label, stage: "light", prompt: "a cat", seed: 1, model: MODEL, replyTo: "hadis.result.r", enqueuedAtMs: Date.now(), deadlineAtMs: Date.now() + 60_000, planEpoch: 1 });
+  encode({
+    v: PROTOCOL_VERSION,
+    requestId: label,
+    stage: "light",
+    prompt: "a cat",
+    seed: 1,
+    model: MODEL,
+    replyTo: "hadis.result.r",
+    enqueuedAtMs: Date.now(),
+    deadlineAtMs: Date.now() + 60_000,
+    planEpoch: 1,
+  });
 let server: LocalServer | undefined;
 let proxy: Proxy | undefined;
 const connections: NatsConnection[] = [];

@@ -34,10 +34,19 @@ beforeAll(async () => {
   nc = await connectNats(server.url, "test");
   // The test plays the resource manager: a plan whose workers are the test's "crashing worker" below.
   const plan: Plan = {
-    v: PROTOCOL_VERSION, epoch: 1, policy: "test", issuedAtMs: Date.now(), sloMs: 60_000, timeScale: 1,
-    pair: { light: LIGHT, heavy: "sd35-large" }, routerThreshold: 0, discThreshold: 0, heavyShare: 0,
+    v: PROTOCOL_VERSION,
+    epoch: 1,
+    policy: "test",
+    issuedAtMs: Date.now(),
+    sloMs: 60_000,
+    timeScale: 1,
+    pair: { light: LIGHT, heavy: "sd35-large" },
+    routerThreshold: 0,
+    discThreshold: 0,
+    heavyShare: 0,
     models: { [LIGHT]: { workers: 1, batchSize: 1 }, "sd35-large": { workers: 1, batchSize: 1 } },
-    assignment: { "ghost-0": LIGHT, "ghost-1": "sd35-large" }, reason: "test",
+    assignment: { "ghost-0": LIGHT, "ghost-1": "sd35-large" },
+    reason: "test",
   };
   await (await openPlanBucket(nc, subjects(), 1, "memory")).put("current", encode(plan));
 }, 60_000);
@@ -61,7 +70,10 @@ describe("an item no worker ever finished", () => {
       while (!stop.signal.aborted) deliveries += (await queue.pull(LIGHT, 1, 500, stop.signal).catch(() => [])).length;
     })();
     const started = Date.now();
-    const outcome = await client.generate({ prompt: "a red bicycle", seed: 1, deadlineMs: 15_000 }).then(() => null, (err: unknown) => err);
+    const outcome = await client.generate({ prompt: "a red bicycle", seed: 1, deadlineMs: 15_000 }).then(
+      () => null,
+      (err: unknown) => err,
+    );
     const ms = Date.now() - started;
     stop.abort();
     await crashing;

@@ -35,7 +35,19 @@ interface Step {
 
 async function phase(step: string, qps: number, seconds: number): Promise<Step> {
   const sloMs = 6_000;
-  const out: Step = { step, qps, offered: 0, served: 0, servedDegraded: 0, refused: 0, refusedWithoutRetry: 0, sloViolations: 0, lost: 0, maxInFlight: 0, plans: "" };
+  const out: Step = {
+    step,
+    qps,
+    offered: 0,
+    served: 0,
+    servedDegraded: 0,
+    refused: 0,
+    refusedWithoutRetry: 0,
+    sloViolations: 0,
+    lost: 0,
+    maxInFlight: 0,
+    plans: "",
+  };
   const seen = new Set<string>();
   const calls: Promise<void>[] = [];
   let inFlight = 0;

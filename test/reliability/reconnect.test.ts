@@ -31,7 +31,16 @@ beforeAll(async () => {
   // At time scale 1 a worker loads sd3.5-large in 13.7 s (its profile's loadMs).
   // A 5 s ack wait (as by default; the tests' is 2 s): the worker's cut below is shorter, as a blip
   // is (past the ack wait the item is given out again whatever the worker sends).
-  back = await startTestServices(backProxy.url, { services: ["resource-manager", "worker", "discriminator"], workers: 2, timeScale: 1, workQueue: { storage: "memory", ackWaitMs: 5_000 } }, 30_000);
+  back = await startTestServices(
+    backProxy.url,
+    {
+      services: ["resource-manager", "worker", "discriminator"],
+      workers: 2,
+      timeScale: 1,
+      workQueue: { storage: "memory", ackWaitMs: 5_000 },
+    },
+    30_000,
+  );
   front = await startTestServices(proxy.url, { services: ["router"], timeScale: 1 });
   nc = await connectNats(server.url, "test");
 }, 60_000);

@@ -76,7 +76,13 @@ describe("health probes", () => {
     expect(alone.health.checks.plan).toEqual({ ok: false, detail: "no plan yet: a router without one answers no_capacity" });
 
     // The other services publish a plan: ready.
-    rest = await startSystem({ natsUrl: server.url, services: ["resource-manager", "worker", "discriminator"], workers: 2, workQueue: { storage: "memory" }, log });
+    rest = await startSystem({
+      natsUrl: server.url,
+      services: ["resource-manager", "worker", "discriminator"],
+      workers: 2,
+      workQueue: { storage: "memory" },
+      log,
+    });
     await until(async () => (await readyz()).status === 200);
     expect((await readyz()).health.checks.plan.detail).toMatch(/^epoch \d+$/);
 

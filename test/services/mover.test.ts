@@ -48,7 +48,14 @@ function setup(removable: boolean, traced: boolean) {
   const pending = new PendingWork();
   const enqueued: PendingItem[] = [];
   const span = traced ? telemetry.start("light sd35-large-turbo", { kind: SpanKind.PRODUCER }) : undefined;
-  const entry: PendingItem = { item: { ...item }, stage: "light", seq: 7, resolve: () => undefined, reject: () => undefined, ...(span ? { span } : {}) };
+  const entry: PendingItem = {
+    item: { ...item },
+    stage: "light",
+    seq: 7,
+    resolve: () => undefined,
+    reject: () => undefined,
+    ...(span ? { span } : {}),
+  };
   pendingOf.set(entry, pending.wait(entry));
   const move = createMover({ queue, pending, telemetry, log: createLogger("test", "error"), afterEnqueue: (e) => void enqueued.push(e) });
   return { exporter, queue, entry, move, enqueued, span, pending };
@@ -137,11 +144,26 @@ describe("moving a keyed request's item (a retry may ride on another attempt's)"
     queue.remove = async (seq?: number) => (removed.push(seq ?? -1), true);
     const pending = new PendingWork();
     const results = emptyBucket();
-    const entry: PendingItem = { item: { ...item, requestId: KEYED, deadlineAtMs: Date.now() + 60_000 }, stage: "light", seq: 7, own, resolve: () => undefined, reject: () => undefined, settled: new Promise(() => undefined) };
+    const entry: PendingItem = {
+      item: { ...item, requestId: KEYED, deadlineAtMs: Date.now() + 60_000 },
+      stage: "light",
+      seq: 7,
+      own,
+      resolve: () => undefined,
+      reject: () => undefined,
+      settled: new Promise(() => undefined),
+    };
     pending.wait(entry);
     const enqueued: PendingItem[] = [];
     const telemetry = new ServiceTelemetry("hadis-router", null);
-    const move = createMover({ queue, pending, results: results as never, telemetry, log: createLogger("test", "error"), afterEnqueue: (e) => void enqueued.push(e) });
+    const move = createMover({
+      queue,
+      pending,
+      results: results as never,
+      telemetry,
+      log: createLogger("test", "error"),
+      afterEnqueue: (e) => void enqueued.push(e),
+    });
     return { queue, removed, entry, move, results, enqueued };
   }
 
@@ -217,8 +239,30 @@ describe("moving a keyed request's item (a retry may ride on another attempt's)"
     const pending = new PendingWork((seq) => void superseded.push(seq));
     const answers: string[] = [];
     // Riding (after a move that landed on another attempt's copy) on seq 42 for the new model.
-    pending.wait({ item: { ...item, requestId: KEYED, model: "sd35-medium" }, stage: "light", seq: 42, own: false, resolve: (o) => void answers.push(o.model), reject: () => undefined });
-    pending.deliver(encode({ v: PROTOCOL_VERSION, ok: true, requestId: KEYED, stage: "light", model: "sd35-large-turbo", workerId: "w", image: new Uint8Array([1]), width: 1, height: 1, batchSize: 1, queueWaitMs: 0, execMs: 1 } satisfies WorkResult));
+    pending.wait({
+      item: { ...item, requestId: KEYED, model: "sd35-medium" },
+      stage: "light",
+      seq: 42,
+      own: false,
+      resolve: (o) => void answers.push(o.model),
+      reject: () => undefined,
+    });
+    pending.deliver(
+      encode({
+        v: PROTOCOL_VERSION,
+        ok: true,
+        requestId: KEYED,
+        stage: "light",
+        model: "sd35-large-turbo",
+        workerId: "w",
+        image: new Uint8Array([1]),
+        width: 1,
+        height: 1,
+        batchSize: 1,
+        queueWaitMs: 0,
+        execMs: 1,
+      } satisfies WorkResult),
+    );
     expect(answers).toEqual(["sd35-large-turbo"]);
     expect(superseded).toEqual([]);
   });
@@ -226,14 +270,33 @@ describe("moving a keyed request's item (a retry may ride on another attempt's)"
 
 describe("a moved item answered by its old model after all", () => {
   const result = (model: string): Uint8Array =>
-    encode({ v: PROTOCOL_VERSION, ok: true, requestId: "req-1", stage: "light", model, workerId: "w", image: new Uint8Array([1]), width: 1, height: 1, batchSize: 1, queueWaitMs: 0, execMs: 1 } satisfies WorkResult);
+    encode({
+      v: PROTOCOL_VERSION,
+      ok: true,
+      requestId: "req-1",
+      stage: "light",
+      model,
+      workerId: "w",
+      image: new Uint8Array([1]),
+      width: 1,
+      height: 1,
+      batchSize: 1,
+      queueWaitMs: 0,
+      execMs: 1,
+    } satisfies WorkResult);
 
   it("has its copy for the new model removed (a batch that held it when the plan changed finished)", () => {
     const superseded: number[] = [];
     const pending = new PendingWork((seq) => void superseded.push(seq));
     const answers: string[] = [];
     // Moved: the item now names the new model and its copy's sequence.
-    pending.wait({ item: { ...item, model: "sd35-medium" }, stage: "light", seq: 12, resolve: (o) => void answers.push(o.model), reject: () => undefined });
+    pending.wait({
+      item: { ...item, model: "sd35-medium" },
+      stage: "light",
+      seq: 12,
+      resolve: (o) => void answers.push(o.model),
+      reject: () => undefined,
+    });
     pending.deliver(result("sd35-large-turbo"));
     expect(answers).toEqual(["sd35-large-turbo"]);
     expect(superseded).toEqual([12]);
@@ -243,8 +306,22 @@ describe("a moved item answered by its old model after all", () => {
     const superseded: number[] = [];
     const pending = new PendingWork((seq) => void superseded.push(seq));
     const outcomes: string[] = [];
-    pending.wait({ item: { ...item, model: "sd35-medium" }, stage: "light", seq: 12, resolve: (o) => void outcomes.push(`ok ${o.model}`), reject: () => void outcomes.push("failed") });
-    const failed = { v: PROTOCOL_VERSION, ok: false, requestId: "req-1", stage: "light", model: "sd35-large-turbo", workerId: "w", error: { code: "generation_failed", message: "thread exited", status: 500, retryable: true } };
+    pending.wait({
+      item: { ...item, model: "sd35-medium" },
+      stage: "light",
+      seq: 12,
+      resolve: (o) => void outcomes.push(`ok ${o.model}`),
+      reject: () => void outcomes.push("failed"),
+    });
+    const failed = {
+      v: PROTOCOL_VERSION,
+      ok: false,
+      requestId: "req-1",
+      stage: "light",
+      model: "sd35-large-turbo",
+      workerId: "w",
+      error: { code: "generation_failed", message: "thread exited", status: 500, retryable: true },
+    };
     pending.deliver(encode(failed));
     expect(outcomes).toEqual([]);
     expect(superseded).toEqual([]);

@@ -39,7 +39,9 @@ describe("findNatsServer", () => {
       process.env.NATS_SERVER_BIN = fine.bin;
       expect(findNatsServer()).toBe(fine.bin);
       process.env.NATS_SERVER_BIN = "/nonexistent/nats-server";
-      expect(() => findNatsServer()).toThrow(/^NATS_SERVER_BIN=\/nonexistent\/nats-server is not a nats-server that runs \(spawnSync \/nonexistent\/nats-server ENOENT\)$/);
+      expect(() => findNatsServer()).toThrow(
+        /^NATS_SERVER_BIN=\/nonexistent\/nats-server is not a nats-server that runs \(spawnSync \/nonexistent\/nats-server ENOENT\)$/,
+      );
     } finally {
       delete process.env.NATS_SERVER_BIN;
       for (const d of [old.dir, fine.dir]) rmSync(d, { recursive: true, force: true });

@@ -126,10 +126,22 @@ describe("PlanView.waitForPlan", () => {
   it("waits for an epoch another service already follows, and gives what it holds when it does not come", async () => {
     const own = subjects("hview");
     const { view, kv } = await PlanView.open(t.nc, own, createLogger("test", "error"));
-    const plan = (epoch: number) => encode({
-      v: PROTOCOL_VERSION, epoch, policy: "t", issuedAtMs: 0, sloMs: 1000, timeScale: 1, pair: { light: "a", heavy: "b" },
-      routerThreshold: 0, discThreshold: 0.1 * epoch, heavyShare: 0, models: { a: { workers: 1, batchSize: 1 } }, assignment: { w: "a" }, reason: "",
-    });
+    const plan = (epoch: number) =>
+      encode({
+        v: PROTOCOL_VERSION,
+        epoch,
+        policy: "t",
+        issuedAtMs: 0,
+        sloMs: 1000,
+        timeScale: 1,
+        pair: { light: "a", heavy: "b" },
+        routerThreshold: 0,
+        discThreshold: 0.1 * epoch,
+        heavyShare: 0,
+        models: { a: { workers: 1, batchSize: 1 } },
+        assignment: { w: "a" },
+        reason: "",
+      });
     await kv.put(own.names.planKey, plan(1));
     expect((await view.waitForEpoch(1, 2_000))?.epoch).toBe(1);
     const started = Date.now();
@@ -143,10 +155,22 @@ describe("PlanView.waitForPlan", () => {
   it("a notice of an epoch its watch has not delivered re-opens the watch (one lost with a server would wait out its heartbeats)", async () => {
     const own = subjects("hnotice");
     const { view, kv } = await PlanView.open(t.nc, own, createLogger("test", "silent"));
-    const plan = (epoch: number) => encode({
-      v: PROTOCOL_VERSION, epoch, policy: "t", issuedAtMs: 0, sloMs: 1000, timeScale: 1, pair: { light: "a", heavy: "b" },
-      routerThreshold: 0, discThreshold: 0, heavyShare: 0, models: { a: { workers: 1, batchSize: 1 } }, assignment: { w: "a" }, reason: "",
-    });
+    const plan = (epoch: number) =>
+      encode({
+        v: PROTOCOL_VERSION,
+        epoch,
+        policy: "t",
+        issuedAtMs: 0,
+        sloMs: 1000,
+        timeScale: 1,
+        pair: { light: "a", heavy: "b" },
+        routerThreshold: 0,
+        discThreshold: 0,
+        heavyShare: 0,
+        models: { a: { workers: 1, batchSize: 1 } },
+        assignment: { w: "a" },
+        reason: "",
+      });
     await kv.put(own.names.planKey, plan(1));
     expect((await view.waitForEpoch(1, 2_000))?.epoch).toBe(1);
     // The watch dies unseen (its consumer gone with a server); epoch 2 is written and announced.

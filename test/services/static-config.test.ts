@@ -5,7 +5,13 @@ describe("--static-config", () => {
   it("takes the fields it names over the default; another point of the table has no expected FID unless given", () => {
     expect(staticConfigFor("static", '{"lightBatchSize":4}')).toEqual({ ...DEFAULT_STATIC, lightBatchSize: 4 });
     const other = staticConfigFor("static", '{"light":"sdxl-lightning","heavy":"sd35-large","routerThreshold":0.3,"discThreshold":0.1}')!;
-    expect(other).toMatchObject({ light: "sdxl-lightning", heavy: "sd35-large", routerThreshold: 0.3, discThreshold: 0.1, lightBatchSize: 2 });
+    expect(other).toMatchObject({
+      light: "sdxl-lightning",
+      heavy: "sd35-large",
+      routerThreshold: 0.3,
+      discThreshold: 0.1,
+      lightBatchSize: 2,
+    });
     expect(other.expectedFid).toBeUndefined();
     expect(staticConfigFor("static", '{"light":"sdxl-lightning","expectedFid":21.5}')!.expectedFid).toBe(21.5);
     expect(staticConfigFor("static", undefined)).toBeUndefined();

@@ -13,7 +13,18 @@ import type { RefusedWorkItem } from "../../contracts/work-items.ts";
 
 /** A work item for `model` whose request id is `label` (what a test reads back). */
 const workItem = (model: string, label: string) =>
-  encode({ v: PROTOCOL_VERSION, requestId: label, stage: "light", prompt: "a cat", seed: 1, model, replyTo: "hadis.result.r", enqueuedAtMs: Date.now(), deadlineAtMs: Date.now() + 60_000, planEpoch: 1 });
+  encode({
+    v: PROTOCOL_VERSION,
+    requestId: label,
+    stage: "light",
+    prompt: "a cat",
+    seed: 1,
+    model,
+    replyTo: "hadis.result.r",
+    enqueuedAtMs: Date.now(),
+    deadlineAtMs: Date.now() + 60_000,
+    planEpoch: 1,
+  });
 
 const t = useNatsServer("test-work-queue");
 const subjects = buildSubjects();
@@ -119,7 +130,18 @@ describe("deliveries", () => {
     const signal = new AbortController().signal;
     await queue.publish("m8", new Uint8Array([0xc1, 0xc1]), "refuse-1"); // not msgpack
     // One field wrong, the address readable (a router of another version, say).
-    const badSeed = { v: PROTOCOL_VERSION, requestId: "badseed", stage: "light", prompt: "a cat", seed: "one", model: "m8", replyTo: "hadis.result.r", enqueuedAtMs: 1, deadlineAtMs: Date.now() + 60_000, planEpoch: 1 };
+    const badSeed = {
+      v: PROTOCOL_VERSION,
+      requestId: "badseed",
+      stage: "light",
+      prompt: "a cat",
+      seed: "one",
+      model: "m8",
+      replyTo: "hadis.result.r",
+      enqueuedAtMs: 1,
+      deadlineAtMs: Date.now() + 60_000,
+      planEpoch: 1,
+    };
     await queue.publish("m8", encode(badSeed), "refuse-2");
     await queue.publish("m8", workItem("m8", "good"), "refuse-3");
     const refusals: RefusedWorkItem[] = [];
@@ -192,7 +214,9 @@ describe("abandoned pulls", () => {
       else if (next[0].deliveryCount === 2) handedBack++;
       next.forEach((d) => d.ack());
     }
-    console.log(`abandoned pulls: of ${i} items, ${taken} taken before the abort, ${handedBack} handed back on their way, ${waitedOut.length} waited out the ack wait`);
+    console.log(
+      `abandoned pulls: of ${i} items, ${taken} taken before the abort, ${handedBack} handed back on their way, ${waitedOut.length} waited out the ack wait`,
+    );
     // Before (unsubscribing at once): 3, 5 and 5 of 40 waited out the ack wait in three runs.
     expect(handedBack).toBeGreaterThan(0);
     expect(waitedOut).toEqual([]);
@@ -214,7 +238,14 @@ describe("a full model queue", () => {
   it("a stream made without the per-subject refusal gets it when opened", async () => {
     const own = buildSubjects("hold");
     const jsm = await jetstreamManager(t.nc);
-    await jsm.streams.add({ name: own.names.workStream, subjects: [own.workAll], retention: "workqueue" as never, storage: "memory" as never, max_msgs_per_subject: 2, discard: "new" as never });
+    await jsm.streams.add({
+      name: own.names.workStream,
+      subjects: [own.workAll],
+      retention: "workqueue" as never,
+      storage: "memory" as never,
+      max_msgs_per_subject: 2,
+      discard: "new" as never,
+    });
     await WorkQueue.open(t.nc, own, { ...DEFAULT_WORK_QUEUE, storage: "memory", maxMsgsPerModel: 2 });
     const config = (await jsm.streams.info(own.names.workStream)).config;
     expect(config.discard_new_per_subject).toBe(true);
@@ -235,7 +266,9 @@ describe("opening the work stream", () => {
 
   it("refuses storage other than the existing stream's, instead of ignoring the option", async () => {
     await WorkQueue.open(own.nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "file" });
-    await expect(WorkQueue.open(own.nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "memory" })).rejects.toThrow(/already exists with file storage, not the memory/);
+    await expect(WorkQueue.open(own.nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "memory" })).rejects.toThrow(
+      /already exists with file storage, not the memory/,
+    );
     await expect(WorkQueue.open(own.nc, subjects, { ...DEFAULT_WORK_QUEUE, storage: "file" })).resolves.toBeDefined();
   });
 });

@@ -62,7 +62,15 @@ describe("scoreRun", () => {
   });
 
   it("mixes the two most served models, lighter one as light", () => {
-    expect(mixFid(new Map([["B", 3], ["A", 1]]), fid)).toBeCloseTo(30 - 10 * 0.75, 12);
+    expect(
+      mixFid(
+        new Map([
+          ["B", 3],
+          ["A", 1],
+        ]),
+        fid,
+      ),
+    ).toBeCloseTo(30 - 10 * 0.75, 12);
     expect(mixFid(new Map(), fid)).toBeNull();
     expect(planFid([], 0, 5_000)).toBeNull();
   });

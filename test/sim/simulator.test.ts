@@ -13,7 +13,8 @@ const profiles = loadProfiles();
 const prompts = profiles.reference.prompts;
 
 /** `n` arrivals evenly spaced at `qps`, prompts 0.. in order. */
-const steady = (n: number, qps: number) => Array.from({ length: n }, (_, i) => ({ atMs: Math.round((i * 1000) / qps), promptIdx: (i * 37) % prompts.length }));
+const steady = (n: number, qps: number) =>
+  Array.from({ length: n }, (_, i) => ({ atMs: Math.round((i * 1000) / qps), promptIdx: (i * 37) % prompts.length }));
 
 describe("simulate", () => {
   let solver: HighsSolver;

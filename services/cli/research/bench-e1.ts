@@ -32,7 +32,18 @@ import { loadProfiles } from "../../files/profiles.ts";
 import { sleep } from "../../lifecycle/running.ts";
 import { startSystem, type RunningSystem } from "../../system.ts";
 import type { ScorerKind } from "../../files/router-scoring.ts";
-import { loadWorkload, policiesFor, sloOf, renderTable, summarize, writePlots, writeReport, type E1Options, type PlanLog, type SystemSummary } from "./e1-report.ts";
+import {
+  loadWorkload,
+  policiesFor,
+  sloOf,
+  renderTable,
+  summarize,
+  writePlots,
+  writeReport,
+  type E1Options,
+  type PlanLog,
+  type SystemSummary,
+} from "./e1-report.ts";
 
 /** Options of `hadis bench e1`. */
 export interface BenchE1Options extends E1Options {
@@ -91,7 +102,8 @@ export async function replayTrace(opts: {
   const first = await view.waitForPlan(30_000);
   if (!first) throw new Error(`no plan on ${opts.natsUrl} within 30 s: is the resource manager running?`);
   const sloMs = opts.sloMs ?? first.sloMs;
-  if (sloMs !== first.sloMs) process.stderr.write(`note: requests are sent and judged with --slo-ms ${sloMs}; the system plans for ${first.sloMs}\n`);
+  if (sloMs !== first.sloMs)
+    process.stderr.write(`note: requests are sent and judged with --slo-ms ${sloMs}; the system plans for ${first.sloMs}\n`);
   const plans: PlanMark[] = [];
   const planLog: PlanLog[] = [];
   const seen: { atMs: number; plan: Plan }[] = [];
@@ -103,9 +115,19 @@ export async function replayTrace(opts: {
     previous = plan;
     plans.push({ atMs: Math.max(0, performance.now() - t0), expectedFid: plan.expectedFid });
     seen.push({ atMs: Math.max(0, performance.now() - t0), plan });
-    planLog.push({ atMs: Math.max(0, performance.now() - t0), epoch: plan.epoch, pair: `${plan.pair.light}→${plan.pair.heavy}`, expectedFid: plan.expectedFid, degraded: plan.degraded ?? 0, reason: plan.reason });
+    planLog.push({
+      atMs: Math.max(0, performance.now() - t0),
+      epoch: plan.epoch,
+      pair: `${plan.pair.light}→${plan.pair.heavy}`,
+      expectedFid: plan.expectedFid,
+      degraded: plan.degraded ?? 0,
+      reason: plan.reason,
+    });
   });
-  const bar = new SingleBar({ format: `${opts.label} [{bar}] {value}/{total} done | {violations} violations | t={t}s`, hideCursor: true }, Presets.shades_classic);
+  const bar = new SingleBar(
+    { format: `${opts.label} [{bar}] {value}/{total} done | {violations} violations | t={t}s`, hideCursor: true },
+    Presets.shades_classic,
+  );
   const records: ((RequestRecord & { heavyFromMs?: number }) | undefined)[] = new Array(opts.arrivals.length);
   let done = 0;
   let violations = 0;
@@ -133,7 +155,16 @@ export async function replayTrace(opts: {
           const score = opts.profiles.reference.scores.get(reply.servedBy)?.[referenceIndexFor(opts.profiles, prompt).index];
           // When the heavy stage began, for the artifact's per-model intake rows.
           const heavyFromMs = reply.models.light && reply.models.heavy ? Math.max(0, reply.timings.totalMs - reply.timings.heavyMs) : 0;
-          records[i] = { arrivalMs: a.atMs, latencyMs, outcome: "served", route: reply.route, models: reply.models, servedModel: reply.servedBy, servedScore: score, heavyFromMs };
+          records[i] = {
+            arrivalMs: a.atMs,
+            latencyMs,
+            outcome: "served",
+            route: reply.route,
+            models: reply.models,
+            servedModel: reply.servedBy,
+            servedScore: score,
+            heavyFromMs,
+          };
           if (latencyMs > sloMs) violations++;
         },
         (err) => {
@@ -155,7 +186,19 @@ export async function replayTrace(opts: {
   bar.stop();
   view.close();
   await nc.drain().catch(() => nc.close());
-  return { records: records.slice(0, sent).filter((r): r is RequestRecord => r !== undefined), plans, planLog, planSwaps, interrupted: sent < opts.arrivals.length, policy: first.policy, sloMs, planSloMs: first.sloMs, timeScale: first.timeScale, workers: Object.keys(first.assignment).length, seen };
+  return {
+    records: records.slice(0, sent).filter((r): r is RequestRecord => r !== undefined),
+    plans,
+    planLog,
+    planSwaps,
+    interrupted: sent < opts.arrivals.length,
+    policy: first.policy,
+    sloMs,
+    planSloMs: first.sloMs,
+    timeScale: first.timeScale,
+    workers: Object.keys(first.assignment).length,
+    seen,
+  };
 }
 
 /** The artifact controller's rows of a live replay (its scoring reads them; ignored under pooled scoring). */
@@ -171,7 +214,10 @@ function replayRows(run: ReplayResult, policy: string, profiles: ProfileSet): Le
       const p = at(t);
       return p && p.pair.light !== p.pair.heavy ? p.pair.light : null;
     },
-    marks: run.seen.map(({ atMs, plan }) => ({ atMs, configFid: configSource ? (plan.degraded ? worst : (plan.expectedFid ?? worst)) : null })),
+    marks: run.seen.map(({ atMs, plan }) => ({
+      atMs,
+      configFid: configSource ? (plan.degraded ? worst : (plan.expectedFid ?? worst)) : null,
+    })),
     sloMs: run.sloMs,
     stopAfterMs: ARTIFACT_STOP_AFTER_TRACE_MS,
   });
@@ -205,8 +251,13 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
   if (embedded) {
     const minutes = (arrivals.at(-1)?.atMs ?? 0) / 60_000;
     const each = `${arrivals.length.toLocaleString("en-US")} requests over ${minutes.toFixed(1)} min`;
-    const which = policies.length === 1 ? `policy ${policies[0]}` : `${policies.length} policies in turn, about ${Math.ceil(minutes * policies.length)} min in all`;
-    process.stderr.write(`bench e1: a fresh embedded system per policy replays ${each} (${which}); --nats <url> replays against a running system, --policy <name> runs one\n`);
+    const which =
+      policies.length === 1
+        ? `policy ${policies[0]}`
+        : `${policies.length} policies in turn, about ${Math.ceil(minutes * policies.length)} min in all`;
+    process.stderr.write(
+      `bench e1: a fresh embedded system per policy replays ${each} (${which}); --nats <url> replays against a running system, --policy <name> runs one\n`,
+    );
   }
   let interrupted = false;
   // SIGTERM too: left to Node's default it ended the process on the spot, leaving the embedded
@@ -214,7 +265,9 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
   const onSignal = (signal: NodeJS.Signals) => {
     if (interrupted) process.exit(signal === "SIGTERM" ? 143 : 130);
     interrupted = true;
-    process.stderr.write(`\nstopping (${signal}): no new requests; waiting for those in flight (${signal === "SIGINT" ? "Ctrl-C" : signal} again to quit now)\n`);
+    process.stderr.write(
+      `\nstopping (${signal}): no new requests; waiting for those in flight (${signal === "SIGINT" ? "Ctrl-C" : signal} again to quit now)\n`,
+    );
   };
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
@@ -227,8 +280,20 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
       let system: RunningSystem | null = null;
       if (embedded) {
         const server = await startNatsServer();
-        const scoring = { ...(opts.scorer ? { scorer: opts.scorer } : {}), ...(opts.difficultyModel ? { difficultyModel: opts.difficultyModel } : {}) };
-        system = await startSystem({ natsUrl: server.url, policy, workers: opts.workers, timeScale: opts.timeScale, workQueue: { storage: "memory" }, log: createLogger(policy, "warn"), fidelity, ...scoring });
+        const scoring = {
+          ...(opts.scorer ? { scorer: opts.scorer } : {}),
+          ...(opts.difficultyModel ? { difficultyModel: opts.difficultyModel } : {}),
+        };
+        system = await startSystem({
+          natsUrl: server.url,
+          policy,
+          workers: opts.workers,
+          timeScale: opts.timeScale,
+          workQueue: { storage: "memory" },
+          log: createLogger(policy, "warn"),
+          fidelity,
+          ...scoring,
+        });
         natsUrl = server.url;
         stopAll = async () => {
           await system!.stop(5_000);
@@ -237,17 +302,38 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
         await workersSettled(system, 20_000);
       }
       try {
-        const run = await replayTrace({ natsUrl: natsUrl!, arrivals, prompts, profiles, sloMs, label: policy, stopped: () => interrupted, deadlineSlos: fidelity.on.has("drops") ? 2 : 1 });
+        const run = await replayTrace({
+          natsUrl: natsUrl!,
+          arrivals,
+          prompts,
+          profiles,
+          sloMs,
+          label: policy,
+          stopped: () => interrupted,
+          deadlineSlos: fidelity.on.has("drops") ? 2 : 1,
+        });
         sloMs = run.sloMs;
         planSloMs = run.planSloMs;
         if (!embedded) runningShape = { workers: run.workers, timeScale: run.timeScale };
         const swaps = system?.workers ? system.workers.agents.reduce((s, a) => s + a.status("profile").swapsTotal, 0) : run.planSwaps;
         // A running system is named and scored as the policy its plans name (cascades by their plans' FID).
         const name = embedded ? policy : run.policy;
-        if (!embedded && opts.policy !== "all" && opts.policy !== name) process.stderr.write(`note: the running system plans with ${name}, not ${opts.policy}: reported as ${name}\n`);
-        const score = scoreWithFidelity({ policy: name, records: run.records, plans: run.plans, sloMs: run.sloMs, fid: fidLookupFromProfiles(profiles), fidelity, rows: replayRows(run, name, profiles), profiles });
+        if (!embedded && opts.policy !== "all" && opts.policy !== name)
+          process.stderr.write(`note: the running system plans with ${name}, not ${opts.policy}: reported as ${name}\n`);
+        const score = scoreWithFidelity({
+          policy: name,
+          records: run.records,
+          plans: run.plans,
+          sloMs: run.sloMs,
+          fid: fidLookupFromProfiles(profiles),
+          fidelity,
+          rows: replayRows(run, name, profiles),
+          profiles,
+        });
         systems.push(summarize(name, score, swaps, run.planLog));
-        process.stderr.write(`${name}: ${run.records.length} requests, ${run.planLog.length} plans${run.interrupted ? " (interrupted)" : ""}\n`);
+        process.stderr.write(
+          `${name}: ${run.records.length} requests, ${run.planLog.length} plans${run.interrupted ? " (interrupted)" : ""}\n`,
+        );
       } finally {
         await stopAll();
       }
@@ -260,7 +346,16 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
   process.stdout.write(renderTable(systems) + "\n");
   // Against a running system its own workers and time scale apply (from its plan), not our options.
   const shape = embedded ? { workers: opts.workers, timeScale: opts.timeScale } : runningShape;
-  const report = { trace: opts.trace, sloMs: sloMs!, ...(planSloMs !== undefined && planSloMs !== sloMs ? { planSloMs } : {}), ...shape, fidelity: fidelity.name, mechanisms: [...fidelity.on], mode: embedded ? "live-embedded" : `live ${opts.nats}`, systems };
+  const report = {
+    trace: opts.trace,
+    sloMs: sloMs!,
+    ...(planSloMs !== undefined && planSloMs !== sloMs ? { planSloMs } : {}),
+    ...shape,
+    fidelity: fidelity.name,
+    mechanisms: [...fidelity.on],
+    mode: embedded ? "live-embedded" : `live ${opts.nats}`,
+    systems,
+  };
   if (opts.json) process.stdout.write(`wrote ${writeReport(opts.json, report)}\n`);
   if (opts.plots ?? systems.length > 1) {
     const name = basename(opts.trace).replace(/\.[^.]+$/, "");

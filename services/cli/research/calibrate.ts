@@ -88,7 +88,13 @@ export interface PairCalibration {
   heavyModel: string;
   label: CalibrationLabel;
   /** Held-out ROC AUC of predicting "hard", over folds × repeats. */
-  auc: { referenceWeights: FoldSummary; referenceWeightsOnReferenceFeatures: FoldSummary; learnedWeights: FoldSummary; random: FoldSummary; learnedMinusReference: FoldSummary };
+  auc: {
+    referenceWeights: FoldSummary;
+    referenceWeightsOnReferenceFeatures: FoldSummary;
+    learnedWeights: FoldSummary;
+    random: FoldSummary;
+    learnedMinusReference: FoldSummary;
+  };
   cascade: CascadeSummary[];
   /** L2 penalties the inner cross-validation chose, one per outer fold. */
   chosenL2: number[];
@@ -126,7 +132,13 @@ function quantile(values: ArrayLike<number>, q: number): number {
 }
 
 /** Per-prompt statistic whose large values mean "hard", and the share of training prompts above the cut. */
-function hardnessStatistic(label: CalibrationLabel, light: Float64Array, heavy: Float64Array, lightImages: Float64Array, heavyImages: Float64Array): { stat: Float64Array; hardShare: number } {
+function hardnessStatistic(
+  label: CalibrationLabel,
+  light: Float64Array,
+  heavy: Float64Array,
+  lightImages: Float64Array,
+  heavyImages: Float64Array,
+): { stat: Float64Array; hardShare: number } {
   if (label === "logit-gap") return { stat: logitGapT(lightImages, heavyImages, lightImages.length / light.length), hardShare: 0.5 };
   if (label === "gap") return { stat: heavy.map((h, i) => h - light[i]), hardShare: 0.5 };
   return { stat: light.map((l) => -l), hardShare: LIGHT_FAILS_SHARE };
@@ -134,7 +146,10 @@ function hardnessStatistic(label: CalibrationLabel, light: Float64Array, heavy: 
 
 /** Labels from the statistic, cut at the training rows' (1 − hardShare) quantile. */
 function labelsFromTrain(stat: Float64Array, hardShare: number, train: readonly number[]): { labels: Uint8Array; cut: number } {
-  const cut = quantile(train.map((i) => stat[i]), 1 - hardShare);
+  const cut = quantile(
+    train.map((i) => stat[i]),
+    1 - hardShare,
+  );
   return { labels: aboveLabels(stat, cut), cut };
 }
 
@@ -155,16 +170,19 @@ function calibratePair(
   const heavyModel = profiles.nameByReferenceId.get(heavyId);
   const light = lightModel ? profiles.reference.scores.get(lightModel) : undefined;
   const heavy = heavyModel ? profiles.reference.scores.get(heavyModel) : undefined;
-  if (!light || !heavy || !lightModel || !heavyModel) throw new ConfigurationError(`no discriminator scores for pair ${lightId}:${heavyId}`);
-  const images = (id: number) => parseDiscriminatorImageScores(readFileSync(join(DEFAULT_PROFILES_DIR, "reference", "discriminator", `scores_model_${id}.txt`), "utf8"));
+  if (!light || !heavy || !lightModel || !heavyModel)
+    throw new ConfigurationError(`no discriminator scores for pair ${lightId}:${heavyId}`);
+  const images = (id: number) =>
+    parseDiscriminatorImageScores(readFileSync(join(DEFAULT_PROFILES_DIR, "reference", "discriminator", `scores_model_${id}.txt`), "utf8"));
   const lightImages = images(lightId);
   const heavyImages = images(heavyId);
   const perPrompt = lightImages.length / light.length;
-  const meanLogOdds = (imgs: Float64Array) => Float64Array.from(light, (_, i) => {
-    let s = 0;
-    for (let j = 0; j < perPrompt; j++) s += logOdds(imgs[perPrompt * i + j]);
-    return s / perPrompt;
-  });
+  const meanLogOdds = (imgs: Float64Array) =>
+    Float64Array.from(light, (_, i) => {
+      let s = 0;
+      for (let j = 0; j < perPrompt; j++) s += logOdds(imgs[perPrompt * i + j]);
+      return s / perPrompt;
+    });
   const lightLogOdds = meanLogOdds(lightImages);
   const heavyLogOdds = meanLogOdds(heavyImages);
   const { stat, hardShare } = hardnessStatistic(label, light, heavy, lightImages, heavyImages);
@@ -175,7 +193,20 @@ function calibratePair(
   const lightThreshold = (conf: number) => (conf > 0 ? quantile(light, conf) : -Infinity);
 
   const auc = { ref: [] as number[], refOnRef: [] as number[], learned: [] as number[], random: [] as number[], diff: [] as number[] };
-  const served = CASCADE_POINTS.map(() => ({ pRef: [] as number[], pLearned: [] as number[], pRandom: [] as number[], pDiff: [] as number[], lRef: [] as number[], lLearned: [] as number[], lRandom: [] as number[], lDiff: [] as number[], wRef: [] as number[], wLearned: [] as number[], wRandom: [] as number[], heavy: [] as number[] }));
+  const served = CASCADE_POINTS.map(() => ({
+    pRef: [] as number[],
+    pLearned: [] as number[],
+    pRandom: [] as number[],
+    pDiff: [] as number[],
+    lRef: [] as number[],
+    lLearned: [] as number[],
+    lRandom: [] as number[],
+    lDiff: [] as number[],
+    wRef: [] as number[],
+    wLearned: [] as number[],
+    wRandom: [] as number[],
+    heavy: [] as number[],
+  }));
   const chosenL2: number[] = [];
   for (let rep = 0; rep < repeats; rep++) {
     const parts = kFolds(n, folds, seed + rep);
@@ -185,7 +216,11 @@ function calibratePair(
       const { labels } = labelsFromTrain(stat, hardShare, train);
       const { l2 } = selectL2(z, labels, train, L2_GRID, 5, seed + 1000 * rep + f);
       chosenL2.push(l2);
-      const fit = fitLogistic(train.map((i) => z[i]), train.map((i) => labels[i]), { l2 });
+      const fit = fitLogistic(
+        train.map((i) => z[i]),
+        train.map((i) => labels[i]),
+        { l2 },
+      );
       const pick = (a: ArrayLike<number>) => test.map((i) => a[i]);
       const testLabels = pick(labels);
       const learned = test.map((i) => fit.intercept + fit.weights.reduce((s, w, k) => s + w * z[i][k], 0));
@@ -194,7 +229,12 @@ function calibratePair(
       auc.ref.push(rocAuc(ref, testLabels));
       auc.refOnRef.push(rocAuc(pick(refOnRefAll), testLabels));
       auc.learned.push(rocAuc(learned, testLabels));
-      auc.random.push(rocAuc(test.map(() => rand()), testLabels));
+      auc.random.push(
+        rocAuc(
+          test.map(() => rand()),
+          testLabels,
+        ),
+      );
       auc.diff.push(auc.learned.at(-1)! - auc.ref.at(-1)!);
       const lightT = pick(light);
       CASCADE_POINTS.forEach(({ share, conf }, c) => {
@@ -230,7 +270,13 @@ function calibratePair(
     lightModel,
     heavyModel,
     label,
-    auc: { referenceWeights: fs(auc.ref), referenceWeightsOnReferenceFeatures: fs(auc.refOnRef), learnedWeights: fs(auc.learned), random: fs(auc.random), learnedMinusReference: fs(auc.diff) },
+    auc: {
+      referenceWeights: fs(auc.ref),
+      referenceWeightsOnReferenceFeatures: fs(auc.refOnRef),
+      learnedWeights: fs(auc.learned),
+      random: fs(auc.random),
+      learnedMinusReference: fs(auc.diff),
+    },
     cascade: CASCADE_POINTS.map(({ share, conf }, c) => {
       const s = served[c];
       return {
@@ -243,7 +289,14 @@ function calibratePair(
       };
     }),
     chosenL2,
-    learned: { weights: [...fit.weights], intercept: fit.intercept, l2, hardCut: cut, iterations: fit.iterations, converged: fit.converged },
+    learned: {
+      weights: [...fit.weights],
+      intercept: fit.intercept,
+      l2,
+      hardCut: cut,
+      iterations: fit.iterations,
+      converged: fit.converged,
+    },
   };
   return { report, fit };
 }
@@ -251,7 +304,8 @@ function calibratePair(
 function labelDescription(label: CalibrationLabel, p: PairCalibration): string {
   if (label === "logit-gap")
     return `label hard = Welch t of ${p.heavyModel} − ${p.lightModel} image log-odds (4 images a prompt) > ${p.learned.hardCut.toFixed(4)} (median over the prompts)`;
-  if (label === "gap") return `label hard = ${p.heavyModel} − ${p.lightModel} mean P(real) > ${p.learned.hardCut.toExponential(3)} (median over the prompts)`;
+  if (label === "gap")
+    return `label hard = ${p.heavyModel} − ${p.lightModel} mean P(real) > ${p.learned.hardCut.toExponential(3)} (median over the prompts)`;
   return `label hard = ${p.lightModel} mean P(real) < ${(-p.learned.hardCut).toExponential(3)} (its ${LIGHT_FAILS_SHARE} quantile: the light model fails)`;
 }
 
@@ -260,7 +314,14 @@ function labelDescription(label: CalibrationLabel, p: PairCalibration): string {
  * `folds`-fold cross-validation; writes the first pair's all-prompt fit to `out` (default
  * profiles/analyzer/router-weights-learned.json) with the held-out figures beside it.
  */
-export async function calibrateCommand(args: { pair?: string; out?: string; seed?: number; label?: CalibrationLabel; folds?: number; repeats?: number }): Promise<CalibrationReport> {
+export async function calibrateCommand(args: {
+  pair?: string;
+  out?: string;
+  seed?: number;
+  label?: CalibrationLabel;
+  folds?: number;
+  repeats?: number;
+}): Promise<CalibrationReport> {
   const seed = args.seed ?? 20260405;
   const label: CalibrationLabel = args.label ?? "logit-gap";
   if (!CALIBRATION_LABELS.includes(label)) throw new ConfigurationError(`--label must be one of ${CALIBRATION_LABELS.join(", ")}`);
@@ -279,7 +340,18 @@ export async function calibrateCommand(args: { pair?: string; out?: string; seed
   const reports: PairCalibration[] = [];
   let firstFit: ReturnType<typeof fitLogistic> | undefined;
   for (const [l, h] of pairs) {
-    const { report, fit } = calibratePair(l, h, z, ourFeatures, profiles.reference.features, analyzer.scoreModel, label, seed, folds, repeats);
+    const { report, fit } = calibratePair(
+      l,
+      h,
+      z,
+      ourFeatures,
+      profiles.reference.features,
+      analyzer.scoreModel,
+      label,
+      seed,
+      folds,
+      repeats,
+    );
     reports.push(report);
     firstFit ??= fit;
   }
@@ -303,29 +375,46 @@ export async function calibrateCommand(args: { pair?: string; out?: string; seed
 
 function printReport(r: CalibrationReport): void {
   const f3 = (s: FoldSummary) => `${s.mean.toFixed(3)} ± ${s.sd.toFixed(3)}`;
-  const d = (s: FoldSummary, digits: number) => `${s.mean >= 0 ? "+" : ""}${s.mean.toFixed(digits)} ± ${s.sd.toFixed(digits)} (SE ${s.se.toFixed(digits)}, corrected SE ${s.correctedSe.toFixed(digits)})`;
-  console.log(`label ${r.label}; ${r.repeats} × ${r.folds}-fold cross-validation, seed ${r.seed}: mean ± sd over ${r.repeats * r.folds} held-out folds`);
+  const d = (s: FoldSummary, digits: number) =>
+    `${s.mean >= 0 ? "+" : ""}${s.mean.toFixed(digits)} ± ${s.sd.toFixed(digits)} (SE ${s.se.toFixed(digits)}, corrected SE ${s.correctedSe.toFixed(digits)})`;
+  console.log(
+    `label ${r.label}; ${r.repeats} × ${r.folds}-fold cross-validation, seed ${r.seed}: mean ± sd over ${r.repeats * r.folds} held-out folds`,
+  );
   for (const p of r.pairs) {
     const a = p.auc;
     console.log(`pair ${p.lightId}:${p.heavyId} (${p.lightModel} → ${p.heavyModel})`);
-    console.log(`  ROC AUC  reference weights ${f3(a.referenceWeights)} (on reference features ${f3(a.referenceWeightsOnReferenceFeatures)})  learned ${f3(a.learnedWeights)}  random ${f3(a.random)}`);
+    console.log(
+      `  ROC AUC  reference weights ${f3(a.referenceWeights)} (on reference features ${f3(a.referenceWeightsOnReferenceFeatures)})  learned ${f3(a.learnedWeights)}  random ${f3(a.random)}`,
+    );
     console.log(`  learned − reference AUC ${d(a.learnedMinusReference, 3)}`);
     for (const c of p.cascade) {
-      const where = c.conf > 0 ? `cascade r=${c.share} conf=${c.conf} (heavy ${(100 * c.heavyShare.mean).toFixed(1)}%)` : `router only, ${100 * c.share}% heavy`;
+      const where =
+        c.conf > 0
+          ? `cascade r=${c.share} conf=${c.conf} (heavy ${(100 * c.heavyShare.mean).toFixed(1)}%)`
+          : `router only, ${100 * c.share}% heavy`;
       console.log(
         `  ${where}: served P(real) ref ${c.pReal.reference.mean.toFixed(4)} learned ${c.pReal.learned.mean.toFixed(4)} random ${c.pReal.random.mean.toFixed(4)}; ` +
           `log-odds ref ${c.logOdds.reference.mean.toFixed(3)} learned ${c.logOdds.learned.mean.toFixed(3)} random ${c.logOdds.random.mean.toFixed(3)}` +
-          (c.conf > 0 ? `; wasted light passes ref ${(100 * c.wastedLight.reference.mean).toFixed(1)}% learned ${(100 * c.wastedLight.learned.mean).toFixed(1)}%` : ""),
+          (c.conf > 0
+            ? `; wasted light passes ref ${(100 * c.wastedLight.reference.mean).toFixed(1)}% learned ${(100 * c.wastedLight.learned.mean).toFixed(1)}%`
+            : ""),
       );
       console.log(`      learned − ref: P(real) ${d(c.pReal.learnedMinusReference, 4)}; log-odds ${d(c.logOdds.learnedMinusReference, 3)}`);
     }
-    console.log(`  learned weights (all prompts, l2 ${p.learned.l2}) [${p.learned.weights.map((w) => w.toFixed(3)).join(", ")}] intercept ${p.learned.intercept.toFixed(3)}`);
+    console.log(
+      `  learned weights (all prompts, l2 ${p.learned.l2}) [${p.learned.weights.map((w) => w.toFixed(3)).join(", ")}] intercept ${p.learned.intercept.toFixed(3)}`,
+    );
   }
   console.log(`wrote ${r.weightsPath}`);
 }
 
 /** Agreement of the token-rarity feature with the reference on `rows`, given a common-word set. */
-function rarityAgreement(words: string[][], reference: number[], rows: number[], common: ReadonlySet<string>): { exact: number; pearson: number } {
+function rarityAgreement(
+  words: string[][],
+  reference: number[],
+  rows: number[],
+  common: ReadonlySet<string>,
+): { exact: number; pearson: number } {
   const ours = rows.map((i) => words[i].filter((w) => isRare(w, common)).length);
   const theirs = rows.map((i) => reference[i]);
   return { exact: exactMatchRate(ours, theirs), pearson: pearson(ours, theirs) };
@@ -359,7 +448,9 @@ export async function deriveAnalyzerDataCommand(args: { profilesDir?: string } =
   const withHalf = new Set(base.commonWords);
   for (const [w, rare] of half) rare ? withHalf.delete(w) : withHalf.add(w);
   console.log(`token rarity on odd prompts, SUBTLEX only: ${JSON.stringify(rarityAgreement(words, refCounts, odd, base.commonWords))}`);
-  console.log(`token rarity on odd prompts, overrides fitted on even prompts (${half.size}): ${JSON.stringify(rarityAgreement(words, refCounts, odd, withHalf))}`);
+  console.log(
+    `token rarity on odd prompts, overrides fitted on even prompts (${half.size}): ${JSON.stringify(rarityAgreement(words, refCounts, odd, withHalf))}`,
+  );
   const overrides = fitRarityOverrides({ words, referenceCounts: refCounts, rows: all, isRareBase });
   const header =
     "Per-word rarity corrections (word<TAB>rare|common) applied on top of SUBTLEX-US counts >= 350.\n" +

@@ -11,7 +11,9 @@ const FONT = "DejaVu Sans";
 
 /** Demand, FID and SLO violation ratio over time, one line per system. */
 export function timeSeriesSpec(systems: readonly ChartedSystem[], title: string): TopLevelSpec {
-  const rows = systems.flatMap((s) => s.windows.map((w) => ({ system: s.name, t: w.startMs / 1000, fid: w.fid, violation: w.sloViolationRatio })));
+  const rows = systems.flatMap((s) =>
+    s.windows.map((w) => ({ system: s.name, t: w.startMs / 1000, fid: w.fid, violation: w.sloViolationRatio })),
+  );
   const demand = (systems[0]?.windows ?? []).map((w) => ({ t: w.startMs / 1000, demand: w.demandQps }));
   const x = { field: "t", type: "quantitative", title: "time (s)" } as const;
   const color = { field: "system", type: "nominal", sort: systems.map((s) => s.name), legend: { orient: "right" } } as const;
@@ -20,9 +22,27 @@ export function timeSeriesSpec(systems: readonly ChartedSystem[], title: string)
     title,
     config: { font: FONT, view: { stroke: "#ddd" } },
     vconcat: [
-      { width: 720, height: 120, data: { values: demand }, mark: { type: "area", opacity: 0.5, line: true }, encoding: { x, y: { field: "demand", type: "quantitative", title: "demand (qps)" } } },
-      { width: 720, height: 200, data: { values: rows }, mark: { type: "line", strokeWidth: 1.5 }, encoding: { x, y: { field: "fid", type: "quantitative", title: "FID", scale: { zero: false } }, color } },
-      { width: 720, height: 200, data: { values: rows }, mark: { type: "line", strokeWidth: 1.5 }, encoding: { x, y: { field: "violation", type: "quantitative", title: "SLO violation ratio", scale: { domain: [0, 1] } }, color } },
+      {
+        width: 720,
+        height: 120,
+        data: { values: demand },
+        mark: { type: "area", opacity: 0.5, line: true },
+        encoding: { x, y: { field: "demand", type: "quantitative", title: "demand (qps)" } },
+      },
+      {
+        width: 720,
+        height: 200,
+        data: { values: rows },
+        mark: { type: "line", strokeWidth: 1.5 },
+        encoding: { x, y: { field: "fid", type: "quantitative", title: "FID", scale: { zero: false } }, color },
+      },
+      {
+        width: 720,
+        height: 200,
+        data: { values: rows },
+        mark: { type: "line", strokeWidth: 1.5 },
+        encoding: { x, y: { field: "violation", type: "quantitative", title: "SLO violation ratio", scale: { domain: [0, 1] } }, color },
+      },
     ],
   } as TopLevelSpec;
 }
@@ -35,8 +55,14 @@ export function barsSpec(systems: readonly ChartedSystem[], title: string): TopL
     width: 360,
     height: 240,
     layer: [
-      { mark: { type: "bar", color: field === "fid" ? "#e45756" : "#4c78a8" }, encoding: { x, y: { field, type: "quantitative", title: label, scale: { zero } } } },
-      { mark: { type: "text", dy: -6, fontSize: 10 }, encoding: { x, y: { field, type: "quantitative" }, text: { field, type: "quantitative", format: fmt } } },
+      {
+        mark: { type: "bar", color: field === "fid" ? "#e45756" : "#4c78a8" },
+        encoding: { x, y: { field, type: "quantitative", title: label, scale: { zero } } },
+      },
+      {
+        mark: { type: "text", dy: -6, fontSize: 10 },
+        encoding: { x, y: { field, type: "quantitative" }, text: { field, type: "quantitative", format: fmt } },
+      },
     ],
   });
   return {
@@ -53,7 +79,13 @@ export async function renderPng(spec: TopLevelSpec): Promise<Buffer> {
   const view = new View(parse(compile(spec).spec), { renderer: "none" });
   const svg = await view.toSVG();
   view.finalize();
-  const png = new Resvg(svg, { background: "white", fitTo: { mode: "zoom", value: 1.5 }, font: { loadSystemFonts: true, defaultFontFamily: FONT } }).render().asPng();
+  const png = new Resvg(svg, {
+    background: "white",
+    fitTo: { mode: "zoom", value: 1.5 },
+    font: { loadSystemFonts: true, defaultFontFamily: FONT },
+  })
+    .render()
+    .asPng();
   return Buffer.from(png);
 }
 
@@ -80,8 +112,22 @@ export function frontierSpec(points: readonly FrontierPoint[], title: string): T
       width: 320,
       height: 240,
       layer: [
-        { mark: { type: "point", filled: true, size: 70 }, encoding: { x: { field: "violation", type: "quantitative", title: "SLO violation ratio", scale: { type: "symlog", constant: 0.001 } }, y: { field: "fid", type: "quantitative", title: "FID (lower is better)", scale: { zero: false } }, color: { field: "system", type: "nominal" } } },
-        { mark: { type: "text", dx: 6, align: "left", fontSize: 9 }, encoding: { x: { field: "violation", type: "quantitative" }, y: { field: "fid", type: "quantitative" }, text: { field: "system" } } },
+        {
+          mark: { type: "point", filled: true, size: 70 },
+          encoding: {
+            x: { field: "violation", type: "quantitative", title: "SLO violation ratio", scale: { type: "symlog", constant: 0.001 } },
+            y: { field: "fid", type: "quantitative", title: "FID (lower is better)", scale: { zero: false } },
+            color: { field: "system", type: "nominal" },
+          },
+        },
+        {
+          mark: { type: "text", dx: 6, align: "left", fontSize: 9 },
+          encoding: {
+            x: { field: "violation", type: "quantitative" },
+            y: { field: "fid", type: "quantitative" },
+            text: { field: "system" },
+          },
+        },
       ],
     },
   } as TopLevelSpec;

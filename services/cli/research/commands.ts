@@ -40,7 +40,9 @@ export function researchCommands(program: Command): void {
 
   program
     .command("train-router")
-    .description("learn the per-pair difficulty model from the discriminator scores; held-out AUC and served quality against the reference weights (docs/router.md)")
+    .description(
+      "learn the per-pair difficulty model from the discriminator scores; held-out AUC and served quality against the reference weights (docs/router.md)",
+    )
     .option("--pairs <list>", "pairs as light:heavy reference ids, comma-separated (default: every pair)")
     .option("--seeds <n>", "held-out splits by prompt (seeds 1..n)", atLeastOne, 5)
     .option("--out <file>", "where to write the model (default profiles/analyzer/difficulty-model.json)")
@@ -63,33 +65,76 @@ export function researchCommands(program: Command): void {
 
   const e1Options = (cmd: Command, live: boolean) =>
     cmd
-      .addOption(new Option("--trace <file>", "arrival trace, lines arrival_ms,prompt_idx").default(DEFAULT_TRACE, "profiles/reference/traces/azure_1to64qps.txt"))
-      .addOption(new Option("--prompts <file>", "prompts, one a line (line i = prompt index i)").default(DEFAULT_PROMPTS, "profiles/reference/prompts/imagenet1k_captions_5k.txt"))
-      .addOption(new Option("--policy <name|all>", `planning policy, or all ten${live ? "" : "; clairvoyant: the simulator's bound (hadis-plus told the demand to come)"}`).choices(["all", ...PLANNER_POLICIES, ...(live ? [] : ["clairvoyant"])]).default("all"))
-      .option("--slo-ms <ms>", `latency objective per request, ms (default: the pool's SLO at --time-scale, 6000 at 0.1${live ? "; against a running system, its plan's" : ""})`, positive)
+      .addOption(
+        new Option("--trace <file>", "arrival trace, lines arrival_ms,prompt_idx").default(
+          DEFAULT_TRACE,
+          "profiles/reference/traces/azure_1to64qps.txt",
+        ),
+      )
+      .addOption(
+        new Option("--prompts <file>", "prompts, one a line (line i = prompt index i)").default(
+          DEFAULT_PROMPTS,
+          "profiles/reference/prompts/imagenet1k_captions_5k.txt",
+        ),
+      )
+      .addOption(
+        new Option(
+          "--policy <name|all>",
+          `planning policy, or all ten${live ? "" : "; clairvoyant: the simulator's bound (hadis-plus told the demand to come)"}`,
+        )
+          .choices(["all", ...PLANNER_POLICIES, ...(live ? [] : ["clairvoyant"])])
+          .default("all"),
+      )
+      .option(
+        "--slo-ms <ms>",
+        `latency objective per request, ms (default: the pool's SLO at --time-scale, 6000 at 0.1${live ? "; against a running system, its plan's" : ""})`,
+        positive,
+      )
       .option("--workers <n>", "workers (GPUs)", atLeastOne, 16)
       .option("--time-scale <x>", "multiplies every profiled latency", positive, 0.1)
-      .addOption(new Option("--fidelity <name>", "native: our serving design; artifact: the paper artifact's mechanisms (docs/benchmarks.md)").choices(["native", "artifact"]).default("native"))
-      .option("--mechanisms <list>", `artifact mechanisms to turn on (or, as -name, off) on top of --fidelity: ${ARTIFACT_MECHANISMS.join(", ")}`, mechanismList)
+      .addOption(
+        new Option("--fidelity <name>", "native: our serving design; artifact: the paper artifact's mechanisms (docs/benchmarks.md)")
+          .choices(["native", "artifact"])
+          .default("native"),
+      )
+      .option(
+        "--mechanisms <list>",
+        `artifact mechanisms to turn on (or, as -name, off) on top of --fidelity: ${ARTIFACT_MECHANISMS.join(", ")}`,
+        mechanismList,
+      )
       .option("--json <file>", "write the report as JSON")
       .option("--plots", "write PNG plots under bench/results/ (default with --policy all)")
-      .addOption(new Option("--scorer <kind>", "router difficulty score (default: learned for hadis-plus, analyzer otherwise; docs/router.md; under the artifact's hadis mechanism HADIS uses the reference features)").choices(SCORER_KINDS))
+      .addOption(
+        new Option(
+          "--scorer <kind>",
+          "router difficulty score (default: learned for hadis-plus, analyzer otherwise; docs/router.md; under the artifact's hadis mechanism HADIS uses the reference features)",
+        ).choices(SCORER_KINDS),
+      )
       .option("--difficulty-model <file>", "with --scorer learned: the model file (default profiles/analyzer/difficulty-model.json)");
 
-  e1Options(program.command("sim").description("the anchor experiment on the discrete-event simulator (no NATS): policies over a trace"), false)
+  e1Options(
+    program.command("sim").description("the anchor experiment on the discrete-event simulator (no NATS): policies over a trace"),
+    false,
+  )
     .option("--seed <n>", "seed of the simulation", count, 1)
-    .option("--keep-finished", "what-if: queued work of answered or expired requests stays in the queues (the behaviour before routers removed it)")
+    .option(
+      "--keep-finished",
+      "what-if: queued work of answered or expired requests stays in the queues (the behaviour before routers removed it)",
+    )
     .action(async (opts) => {
-    const { simCommand } = await import("./sim.ts");
-    await simCommand(opts);
-  });
+      const { simCommand } = await import("./sim.ts");
+      await simCommand(opts);
+    });
 
   e1Options(
     program
       .command("bench")
       .description("live benchmarks against NATS: `bench e1` replays a trace against a running system or embedded fresh ones")
       .argument("<name>", "benchmark name (e1)")
-      .option("--nats <urls>", "NATS server of a running system, comma-separated for a cluster (default: --embedded); its policy is read from its plans")
+      .option(
+        "--nats <urls>",
+        "NATS server of a running system, comma-separated for a cluster (default: --embedded); its policy is read from its plans",
+      )
       .option("--embedded", "start a nats-server and a fresh system per policy in this process"),
     true,
   ).action(async (name, opts) => {

@@ -70,12 +70,24 @@ export function sloOf(opts: Pick<E1Options, "sloMs" | "timeScale">, pool: { sloM
 export function policiesFor(policy: string): string[] {
   if (policy === "all") return [...ORDER];
   if (policy === "clairvoyant") return [policy];
-  if (!(POLICY_NAMES as readonly string[]).includes(policy)) throw new Error(`unknown policy "${policy}" (known: all, ${POLICY_NAMES.join(", ")})`);
+  if (!(POLICY_NAMES as readonly string[]).includes(policy))
+    throw new Error(`unknown policy "${policy}" (known: all, ${POLICY_NAMES.join(", ")})`);
   return [policy];
 }
 
 /** The six systems of the paper first, then the ablations. */
-const ORDER = ["clipper-light", "clipper-heavy", "infaas-acc", "proteus", "diffserve", "hadis", "router-only", "disc-only", "fixed-pair", "hadis-plus"];
+const ORDER = [
+  "clipper-light",
+  "clipper-heavy",
+  "infaas-acc",
+  "proteus",
+  "diffserve",
+  "hadis",
+  "router-only",
+  "disc-only",
+  "fixed-pair",
+  "hadis-plus",
+];
 
 /** Reads the trace and the prompts. */
 export function loadWorkload(opts: Pick<E1Options, "trace" | "prompts">): { arrivals: Arrival[]; prompts: string[] } {
@@ -86,7 +98,12 @@ export function loadWorkload(opts: Pick<E1Options, "trace" | "prompts">): { arri
 }
 
 /** A summary from a run's score. */
-export function summarize(name: string, score: RunScore & Partial<Pick<SystemSummary, "fidelity" | "scoring" | "pooled">>, swaps: number, plans?: PlanLog[]): SystemSummary {
+export function summarize(
+  name: string,
+  score: RunScore & Partial<Pick<SystemSummary, "fidelity" | "scoring" | "pooled">>,
+  swaps: number,
+  plans?: PlanLog[],
+): SystemSummary {
   return {
     plans,
     name,
@@ -121,7 +138,17 @@ export function renderTable(systems: readonly SystemSummary[], colour = process.
     const shares: Record<string, number> = {};
     for (const [route, x] of Object.entries(s.routeShares)) shares[readRoute(route)] = (shares[readRoute(route)] ?? 0) + x;
     const share = (k: string) => f((shares[k] ?? 0) * 100, 0);
-    table.push([s.name, f(s.sloViolationRatio, 4), f(s.fid, 2), f(s.meanServedScore, 4), f(s.p50Ms, 0), f(s.p99Ms, 0), f(s.goodputQps, 2), String(s.swaps), `${share("light")} / ${share("heavy")} / ${share(Routes.lightThenHeavy)} %`]);
+    table.push([
+      s.name,
+      f(s.sloViolationRatio, 4),
+      f(s.fid, 2),
+      f(s.meanServedScore, 4),
+      f(s.p50Ms, 0),
+      f(s.p99Ms, 0),
+      f(s.goodputQps, 2),
+      String(s.swaps),
+      `${share("light")} / ${share("heavy")} / ${share(Routes.lightThenHeavy)} %`,
+    ]);
   }
   return table.toString();
 }
@@ -135,7 +162,10 @@ export function reportPath(file: string): string {
 }
 
 /** Writes the JSON report; `full` keeps the per-window series. */
-export function writeReport(file: string, report: { trace: string; sloMs: number; workers?: number; systems: SystemSummary[] } & Record<string, unknown>): string {
+export function writeReport(
+  file: string,
+  report: { trace: string; sloMs: number; workers?: number; systems: SystemSummary[] } & Record<string, unknown>,
+): string {
   const path = resolve(file);
   mkdirSync(dirname(path), { recursive: true });
   writeFileSync(path, JSON.stringify({ ...report, trace: reportPath(report.trace) }, null, 2) + "\n");

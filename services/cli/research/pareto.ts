@@ -15,7 +15,15 @@ export const DEFAULT_PARETO_OUT = packagePath("bench/results/pareto_hybrid.csv")
 /** The front construction that reproduces the reference table (see actors/planner/README.md). */
 export const REFERENCE_FRONT: FrontOptions = { cost: "latency", scope: "global", dominance: "strict" };
 
-const fmtRow = (r: { lightId: number; heavyId: number; routerThreshold: number; discThreshold: number; heavyShare: number; fid: number; latencyS?: number }) =>
+const fmtRow = (r: {
+  lightId: number;
+  heavyId: number;
+  routerThreshold: number;
+  discThreshold: number;
+  heavyShare: number;
+  fid: number;
+  latencyS?: number;
+}) =>
   `${r.lightId}→${r.heavyId} r=${r.routerThreshold} d=${r.discThreshold} share=${r.heavyShare}${r.latencyS !== undefined ? ` lat=${r.latencyS}s` : ""} fid=${r.fid}`;
 
 /** Runs the Pareto step and prints the comparison; writes the CSV to `args.out`. */
@@ -29,7 +37,9 @@ export async function paretoCommand(args: { out?: string }): Promise<void> {
       for (const dominance of ["strict", "weak"] as const) {
         const c = compareFront(configGrid, paretoHybrid, { cost, scope, dominance });
         const label = `${cost}/${scope}/${dominance}`.padEnd(34);
-        console.log(`${label} ${String(c.computed).padStart(8)} ${String(c.matched.length).padStart(8)} ${String(c.onlyComputed.length).padStart(14)} ${String(c.onlyReference.length).padStart(15)}`);
+        console.log(
+          `${label} ${String(c.computed).padStart(8)} ${String(c.matched.length).padStart(8)} ${String(c.onlyComputed.length).padStart(14)} ${String(c.onlyReference.length).padStart(15)}`,
+        );
       }
     }
   }
@@ -37,7 +47,9 @@ export async function paretoCommand(args: { out?: string }): Promise<void> {
   const gridKey = (r: { lightId: number; heavyId: number; routerThreshold: number; discThreshold: number }) =>
     `${r.lightId},${r.heavyId},${r.routerThreshold},${r.discThreshold}`;
   const gridBy = new Map(configGrid.map((r) => [gridKey(r), r]));
-  console.log(`\n${REFERENCE_FRONT.cost}/${REFERENCE_FRONT.scope}/${REFERENCE_FRONT.dominance}: ${best.matched.length} of ${best.reference} reference rows match`);
+  console.log(
+    `\n${REFERENCE_FRONT.cost}/${REFERENCE_FRONT.scope}/${REFERENCE_FRONT.dominance}: ${best.matched.length} of ${best.reference} reference rows match`,
+  );
   for (const o of best.onlyReference) {
     const g = gridBy.get(gridKey(o.row));
     const twin = g && configGrid.find((x) => x !== g && x.latencyS === g.latencyS && x.fid === g.fid);

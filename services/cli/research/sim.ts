@@ -16,7 +16,17 @@ import { loadPromptAnalyzer } from "../../files/analyzer-files.ts";
 import { defaultScorerFor, routerScoring, type ScorerKind } from "../../files/router-scoring.ts";
 import { createInlineHighsSolver } from "../../solver/highs-solver.ts";
 import { loadProfiles } from "../../files/profiles.ts";
-import { loadWorkload, policiesFor, sloOf, renderTable, summarize, writePlots, writeReport, type E1Options, type SystemSummary } from "./e1-report.ts";
+import {
+  loadWorkload,
+  policiesFor,
+  sloOf,
+  renderTable,
+  summarize,
+  writePlots,
+  writeReport,
+  type E1Options,
+  type SystemSummary,
+} from "./e1-report.ts";
 
 /** The analyzer with its answers remembered: the nine runs score the same prompts. */
 export function memoizedAnalyzer(analyzer: PromptAnalyzer = loadPromptAnalyzer()): PromptAnalyzer {
@@ -32,7 +42,10 @@ export function memoizedAnalyzer(analyzer: PromptAnalyzer = loadPromptAnalyzer()
 }
 
 /** Inputs of one simulated policy run with the live defaults (the rest of `SimConfig` is derived). */
-export type SimRunInput = Pick<SimConfig, "profiles" | "arrivals" | "prompts" | "workers" | "sloMs" | "timeScale" | "seed" | "purgeFinished" | "fidelity"> & {
+export type SimRunInput = Pick<
+  SimConfig,
+  "profiles" | "arrivals" | "prompts" | "workers" | "sloMs" | "timeScale" | "seed" | "purgeFinished" | "fidelity"
+> & {
   policy: string;
   analyzer: PromptAnalyzer;
   /** The router's scorer (default `analyzer`) and, for `learned`, its model file. */
@@ -48,16 +61,29 @@ export async function runSimulation(input: SimRunInput): Promise<SimResult> {
     ...given,
     policyName: policy,
     solve: (lp, o) => solver.solve(lp, o),
-    ...routerScoring(scorer ?? defaultScorerFor(policy), input.profiles, { analyzer, ...(difficultyModel ? { difficultyModelPath: difficultyModel } : {}) }),
+    ...routerScoring(scorer ?? defaultScorerFor(policy), input.profiles, {
+      analyzer,
+      ...(difficultyModel ? { difficultyModelPath: difficultyModel } : {}),
+    }),
     judge: new ProfileJudge(input.profiles, { latencyMs: 0, sleep: async () => undefined }),
     judgeLatencyMs: input.profiles.pool.judge.latencyMs * input.timeScale,
     // The bound knows the rate of the coming tick plus the slowest load (its plan must carry that until the next can take over).
-    ...(policy === CLAIRVOYANT ? { demandOracle: futureDemandOracle(input.arrivals, Math.max(500, 20_000 * input.timeScale) + Math.max(...input.profiles.models.map((m) => m.loadMs + m.unloadMs)) * input.timeScale) } : {}),
+    ...(policy === CLAIRVOYANT
+      ? {
+          demandOracle: futureDemandOracle(
+            input.arrivals,
+            Math.max(500, 20_000 * input.timeScale) +
+              Math.max(...input.profiles.models.map((m) => m.loadMs + m.unloadMs)) * input.timeScale,
+          ),
+        }
+      : {}),
   });
 }
 
 /** Runs `hadis sim`. */
-export async function simCommand(opts: E1Options & { keepFinished?: boolean; scorer?: ScorerKind; difficultyModel?: string }): Promise<void> {
+export async function simCommand(
+  opts: E1Options & { keepFinished?: boolean; scorer?: ScorerKind; difficultyModel?: string },
+): Promise<void> {
   const profiles = loadProfiles();
   const sloMs = sloOf(opts, profiles.pool);
   const { arrivals, prompts } = loadWorkload(opts);
@@ -67,10 +93,45 @@ export async function simCommand(opts: E1Options & { keepFinished?: boolean; sco
   const started = performance.now();
   for (const policy of policiesFor(opts.policy)) {
     const t0 = performance.now();
-    const run = await runSimulation({ policy, profiles, analyzer, arrivals, prompts, workers: opts.workers, sloMs, timeScale: opts.timeScale, seed: opts.seed ?? 1, purgeFinished: !opts.keepFinished, fidelity, scorer: opts.scorer, difficultyModel: opts.difficultyModel });
-    const score = scoreWithFidelity({ policy, records: run.records, plans: run.plans, sloMs, fid: fidLookupFromProfiles(profiles), fidelity, rows: run.rows, profiles });
+    const run = await runSimulation({
+      policy,
+      profiles,
+      analyzer,
+      arrivals,
+      prompts,
+      workers: opts.workers,
+      sloMs,
+      timeScale: opts.timeScale,
+      seed: opts.seed ?? 1,
+      purgeFinished: !opts.keepFinished,
+      fidelity,
+      scorer: opts.scorer,
+      difficultyModel: opts.difficultyModel,
+    });
+    const score = scoreWithFidelity({
+      policy,
+      records: run.records,
+      plans: run.plans,
+      sloMs,
+      fid: fidLookupFromProfiles(profiles),
+      fidelity,
+      rows: run.rows,
+      profiles,
+    });
     systems.push(
-      summarize(policy, score, run.swaps, run.plans.map((p) => ({ atMs: p.atMs, epoch: p.epoch, pair: `${p.pair.light}→${p.pair.heavy}`, expectedFid: p.expectedFid, degraded: p.degraded, reason: p.reason }))),
+      summarize(
+        policy,
+        score,
+        run.swaps,
+        run.plans.map((p) => ({
+          atMs: p.atMs,
+          epoch: p.epoch,
+          pair: `${p.pair.light}→${p.pair.heavy}`,
+          expectedFid: p.expectedFid,
+          degraded: p.degraded,
+          reason: p.reason,
+        })),
+      ),
     );
     process.stderr.write(
       `sim ${policy}: ${((performance.now() - t0) / 1000).toFixed(1)} s, ${run.plans.length} plans, ${run.ticks} ticks, ` +
@@ -81,13 +142,31 @@ export async function simCommand(opts: E1Options & { keepFinished?: boolean; sco
   }
   const wallS = (performance.now() - started) / 1000;
   process.stdout.write(renderTable(systems) + "\n");
-  process.stdout.write(`simulated ${systems.length} polic${systems.length === 1 ? "y" : "ies"} × ${arrivals.length} arrivals in ${wallS.toFixed(1)} s wall\n`);
-  const report = { trace: opts.trace, sloMs, workers: opts.workers, timeScale: opts.timeScale, seed: opts.seed, fidelity: fidelity.name, mechanisms: [...fidelity.on], scorer: opts.scorer ?? "by policy (learned for hadis-plus, analyzer otherwise)", mode: opts.keepFinished ? "sim (what-if: work of finished requests kept in the queues)" : "sim", wallS, systems };
+  process.stdout.write(
+    `simulated ${systems.length} polic${systems.length === 1 ? "y" : "ies"} × ${arrivals.length} arrivals in ${wallS.toFixed(1)} s wall\n`,
+  );
+  const report = {
+    trace: opts.trace,
+    sloMs,
+    workers: opts.workers,
+    timeScale: opts.timeScale,
+    seed: opts.seed,
+    fidelity: fidelity.name,
+    mechanisms: [...fidelity.on],
+    scorer: opts.scorer ?? "by policy (learned for hadis-plus, analyzer otherwise)",
+    mode: opts.keepFinished ? "sim (what-if: work of finished requests kept in the queues)" : "sim",
+    wallS,
+    systems,
+  };
   if (opts.json) process.stdout.write(`wrote ${writeReport(opts.json, report)}\n`);
   if (opts.plots ?? systems.length > 1) {
     const name = basename(opts.trace).replace(/\.[^.]+$/, "");
     const tag = fidelity.name === "native" ? "" : `-${fidelity.name === "artifact" ? "artifact" : "mech-" + [...fidelity.on].join("-")}`;
-    const paths = await writePlots(systems, `sim-${name}${tag}${opts.keepFinished ? "-kept" : ""}`, `simulator, ${name}, ${opts.workers} workers, SLO ${sloMs} ms, ${fidelity.name} fidelity`);
+    const paths = await writePlots(
+      systems,
+      `sim-${name}${tag}${opts.keepFinished ? "-kept" : ""}`,
+      `simulator, ${name}, ${opts.workers} workers, SLO ${sloMs} ms, ${fidelity.name} fidelity`,
+    );
     process.stdout.write(`plots: ${paths.join(", ")}\n`);
   }
 }

@@ -25,5 +25,7 @@ export function traceCommand(opts: TraceOptions): void {
   }
   const arrivals = traceFromHourly(hourly, opts);
   writeFileSync(opts.out, formatTrace(arrivals));
-  process.stdout.write(`wrote ${opts.out}: ${arrivals.length} arrivals over ${opts.seconds} s (${opts.minQps}..${opts.maxQps} qps shape, seed ${opts.seed})\n`);
+  process.stdout.write(
+    `wrote ${opts.out}: ${arrivals.length} arrivals over ${opts.seconds} s (${opts.minQps}..${opts.maxQps} qps shape, seed ${opts.seed})\n`,
+  );
 }

@@ -8,9 +8,24 @@
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { crossFittedScores, fitNgramRidge, ngramFitScore, splitByPrompt, hardLabelsFrom, toDifficultyModelFile, type PairFitEntry } from "../../../actors/analyzer/difficulty-training.ts";
+import {
+  crossFittedScores,
+  fitNgramRidge,
+  ngramFitScore,
+  splitByPrompt,
+  hardLabelsFrom,
+  toDifficultyModelFile,
+  type PairFitEntry,
+} from "../../../actors/analyzer/difficulty-training.ts";
 import { promptsHash } from "../../../actors/analyzer/difficulty-model.ts";
-import { pairQuality, raisesServedQuality, studyPair, summariseStudy, tablePoints, type ScorerSummary } from "../../../actors/analyzer/difficulty-study.ts";
+import {
+  pairQuality,
+  raisesServedQuality,
+  studyPair,
+  summariseStudy,
+  tablePoints,
+  type ScorerSummary,
+} from "../../../actors/analyzer/difficulty-study.ts";
 import { ngramRow, promptWords } from "../../../actors/analyzer/text-features.ts";
 import { parseDiscriminatorImageScores } from "../../../actors/profile/reference.ts";
 import { ANALYZER_PATHS, loadPromptAnalyzer, writeTextFile } from "../../files/analyzer-files.ts";
@@ -45,7 +60,8 @@ function pairsOf(text: string | undefined, ids: readonly number[]): [number, num
   if (!text) return ids.flatMap((l, i) => ids.slice(i + 1).map((h) => [l, h] as [number, number]));
   return text.split(",").map((t) => {
     const m = /^\s*(\d+)\s*:\s*(\d+)\s*$/.exec(t);
-    if (!m || m[1] === m[2] || !ids.includes(Number(m[1])) || !ids.includes(Number(m[2]))) throw new ConfigurationError(`--pairs: "${t}" is not light:heavy of two reference ids in ${ids.join(", ")}`);
+    if (!m || m[1] === m[2] || !ids.includes(Number(m[1])) || !ids.includes(Number(m[2])))
+      throw new ConfigurationError(`--pairs: "${t}" is not light:heavy of two reference ids in ${ids.join(", ")}`);
     return [Number(m[1]), Number(m[2])];
   });
 }
@@ -57,7 +73,8 @@ export async function trainRouterCommand(opts: TrainRouterOptions): Promise<Reco
   const ids = [...profiles.nameByReferenceId.keys()].sort((a, b) => a - b);
   const pairs = pairsOf(opts.pairs, ids);
   const seeds = Array.from({ length: opts.seeds ?? 5 }, (_, i) => i + 1);
-  const images = (id: number) => parseDiscriminatorImageScores(readFileSync(join(DEFAULT_PROFILES_DIR, "reference", "discriminator", `scores_model_${id}.txt`), "utf8"));
+  const images = (id: number) =>
+    parseDiscriminatorImageScores(readFileSync(join(DEFAULT_PROFILES_DIR, "reference", "discriminator", `scores_model_${id}.txt`), "utf8"));
   const analyzer = loadPromptAnalyzer();
   const referenceScores = prompts.map((p) => analyzer.analyzePrompt(p).score);
   const rows = prompts.map((p) => ngramRow(promptWords(p), HASH_BITS, NGRAM_ORDERS));
@@ -93,7 +110,8 @@ export async function trainRouterCommand(opts: TrainRouterOptions): Promise<Reco
     const use = opts.useAll === true || raisesServedQuality(summary.learned);
     const fit = fitNgramRidge(rows, quality.gapT, hardLabelsFrom(quality.gapT, finalRows), finalRows, { seed: 1 });
     // A held-out model must not know its held-out prompts' scores in any form: no cross-fitting there.
-    const crossFitted = opts.holdoutSeed === undefined ? crossFittedScores(rows, quality.gapT, prompts, CROSS_FIT.folds, CROSS_FIT.seed) : undefined;
+    const crossFitted =
+      opts.holdoutSeed === undefined ? crossFittedScores(rows, quality.gapT, prompts, CROSS_FIT.folds, CROSS_FIT.seed) : undefined;
     entries.push({
       light,
       heavy,
@@ -101,17 +119,29 @@ export async function trainRouterCommand(opts: TrainRouterOptions): Promise<Reco
       referenceScores: rows.map((r) => ngramFitScore(fit, r)),
       use,
       ...(crossFitted ? { crossFitted } : {}),
-      extra: { heldOut: { seeds: seeds.length, trainFraction: TRAIN_FRACTION, auc: { learned: summary.learned.auc, reference: summary.reference.auc, random: summary.random.auc }, servedGain: summary.learned.gain, gainPerPoint: summary.learned.gainPerPoint } },
+      extra: {
+        heldOut: {
+          seeds: seeds.length,
+          trainFraction: TRAIN_FRACTION,
+          auc: { learned: summary.learned.auc, reference: summary.reference.auc, random: summary.random.auc },
+          servedGain: summary.learned.gain,
+          gainPerPoint: summary.learned.gainPerPoint,
+        },
+      },
     });
     printPair(light, heavy, summary, use, fit.l2, (performance.now() - t0) / 1000);
   }
   const out = opts.out ?? join(DEFAULT_PROFILES_DIR, ANALYZER_PATHS.difficultyModel);
-  const on = opts.holdoutSeed !== undefined ? `the ${finalRows.length} training prompts of held-out split ${opts.holdoutSeed} (${TRAIN_FRACTION} by prompt text)` : `all ${prompts.length} reference prompts`;
+  const on =
+    opts.holdoutSeed !== undefined
+      ? `the ${finalRows.length} training prompts of held-out split ${opts.holdoutSeed} (${TRAIN_FRACTION} by prompt text)`
+      : `all ${prompts.length} reference prompts`;
   const source =
     `hadis train-router${opts.holdoutSeed !== undefined ? ` --holdout-seed ${opts.holdoutSeed}` : ""}${opts.useAll ? " --use-all" : ""}: per pair, ridge regression (truncated Newton; l2 by 5-fold CV on held-out AUC) of ` +
     `Welch's t of the heavy − light image log-odds (clipped to ±4) on hashed word unigrams and bigrams (2^${HASH_BITS} columns, each present n-gram 1/√count), fitted on ${on}; ` +
     `score = prediction z-normalised over the reference prompts${opts.holdoutSeed === undefined ? `; crossFitted = each reference prompt's score from the model of the ${CROSS_FIT.folds}-fold split (by prompt text, seed ${CROSS_FIT.seed}) that left it out, z-normalised, served for those prompts` : ""}. use = the held-out served P(real) at the tables' router shares rose over the reference weights by more than 2 standard errors over ${seeds.length} splits${opts.useAll ? " (overridden: every pair in use)" : ""}.`;
-  const crossFit = opts.holdoutSeed === undefined ? { ...CROSS_FIT, prompts: prompts.length, promptsHash: promptsHash(prompts) } : undefined;
+  const crossFit =
+    opts.holdoutSeed === undefined ? { ...CROSS_FIT, prompts: prompts.length, promptsHash: promptsHash(prompts) } : undefined;
   writeTextFile(out, compactJson(toDifficultyModelFile(entries, HASH_BITS, NGRAM_ORDERS, source, crossFit)));
   console.log(`wrote ${out}`);
   if (opts.holdoutSeed !== undefined) {
@@ -125,13 +155,23 @@ export async function trainRouterCommand(opts: TrainRouterOptions): Promise<Reco
 
 /** Pretty JSON with every array of numbers on one line (the weight arrays hold ~13,000 numbers each). */
 export function compactJson(value: unknown): string {
-  return JSON.stringify(value, null, 2).replace(/\[\s*(-?[\d.eE+-]+(?:,\s*-?[\d.eE+-]+)*)\s*\]/g, (_, body: string) => `[${body.replace(/,\s+/g, ",")}]`) + "\n";
+  return (
+    JSON.stringify(value, null, 2).replace(
+      /\[\s*(-?[\d.eE+-]+(?:,\s*-?[\d.eE+-]+)*)\s*\]/g,
+      (_, body: string) => `[${body.replace(/,\s+/g, ",")}]`,
+    ) + "\n"
+  );
 }
 
 function printPair(light: string, heavy: string, s: Record<string, ScorerSummary>, use: boolean, l2: number, seconds: number): void {
   const a = (x: ScorerSummary) => `${x.auc.mean.toFixed(3)} ± ${x.auc.sd.toFixed(3)}`;
-  console.log(`${light} → ${heavy} (${seconds.toFixed(0)} s): held-out AUC learned ${a(s.learned)}, reference ${a(s.reference)}, random ${a(s.random)}`);
+  console.log(
+    `${light} → ${heavy} (${seconds.toFixed(0)} s): held-out AUC learned ${a(s.learned)}, reference ${a(s.reference)}, random ${a(s.random)}`,
+  );
   const g = s.learned.gain;
-  console.log(`  served P(real), learned − reference, mean over ${s.learned.gainPerPoint.length} table points: ${g.mean >= 0 ? "+" : ""}${g.mean.toExponential(2)} (SE ${g.se.toExponential(2)}) → use ${use}; l2 ${l2}`);
-  for (const p of s.learned.gainPerPoint) console.log(`    r=${p.share} conf=${p.conf}: ${p.mean >= 0 ? "+" : ""}${p.mean.toExponential(2)} ± ${p.sd.toExponential(2)}`);
+  console.log(
+    `  served P(real), learned − reference, mean over ${s.learned.gainPerPoint.length} table points: ${g.mean >= 0 ? "+" : ""}${g.mean.toExponential(2)} (SE ${g.se.toExponential(2)}) → use ${use}; l2 ${l2}`,
+  );
+  for (const p of s.learned.gainPerPoint)
+    console.log(`    r=${p.share} conf=${p.conf}: ${p.mean >= 0 ? "+" : ""}${p.mean.toExponential(2)} ± ${p.sd.toExponential(2)}`);
 }

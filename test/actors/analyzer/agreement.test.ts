@@ -21,7 +21,13 @@ describe("agreement with the reference router", () => {
   it("every weighted feature but named entities correlates ≥ 0.85", () => {
     FEATURE_NAMES.forEach((name, k) => {
       if (name === "namedEntities") return; // weight 0.01; spaCy NER on lower-case text has no wink counterpart
-      expect(pearson(ours.map((v) => v[k]), features.map((v) => v[k])), name).toBeGreaterThan(0.85);
+      expect(
+        pearson(
+          ours.map((v) => v[k]),
+          features.map((v) => v[k]),
+        ),
+        name,
+      ).toBeGreaterThan(0.85);
     });
   });
 });

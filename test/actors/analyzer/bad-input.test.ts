@@ -37,7 +37,13 @@ describe("bad input", () => {
 
   it("emoji add no words, whatever their presentation selectors", () => {
     const plain = analyzer.analyzePrompt("a cat on a sofa");
-    for (const decorated of ["a cat on a sofa ❤", "a cat on a sofa ❤️", "a cat on a sofa ❤️❤️❤️❤️❤️❤️❤️❤️❤️❤️", "a cat 🛋️ on a sofa ☺︎", "a cat on a sofa 🏴\u{e0067}\u{e0062}\u{e0065}\u{e006e}\u{e0067}\u{e007f}"]) {
+    for (const decorated of [
+      "a cat on a sofa ❤",
+      "a cat on a sofa ❤️",
+      "a cat on a sofa ❤️❤️❤️❤️❤️❤️❤️❤️❤️❤️",
+      "a cat 🛋️ on a sofa ☺︎",
+      "a cat on a sofa 🏴\u{e0067}\u{e0062}\u{e0065}\u{e006e}\u{e0067}\u{e007f}",
+    ]) {
       expect(analyzer.analyzePrompt(decorated), decorated).toEqual(plain);
     }
   });

@@ -2,8 +2,22 @@
 import { describe, expect, it } from "vitest";
 import { fitLogistic, mulberry32, rocAuc, solveLinear } from "../../../actors/analyzer/calibration.ts";
 import { encodePrompt, pairScore, parseDifficultyModel, type DifficultyModelFile } from "../../../actors/analyzer/difficulty-model.ts";
-import { evaluateHeldOut, pairQuality, raisesServedQuality, summariseStudy, tablePoints, type PairQuality } from "../../../actors/analyzer/difficulty-study.ts";
-import { crossFittedScores, fitNgramRidge, foldsByPrompt, ngramFitScore, splitByPrompt, toDifficultyModelFile } from "../../../actors/analyzer/difficulty-training.ts";
+import {
+  evaluateHeldOut,
+  pairQuality,
+  raisesServedQuality,
+  summariseStudy,
+  tablePoints,
+  type PairQuality,
+} from "../../../actors/analyzer/difficulty-study.ts";
+import {
+  crossFittedScores,
+  fitNgramRidge,
+  foldsByPrompt,
+  ngramFitScore,
+  splitByPrompt,
+  toDifficultyModelFile,
+} from "../../../actors/analyzer/difficulty-training.ts";
 import { fitSparseLinear, sparseScore, type SparseRow } from "../../../actors/analyzer/sparse-linear.ts";
 import { fnv1a32, hashedNgrams, ngramRow, promptWords } from "../../../actors/analyzer/text-features.ts";
 
@@ -109,7 +123,10 @@ describe("foldsByPrompt and crossFittedScores", () => {
     const labels = Uint8Array.from(target, (t) => (t > 0 ? 1 : 0));
     const all = prompts.map((_, i) => i);
     const inSample = fitNgramRidge(rows, target, labels, all, { seed: 1, grid: [1e-4] });
-    const inSampleAuc = rocAuc(rows.map((r) => ngramFitScore(inSample, r)), labels);
+    const inSampleAuc = rocAuc(
+      rows.map((r) => ngramFitScore(inSample, r)),
+      labels,
+    );
     const crossAuc = rocAuc(crossFittedScores(rows, target, prompts, 5, 1), labels);
     expect(inSampleAuc).toBeGreaterThan(0.9);
     expect(Math.abs(crossAuc - 0.5)).toBeLessThan(0.15);
@@ -205,7 +222,10 @@ describe("held-out study", () => {
     const study = (gains: number[]) => ({
       points,
       seeds: gains.map((_, i) => i + 1),
-      byScorer: { reference: { auc: gains.map(() => 0.5), served: gains.map(() => [0.1]) }, learned: { auc: gains.map(() => 0.6), served: gains.map((g) => [0.1 + g]) } },
+      byScorer: {
+        reference: { auc: gains.map(() => 0.5), served: gains.map(() => [0.1]) },
+        learned: { auc: gains.map(() => 0.6), served: gains.map((g) => [0.1 + g]) },
+      },
     });
     expect(raisesServedQuality(summariseStudy(study([0.01, 0.012, 0.011, 0.009, 0.01])).learned)).toBe(true);
     expect(raisesServedQuality(summariseStudy(study([0.01, -0.012, 0.011, -0.009, 0.002])).learned)).toBe(false);
@@ -219,7 +239,10 @@ describe("held-out study", () => {
       { lightId: 2, heavyId: 3, routerThreshold: 0.1, discThreshold: 0, heavyShare: 0.1, fid: 20.16 },
       { lightId: 0, heavyId: 1, routerThreshold: 0, discThreshold: 0, heavyShare: 0, fid: 29.75 },
     ];
-    expect(tablePoints(rows, 2, 3)).toEqual([{ share: 0.1, conf: 0 }, { share: 0.2, conf: 0.5 }]);
+    expect(tablePoints(rows, 2, 3)).toEqual([
+      { share: 0.1, conf: 0 },
+      { share: 0.2, conf: 0.5 },
+    ]);
     expect(tablePoints(rows, 0, 1).map((p) => p.share)).toEqual([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]);
   });
 
@@ -271,10 +294,12 @@ describe("difficulty-model file schema", () => {
     expect(refusal((f) => (f.ngramOrders = []))).toMatch(/ngramOrders/);
     expect(refusal((f) => (f.pairs = []))).toMatch(/pairs/);
     expect(refusal((f) => ((f.pairs[0] as Record<string, unknown>).crossFitted = [1, 2]))).toMatch(/pairs\.0\.crossFitted: needs crossFit/);
-    expect(refusal((f) => {
-      f.crossFit = { folds: 5, seed: 1, prompts: 3, promptsHash: "0badcafe" };
-      (f.pairs[0] as Record<string, unknown>).crossFitted = [1, 2];
-    })).toMatch(/pairs\.0\.crossFitted: has 2 scores for 3 prompts/);
+    expect(
+      refusal((f) => {
+        f.crossFit = { folds: 5, seed: 1, prompts: 3, promptsHash: "0badcafe" };
+        (f.pairs[0] as Record<string, unknown>).crossFitted = [1, 2];
+      }),
+    ).toMatch(/pairs\.0\.crossFitted: has 2 scores for 3 prompts/);
     expect(refusal((f) => (f.crossFit = { folds: 5, seed: 1, prompts: 3, promptsHash: "xyz" }))).toMatch(/crossFit\.promptsHash/);
   });
 });

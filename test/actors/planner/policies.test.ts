@@ -34,7 +34,9 @@ describe("policies", () => {
         const d = await getPolicy(name)(s, profiles, solver.solve);
         const counts = Object.fromEntries(Object.entries(d.models).map(([m, a]) => [m, a.workers]));
         const assignment = assignWorkers(s.workers, {}, counts);
-        const plan = PlanSchema.parse(decisionToPlan(d, { epoch: 1, policy: name, issuedAtMs: 0, sloMs: s.sloMs, timeScale: s.timeScale, assignment }));
+        const plan = PlanSchema.parse(
+          decisionToPlan(d, { epoch: 1, policy: name, issuedAtMs: 0, sloMs: s.sloMs, timeScale: s.timeScale, assignment }),
+        );
         const total = Object.values(plan.models).reduce((t, m) => t + m.workers, 0);
         expect(total).toBe(16);
         expect(Object.keys(plan.assignment)).toHaveLength(16);

@@ -55,7 +55,7 @@ describe("WorkerAgent with failing batches", () => {
     ports.backend = {
       ...base,
       generate: async (m, batch) => {
-        if (broken) throw new Error("output \"sample\" has 4 channels, expected 3");
+        if (broken) throw new Error('output "sample" has 4 channels, expected 3');
         return base.generate(m, batch);
       },
     };
@@ -80,7 +80,11 @@ describe("WorkerAgent with failing batches", () => {
     await until(() => failed() === 6); // p2's second try
     await vi.advanceTimersByTimeAsync(40); // past the pause: pulling again, still saying so
     expect(agent.status("fake")).toMatchObject({ state: "failed", failedModel: "a" });
-    expect(results.map((r) => [r.requestId, r.ok])).toEqual([["p1", false], ["p1-retry", false], ["p2", false]]);
+    expect(results.map((r) => [r.requestId, r.ok])).toEqual([
+      ["p1", false],
+      ["p1-retry", false],
+      ["p2", false],
+    ]);
     // The fault passes: the next batch runs, and the worker serves again.
     broken = false;
     queue.push("a", item("a", "p3"));
@@ -115,7 +119,11 @@ describe("WorkerAgent with failing batches", () => {
     agent.applyPlan(plan(1, "a", 4));
     agent.start();
     await until(() => results.length === 4);
-    expect(results.slice(0, 3).map((r) => [r.requestId, r.ok])).toEqual([["i0", true], ["i1", true], ["i3", true]]);
+    expect(results.slice(0, 3).map((r) => [r.requestId, r.ok])).toEqual([
+      ["i0", true],
+      ["i1", true],
+      ["i3", true],
+    ]);
     // 4 fails; 2 (with the bad one) fails, 2 runs; 1 (bad) fails, 1 runs.
     expect(sizes.slice(0, 5)).toEqual([4, 2, 2, 1, 1]);
     // Handed back on its first delivery, it fails again alone, and is answered generation_failed.
@@ -204,7 +212,12 @@ describe("WorkerAgent with failing batches", () => {
     await until(() => agent.status("fake").model === "b");
     expect(queue.queues.get("a")?.length).toBe(0); // nothing handed back
     expect(queue.termed).toHaveLength(2);
-    expect(results.map((r) => (r.ok ? `${r.requestId} ok` : `${r.requestId} ${r.error.code}`)).sort()).toEqual(["f0 ok", "f1 ok", "f2 no_capacity", "f3 no_capacity"]);
+    expect(results.map((r) => (r.ok ? `${r.requestId} ok` : `${r.requestId} ${r.error.code}`)).sort()).toEqual([
+      "f0 ok",
+      "f1 ok",
+      "f2 no_capacity",
+      "f3 no_capacity",
+    ]);
     await settled(agent.stop());
   });
 
@@ -215,7 +228,15 @@ describe("WorkerAgent with failing batches", () => {
     // The queue delivers the item only as the pull is called off: it cannot go back (its last delivery).
     (queue as WorkSource).pull = async (_model, _max, _waitMs, signal, lastCalledOff) => {
       await new Promise<void>((r) => signal.addEventListener("abort", () => r(), { once: true }));
-      lastCalledOff?.({ item: late, deliveryCount: 5, final: true, ack: () => undefined, nak: () => undefined, term: () => void termed.push("late-1"), working: () => undefined });
+      lastCalledOff?.({
+        item: late,
+        deliveryCount: 5,
+        final: true,
+        ack: () => undefined,
+        nak: () => undefined,
+        term: () => void termed.push("late-1"),
+        working: () => undefined,
+      });
       return [];
     };
     agent.applyPlan(plan(1, "a", 4));
@@ -260,10 +281,12 @@ describe("WorkerAgent with failing batches", () => {
     agent.start();
     await until(() => results.length === 2);
     await vi.advanceTimersByTimeAsync(30);
-    expect(results.map((r) => [r.requestId, r.ok])).toEqual([["x", false], ["y", false]]);
+    expect(results.map((r) => [r.requestId, r.ok])).toEqual([
+      ["x", false],
+      ["y", false],
+    ]);
     expect(queue.acked).toHaveLength(2);
     expect(agent.status("fake").servedTotal).toBe(0);
     await settled(agent.stop());
   });
-
 });

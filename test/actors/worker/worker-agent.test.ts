@@ -169,7 +169,10 @@ describe("WorkerAgent under the artifact's mechanisms (from the plan in force)",
     agent.start();
     await until(() => results.length >= 2);
     await settled(agent.stop());
-    expect(results.map((r) => [r.requestId, r.ok, r.ok ? r.model : null])).toEqual([["r1", true, "a"], ["r2", true, "a"]]);
+    expect(results.map((r) => [r.requestId, r.ok, r.ok ? r.model : null])).toEqual([
+      ["r1", true, "a"],
+      ["r2", true, "a"],
+    ]);
     expect(queue.queues.get("a")).toHaveLength(1);
   });
 
