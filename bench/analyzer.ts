@@ -15,8 +15,8 @@ import { featureVector, scoreVector } from "../actors/analyzer/score-model.ts";
 import { createWinkTagger } from "../actors/analyzer/tagger.ts";
 import { quantileSorted } from "../actors/profile/stats.ts";
 import { FEATURE_NAMES } from "../actors/profile/reference.ts";
-import { loadAnalyzerLexicons, loadPromptAnalyzer, writeJsonFile } from "../services/lib/analyzer-files.ts";
-import { loadProfiles } from "../services/lib/profiles.ts";
+import { loadAnalyzerLexicons, loadPromptAnalyzer, writeJsonFile } from "../services/files/analyzer-files.ts";
+import { loadProfiles } from "../services/files/profiles.ts";
 
 const passesArg = process.argv.indexOf("--passes");
 const passes = passesArg > 0 ? Number(process.argv[passesArg + 1]) : 5;
@@ -83,11 +83,16 @@ const oddScores = odd.map((i) => heldOutAnalyzer.analyzePrompt(prompts[i]).score
 const rarityHeldOut = {
   subtlexOnly: { exactMatch: exactMatchRate(oddBase, oddRef), pearson: pearson(oddBase, oddRef) },
   overridesFromEvenPrompts: { exactMatch: exactMatchRate(oddOurs, oddRef), pearson: pearson(oddOurs, oddRef), overrides: half.size },
-  scoreSpearmanOnOddPrompts: spearman(oddScores, odd.map((i) => refScores[i])),
+  scoreSpearmanOnOddPrompts: spearman(
+    oddScores,
+    odd.map((i) => refScores[i]),
+  ),
 };
 
 const f3 = (x: number) => x.toFixed(3);
-console.log(`speed: ${speed.promptsPerSecond.toFixed(0)} prompts/s, p50 ${(speed.p50Ms * 1000).toFixed(1)} µs, p99 ${(speed.p99Ms * 1000).toFixed(1)} µs, max ${speed.maxMs.toFixed(2)} ms (${passes} passes × ${prompts.length})`);
+console.log(
+  `speed: ${speed.promptsPerSecond.toFixed(0)} prompts/s, p50 ${(speed.p50Ms * 1000).toFixed(1)} µs, p99 ${(speed.p99Ms * 1000).toFixed(1)} µs, max ${speed.maxMs.toFixed(2)} ms (${passes} passes × ${prompts.length})`,
+);
 console.log("feature            exact   pearson");
 for (const r of perFeature) console.log(`${r.feature.padEnd(18)} ${f3(r.exactMatch)}   ${f3(r.pearson)}`);
 console.log(`score              spearman ${f3(score.spearman)}  pearson ${f3(score.pearson)}`);
@@ -97,5 +102,11 @@ console.log(
     `score Spearman on odd prompts ${f3(rarityHeldOut.scoreSpearmanOnOddPrompts)}`,
 );
 const out = fileURLToPath(new URL("./results/analyzer.json", import.meta.url));
-writeJsonFile(out, { node: process.version, speed, agreement: { perFeature, score, rarityHeldOut }, scoreModelSource: model.source, checksum: sink });
+writeJsonFile(out, {
+  node: process.version,
+  speed,
+  agreement: { perFeature, score, rarityHeldOut },
+  scoreModelSource: model.source,
+  checksum: sink,
+});
 console.log(`wrote ${out}`);

@@ -25,9 +25,9 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { mulberry32 } from "../actors/profile/stats.ts";
 import { HadisError } from "../contracts/errors.ts";
-import { HadisClient } from "../services/lib/client.ts";
-import { startNatsServer } from "../services/lib/nats-server.ts";
-import { connectNats } from "../services/lib/nats.ts";
+import { HadisClient } from "../services/client/client.ts";
+import { startNatsServer } from "../services/nats/server.ts";
+import { connectNats } from "../services/nats/connection.ts";
 import { writeResult } from "./lib.ts";
 
 const args = new Map(process.argv.slice(2).map((a, i, all) => [a, all[i + 1]]));
@@ -81,16 +81,26 @@ const roleArgs = [
   { name: "workers-b", args: ["serve", "worker", "--workers", "4", "--id-prefix", "gb"] },
   { name: "workers-c", args: ["serve", "worker", "--workers", "4", "--id-prefix", "gc"] },
 ];
-const proxies = spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL("./proxies.ts", import.meta.url)), String(port), ...roleArgs.map((r) => r.name)], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
-const urls = await new Promise<Record<string, string>>((resolve) => proxies.once("message", (m) => resolve((m as { urls: Record<string, string> }).urls)));
+const proxies = spawn(
+  process.execPath,
+  ["--import", "tsx", fileURLToPath(new URL("./proxies.ts", import.meta.url)), String(port), ...roleArgs.map((r) => r.name)],
+  { stdio: ["ignore", "inherit", "inherit", "ipc"] },
+);
+const urls = await new Promise<Record<string, string>>((resolve) =>
+  proxies.once("message", (m) => resolve((m as { urls: Record<string, string> }).urls)),
+);
 const roles: Role[] = roleArgs.map((r) => ({ ...r, child: null, runs: 0, natsUrl: urls[r.name] }));
 
 function start(role: Role): void {
   const log = join(logDir, `${role.name}-${role.runs++}.log`);
-  const child = spawn(process.execPath, ["--import", "tsx", CLI, ...role.args, "--nats", role.natsUrl, "--time-scale", String(config.timeScale), "--storage", "file"], {
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, HADIS_LOG: "info" },
-  });
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", CLI, ...role.args, "--nats", role.natsUrl, "--time-scale", String(config.timeScale), "--storage", "file"],
+    {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, HADIS_LOG: "info" },
+    },
+  );
   let out = "";
   child.stdout!.on("data", (d) => (out += d));
   child.stderr!.on("data", (d) => (out += d));
@@ -129,7 +139,11 @@ function send(i: number, prompt: string, deadlineMs: number, key: string | undef
   const p = client
     .generate({ prompt, deadlineMs, ...(key ? { idempotencyKey: key } : {}) })
     .then(
-      (reply) => ({ result: reply.deduplicated ? "ok (deduplicated)" : "ok", unjudged: reply.route === "light" && reply.score === undefined, ...(reply.fallback ? { fallback: reply.fallback } : {}) }),
+      (reply) => ({
+        result: reply.deduplicated ? "ok (deduplicated)" : "ok",
+        unjudged: reply.route === "light" && reply.score === undefined,
+        ...(reply.fallback ? { fallback: reply.fallback } : {}),
+      }),
       (err: unknown) => {
         if (!(err instanceof HadisError)) return { result: "thrown", message: String(err) };
         return { result: /^no reply within/.test(err.message) ? "no reply" : err.code, message: err.message };
@@ -183,10 +197,20 @@ if (config.natsRestartAtS >= 0) {
 }
 
 let offered = 0;
-const prompts = ["a red bicycle", "a lighthouse at dusk", "a cat asleep on a windowsill", "an astronaut riding a horse, photorealistic, intricate detail"];
+const prompts = [
+  "a red bicycle",
+  "a lighthouse at dusk",
+  "a cat asleep on a windowsill",
+  "an astronaut riding a horse, photorealistic, intricate detail",
+];
 while (at() < (config.seconds + config.calmSeconds) * 1e3) {
   const keyed = loadRand() < 0.5;
-  send(offered, `${pick(prompts, loadRand)} ${offered % 97}`, pick(config.deadlinesMs, loadRand), keyed ? `chaos-${config.seed}-${offered}` : undefined);
+  send(
+    offered,
+    `${pick(prompts, loadRand)} ${offered % 97}`,
+    pick(config.deadlinesMs, loadRand),
+    keyed ? `chaos-${config.seed}-${offered}` : undefined,
+  );
   offered++;
   await new Promise((r) => setTimeout(r, -Math.log(1 - loadRand()) * (1e3 / config.qps)));
 }
@@ -202,14 +226,21 @@ while (inFlight.size > 0) await Promise.all([...inFlight]);
 const lostWith = (o: Outcome) =>
   faults.some(
     (f) =>
-      ((f.kind === "restart" || (f.kind === "kill" && f.target.startsWith("router"))) && f.atMs >= o.sentMs - 500 && f.atMs <= o.sentMs + o.deadlineMs + 200) ||
+      ((f.kind === "restart" || (f.kind === "kill" && f.target.startsWith("router"))) &&
+        f.atMs >= o.sentMs - 500 &&
+        f.atMs <= o.sentMs + o.deadlineMs + 200) ||
       (f.kind === "cut" && f.target.startsWith("router") && f.atMs >= o.sentMs - 200 && f.atMs <= o.sentMs + 500),
   );
 // What explains a reply past the deadline: a router frozen or cut off meanwhile (its reply waits
 // for the reconnect), or the server restarted (a keyed request is then sent again, and may be
 // served what was made for it, after its deadline).
 const delayedBy = (o: Outcome) =>
-  faults.some((f) => (((f.kind === "freeze" || f.kind === "cut") && f.target.startsWith("router")) || f.kind === "restart") && f.atMs <= o.endMs && Math.max(f.backMs, f.atMs) >= o.sentMs);
+  faults.some(
+    (f) =>
+      (((f.kind === "freeze" || f.kind === "cut") && f.target.startsWith("router")) || f.kind === "restart") &&
+      f.atMs <= o.endMs &&
+      Math.max(f.backMs, f.atMs) >= o.sentMs,
+  );
 /** Outcomes counted by result. */
 function tally(list: Outcome[]): Record<string, number> {
   const counts: Record<string, number> = {};
@@ -241,7 +272,14 @@ const summary = {
 };
 console.log(JSON.stringify(summary, null, 1));
 for (const o of [...unexplained, ...late, ...calmFailed].slice(0, 20)) console.log("  not held:", JSON.stringify(o));
-const path = writeResult("chaos", { date: new Date().toISOString(), startedAt: new Date(t0).toISOString(), config, summary, faults, notHeld: { unexplained, late, calmFailed } });
+const path = writeResult("chaos", {
+  date: new Date().toISOString(),
+  startedAt: new Date(t0).toISOString(),
+  config,
+  summary,
+  faults,
+  notHeld: { unexplained, late, calmFailed },
+});
 console.log(`wrote ${path}`);
 
 for (const r of roles) r.child?.kill("SIGCONT");

@@ -18,10 +18,10 @@ import { scoreWithFidelity } from "../actors/artifact/score-run.ts";
 import { parseHourlyInvocations, stepTrace, traceFromHourly } from "../actors/sim/trace.ts";
 import { fidLookupFromProfiles } from "../actors/sim/scoring.ts";
 import { parsePrompts, parseTrace, type Arrival } from "../actors/profile/reference.ts";
-import { frontierSpec, renderPng, type FrontierPoint } from "../services/cli/charts.ts";
-import { DEFAULT_PROMPTS, DEFAULT_TRACE, RESULTS_DIR } from "../services/cli/e1-report.ts";
-import { memoizedAnalyzer, runSimulation } from "../services/cli/sim.ts";
-import { loadProfiles } from "../services/lib/profiles.ts";
+import { frontierSpec, renderPng, type FrontierPoint } from "../services/cli/research/charts.ts";
+import { DEFAULT_PROMPTS, DEFAULT_TRACE, RESULTS_DIR } from "../services/cli/research/e1-report.ts";
+import { memoizedAnalyzer, runSimulation } from "../services/cli/research/sim.ts";
+import { loadProfiles } from "../services/files/profiles.ts";
 import { writeResult } from "./lib.ts";
 
 const SIX = ["clipper-light", "clipper-heavy", "infaas-acc", "proteus", "diffserve", "hadis"];
@@ -62,11 +62,41 @@ interface Cell {
 async function run(workload: Workload, policies: readonly string[], fidelity: Fidelity, seed = 1): Promise<Cell[]> {
   const cells: Cell[] = [];
   for (const policy of policies) {
-    const sim = await runSimulation({ policy, profiles, analyzer, arrivals: workload.arrivals, prompts, workers: 16, sloMs: 6_000, timeScale: 0.1, seed, fidelity });
-    const s = scoreWithFidelity({ policy, records: sim.records, plans: sim.plans, sloMs: 6_000, fid: fidLookupFromProfiles(profiles), fidelity, rows: sim.rows, profiles });
-    cells.push({ policy, sloViolationRatio: s.sloViolationRatio, fid: s.fid, ...(s.pooled ? { pooled: s.pooled } : {}), swaps: sim.swaps, meanServedScore: s.meanServedScore, degraded: sim.records.filter((r) => r.fallback === "degraded").length });
+    const sim = await runSimulation({
+      policy,
+      profiles,
+      analyzer,
+      arrivals: workload.arrivals,
+      prompts,
+      workers: 16,
+      sloMs: 6_000,
+      timeScale: 0.1,
+      seed,
+      fidelity,
+    });
+    const s = scoreWithFidelity({
+      policy,
+      records: sim.records,
+      plans: sim.plans,
+      sloMs: 6_000,
+      fid: fidLookupFromProfiles(profiles),
+      fidelity,
+      rows: sim.rows,
+      profiles,
+    });
+    cells.push({
+      policy,
+      sloViolationRatio: s.sloViolationRatio,
+      fid: s.fid,
+      ...(s.pooled ? { pooled: s.pooled } : {}),
+      swaps: sim.swaps,
+      meanServedScore: s.meanServedScore,
+      degraded: sim.records.filter((r) => r.fallback === "degraded").length,
+    });
   }
-  process.stderr.write(`${workload.name}, ${fidelity.name}, seed ${seed}: ${cells.map((c) => `${c.policy} ${c.sloViolationRatio.toFixed(4)}/${c.fid.toFixed(2)}`).join(", ")}\n`);
+  process.stderr.write(
+    `${workload.name}, ${fidelity.name}, seed ${seed}: ${cells.map((c) => `${c.policy} ${c.sloViolationRatio.toFixed(4)}/${c.fid.toFixed(2)}`).join(", ")}\n`,
+  );
   return cells;
 }
 
@@ -80,10 +110,16 @@ async function mechanisms(): Promise<void> {
   rows.push({ config: "native", cells: await run(anchor, NINE, NATIVE) });
   for (const m of ARTIFACT_MECHANISMS) rows.push({ config: `native + ${m}`, cells: await run(anchor, NINE, fidelityOf([m])) });
   rows.push({ config: "artifact", cells: await run(anchor, NINE, ARTIFACT) });
-  for (const m of ARTIFACT_MECHANISMS) rows.push({ config: `artifact − ${m}`, cells: await run(anchor, NINE, fidelityOf(ARTIFACT_MECHANISMS.filter((x) => x !== m))) });
+  for (const m of ARTIFACT_MECHANISMS)
+    rows.push({ config: `artifact − ${m}`, cells: await run(anchor, NINE, fidelityOf(ARTIFACT_MECHANISMS.filter((x) => x !== m))) });
   console.log(`| configuration | ${SIX.join(" | ")} |\n|---|${SIX.map(() => "---").join("|")}|`);
-  for (const r of rows) console.log(`| ${r.config} | ${SIX.map((p) => `${f4(byName(r.cells, p).sloViolationRatio)} / ${f2(byName(r.cells, p).fid)}`).join(" | ")} |`);
-  console.log(`wrote ${writeResult("fidelity-mechanisms", { trace: "profiles/reference/traces/azure_1to64qps.txt", workers: 16, sloMs: 6_000, timeScale: 0.1, cell: "SLO violation ratio / FID", rows })}`);
+  for (const r of rows)
+    console.log(
+      `| ${r.config} | ${SIX.map((p) => `${f4(byName(r.cells, p).sloViolationRatio)} / ${f2(byName(r.cells, p).fid)}`).join(" | ")} |`,
+    );
+  console.log(
+    `wrote ${writeResult("fidelity-mechanisms", { trace: "profiles/reference/traces/azure_1to64qps.txt", workers: 16, sloMs: 6_000, timeScale: 0.1, cell: "SLO violation ratio / FID", rows })}`,
+  );
 }
 
 /** The paper's claims, checked on one workload's artifact-fidelity cells. */
@@ -107,21 +143,35 @@ async function artifact(): Promise<void> {
   // The simulator's seed draws the random dispatch: the anchor trace under five of them.
   for (const simSeed of [1, 2, 3, 4, 5]) {
     const cells = await run(anchor, SIX, ARTIFACT, simSeed);
-    results.push({ workload: `${anchor.name}, dispatch seed ${simSeed}`, simSeed, arrivals: anchor.arrivals.length, cells, claims: claims(cells) });
+    results.push({
+      workload: `${anchor.name}, dispatch seed ${simSeed}`,
+      simSeed,
+      arrivals: anchor.arrivals.length,
+      cells,
+      claims: claims(cells),
+    });
   }
   for (const w of workloads.slice(1)) {
     const cells = await run(w, SIX, ARTIFACT);
     results.push({ workload: w.name, simSeed: 1, arrivals: w.arrivals.length, cells, claims: claims(cells) });
   }
-  console.log("| trace | HADIS | DiffServe | Proteus | INFaaS-Acc | Clipper-Light FID | DiffServe ÷ HADIS | Proteus ÷ HADIS | INFaaS ÷ HADIS | HADIS lowest FID |\n|---|---|---|---|---|---|---|---|---|---|");
+  console.log(
+    "| trace | HADIS | DiffServe | Proteus | INFaaS-Acc | Clipper-Light FID | DiffServe ÷ HADIS | Proteus ÷ HADIS | INFaaS ÷ HADIS | HADIS lowest FID |\n|---|---|---|---|---|---|---|---|---|---|",
+  );
   for (const r of results) {
     const c = (p: string) => `${f4(byName(r.cells, p).sloViolationRatio)} / ${f2(byName(r.cells, p).fid)}`;
-    console.log(`| ${r.workload} | ${c("hadis")} | ${c("diffserve")} | ${c("proteus")} | ${c("infaas-acc")} | ${f2(r.claims.clipperLightFid)} | ${r.claims.diffserveRatio.toFixed(1)}x | ${r.claims.proteusRatio.toFixed(1)}x | ${r.claims.infaasRatio.toFixed(1)}x | ${r.claims.hadisFidLowest ? "yes" : "no"} |`);
+    console.log(
+      `| ${r.workload} | ${c("hadis")} | ${c("diffserve")} | ${c("proteus")} | ${c("infaas-acc")} | ${f2(r.claims.clipperLightFid)} | ${r.claims.diffserveRatio.toFixed(1)}x | ${r.claims.proteusRatio.toFixed(1)}x | ${r.claims.infaasRatio.toFixed(1)}x | ${r.claims.hadisFidLowest ? "yes" : "no"} |`,
+    );
   }
   const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   const summary = {
     runs: results.length,
-    median: { diffserve: med(results.map((r) => r.claims.diffserveRatio)), proteus: med(results.map((r) => r.claims.proteusRatio)), infaas: med(results.map((r) => r.claims.infaasRatio)) },
+    median: {
+      diffserve: med(results.map((r) => r.claims.diffserveRatio)),
+      proteus: med(results.map((r) => r.claims.proteusRatio)),
+      infaas: med(results.map((r) => r.claims.infaasRatio)),
+    },
     atLeast: {
       diffserve27: results.filter((r) => r.claims.diffserveRatio >= 2.7).length,
       proteus4: results.filter((r) => r.claims.proteusRatio >= 4).length,
@@ -130,14 +180,20 @@ async function artifact(): Promise<void> {
       clipperLight2976: results.filter((r) => Math.abs(r.claims.clipperLightFid - 29.76) < 1e-9).length,
     },
   };
-  console.log(`\n${summary.runs} runs: median DiffServe ÷ HADIS ${summary.median.diffserve.toFixed(1)}x (≥ 2.7x in ${summary.atLeast.diffserve27}), Proteus ${summary.median.proteus.toFixed(1)}x (≥ 4x in ${summary.atLeast.proteus4}), INFaaS-Acc ${summary.median.infaas.toFixed(1)}x (≥ 8x in ${summary.atLeast.infaas8}); HADIS lowest FID in ${summary.atLeast.hadisFidLowest}; Clipper-Light at 29.76 in ${summary.atLeast.clipperLight2976}`);
-  console.log(`wrote ${writeResult("fidelity-artifact", { fidelity: "artifact", workers: 16, sloMs: 6_000, timeScale: 0.1, cell: "SLO violation ratio / FID", summary, results })}`);
+  console.log(
+    `\n${summary.runs} runs: median DiffServe ÷ HADIS ${summary.median.diffserve.toFixed(1)}x (≥ 2.7x in ${summary.atLeast.diffserve27}), Proteus ${summary.median.proteus.toFixed(1)}x (≥ 4x in ${summary.atLeast.proteus4}), INFaaS-Acc ${summary.median.infaas.toFixed(1)}x (≥ 8x in ${summary.atLeast.infaas8}); HADIS lowest FID in ${summary.atLeast.hadisFidLowest}; Clipper-Light at 29.76 in ${summary.atLeast.clipperLight2976}`,
+  );
+  console.log(
+    `wrote ${writeResult("fidelity-artifact", { fidelity: "artifact", workers: 16, sloMs: 6_000, timeScale: 0.1, cell: "SLO violation ratio / FID", summary, results })}`,
+  );
 }
 
 /** Whether HADIS is dominated: another policy with ≥ 0.005 fewer violations and ≥ 0.1 lower FID. */
 function dominators(cells: Cell[]): string[] {
   const h = byName(cells, "hadis");
-  return cells.filter((c) => c.policy !== "hadis" && c.sloViolationRatio <= h.sloViolationRatio - 0.005 && c.fid <= h.fid - 0.1).map((c) => c.policy);
+  return cells
+    .filter((c) => c.policy !== "hadis" && c.sloViolationRatio <= h.sloViolationRatio - 0.005 && c.fid <= h.fid - 0.1)
+    .map((c) => c.policy);
 }
 
 /** Our design swept in load. */
@@ -149,21 +205,30 @@ async function sweep(): Promise<void> {
       const w = hourlyTrace(q, seed);
       const cells = await run(w, NINE, NATIVE);
       results.push({ maxQps: q, seed, arrivals: w.arrivals.length, cells, hadisDominatedBy: dominators(cells) });
-      if (seed === 1) for (const c of cells) points.push({ system: c.policy, panel: `peak ${q} qps`, violation: c.sloViolationRatio, fid: c.fid });
+      if (seed === 1)
+        for (const c of cells) points.push({ system: c.policy, panel: `peak ${q} qps`, violation: c.sloViolationRatio, fid: c.fid });
     }
   }
   console.log(`| peak qps (seed) | ${NINE.join(" | ")} | HADIS dominated by |\n|---|${NINE.map(() => "---").join("|")}|---|`);
-  for (const r of results) console.log(`| ${r.maxQps} (${r.seed}) | ${NINE.map((p) => `${f4(byName(r.cells, p).sloViolationRatio)} / ${f2(byName(r.cells, p).fid)}`).join(" | ")} | ${r.hadisDominatedBy.join(", ") || "none"} |`);
+  for (const r of results)
+    console.log(
+      `| ${r.maxQps} (${r.seed}) | ${NINE.map((p) => `${f4(byName(r.cells, p).sloViolationRatio)} / ${f2(byName(r.cells, p).fid)}`).join(" | ")} | ${r.hadisDominatedBy.join(", ") || "none"} |`,
+    );
   const png = join(RESULTS_DIR, "frontier-native-sweep.png");
   writeFileSync(png, await renderPng(frontierSpec(points, "native fidelity: FID against SLO violation ratio per policy (seed 1)")));
   console.log(`wrote ${png}`);
-  console.log(`wrote ${writeResult("fidelity-sweep", { fidelity: "native", workers: 16, sloMs: 6_000, timeScale: 0.1, traces: "hourly Azure shape, 347 s, min = peak / 64", cell: "SLO violation ratio / FID", results })}`);
+  console.log(
+    `wrote ${writeResult("fidelity-sweep", { fidelity: "native", workers: 16, sloMs: 6_000, timeScale: 0.1, traces: "hourly Azure shape, 347 s, min = peak / 64", cell: "SLO violation ratio / FID", results })}`,
+  );
 }
 
 /** hadis-plus against HADIS and the clairvoyant bound: the anchor, the load sweep's traces and a step in demand, both fidelities. */
 async function plus(): Promise<void> {
   const workloads: Workload[] = [anchor, ...[32, 64, 96, 128].map((q) => hourlyTrace(q, 1))];
-  workloads.push({ name: "step 8 -> 48 qps at 120 s, 300 s", arrivals: stepTrace({ lowQps: 8, highQps: 48, stepAtS: 120, seconds: 300, seed: 1, promptCount: prompts.length }) });
+  workloads.push({
+    name: "step 8 -> 48 qps at 120 s, 300 s",
+    arrivals: stepTrace({ lowQps: 8, highQps: 48, stepAtS: 120, seconds: 300, seed: 1, promptCount: prompts.length }),
+  });
   const results: { workload: string; fidelity: string; cells: Cell[]; verdict: Record<string, boolean | number> }[] = [];
   for (const fidelity of [NATIVE, ARTIFACT]) {
     for (const w of workloads) {
@@ -173,18 +238,40 @@ async function plus(): Promise<void> {
       const [h, p] = ["hadis", "hadis-plus"].map((n) => byName(cells, n));
       const c = cells.find((x) => x.policy === "clairvoyant");
       const fewer = h.sloViolationRatio > 0 ? p.sloViolationRatio <= h.sloViolationRatio / 2 : p.sloViolationRatio === 0 && p.fid < h.fid;
-      results.push({ workload: w.name, fidelity: fidelity.name, cells, verdict: { violationsHalvedOrFidLower: fewer, fidNotWorse: p.fid <= h.fid, fewerSwaps: p.swaps < h.swaps, ...(c ? { fidGapToBound: Number((p.fid - c.fid).toFixed(3)) } : {}) } });
+      results.push({
+        workload: w.name,
+        fidelity: fidelity.name,
+        cells,
+        verdict: {
+          violationsHalvedOrFidLower: fewer,
+          fidNotWorse: p.fid <= h.fid,
+          fewerSwaps: p.swaps < h.swaps,
+          ...(c ? { fidGapToBound: Number((p.fid - c.fid).toFixed(3)) } : {}),
+        },
+      });
     }
   }
-  console.log("| fidelity | trace | hadis | hadis-plus | clairvoyant | swaps h / + / c | served P(real) h / + | degraded (+) | claims met |\n|---|---|---|---|---|---|---|---|---|");
+  console.log(
+    "| fidelity | trace | hadis | hadis-plus | clairvoyant | swaps h / + / c | served P(real) h / + | degraded (+) | claims met |\n|---|---|---|---|---|---|---|---|---|",
+  );
   for (const r of results) {
     const c = (n: string) => byName(r.cells, n);
     const has = (n: string) => r.cells.some((x) => x.policy === n);
     const f = (n: string) => (has(n) ? `${f4(c(n).sloViolationRatio)} / ${f2(c(n).fid)}` : "n/a");
-    const met = r.verdict.violationsHalvedOrFidLower && r.verdict.fidNotWorse && r.verdict.fewerSwaps ? "all" : Object.entries(r.verdict).filter(([k, v]) => k !== "fidGapToBound" && !v).map(([k]) => `not ${k}`).join(", ");
-    console.log(`| ${r.fidelity} | ${r.workload} | ${f("hadis")} | ${f("hadis-plus")} | ${f("clairvoyant")} | ${c("hadis").swaps} / ${c("hadis-plus").swaps} / ${has("clairvoyant") ? c("clairvoyant").swaps : "n/a"} | ${c("hadis").meanServedScore.toFixed(4)} / ${c("hadis-plus").meanServedScore.toFixed(4)} | ${c("hadis-plus").degraded} | ${met} |`);
+    const met =
+      r.verdict.violationsHalvedOrFidLower && r.verdict.fidNotWorse && r.verdict.fewerSwaps
+        ? "all"
+        : Object.entries(r.verdict)
+            .filter(([k, v]) => k !== "fidGapToBound" && !v)
+            .map(([k]) => `not ${k}`)
+            .join(", ");
+    console.log(
+      `| ${r.fidelity} | ${r.workload} | ${f("hadis")} | ${f("hadis-plus")} | ${f("clairvoyant")} | ${c("hadis").swaps} / ${c("hadis-plus").swaps} / ${has("clairvoyant") ? c("clairvoyant").swaps : "n/a"} | ${c("hadis").meanServedScore.toFixed(4)} / ${c("hadis-plus").meanServedScore.toFixed(4)} | ${c("hadis-plus").degraded} | ${met} |`,
+    );
   }
-  console.log(`wrote ${writeResult("fidelity-plus", { workers: 16, sloMs: 6_000, timeScale: 0.1, cell: "SLO violation ratio / FID", results })}`);
+  console.log(
+    `wrote ${writeResult("fidelity-plus", { workers: 16, sloMs: 6_000, timeScale: 0.1, cell: "SLO violation ratio / FID", results })}`,
+  );
 }
 
 const commands: Record<string, () => Promise<void>> = { mechanisms, artifact, sweep, plus };

@@ -51,7 +51,8 @@ export function writeResult(name: string, data: unknown): string {
  */
 export function pinnedToLastCore(): string[] {
   const last = cpus().length - 1;
-  if (availableParallelism() === cpus().length) console.warn(`--pin: start the bench under \`taskset -c 0\`: it shares core ${last} with the services otherwise`);
+  if (availableParallelism() === cpus().length)
+    console.warn(`--pin: start the bench under \`taskset -c 0\`: it shares core ${last} with the services otherwise`);
   return ["taskset", "-c", String(last)];
 }
 
@@ -80,23 +81,64 @@ export function placement(servicesPid: number): { services: string; bench: strin
  */
 export function spawnBenchSystem(
   natsUrl: string,
-  opts: { policy?: string; env?: Record<string, string>; nodeArgs?: string[]; wrap?: string[]; entry?: string; ipc?: boolean; timeScale?: number } = {},
+  opts: {
+    policy?: string;
+    env?: Record<string, string>;
+    nodeArgs?: string[];
+    wrap?: string[];
+    entry?: string;
+    ipc?: boolean;
+    timeScale?: number;
+  } = {},
 ): ChildProcess {
   const cli = opts.entry ?? fileURLToPath(new URL("../services/cli/main.ts", import.meta.url));
   const args = [
-    ...(opts.nodeArgs ?? []), "--import", "tsx", cli, "serve", "all", "--nats", natsUrl, ...(opts.timeScale ? ["--time-scale", String(opts.timeScale)] : ["--zero-latency"]), "--storage", "memory", "--workers", "16", "--policy", opts.policy ?? "static",
+    ...(opts.nodeArgs ?? []),
+    "--import",
+    "tsx",
+    cli,
+    "serve",
+    "all",
+    "--nats",
+    natsUrl,
+    ...(opts.timeScale ? ["--time-scale", String(opts.timeScale)] : ["--zero-latency"]),
+    "--storage",
+    "memory",
+    "--workers",
+    "16",
+    "--policy",
+    opts.policy ?? "static",
     // The static policy's configuration (another policy refuses the flag).
-    ...((opts.policy ?? "static") === "static" ? ["--static-config", JSON.stringify({ light: "sd35-large-turbo", heavy: "sd35-medium", routerThreshold: 0, discThreshold: opts.timeScale ? 0.003 : 0.01, lightBatchSize: 8, heavyBatchSize: 8 })] : []),
+    ...((opts.policy ?? "static") === "static"
+      ? [
+          "--static-config",
+          JSON.stringify({
+            light: "sd35-large-turbo",
+            heavy: "sd35-medium",
+            routerThreshold: 0,
+            discThreshold: opts.timeScale ? 0.003 : 0.01,
+            lightBatchSize: 8,
+            heavyBatchSize: 8,
+          }),
+        ]
+      : []),
   ];
   const [command, ...pre] = opts.wrap?.length ? [...opts.wrap, process.execPath] : [process.execPath];
-  return spawn(command, [...pre, ...args], { stdio: ["ignore", "inherit", "inherit", ...(opts.ipc ? ["ipc" as const] : [])], env: { ...process.env, HADIS_LOG: "warn", ...opts.env } });
+  return spawn(command, [...pre, ...args], {
+    stdio: ["ignore", "inherit", "inherit", ...(opts.ipc ? ["ipc" as const] : [])],
+    env: { ...process.env, HADIS_LOG: "warn", ...opts.env },
+  });
 }
 
 /** Rounds for printing. */
 export const r2 = (x: number) => Math.round(x * 100) / 100;
 
 /** Latencies of a closed loop: `n` callers, each sending the next request when the last is answered. */
-export async function closedLoop(n: number, durS: number, call: () => Promise<unknown>): Promise<{ latencies: number[]; errors: number; elapsedS: number }> {
+export async function closedLoop(
+  n: number,
+  durS: number,
+  call: () => Promise<unknown>,
+): Promise<{ latencies: number[]; errors: number; elapsedS: number }> {
   const latencies: number[] = [];
   let errors = 0;
   const end = performance.now() + durS * 1000;

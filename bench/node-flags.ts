@@ -12,11 +12,21 @@
  *   node --import tsx bench/node-flags.ts --node-args "--max-semi-space-size=32" [--seconds 120] [--mode off]
  *                                         [--concurrency 200] [--window-ms 600] [--settle-ms 250] [--pin]
  */
-import { startNatsServer } from "../services/lib/nats-server.ts";
-import { connectNats } from "../services/lib/nats.ts";
-import { HadisClient } from "../services/lib/client.ts";
+import { startNatsServer } from "../services/nats/server.ts";
+import { connectNats } from "../services/nats/connection.ts";
+import { HadisClient } from "../services/client/client.ts";
 import { placement, median, percentile, pinnedToLastCore, r2, writeResult } from "./lib.ts";
-import { cpuMsBetween, gcPausesMs, modesNamed, phaseOptions, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing, threadCpuNs } from "./tracing-lib.ts";
+import {
+  cpuMsBetween,
+  gcPausesMs,
+  modesNamed,
+  phaseOptions,
+  spawnSwitchableSystem,
+  startLoad,
+  startOtlpReceiver,
+  switchTracing,
+  threadCpuNs,
+} from "./tracing-lib.ts";
 
 const { args, seconds, concurrency, windowMs, settleMs, pin, nodeArgs } = phaseOptions(120);
 const modeKey = args.get("--mode") ?? "off";
@@ -86,14 +96,25 @@ async function main() {
     await otlp.close();
   }
   const blocks = Math.max(...phases.map((p) => p.block)) + 1;
-  const of = (system: string, k: "rps" | "cpuMsPerRequest" | "gcMsPerRequest") => median(phases.filter((p) => p.system === system).map((p) => p[k]));
+  const of = (system: string, k: "rps" | "cpuMsPerRequest" | "gcMsPerRequest") =>
+    median(phases.filter((p) => p.system === system).map((p) => p[k]));
   const change = (k: "rps" | "cpuMsPerRequest" | "gcMsPerRequest") => {
-    const r = phases.filter((p) => p.system === "B").map((b) => (b[k] / phases.find((a) => a.block === b.block && a.system === "A")![k] - 1) * 100);
+    const r = phases
+      .filter((p) => p.system === "B")
+      .map((b) => (b[k] / phases.find((a) => a.block === b.block && a.system === "A")![k] - 1) * 100);
     return { median: r2(median(r)), quartiles: [r2(percentile(r, 25)), r2(percentile(r, 75))] };
   };
   const summary = {
-    A: { rps: Math.round(of("A", "rps")), cpuMsPerRequest: r2(of("A", "cpuMsPerRequest") * 1e3) / 1e3, gcMsPerRequest: r2(of("A", "gcMsPerRequest") * 1e3) / 1e3 },
-    B: { rps: Math.round(of("B", "rps")), cpuMsPerRequest: r2(of("B", "cpuMsPerRequest") * 1e3) / 1e3, gcMsPerRequest: r2(of("B", "gcMsPerRequest") * 1e3) / 1e3 },
+    A: {
+      rps: Math.round(of("A", "rps")),
+      cpuMsPerRequest: r2(of("A", "cpuMsPerRequest") * 1e3) / 1e3,
+      gcMsPerRequest: r2(of("A", "gcMsPerRequest") * 1e3) / 1e3,
+    },
+    B: {
+      rps: Math.round(of("B", "rps")),
+      cpuMsPerRequest: r2(of("B", "cpuMsPerRequest") * 1e3) / 1e3,
+      gcMsPerRequest: r2(of("B", "gcMsPerRequest") * 1e3) / 1e3,
+    },
     // B against A, percent: median over blocks and quartiles.
     throughputChangePct: change("rps"),
     cpuChangePct: change("cpuMsPerRequest"),
@@ -106,7 +127,22 @@ async function main() {
     "CPU a request, B vs A (%)": { median: summary.cpuChangePct.median, quartiles: summary.cpuChangePct.quartiles.join(" … ") },
     "GC pauses a request, B vs A (%)": { median: summary.gcChangePct.median, quartiles: summary.gcChangePct.quartiles.join(" … ") },
   });
-  console.log("wrote", writeResult("node-flags", { date: new Date().toISOString(), nodeArgs, mode: mode.key, cores, seconds, concurrency, windowMs, settleMs, blocks, phases, summary }));
+  console.log(
+    "wrote",
+    writeResult("node-flags", {
+      date: new Date().toISOString(),
+      nodeArgs,
+      mode: mode.key,
+      cores,
+      seconds,
+      concurrency,
+      windowMs,
+      settleMs,
+      blocks,
+      phases,
+      summary,
+    }),
+  );
 }
 
 await main();

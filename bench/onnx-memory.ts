@@ -10,8 +10,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { OnnxGenerationBackend } from "../services/lib/onnx/generation-backend.ts";
-import { ONNXRUNTIME_VERSION } from "../services/lib/onnx/runtime.ts";
+import { OnnxGenerationBackend } from "../services/onnx/generation-backend.ts";
+import { ONNXRUNTIME_VERSION } from "../services/onnx/runtime.ts";
 import { makeTinyModels } from "../tools/make-tiny-models.ts";
 
 const cycles = Number(process.argv[2] ?? 50);

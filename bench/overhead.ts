@@ -6,9 +6,9 @@
  *
  * The system runs in a child process (as `npm start` would), the load here; one nats-server.
  */
-import { startNatsServer } from "../services/lib/nats-server.ts";
-import { connectNats, type NatsConnection } from "../services/lib/nats.ts";
-import { HadisClient } from "../services/lib/client.ts";
+import { startNatsServer } from "../services/nats/server.ts";
+import { connectNats, type NatsConnection } from "../services/nats/connection.ts";
+import { HadisClient } from "../services/client/client.ts";
 import { closedLoop, median, percentile, r2, spawnBenchSystem, writeResult } from "./lib.ts";
 
 const args = new Map(process.argv.slice(2).map((a, i, all) => [a, all[i + 1]]));
@@ -16,7 +16,16 @@ const seconds = Number(args.get("--seconds") ?? 10);
 const concurrency = Number(args.get("--concurrency") ?? 200);
 const openRates = (args.get("--rates") ?? "250,500,1000").split(",").map(Number);
 
-interface Run { label: string; requests: number; errors: number; seconds: number; rps: number; p50Ms: number; p99Ms: number; meanMs: number }
+interface Run {
+  label: string;
+  requests: number;
+  errors: number;
+  seconds: number;
+  rps: number;
+  p50Ms: number;
+  p99Ms: number;
+  meanMs: number;
+}
 
 function summarize(label: string, latencies: number[], errors: number, elapsedS: number): Run {
   return {
@@ -49,7 +58,12 @@ async function openLoop(label: string, rate: number, durS: number, call: () => P
     const wait = next - performance.now();
     if (wait > 1) await new Promise((r) => setTimeout(r, wait));
     const t = performance.now();
-    pending.push(call().then(() => void latencies.push(performance.now() - t), () => void errors++));
+    pending.push(
+      call().then(
+        () => void latencies.push(performance.now() - t),
+        () => void errors++,
+      ),
+    );
   }
   await Promise.all(pending);
   return summarize(label, latencies, errors, durS);

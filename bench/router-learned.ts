@@ -12,7 +12,14 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fitLogistic, linearScore, selectL2 } from "../actors/analyzer/calibration.ts";
-import { pairQuality, studyPair, summariseStudy, tablePoints, type ScorerFactory, type ScorerSummary } from "../actors/analyzer/difficulty-study.ts";
+import {
+  pairQuality,
+  studyPair,
+  summariseStudy,
+  tablePoints,
+  type ScorerFactory,
+  type ScorerSummary,
+} from "../actors/analyzer/difficulty-study.ts";
 import { fitNgramRidge, ngramFitScore } from "../actors/analyzer/difficulty-training.ts";
 import { featureVector, scoreVector } from "../actors/analyzer/score-model.ts";
 import type { SparseRow } from "../actors/analyzer/sparse-linear.ts";
@@ -20,10 +27,10 @@ import { ngramRow, promptWords } from "../actors/analyzer/text-features.ts";
 import { parseDiscriminatorImageScores } from "../actors/profile/reference.ts";
 import { quantileSorted } from "../actors/profile/stats.ts";
 import { AnalyzerScorer } from "../actors/routing/analyzer-scorer.ts";
-import { ANALYZER_PATHS, loadDifficultyModel, loadPromptAnalyzer, loadSubtlexCounts } from "../services/lib/analyzer-files.ts";
-import { DEFAULT_PROFILES_DIR, loadProfiles } from "../services/lib/profiles.ts";
+import { ANALYZER_PATHS, loadDifficultyModel, loadPromptAnalyzer, loadSubtlexCounts } from "../services/files/analyzer-files.ts";
+import { DEFAULT_PROFILES_DIR, loadProfiles } from "../services/files/profiles.ts";
 import { LearnedDifficultyScorer } from "../actors/routing/learned-scorer.ts";
-import { HASH_BITS, NGRAM_ORDERS, TRAIN_FRACTION } from "../services/cli/train-router.ts";
+import { HASH_BITS, NGRAM_ORDERS, TRAIN_FRACTION } from "../services/cli/research/train-router.ts";
 import { writeResult } from "./lib.ts";
 
 const arg = (name: string) => {
@@ -36,7 +43,9 @@ const profiles = loadProfiles();
 const prompts = profiles.reference.prompts;
 const ids = [...profiles.nameByReferenceId.keys()].sort((a, b) => a - b);
 const pairs: [number, number][] = arg("--pairs")
-  ? arg("--pairs")!.split(",").map((t) => t.split(":").map(Number) as [number, number])
+  ? arg("--pairs")!
+      .split(",")
+      .map((t) => t.split(":").map(Number) as [number, number])
   : ids.flatMap((l, i) => ids.slice(i + 1).map((h) => [l, h] as [number, number]));
 
 // Features of every prompt, computed once.
@@ -77,19 +86,34 @@ function lexiconFeatures(): number[][] {
   return words.map((ws) => {
     const c = ws.map((w) => concreteness.get(w)).filter((x): x is number => x !== undefined);
     const f = ws.map((w) => Math.log10(1 + (counts.get(w) ?? 0)));
-    return [mean(c, 3), c.length ? Math.min(...c) : 3, mean(f, 0), f.length ? Math.min(...f) : 0, ws.length ? ws.filter((w) => !counts.has(w)).length / ws.length : 0];
+    return [
+      mean(c, 3),
+      c.length ? Math.min(...c) : 3,
+      mean(f, 0),
+      f.length ? Math.min(...f) : 0,
+      ws.length ? ws.filter((w) => !counts.has(w)).length / ws.length : 0,
+    ];
   });
 }
 
-const dense = (x: Float64Array[]): ScorerFactory => (train, labels, seed) => {
-  const { l2 } = selectL2(x, labels, train, [1e-4, 1e-3, 1e-2, 1e-1, 1], 5, seed);
-  const fit = fitLogistic(train.map((i) => x[i]), train.map((i) => labels[i]), { l2 });
-  return (i) => linearScore(fit, x[i]);
-};
-const sparse = (rows: SparseRow[], target: (pair: ReturnType<typeof pairQuality>) => Float64Array, loss: "squared" | "logistic") => (q: ReturnType<typeof pairQuality>): ScorerFactory => (train, labels, seed) => {
-  const fit = fitNgramRidge(rows, target(q), labels, train, { seed, loss });
-  return (i) => ngramFitScore(fit, rows[i]);
-};
+const dense =
+  (x: Float64Array[]): ScorerFactory =>
+  (train, labels, seed) => {
+    const { l2 } = selectL2(x, labels, train, [1e-4, 1e-3, 1e-2, 1e-1, 1], 5, seed);
+    const fit = fitLogistic(
+      train.map((i) => x[i]),
+      train.map((i) => labels[i]),
+      { l2 },
+    );
+    return (i) => linearScore(fit, x[i]);
+  };
+const sparse =
+  (rows: SparseRow[], target: (pair: ReturnType<typeof pairQuality>) => Float64Array, loss: "squared" | "logistic") =>
+  (q: ReturnType<typeof pairQuality>): ScorerFactory =>
+  (train, labels, seed) => {
+    const fit = fitNgramRidge(rows, target(q), labels, train, { seed, loss });
+    return (i) => ngramFitScore(fit, rows[i]);
+  };
 
 const MODELS = ["random", "reference", "referenceCsv", "lr8", "lex13", "ngram", "ngramLogistic", "ngramPlus8"] as const;
 const DESCRIPTIONS: Record<(typeof MODELS)[number], string> = {
@@ -104,7 +128,8 @@ const DESCRIPTIONS: Record<(typeof MODELS)[number], string> = {
 };
 
 const tableRows = [...profiles.reference.paretoHybrid, ...profiles.reference.paretoRouterOnly];
-const images = (id: number) => parseDiscriminatorImageScores(readFileSync(join(DEFAULT_PROFILES_DIR, "reference", "discriminator", `scores_model_${id}.txt`), "utf8"));
+const images = (id: number) =>
+  parseDiscriminatorImageScores(readFileSync(join(DEFAULT_PROFILES_DIR, "reference", "discriminator", `scores_model_${id}.txt`), "utf8"));
 const results: { light: string; heavy: string; points: number; seconds: number; models: Record<string, ScorerSummary> }[] = [];
 const f3 = (x: { mean: number; sd: number }) => `${x.mean.toFixed(3)} ± ${x.sd.toFixed(3)}`;
 for (const [l, h] of pairs) {
@@ -133,10 +158,13 @@ for (const [l, h] of pairs) {
   const summary = summariseStudy(study);
   const seconds = (performance.now() - t0) / 1000;
   results.push({ light, heavy, points: points.length, seconds, models: summary });
-  console.log(`${light} → ${heavy}: held-out over ${seeds.length} splits (${seconds.toFixed(0)} s); served P(real) gain over the reference weights, mean over ${points.length} table points`);
+  console.log(
+    `${light} → ${heavy}: held-out over ${seeds.length} splits (${seconds.toFixed(0)} s); served P(real) gain over the reference weights, mean over ${points.length} table points`,
+  );
   for (const m of MODELS) {
     const s = summary[m];
-    const gain = m === "reference" ? "" : `  gain ${s.gain.mean >= 0 ? "+" : ""}${s.gain.mean.toExponential(2)} (SE ${s.gain.se.toExponential(1)})`;
+    const gain =
+      m === "reference" ? "" : `  gain ${s.gain.mean >= 0 ? "+" : ""}${s.gain.mean.toExponential(2)} (SE ${s.gain.se.toExponential(1)})`;
     console.log(`  ${m.padEnd(14)} AUC ${f3(s.auc)}${gain}`);
   }
 }
@@ -167,17 +195,32 @@ function timing(score: (p: string) => number) {
   }
   latenciesUs.sort();
   if (!Number.isFinite(sink)) throw new Error("non-finite score");
-  return { prompts: prompts.length, passes, meanUs: (wallMs * 1000) / (prompts.length * passes), p50Us: quantileSorted(latenciesUs, 0.5), p99Us: quantileSorted(latenciesUs, 0.99), maxUs: latenciesUs[latenciesUs.length - 1] };
+  return {
+    prompts: prompts.length,
+    passes,
+    meanUs: (wallMs * 1000) / (prompts.length * passes),
+    p50Us: quantileSorted(latenciesUs, 0.5),
+    p99Us: quantileSorted(latenciesUs, 0.99),
+    maxUs: latenciesUs[latenciesUs.length - 1],
+  };
 }
 // The analyzer caches nothing; a fresh prompt each call is what a router sees.
-const speed = { learned: timing((p) => learned.score(p, pair)), learnedReferenceLookup: timing((p) => crossFitted.score(p, pair)), analyzer: timing((p) => analyzerScorer.score(p)) };
-for (const [name, s] of Object.entries(speed)) console.log(`speed ${name}: mean ${s.meanUs.toFixed(2)} µs, p50 ${s.p50Us.toFixed(2)} µs, p99 ${s.p99Us.toFixed(2)} µs a prompt (${s.prompts} prompts × ${s.passes} passes)`);
+const speed = {
+  learned: timing((p) => learned.score(p, pair)),
+  learnedReferenceLookup: timing((p) => crossFitted.score(p, pair)),
+  analyzer: timing((p) => analyzerScorer.score(p)),
+};
+for (const [name, s] of Object.entries(speed))
+  console.log(
+    `speed ${name}: mean ${s.meanUs.toFixed(2)} µs, p50 ${s.p50Us.toFixed(2)} µs, p99 ${s.p99Us.toFixed(2)} µs a prompt (${s.prompts} prompts × ${s.passes} passes)`,
+  );
 
 const path = writeResult("router-learned", {
   command: `node --import tsx bench/router-learned.ts${process.argv.slice(2).length ? " " + process.argv.slice(2).join(" ") : ""}`,
   seeds,
   trainFraction: TRAIN_FRACTION,
-  label: "hard = Welch's t of heavy − light image log-odds (4 images each) above the training prompts' median; served = mean P(real) of the image served, router top share to heavy, discriminator escalating light images below the conf quantile",
+  label:
+    "hard = Welch's t of heavy − light image log-odds (4 images each) above the training prompts' median; served = mean P(real) of the image served, router top share to heavy, discriminator escalating light images below the conf quantile",
   models: DESCRIPTIONS,
   pairs: results,
   speed,

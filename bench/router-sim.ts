@@ -16,18 +16,24 @@ import { readFileSync } from "node:fs";
 import { parseFidelity } from "../actors/artifact/mechanisms.ts";
 import { scoreWithFidelity } from "../actors/artifact/score-run.ts";
 import { pairQuality } from "../actors/analyzer/difficulty-study.ts";
-import { fitNgramRidge, hardLabelsFrom, ngramFitScore, splitByPrompt, toDifficultyModelFile } from "../actors/analyzer/difficulty-training.ts";
+import {
+  fitNgramRidge,
+  hardLabelsFrom,
+  ngramFitScore,
+  splitByPrompt,
+  toDifficultyModelFile,
+} from "../actors/analyzer/difficulty-training.ts";
 import { ngramRow, promptWords } from "../actors/analyzer/text-features.ts";
 import { parseDiscriminatorImageScores, parseTrace } from "../actors/profile/reference.ts";
 import { fidLookupFromProfiles } from "../actors/sim/scoring.ts";
-import { DEFAULT_TRACE, sloOf } from "../services/cli/e1-report.ts";
-import { memoizedAnalyzer, runSimulation } from "../services/cli/sim.ts";
+import { DEFAULT_TRACE, sloOf } from "../services/cli/research/e1-report.ts";
+import { memoizedAnalyzer, runSimulation } from "../services/cli/research/sim.ts";
 import type { SimResult } from "../actors/sim/simulator.ts";
 import { referenceIndexFor } from "../actors/profile/profile-set.ts";
-import { compactJson, HASH_BITS, NGRAM_ORDERS, TRAIN_FRACTION } from "../services/cli/train-router.ts";
-import { writeTextFile } from "../services/lib/analyzer-files.ts";
-import { DEFAULT_PROFILES_DIR, loadProfiles } from "../services/lib/profiles.ts";
-import type { ScorerKind } from "../services/lib/router-scoring.ts";
+import { compactJson, HASH_BITS, NGRAM_ORDERS, TRAIN_FRACTION } from "../services/cli/research/train-router.ts";
+import { writeTextFile } from "../services/files/analyzer-files.ts";
+import { DEFAULT_PROFILES_DIR, loadProfiles } from "../services/files/profiles.ts";
+import type { ScorerKind } from "../services/files/router-scoring.ts";
 import { writeResult } from "./lib.ts";
 
 const arg = (name: string, fallback: number) => {
@@ -49,7 +55,12 @@ const arrivals = parseTrace(readFileSync(DEFAULT_TRACE, "utf8"));
 const fidelity = parseFidelity("native");
 const analyzer = memoizedAnalyzer();
 const ids = [...profiles.nameByReferenceId.keys()].sort((a, b) => a - b);
-const images = new Map(ids.map((id) => [id, parseDiscriminatorImageScores(readFileSync(join(DEFAULT_PROFILES_DIR, "reference", "discriminator", `scores_model_${id}.txt`), "utf8"))]));
+const images = new Map(
+  ids.map((id) => [
+    id,
+    parseDiscriminatorImageScores(readFileSync(join(DEFAULT_PROFILES_DIR, "reference", "discriminator", `scores_model_${id}.txt`), "utf8")),
+  ]),
+);
 const rows = prompts.map((p) => ngramRow(promptWords(p), HASH_BITS, NGRAM_ORDERS));
 
 /**
@@ -101,13 +112,55 @@ interface Run {
   swaps: number;
 }
 const runs: Run[] = [];
-const simulateOnce = async (holdout: number, promptList: readonly string[], policy: string, simSeed: number, scorer: ScorerKind, modelPath?: string) => {
-  const run = await runSimulation({ policy, profiles, analyzer, arrivals, prompts: promptList, workers, sloMs, timeScale, seed: simSeed, purgeFinished: true, fidelity, scorer, ...(modelPath ? { difficultyModel: modelPath } : {}) });
-  const score = scoreWithFidelity({ policy, records: run.records, plans: run.plans, sloMs, fid: fidLookupFromProfiles(profiles), fidelity, rows: run.rows, profiles });
-  runs.push({ holdout, simSeed, policy, scorer, meanServedScore: score.meanServedScore, ...routingLift(run, promptList), sloViolationRatio: score.sloViolationRatio, fid: score.fid, routeShares: score.routeShares, swaps: run.swaps });
+const simulateOnce = async (
+  holdout: number,
+  promptList: readonly string[],
+  policy: string,
+  simSeed: number,
+  scorer: ScorerKind,
+  modelPath?: string,
+) => {
+  const run = await runSimulation({
+    policy,
+    profiles,
+    analyzer,
+    arrivals,
+    prompts: promptList,
+    workers,
+    sloMs,
+    timeScale,
+    seed: simSeed,
+    purgeFinished: true,
+    fidelity,
+    scorer,
+    ...(modelPath ? { difficultyModel: modelPath } : {}),
+  });
+  const score = scoreWithFidelity({
+    policy,
+    records: run.records,
+    plans: run.plans,
+    sloMs,
+    fid: fidLookupFromProfiles(profiles),
+    fidelity,
+    rows: run.rows,
+    profiles,
+  });
+  runs.push({
+    holdout,
+    simSeed,
+    policy,
+    scorer,
+    meanServedScore: score.meanServedScore,
+    ...routingLift(run, promptList),
+    sloViolationRatio: score.sloViolationRatio,
+    fid: score.fid,
+    routeShares: score.routeShares,
+    swaps: run.swaps,
+  });
 };
 // Holdout 0: the anchor trace over all reference prompts, the shipped (cross-fitted) model.
-for (const policy of POLICIES) for (const simSeed of anchorSeeds) for (const scorer of SCORERS) await simulateOnce(0, prompts, policy, simSeed, scorer);
+for (const policy of POLICIES)
+  for (const simSeed of anchorSeeds) for (const scorer of SCORERS) await simulateOnce(0, prompts, policy, simSeed, scorer);
 console.log(`anchor trace, all ${prompts.length} prompts: ${POLICIES.length * anchorSeeds.length * SCORERS.length} runs`);
 for (const holdout of holdouts) {
   const { train, test } = splitByPrompt(prompts, TRAIN_FRACTION, holdout);
@@ -115,15 +168,25 @@ for (const holdout of holdouts) {
     ids.slice(i + 1).map((h) => {
       const q = pairQuality(images.get(l)!, images.get(h)!);
       const fit = fitNgramRidge(rows, q.gapT, hardLabelsFrom(q.gapT, train), train, { seed: 1 });
-      return { light: profiles.nameByReferenceId.get(l)!, heavy: profiles.nameByReferenceId.get(h)!, fit, referenceScores: rows.map((r) => ngramFitScore(fit, r)), use: true };
+      return {
+        light: profiles.nameByReferenceId.get(l)!,
+        heavy: profiles.nameByReferenceId.get(h)!,
+        fit,
+        referenceScores: rows.map((r) => ngramFitScore(fit, r)),
+        use: true,
+      };
     }),
   );
   const modelPath = join(".hadis", "router-sim", `difficulty-model-holdout${holdout}.json`);
-  writeTextFile(modelPath, compactJson(toDifficultyModelFile(entries, HASH_BITS, NGRAM_ORDERS, `bench/router-sim.ts: fitted on the training prompts of split ${holdout}`)));
+  writeTextFile(
+    modelPath,
+    compactJson(
+      toDifficultyModelFile(entries, HASH_BITS, NGRAM_ORDERS, `bench/router-sim.ts: fitted on the training prompts of split ${holdout}`),
+    ),
+  );
   const heldOut = test.map((i) => prompts[i]);
   for (const policy of POLICIES)
-    for (const simSeed of simSeeds)
-      for (const scorer of SCORERS) await simulateOnce(holdout, heldOut, policy, simSeed, scorer, modelPath);
+    for (const simSeed of simSeeds) for (const scorer of SCORERS) await simulateOnce(holdout, heldOut, policy, simSeed, scorer, modelPath);
   console.log(`held-out split ${holdout}: ${heldOut.length} prompts simulated`);
 }
 
@@ -134,24 +197,72 @@ const stats = (v: number[]) => {
 };
 const summarise = (section: Run[], policy: string) => {
   const of = (scorer: ScorerKind) => section.filter((r) => r.policy === policy && r.scorer === scorer);
-  const bySc = Object.fromEntries(SCORERS.map((s) => [s, { meanServedScore: stats(of(s).map((r) => r.meanServedScore)), routingLift: stats(of(s).map((r) => r.routingLift)), heavyRouted: stats(of(s).map((r) => r.heavyRouted)), sloViolationRatio: stats(of(s).map((r) => r.sloViolationRatio)), fid: stats(of(s).map((r) => r.fid)), swaps: stats(of(s).map((r) => r.swaps)) }]));
+  const bySc = Object.fromEntries(
+    SCORERS.map((s) => [
+      s,
+      {
+        meanServedScore: stats(of(s).map((r) => r.meanServedScore)),
+        routingLift: stats(of(s).map((r) => r.routingLift)),
+        heavyRouted: stats(of(s).map((r) => r.heavyRouted)),
+        sloViolationRatio: stats(of(s).map((r) => r.sloViolationRatio)),
+        fid: stats(of(s).map((r) => r.fid)),
+        swaps: stats(of(s).map((r) => r.swaps)),
+      },
+    ]),
+  );
   const base = of("analyzer");
-  const paired = of("learned").map((r, k) => ({ served: r.meanServedScore - base[k].meanServedScore, lift: r.routingLift - base[k].routingLift, violations: r.sloViolationRatio - base[k].sloViolationRatio, fid: r.fid - base[k].fid }));
-  return { policy, runs: of("analyzer").length, scorers: bySc, learnedMinusAnalyzer: { meanServedScore: stats(paired.map((p) => p.served)), routingLift: stats(paired.map((p) => p.lift)), sloViolationRatio: stats(paired.map((p) => p.violations)), fid: stats(paired.map((p) => p.fid)) } };
+  const paired = of("learned").map((r, k) => ({
+    served: r.meanServedScore - base[k].meanServedScore,
+    lift: r.routingLift - base[k].routingLift,
+    violations: r.sloViolationRatio - base[k].sloViolationRatio,
+    fid: r.fid - base[k].fid,
+  }));
+  return {
+    policy,
+    runs: of("analyzer").length,
+    scorers: bySc,
+    learnedMinusAnalyzer: {
+      meanServedScore: stats(paired.map((p) => p.served)),
+      routingLift: stats(paired.map((p) => p.lift)),
+      sloViolationRatio: stats(paired.map((p) => p.violations)),
+      fid: stats(paired.map((p) => p.fid)),
+    },
+  };
 };
 const sections = {
-  anchor: { description: `anchor trace over all ${prompts.length} reference prompts, shipped model (cross-fitted scores), simulator seeds ${anchorSeeds.join(", ")}`, summary: POLICIES.map((p) => summarise(runs.filter((r) => r.holdout === 0), p)) },
-  heldOut: { description: `anchor trace over the held-out prompts of splits ${holdouts.join(", ")}, models fitted on the rest, simulator seeds ${simSeeds.join(", ")}`, summary: POLICIES.map((p) => summarise(runs.filter((r) => r.holdout > 0), p)) },
+  anchor: {
+    description: `anchor trace over all ${prompts.length} reference prompts, shipped model (cross-fitted scores), simulator seeds ${anchorSeeds.join(", ")}`,
+    summary: POLICIES.map((p) =>
+      summarise(
+        runs.filter((r) => r.holdout === 0),
+        p,
+      ),
+    ),
+  },
+  heldOut: {
+    description: `anchor trace over the held-out prompts of splits ${holdouts.join(", ")}, models fitted on the rest, simulator seeds ${simSeeds.join(", ")}`,
+    summary: POLICIES.map((p) =>
+      summarise(
+        runs.filter((r) => r.holdout > 0),
+        p,
+      ),
+    ),
+  },
 };
-for (const [name, section] of Object.entries(sections)) for (const s of section.summary) {
-  console.log(`${name}, ${s.policy} (${s.runs} runs: ${section.description}):`);
-  for (const sc of SCORERS) {
-    const x = s.scorers[sc];
-    console.log(`  ${sc.padEnd(9)} served P(real) ${x.meanServedScore.mean.toFixed(5)} ± ${x.meanServedScore.sd.toFixed(5)}  routing lift ${x.routingLift.mean.toFixed(5)} at ${(100 * x.heavyRouted.mean).toFixed(1)}% routed heavy  violations ${x.sloViolationRatio.mean.toFixed(5)}  FID ${x.fid.mean.toFixed(3)} ± ${x.fid.sd.toFixed(3)}  swaps ${x.swaps.mean.toFixed(1)}`);
+for (const [name, section] of Object.entries(sections))
+  for (const s of section.summary) {
+    console.log(`${name}, ${s.policy} (${s.runs} runs: ${section.description}):`);
+    for (const sc of SCORERS) {
+      const x = s.scorers[sc];
+      console.log(
+        `  ${sc.padEnd(9)} served P(real) ${x.meanServedScore.mean.toFixed(5)} ± ${x.meanServedScore.sd.toFixed(5)}  routing lift ${x.routingLift.mean.toFixed(5)} at ${(100 * x.heavyRouted.mean).toFixed(1)}% routed heavy  violations ${x.sloViolationRatio.mean.toFixed(5)}  FID ${x.fid.mean.toFixed(3)} ± ${x.fid.sd.toFixed(3)}  swaps ${x.swaps.mean.toFixed(1)}`,
+      );
+    }
+    const d = s.learnedMinusAnalyzer;
+    console.log(
+      `  learned − analyzer: served ${d.meanServedScore.mean >= 0 ? "+" : ""}${d.meanServedScore.mean.toFixed(5)} (SE ${d.meanServedScore.se.toFixed(5)}), routing lift ${d.routingLift.mean >= 0 ? "+" : ""}${d.routingLift.mean.toFixed(5)} (SE ${d.routingLift.se.toFixed(5)}), violations ${d.sloViolationRatio.mean.toExponential(1)}, FID ${d.fid.mean.toFixed(3)}`,
+    );
   }
-  const d = s.learnedMinusAnalyzer;
-  console.log(`  learned − analyzer: served ${d.meanServedScore.mean >= 0 ? "+" : ""}${d.meanServedScore.mean.toFixed(5)} (SE ${d.meanServedScore.se.toFixed(5)}), routing lift ${d.routingLift.mean >= 0 ? "+" : ""}${d.routingLift.mean.toFixed(5)} (SE ${d.routingLift.se.toFixed(5)}), violations ${d.sloViolationRatio.mean.toExponential(1)}, FID ${d.fid.mean.toFixed(3)}`);
-}
 const path = writeResult("router-sim", {
   command: `node --import tsx bench/router-sim.ts${process.argv.slice(2).length ? " " + process.argv.slice(2).join(" ") : ""}`,
   trace: "profiles/reference/traces/azure_1to64qps.txt (prompt index i → held-out prompt i mod count)",

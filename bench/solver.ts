@@ -19,13 +19,12 @@ import { buildMilp, DEFAULT_SOLVE_OPTIONS, plannerWarmupLp } from "../actors/pla
 import { paretoFront, toParetoRows } from "../actors/planner/pareto.ts";
 import type { PlannerSnapshot } from "../actors/planner/snapshot.ts";
 import type { SolveFn } from "../actors/planner/solver.ts";
-import { createHighsSolver } from "../services/lib/highs-solver.ts";
-import { loadProfiles } from "../services/lib/profiles.ts";
+import { createHighsSolver } from "../services/solver/highs-solver.ts";
+import { loadProfiles } from "../services/files/profiles.ts";
 
 const OUT = fileURLToPath(new URL("./results/solver.json", import.meta.url));
 const argSamples = process.argv.indexOf("--samples");
 const SAMPLES = argSamples > 0 ? Number(process.argv[argSamples + 1]) : 200;
-
 
 /** A synthetic pool of `n` models (0.3 s … 40 s per image) with a Pareto table built like the real one. */
 function syntheticProfiles(n: number): ProfileSet {
@@ -33,7 +32,14 @@ function syntheticProfiles(n: number): ProfileSet {
     const base = 300 * Math.pow(40_000 / 300, i / (n - 1));
     const latencyMsByBatch: Record<string, number> = {};
     for (const b of BATCH_SIZES) latencyMsByBatch[String(b)] = b === 1 ? base : b * base * 0.9;
-    return { name: `syn-${i}`, referenceId: i, latencyMsByBatch, loadMs: 2000 + 1000 * i, unloadMs: 500, fidAlone: 30 - (11 * i) / (n - 1) };
+    return {
+      name: `syn-${i}`,
+      referenceId: i,
+      latencyMsByBatch,
+      loadMs: 2000 + 1000 * i,
+      unloadMs: 500,
+      fidAlone: 30 - (11 * i) / (n - 1),
+    };
   });
   const grid: GridRow[] = [];
   for (let l = 0; l < n; l++) {
@@ -48,14 +54,29 @@ function syntheticProfiles(n: number): ProfileSet {
           const d = di / 10;
           const share = r + (1 - r) * d;
           // Routing and escalation pick hard prompts, so the heavy share buys more than its linear worth.
-          const fid = Math.round((fh + (fl - fh) * Math.pow(1 - share, 1.6) - 0.3 * Math.sin(Math.PI * share) * (0.5 + 0.5 * r)) * 100) / 100;
-          grid.push({ lightId: l, heavyId: h, routerThreshold: r, discThreshold: d, heavyShare: Math.round(share * 100) / 100, latencyS: Math.round(((1 - r) * el + share * eh) * 100) / 100, fid });
+          const fid =
+            Math.round((fh + (fl - fh) * Math.pow(1 - share, 1.6) - 0.3 * Math.sin(Math.PI * share) * (0.5 + 0.5 * r)) * 100) / 100;
+          grid.push({
+            lightId: l,
+            heavyId: h,
+            routerThreshold: r,
+            discThreshold: d,
+            heavyShare: Math.round(share * 100) / 100,
+            latencyS: Math.round(((1 - r) * el + share * eh) * 100) / 100,
+            fid,
+          });
         }
       }
     }
   }
   const table = toParetoRows(paretoFront(grid, { cost: "latency", scope: "global", dominance: "strict" }));
-  const pool: PoolProfile = { name: `synthetic-${n}`, models: models.map((m) => m.name), judge: { name: "judge", latencyMs: 15 }, sloMs: 60_000, defaultTimeScale: 0.1 };
+  const pool: PoolProfile = {
+    name: `synthetic-${n}`,
+    models: models.map((m) => m.name),
+    judge: { name: "judge", latencyMs: 15 },
+    sloMs: 60_000,
+    defaultTimeScale: 0.1,
+  };
   return {
     pool,
     models,
@@ -131,7 +152,13 @@ async function oneSolve(s: PlannerSnapshot, profiles: ProfileSet, table: ParetoR
   const decision = sol.status === "Optimal" ? model.decode(sol.columns) : null;
   const end = performance.now();
   // Main-thread synchronous work (model build + decode): the only part that can stall the loop.
-  return { wallMs: end - started, solverMs: sol.solveMs, status: sol.status, fid: decision?.expectedFid ?? Number.NaN, syncMs: builtMs + (end - decodeStart) };
+  return {
+    wallMs: end - started,
+    solverMs: sol.solveMs,
+    status: sol.status,
+    fid: decision?.expectedFid ?? Number.NaN,
+    syncMs: builtMs + (end - decodeStart),
+  };
 }
 
 /** The alternative: one MILP per pair, keep the best FID. */
@@ -202,7 +229,8 @@ async function main() {
     const statuses: Record<string, number> = {};
     let maxSyncMs = 0;
     const syncs: number[] = [];
-    for (let i = 0; i < 5; i++) await oneSolve(randomSnapshot(mulberry32(i), c.profiles, c.workers, c.qpsPerWorker), c.profiles, table, solver.solve);
+    for (let i = 0; i < 5; i++)
+      await oneSolve(randomSnapshot(mulberry32(i), c.profiles, c.workers, c.qpsPerWorker), c.profiles, table, solver.solve);
     for (let i = 0; i < c.samples; i++) {
       const r = await oneSolve(randomSnapshot(rand, c.profiles, c.workers, c.qpsPerWorker), c.profiles, table, solver.solve);
       wall.push(r.wallMs);
@@ -237,16 +265,29 @@ async function main() {
       p99SyncMs: quantile(syncs, 0.99),
       feasibleShare: (statuses.Optimal ?? 0) / c.samples,
       statuses,
-      perPair: { samples: pairSamples, medianMs: quantile(pairWall, 0.5), p99Ms: quantile(pairWall, 0.99), sameFidShare: same / pairSamples },
+      perPair: {
+        samples: pairSamples,
+        medianMs: quantile(pairWall, 0.5),
+        p99Ms: quantile(pairWall, 0.99),
+        sameFidShare: same / pairSamples,
+      },
     });
   }
   clearInterval(ticker);
   histogram.disable();
   await solver.close();
 
-  const stall = { idleTickerLateMs: idleGapMs, maxSyncSectionMs: Math.max(...results.map((r) => r.maxSyncMs)), maxTickerLateMs: maxGapMs, loopDelayP99Ms: histogram.percentile(99) / 1e6, loopDelayMaxMs: histogram.max / 1e6 };
+  const stall = {
+    idleTickerLateMs: idleGapMs,
+    maxSyncSectionMs: Math.max(...results.map((r) => r.maxSyncMs)),
+    maxTickerLateMs: maxGapMs,
+    loopDelayP99Ms: histogram.percentile(99) / 1e6,
+    loopDelayMaxMs: histogram.max / 1e6,
+  };
   const f = (x: number) => x.toFixed(1).padStart(8);
-  console.log("pool                 workers rows samples   median      p99      max solver-med  sync-med  sync-p99  sync-max  optimal | per-pair median      p99  same-FID");
+  console.log(
+    "pool                 workers rows samples   median      p99      max solver-med  sync-med  sync-p99  sync-max  optimal | per-pair median      p99  same-FID",
+  );
   for (const r of results) {
     console.log(
       `${r.name.padEnd(20)} ${String(r.workers).padStart(7)} ${String(r.tableRows).padStart(4)} ${String(r.samples).padStart(7)} ${f(r.medianMs)} ${f(r.p99Ms)} ${f(r.maxMs)} ${f(r.solverMedianMs)}  ${f(r.medianSyncMs)}  ${f(r.p99SyncMs)}  ${f(r.maxSyncMs)}    ${(r.feasibleShare * 100).toFixed(0).padStart(4)}% | ${f(r.perPair!.medianMs)} ${f(r.perPair!.p99Ms)} ${(r.perPair!.sameFidShare * 100).toFixed(0).padStart(6)}%`,
@@ -268,7 +309,20 @@ async function main() {
   mkdirSync(new URL("./results/", import.meta.url), { recursive: true });
   writeFileSync(
     OUT,
-    JSON.stringify({ measuredAt: new Date().toISOString(), node: process.version, cpus: cpus().length, solveOptions: DEFAULT_SOLVE_OPTIONS, warmupMs, results, stall, targets }, null, 2) + "\n",
+    JSON.stringify(
+      {
+        measuredAt: new Date().toISOString(),
+        node: process.version,
+        cpus: cpus().length,
+        solveOptions: DEFAULT_SOLVE_OPTIONS,
+        warmupMs,
+        results,
+        stall,
+        targets,
+      },
+      null,
+      2,
+    ) + "\n",
   );
   console.log(`wrote ${OUT}`);
 }

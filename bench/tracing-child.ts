@@ -6,7 +6,7 @@
 import { writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 import { PerformanceObserver } from "node:perf_hooks";
-import { configureTelemetry, flushTelemetry, samplerNamed } from "../services/lib/telemetry.ts";
+import { configureTelemetry, flushTelemetry, samplerNamed } from "../services/telemetry/tracing.ts";
 
 /** A tracing configuration, as the bench sends it. */
 export interface TracingSwitch {
@@ -50,7 +50,11 @@ async function sampleAllocations(m: AllocationSampling): Promise<void> {
     session = new Session();
     session.connect();
     await session.post("HeapProfiler.enable");
-    await session.post("HeapProfiler.startSampling", { samplingInterval: 1_024, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+    await session.post("HeapProfiler.startSampling", {
+      samplingInterval: 1_024,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    });
   } else if (session) {
     const { profile } = await session.post("HeapProfiler.stopSampling");
     writeFileSync(m.file!, JSON.stringify(profile));

@@ -8,7 +8,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { HadisClient } from "../services/lib/client.ts";
+import type { HadisClient } from "../services/client/client.ts";
 import { spawnBenchSystem } from "./lib.ts";
 import type { TracingSwitch } from "./tracing-child.ts";
 
@@ -44,11 +44,23 @@ export const ALL_MODES: Mode[] = [
   { key: "off2", name: "off again (the method's noise)", config: { enabled: false, spanSink: false, otlpUrl: null, sampler: ALWAYS } },
   // The default of `npm start`: the dashboard's traces (20 requests a second) are recorded.
   { key: "on", name: "on (dashboard, 20 traces/s)", config: { enabled: true, spanSink: true, otlpUrl: null, sampler: ALWAYS } },
-  { key: "sinkall", name: "on, every trace to the dashboard", config: { enabled: true, spanSink: true, otlpUrl: null, sampler: ALWAYS, sinkTracesPerSecond: Infinity } },
+  {
+    key: "sinkall",
+    name: "on, every trace to the dashboard",
+    config: { enabled: true, spanSink: true, otlpUrl: null, sampler: ALWAYS, sinkTracesPerSecond: Infinity },
+  },
   // Every span recorded and handed to an exporter that drops it: the recording part of "otlp".
-  { key: "record", name: "every span recorded, not exported", config: { enabled: true, spanSink: true, otlpUrl: null, sampler: ALWAYS, discard: true } },
+  {
+    key: "record",
+    name: "every span recorded, not exported",
+    config: { enabled: true, spanSink: true, otlpUrl: null, sampler: ALWAYS, discard: true },
+  },
   { key: "otlp", name: "every span exported (OTLP/HTTP)", config: { enabled: true, spanSink: true, otlpUrl: "", sampler: ALWAYS } },
-  { key: "sampled", name: "10% sampled, exported (OTLP/HTTP)", config: { enabled: true, spanSink: true, otlpUrl: "", sampler: "parentbased_traceidratio", samplerArg: 0.1 } },
+  {
+    key: "sampled",
+    name: "10% sampled, exported (OTLP/HTTP)",
+    config: { enabled: true, spanSink: true, otlpUrl: "", sampler: "parentbased_traceidratio", samplerArg: 0.1 },
+  },
 ];
 
 /** The modes named by a comma-separated list, in this file's order; "off" must be one (costs are read against it). */
@@ -108,7 +120,12 @@ export function ask<T extends object = object>(child: ChildProcess, message: obj
 }
 
 /** Switches the child's tracing and waits until it has (its previous exporters flushed). */
-export async function switchTracing(child: ChildProcess, mode: Mode, otlpUrl: string, overrides: Partial<TracingSwitch> = {}): Promise<void> {
+export async function switchTracing(
+  child: ChildProcess,
+  mode: Mode,
+  otlpUrl: string,
+  overrides: Partial<TracingSwitch> = {},
+): Promise<void> {
   const config = { ...mode.config, ...overrides };
   // JSON has no Infinity: every trace to the sink is sent as a rate no run reaches.
   const rate = config.sinkTracesPerSecond === Infinity ? 1e9 : config.sinkTracesPerSecond;

@@ -21,9 +21,9 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { startNatsServer } from "../services/lib/nats-server.ts";
-import { connectNats } from "../services/lib/nats.ts";
-import { HadisClient } from "../services/lib/client.ts";
+import { startNatsServer } from "../services/nats/server.ts";
+import { connectNats } from "../services/nats/connection.ts";
+import { HadisClient } from "../services/client/client.ts";
 import { blockOrder, placement, pinnedToLastCore, writeResult } from "./lib.ts";
 import { ask, modesNamed, phaseOptions, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing } from "./tracing-lib.ts";
 
@@ -109,7 +109,9 @@ function allocations(roots: HeapNode[]): { byFile: Map<string, number>; byFuncti
 
 /** The main thread's profile: the busiest one (worker threads idle most of the time). */
 function mainProfile(dir: string): CpuProfile {
-  const profiles = readdirSync(dir).filter((f) => f.endsWith(".cpuprofile")).map((f) => JSON.parse(readFileSync(join(dir, f), "utf8")) as CpuProfile);
+  const profiles = readdirSync(dir)
+    .filter((f) => f.endsWith(".cpuprofile"))
+    .map((f) => JSON.parse(readFileSync(join(dir, f), "utf8")) as CpuProfile);
   const busy = (p: CpuProfile) => {
     const idle = new Set(p.nodes.filter((n) => n.callFrame.functionName === "(idle)").map((n) => n.id));
     return p.samples.filter((id) => !idle.has(id)).length;
@@ -122,7 +124,10 @@ async function main() {
   const server = await startNatsServer();
   const nc = await connectNats(server.url, "bench-tracing-profile");
   const otlp = await startOtlpReceiver();
-  const child = spawnSwitchableSystem(server.url, pin ? pinnedToLastCore() : [], [...nodeArgs, ...(alloc ? [] : ["--cpu-prof", "--cpu-prof-dir", dir])]);
+  const child = spawnSwitchableSystem(server.url, pin ? pinnedToLastCore() : [], [
+    ...nodeArgs,
+    ...(alloc ? [] : ["--cpu-prof", "--cpu-prof-dir", dir]),
+  ]);
   const measured = MODES.map((mode) => ({ mode, requests: 0, windows: [] as [number, number][], heapFiles: [] as string[] }));
   let load: ReturnType<typeof startLoad> | null = null;
   let cores: ReturnType<typeof placement> | undefined;
@@ -167,7 +172,9 @@ async function main() {
     results = measured.map((m) => ({
       mode: m.mode.name,
       requests: m.requests,
-      ...(profile ? selfTimes(profile, m.windows) : allocations(m.heapFiles.map((f) => (JSON.parse(readFileSync(f, "utf8")) as { head: HeapNode }).head))),
+      ...(profile
+        ? selfTimes(profile, m.windows)
+        : allocations(m.heapFiles.map((f) => (JSON.parse(readFileSync(f, "utf8")) as { head: HeapNode }).head))),
     }));
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -182,10 +189,17 @@ async function main() {
     for (const key of ["byFile", "byFunction"] as const) {
       const perRequest = (r: typeof base, k: string) => (r[key].get(k) ?? 0) / r.requests;
       const names = new Set([...base[key].keys(), ...other[key].keys()]);
-      const rows = [...names].map((k) => ({ name: callersOf ? k : k.slice(0, 90), [base.mode]: perRequest(base, k), [other.mode]: perRequest(other, k), extra: perRequest(other, k) - perRequest(base, k) }));
+      const rows = [...names].map((k) => ({
+        name: callersOf ? k : k.slice(0, 90),
+        [base.mode]: perRequest(base, k),
+        [other.mode]: perRequest(other, k),
+        extra: perRequest(other, k) - perRequest(base, k),
+      }));
       const total = (r: typeof base) => [...r[key].values()].reduce((a, b) => a + b, 0) / r.requests;
       const by = key === "byFile" ? "file" : callersOf ? `${callersOf} by caller` : "function";
-      console.log(`\n${unit} a request, by ${by}: ${base.mode} ${total(base).toFixed(1)} (${base.requests} requests), ${other.mode} ${total(other).toFixed(1)} (${other.requests} requests); largest differences`);
+      console.log(
+        `\n${unit} a request, by ${by}: ${base.mode} ${total(base).toFixed(1)} (${base.requests} requests), ${other.mode} ${total(other).toFixed(1)} (${other.requests} requests); largest differences`,
+      );
       const shown = rows
         .sort((a, b) => (byBase ? Number(b[base.mode]) - Number(a[base.mode]) : b.extra - a.extra))
         .slice(0, top)
@@ -195,7 +209,17 @@ async function main() {
     }
   }
   const name = `tracing-profile${alloc ? "-alloc" : ""}${callersOf ? "-callers" : ""}`;
-  const path = writeResult(name, { date: new Date().toISOString(), cores, nodeArgs, seconds, concurrency, windowMs, settleMs, requests: Object.fromEntries(results.map((r) => [r.mode, r.requests])), tables });
+  const path = writeResult(name, {
+    date: new Date().toISOString(),
+    cores,
+    nodeArgs,
+    seconds,
+    concurrency,
+    windowMs,
+    settleMs,
+    requests: Object.fromEntries(results.map((r) => [r.mode, r.requests])),
+    tables,
+  });
   console.log(`wrote ${path}`);
 }
 

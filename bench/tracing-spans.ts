@@ -10,16 +10,15 @@
  */
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { startNatsServer } from "../services/lib/nats-server.ts";
-import { connectNats } from "../services/lib/nats.ts";
-import { HadisClient } from "../services/lib/client.ts";
+import { startNatsServer } from "../services/nats/server.ts";
+import { connectNats } from "../services/nats/connection.ts";
+import { HadisClient } from "../services/client/client.ts";
 import { r2, writeResult } from "./lib.ts";
 import { decodeTraceExport } from "../test/helpers/otlp-decode.ts";
 import { ALL_MODES, spawnSwitchableSystem, startLoad, switchTracing } from "./tracing-lib.ts";
 
 const args = new Map(process.argv.slice(2).map((a, i, all) => [a, all[i + 1]]));
 const seconds = Number(args.get("--seconds") ?? 8);
-
 
 async function main() {
   const byKind = new Map<string, number>();
@@ -49,7 +48,11 @@ async function main() {
   try {
     await client.waitUntilServing(30_000, 2_000);
     load = startLoad(client, 200, 30_000);
-    await switchTracing(child, ALL_MODES.find((m) => m.key === "otlp")!, url);
+    await switchTracing(
+      child,
+      ALL_MODES.find((m) => m.key === "otlp")!,
+      url,
+    );
     await new Promise((r) => setTimeout(r, 3_000)); // settled: exports of the switch's moment are past
     counting = true;
     await new Promise((r) => setTimeout(r, seconds * 1_000));
@@ -67,8 +70,20 @@ async function main() {
   const total = r2([...byKind.values()].reduce((a, b) => a + b, 0) / Math.max(1, roots));
   const itemsPerBatch = r2(batchLinks / Math.max(1, byKind.get("batch") ?? 0));
   console.table(perRequest);
-  console.log(`${roots} requests' root spans in ${seconds} s; ${total} spans a request; a batch span links ${itemsPerBatch} items on average`);
-  console.log("wrote", writeResult("tracing-spans", { date: new Date().toISOString(), seconds, requests: roots, spansPerRequest: total, perRequest, itemsPerBatch }));
+  console.log(
+    `${roots} requests' root spans in ${seconds} s; ${total} spans a request; a batch span links ${itemsPerBatch} items on average`,
+  );
+  console.log(
+    "wrote",
+    writeResult("tracing-spans", {
+      date: new Date().toISOString(),
+      seconds,
+      requests: roots,
+      spansPerRequest: total,
+      perRequest,
+      itemsPerBatch,
+    }),
+  );
 }
 
 await main();

@@ -28,12 +28,24 @@
  *                                      [--node-args "--max-semi-space-size=64"]   (flags of the services' node)
  *                                      [--time-scale 0.1 --window-ms 2000 --settle-ms 2500]   (profiled latencies: longer phases)
  */
-import { startNatsServer } from "../services/lib/nats-server.ts";
-import { connectNats } from "../services/lib/nats.ts";
-import { HadisClient } from "../services/lib/client.ts";
-import { spanSinkSubject } from "../services/lib/telemetry.ts";
+import { startNatsServer } from "../services/nats/server.ts";
+import { connectNats } from "../services/nats/connection.ts";
+import { HadisClient } from "../services/client/client.ts";
+import { spanSinkSubject } from "../services/telemetry/tracing.ts";
 import { blockOrder, placement, median, percentile, pinnedToLastCore, r2, writeResult } from "./lib.ts";
-import { coreTicks, coresBusyBetween, cpuMsBetween, gcPausesMs, modesNamed, phaseOptions, threadCpuNs, spawnSwitchableSystem, startLoad, startOtlpReceiver, switchTracing } from "./tracing-lib.ts";
+import {
+  coreTicks,
+  coresBusyBetween,
+  cpuMsBetween,
+  gcPausesMs,
+  modesNamed,
+  phaseOptions,
+  threadCpuNs,
+  spawnSwitchableSystem,
+  startLoad,
+  startOtlpReceiver,
+  switchTracing,
+} from "./tracing-lib.ts";
 
 const { args, seconds, concurrency, windowMs, settleMs, pin, nodeArgs } = phaseOptions(120);
 /** Profiled model latencies times this (0.1: the paper's compression) instead of zero-latency models. */
@@ -126,7 +138,14 @@ async function main() {
   const off = MODES[0].name;
   /** Each block's value of `f` for a mode against the block's "off" phase. */
   const ratios = (mode: string, f: (x: Phase, base: Phase) => number) =>
-    phases.filter((p) => p.mode === mode).map((p) => f(p, phases.find((b) => b.block === p.block && b.mode === off)!));
+    phases
+      .filter((p) => p.mode === mode)
+      .map((p) =>
+        f(
+          p,
+          phases.find((b) => b.block === p.block && b.mode === off)!,
+        ),
+      );
   const cost = (mode: string, f: (x: Phase, base: Phase) => number) => {
     const r = ratios(mode, f);
     return { median: r2(median(r)), quartiles: [r2(percentile(r, 25)), r2(percentile(r, 75))] };
@@ -154,15 +173,48 @@ async function main() {
       },
     ]),
   );
-  console.log(`${blocks} blocks of ${MODES.length} phases (${settleMs} ms settle + ${windowMs} ms counted), ${concurrency} callers, ${timeScale ? `profiled model latencies x${timeScale}` : "zero-latency models"}`);
-  console.table(Object.fromEntries(Object.entries(summary).map(([k, v]) => [k, {
-    rps: v.rps, p50Ms: v.p50Ms, cpuMsPerRequest: v.cpuMsPerRequest, gcMsPerRequest: v.gcMsPerRequest,
-    throughputCostPct: v.throughputCostPct.median, throughputIQR: v.throughputCostPct.quartiles.join(" … "),
-    p50CostPct: v.p50LatencyCostPct.median, p50IQR: v.p50LatencyCostPct.quartiles.join(" … "),
-    cpuCostPct: v.cpuCostPct.median, cpuIQR: v.cpuCostPct.quartiles.join(" … "),
-    otlpBytesPerRequest: v.otlpBytesPerRequest, coresBusy: v.coresBusy.join(" "), errors: v.errors,
-  }])));
-  console.log("wrote", writeResult(timeScale ? "tracing-profiled" : "tracing", { date: new Date().toISOString(), method: "interleaved phases in one process", nodeArgs, models: timeScale ? `profiled latencies x${timeScale}` : "zero latency", cores, seconds, concurrency, windowMs, settleMs, blocks, phases, summary }));
+  console.log(
+    `${blocks} blocks of ${MODES.length} phases (${settleMs} ms settle + ${windowMs} ms counted), ${concurrency} callers, ${timeScale ? `profiled model latencies x${timeScale}` : "zero-latency models"}`,
+  );
+  console.table(
+    Object.fromEntries(
+      Object.entries(summary).map(([k, v]) => [
+        k,
+        {
+          rps: v.rps,
+          p50Ms: v.p50Ms,
+          cpuMsPerRequest: v.cpuMsPerRequest,
+          gcMsPerRequest: v.gcMsPerRequest,
+          throughputCostPct: v.throughputCostPct.median,
+          throughputIQR: v.throughputCostPct.quartiles.join(" … "),
+          p50CostPct: v.p50LatencyCostPct.median,
+          p50IQR: v.p50LatencyCostPct.quartiles.join(" … "),
+          cpuCostPct: v.cpuCostPct.median,
+          cpuIQR: v.cpuCostPct.quartiles.join(" … "),
+          otlpBytesPerRequest: v.otlpBytesPerRequest,
+          coresBusy: v.coresBusy.join(" "),
+          errors: v.errors,
+        },
+      ]),
+    ),
+  );
+  console.log(
+    "wrote",
+    writeResult(timeScale ? "tracing-profiled" : "tracing", {
+      date: new Date().toISOString(),
+      method: "interleaved phases in one process",
+      nodeArgs,
+      models: timeScale ? `profiled latencies x${timeScale}` : "zero latency",
+      cores,
+      seconds,
+      concurrency,
+      windowMs,
+      settleMs,
+      blocks,
+      phases,
+      summary,
+    }),
+  );
   await nc.close();
   await otlp.close();
   await server.stop();

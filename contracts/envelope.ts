@@ -6,6 +6,7 @@ import { Packr } from "msgpackr";
 import type { z } from "zod";
 import { HadisError } from "./errors.ts";
 import { PROTOCOL_VERSION } from "./messages.ts";
+import type { RefusalParams } from "./prompt.ts";
 import { senderOf } from "./subjects.ts";
 
 /** Largest payload a service decodes, in bytes (NATS max_payload is set to match). */
@@ -61,7 +62,10 @@ export function parseRaw(data: Uint8Array, encoding: Encoding = "msgpack"): unkn
     throw new HadisError("payload_too_large", `payload of ${data.byteLength} bytes exceeds ${MAX_PAYLOAD_BYTES}`);
   }
   if (encoding === "msgpack" && looksLikeJson(data)) {
-    throw new HadisError("malformed_payload", "payload is JSON where msgpack was expected: send it with the header Content-Type: application/json (or without a Content-Type)");
+    throw new HadisError(
+      "malformed_payload",
+      "payload is JSON where msgpack was expected: send it with the header Content-Type: application/json (or without a Content-Type)",
+    );
   }
   try {
     if (encoding === "json") return JSON.parse(textDecoder.decode(data));
@@ -95,9 +99,21 @@ export function validate<S extends z.ZodType>(schema: S, value: unknown, what: s
     // An unknown field is named by the field, not by the object it is in (a name of megabytes, cut:
     // the message quoting it and the field naming it would not fit one reply).
     const at = issue?.path ?? [];
-    const unknown = issue?.code === "unrecognized_keys" ? issue.keys.map((k) => [...at, k.length > MAX_FIELD_NAME ? `${k.slice(0, MAX_FIELD_NAME)}…` : k].join(".")) : [];
+    const unknown =
+      issue?.code === "unrecognized_keys"
+        ? issue.keys.map((k) => [...at, k.length > MAX_FIELD_NAME ? `${k.slice(0, MAX_FIELD_NAME)}…` : k].join("."))
+        : [];
     const field = unknown[0] ?? (at.length > 0 ? at.join(".") : undefined);
-    const message = !issue ? "invalid" : unknown.length > 0 ? `unknown field${unknown.length > 1 ? "s" : ""} ${unknown.map((f) => JSON.stringify(f)).join(", ")}` : field ? `${field}: ${issue.message}` : issue.message;
+    // A refusal the schema names its own code for (a prompt too long, say) is answered as it says.
+    const refusal = issue?.code === "custom" ? (issue.params as Partial<RefusalParams> | undefined)?.errorCode : undefined;
+    if (refusal && issue) throw new HadisError(refusal, issue.message, field ? { field } : {});
+    const message = !issue
+      ? "invalid"
+      : unknown.length > 0
+        ? `unknown field${unknown.length > 1 ? "s" : ""} ${unknown.map((f) => JSON.stringify(f)).join(", ")}`
+        : field
+          ? `${field}: ${issue.message}`
+          : issue.message;
     throw new HadisError("invalid_request", `${what}: ${message}`, field ? { field } : {});
   }
   return parsed.data;
@@ -113,7 +129,12 @@ export function decode<S extends z.ZodType>(schema: S, data: Uint8Array, what: s
  * checks that it names the sender its subject does: one that names another would add a worker or
  * router nobody runs.
  */
-export function decodeFromSender<S extends z.ZodType>(schema: S, m: { subject: string; data: Uint8Array }, what: string, senderIn: (message: z.infer<S>) => string): z.infer<S> {
+export function decodeFromSender<S extends z.ZodType>(
+  schema: S,
+  m: { subject: string; data: Uint8Array },
+  what: string,
+  senderIn: (message: z.infer<S>) => string,
+): z.infer<S> {
   const message = decode(schema, m.data, what);
   const named = senderIn(message);
   const subjectSender = senderOf(m.subject);

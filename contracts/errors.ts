@@ -1,6 +1,10 @@
 /**
- * Typed errors of the HADIS wire protocol: a code, whether a retry can help, and a cause.
- * `toWireError` / `fromWireError` are the one pair that puts them on the wire and reads them back.
+ * Typed errors. `HadisError` is the wire protocol's: a code, whether a retry can help, and a
+ * cause; `toWireError` / `fromWireError` are the one pair that puts it on the wire and reads it
+ * back. The others are what an operator sees (a command's output, a service's log, a failed
+ * start): `ConfigurationError` (something given that cannot be used), `ModelExportError` (a model
+ * export or profile that cannot be loaded or run) and `DependencyError` (a part the process needs
+ * did not start or answer). Anything else thrown is a bug, and reads as `internal` on the wire.
  */
 
 /** Error codes; the number is the `Nats-Service-Error-Code` header (HTTP-like). */
@@ -77,6 +81,48 @@ export class HadisError extends Error {
   get status(): number {
     return ErrorCodes[this.code];
   }
+}
+
+/** What the operator-facing errors take besides their message. */
+export interface OperatorErrorOptions {
+  /** The flag, environment variable, file or setting to change. */
+  setting?: string;
+  cause?: unknown;
+}
+
+/** An error an operator acts on (not a caller's, not a bug): its message says what to fix, `setting` where. */
+export abstract class OperatorError extends Error {
+  readonly setting?: string;
+
+  constructor(message: string, options: OperatorErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    if (options.setting !== undefined) this.setting = options.setting;
+  }
+}
+
+/**
+ * A flag, environment variable, configuration or data file that cannot be used, found before
+ * anything starts: what is wrong and what to change. `hadis` commands end with exit code 2 on it.
+ */
+export class ConfigurationError extends OperatorError {
+  override readonly name = "ConfigurationError";
+}
+
+/**
+ * A model export (an ONNX folder, its scheduler, tokenizer or graph) or a model's profile that
+ * this build cannot load or run as it is: says what is wrong and where. A worker reports its load
+ * as failed; at start it ends the command.
+ */
+export class ModelExportError extends OperatorError {
+  override readonly name = "ModelExportError";
+}
+
+/**
+ * A part the process depends on did not start or answer: the nats-server binary, the NATS
+ * server, a library whose internals changed. Says which, and what was tried.
+ */
+export class DependencyError extends OperatorError {
+  override readonly name = "DependencyError";
 }
 
 /** The typed error body carried in an error reply. */

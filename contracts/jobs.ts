@@ -5,7 +5,13 @@
  */
 import { z } from "zod";
 import { validate } from "./envelope.ts";
-import { AppliedOptionsSchema, GenerateReplyReadSchema, GenerateReplySchema, PROTOCOL_VERSION, type GenerateReplyRead } from "./messages.ts";
+import {
+  AppliedOptionsSchema,
+  GenerateReplyReadSchema,
+  GenerateReplySchema,
+  PROTOCOL_VERSION,
+  type GenerateReplyRead,
+} from "./messages.ts";
 
 /** What a job's events say, in the order they come: `done` or `failed` ends a job. */
 export const JobEventKinds = {
@@ -21,7 +27,11 @@ export const JobEventKinds = {
 export type JobEventKind = (typeof JobEventKinds)[keyof typeof JobEventKinds];
 
 /** A job id: one subject token, as routers make them (22 characters). */
-export const JobIdSchema = z.string().min(1).max(64).regex(/^[A-Za-z0-9][A-Za-z0-9_-]*$/, "a job id is one subject token");
+export const JobIdSchema = z
+  .string()
+  .min(1)
+  .max(64)
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_-]*$/, "a job id is one subject token");
 
 /** The answer on `hadis.jobs.submit`: the job's id and where its events are. */
 export const JobAcceptedSchema = z.strictObject({
@@ -65,7 +75,13 @@ export const JobEventSchema = z.discriminatedUnion("kind", [
     pair: z.strictObject({ light: z.string(), heavy: z.string() }),
     planEpoch: z.number().int().nonnegative(),
   }),
-  z.strictObject({ ...base, kind: z.literal(JobEventKinds.lightDone), model: z.string(), execMs: z.number().nonnegative(), applied: AppliedOptionsSchema.optional() }),
+  z.strictObject({
+    ...base,
+    kind: z.literal(JobEventKinds.lightDone),
+    model: z.string(),
+    execMs: z.number().nonnegative(),
+    applied: AppliedOptionsSchema.optional(),
+  }),
   z.strictObject({ ...base, kind: z.literal(JobEventKinds.judged), score: z.number(), threshold: z.number(), accept: z.boolean() }),
   z.strictObject({ ...base, kind: z.literal(JobEventKinds.heavyRunning), model: z.string(), escalated: z.boolean() }),
   z.strictObject({ ...base, kind: z.literal(JobEventKinds.done), result: GenerateReplySchema }),
@@ -75,7 +91,8 @@ export const JobEventSchema = z.discriminatedUnion("kind", [
 export type JobEvent = z.infer<typeof JobEventSchema>;
 
 /** A job event as a client reads it: a `done` event's reply as `GenerateReplyReadSchema` reads replies. */
-export type JobEventRead = Exclude<JobEvent, { kind: "done" }> | (Omit<Extract<JobEvent, { kind: "done" }>, "result"> & { result: GenerateReplyRead });
+export type JobEventRead =
+  Exclude<JobEvent, { kind: "done" }> | (Omit<Extract<JobEvent, { kind: "done" }>, "result"> & { result: GenerateReplyRead });
 
 /** Each kind's schema as a client reads it: fields a newer router adds are dropped, not refused. */
 const READ_SCHEMAS: ReadonlyMap<string, z.ZodType> = new Map(

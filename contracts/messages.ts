@@ -5,38 +5,19 @@
 import { TOKEN } from "./subjects.ts";
 import { z } from "zod";
 import { MAX_DEADLINE_MS, MAX_IDEMPOTENCY_KEY_CHARS, MAX_SEED, MAX_SERVICE_ID_CHARS } from "./limits.ts";
+import { CallerPromptSchema, isBlankPrompt, MAX_PROMPT_CHARS, promptChars, refuseLongText, type RefusalParams } from "./prompt.ts";
 
+export { CallerPromptSchema, isBlankPrompt, MAX_PROMPT_CHARS, promptChars, type RefusalParams };
 export { MAX_DEADLINE_MS, MAX_IDEMPOTENCY_KEY_CHARS, MAX_SEED, MAX_SERVICE_ID_CHARS };
 
 /** The protocol version this build speaks. */
 export const PROTOCOL_VERSION = 1;
 
-/** Longest prompt accepted, in characters (code points) after trimming. */
-export const MAX_PROMPT_CHARS = 2000;
-
-/** A prompt's length in characters: an emoji or another character past U+FFFF counts one (a string's `length` counts it two). */
-export function promptChars(prompt: string): number {
-  let n = prompt.length;
-  for (let i = 0; i < prompt.length - 1; i++) {
-    const c = prompt.charCodeAt(i);
-    if (c >= 0xd800 && c <= 0xdbff) {
-      const next = prompt.charCodeAt(i + 1);
-      if (next >= 0xdc00 && next <= 0xdfff) (n--, i++);
-    }
-  }
-  return n;
-}
-
-/** Characters that draw nothing: whitespace, control (NUL, ESC, …) and invisible format characters (zero-width space, BOM, bidi marks). */
-const BLANK_PROMPT = /^[\s\p{Cc}\p{Cf}]*$/u;
-
-/** Whether a prompt has nothing a model could draw from: empty, or only whitespace, control and invisible format characters. */
-export function isBlankPrompt(prompt: string): boolean {
-  return BLANK_PROMPT.test(prompt);
-}
-
 /** A prompt inside the system, checked by the router: in UTF-16 units, which a character takes one or two of. */
-const promptText = z.string().min(1).max(2 * MAX_PROMPT_CHARS);
+const promptText = z
+  .string()
+  .min(1)
+  .max(2 * MAX_PROMPT_CHARS);
 
 /** The deadline a router gives a request: the one it asked for, else the SLO in force, at most `MAX_DEADLINE_MS`. */
 export function deadlineOf(request: { deadlineMs?: number | undefined }, sloMs: number): number {
@@ -120,7 +101,11 @@ export type Quality = (typeof Qualities)[keyof typeof Qualities];
  */
 export const GenerationOptionsSchema = z.strictObject({
   /** What the image should not show (classifier-free guidance's unconditional text), at most 2,000 characters. */
-  negativePrompt: z.string().max(2 * MAX_PROMPT_CHARS).optional(),
+  negativePrompt: z
+    .string()
+    .superRefine((text, ctx) => refuseLongText("negativePrompt", text, ctx))
+    .max(2 * MAX_PROMPT_CHARS)
+    .optional(),
   /** Image width in pixels; give `height` with it. */
   width: z.number().int().positive().max(MAX_IMAGE_SIDE).optional(),
   /** Image height in pixels; give `width` with it. */
@@ -146,7 +131,7 @@ function sizeGivenWhole(request: { width?: number | undefined; height?: number |
 export const GenerateRequestSchema = z
   .strictObject({
     v: version.optional(),
-    prompt: z.string(),
+    prompt: CallerPromptSchema,
     seed: z.number().int().min(0).max(MAX_SEED).optional(),
     deadlineMs: z.number().int().positive().max(MAX_DEADLINE_MS).optional(),
     idempotencyKey: z.string().min(1).max(MAX_IDEMPOTENCY_KEY_CHARS).optional(),
@@ -243,7 +228,10 @@ const stage = z.enum(["light", "heavy"]);
 
 // A subject: one with a space or a wildcard cannot be published to (the worker's reply would
 // throw), nor one past the server's control line (it would close the worker's connection).
-const replySubject = z.string().max(256).regex(/^[^\s*>]+$/, "a subject without spaces or wildcards");
+const replySubject = z
+  .string()
+  .max(256)
+  .regex(/^[^\s*>]+$/, "a subject without spaces or wildcards");
 
 /** A work item on `hadis.work.<model>`. */
 export const WorkItemSchema = z.strictObject({
@@ -388,7 +376,10 @@ export const PlanSchema = z.strictObject({
    * `dispatch`, `drops`, `latency`, `swaps`, …); absent or empty: our design. Every service follows
    * the plan in force, so one manager flag switches the whole system.
    */
-  mechanisms: z.array(z.string().regex(/^[a-z]{1,16}$/)).max(16).optional(),
+  mechanisms: z
+    .array(z.string().regex(/^[a-z]{1,16}$/))
+    .max(16)
+    .optional(),
 });
 /** A plan snapshot. */
 export type Plan = z.infer<typeof PlanSchema>;

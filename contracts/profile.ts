@@ -35,28 +35,30 @@ export const GenerationRangesSchema = z.strictObject({
 export type GenerationRanges = z.infer<typeof GenerationRangesSchema>;
 
 /** One model's profile: latency per batch size (ms at time scale 1), swap costs, quality. */
-export const ModelProfileSchema = z.object({
-  name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]*$/),
-  referenceId: z.number().int().nonnegative().optional(),
-  referenceName: z.string().optional(),
-  displayName: z.string().optional(),
-  steps: z.number().int().positive().optional(),
-  gpu: z.string().optional(),
-  // Positive: a batch that takes no time would be infinite capacity (Infinity in the MILP, which then fails every solve).
-  latencyMsByBatch: z.record(z.string().regex(/^\d+$/), z.number().positive()),
-  sizeGib: z.number().nonnegative().optional(),
-  fidAlone: z.number().positive().optional(),
-  loadMs: z.number().nonnegative(),
-  unloadMs: z.number().nonnegative(),
-  source: z.string().optional(),
-  /** The largest batch to plan (workers found bigger ones run only in parts, e.g. out of memory); all of `BATCH_SIZES` when absent. */
-  maxBatch: z.number().int().positive().optional(),
-  /** The per-request settings it supports; without them, a request giving any is refused for this model. */
-  options: GenerationRangesSchema.optional(),
-}).refine((p) => !p.options?.latencyScalesWithSteps || p.steps !== undefined, {
-  message: "options.latencyScalesWithSteps needs the profiled steps (steps)",
-  path: ["options", "latencyScalesWithSteps"],
-});
+export const ModelProfileSchema = z
+  .object({
+    name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]*$/),
+    referenceId: z.number().int().nonnegative().optional(),
+    referenceName: z.string().optional(),
+    displayName: z.string().optional(),
+    steps: z.number().int().positive().optional(),
+    gpu: z.string().optional(),
+    // Positive: a batch that takes no time would be infinite capacity (Infinity in the MILP, which then fails every solve).
+    latencyMsByBatch: z.record(z.string().regex(/^\d+$/), z.number().positive()),
+    sizeGib: z.number().nonnegative().optional(),
+    fidAlone: z.number().positive().optional(),
+    loadMs: z.number().nonnegative(),
+    unloadMs: z.number().nonnegative(),
+    source: z.string().optional(),
+    /** The largest batch to plan (workers found bigger ones run only in parts, e.g. out of memory); all of `BATCH_SIZES` when absent. */
+    maxBatch: z.number().int().positive().optional(),
+    /** The per-request settings it supports; without them, a request giving any is refused for this model. */
+    options: GenerationRangesSchema.optional(),
+  })
+  .refine((p) => !p.options?.latencyScalesWithSteps || p.steps !== undefined, {
+    message: "options.latencyScalesWithSteps needs the profiled steps (steps)",
+    path: ["options", "latencyScalesWithSteps"],
+  });
 /** A model profile. */
 export type ModelProfile = z.infer<typeof ModelProfileSchema>;
 

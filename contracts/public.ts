@@ -90,7 +90,8 @@ export function publicJsonSchema(name: PublicSchemaName): Record<string, unknown
         for (const key of Object.keys(ctx.jsonSchema)) delete (ctx.jsonSchema as Record<string, unknown>)[key];
         Object.assign(ctx.jsonSchema, { type: "string", contentEncoding: "base64", contentMediaType: "image/png" });
       }
-      if (ctx.zodSchema === GenerateRequestSchema) Object.assign(ctx.jsonSchema, { dependentRequired: { width: ["height"], height: ["width"] } });
+      if (ctx.zodSchema === GenerateRequestSchema)
+        Object.assign(ctx.jsonSchema, { dependentRequired: { width: ["height"], height: ["width"] } });
     },
   }) as Record<string, unknown>;
   return { ...json, $id: `https://hadis-ts.dev/schemas/${name}.json`, title: name };

@@ -2,6 +2,7 @@
  * Every NATS subject, queue group, stream, consumer and KV name of HADIS, built in one place.
  * Model names are validated as single subject tokens so a model can never widen a wildcard.
  */
+import { ConfigurationError } from "./errors.ts";
 
 /** Prefix of every HADIS subject; a deployment may run several systems side by side by changing it. */
 export const DEFAULT_PREFIX = "hadis";
@@ -16,7 +17,7 @@ export function senderOf(subject: string): string {
 
 /** Throws unless `token` is safe as one subject token (no dots, spaces or wildcards). */
 export function assertToken(token: string, what: string): string {
-  if (!TOKEN.test(token)) throw new Error(`${what} "${token}" is not a valid subject token`);
+  if (!TOKEN.test(token)) throw new ConfigurationError(`${what} "${token}" is not a valid subject token`);
   return token;
 }
 

@@ -7,23 +7,30 @@ import { inboxPrefixOf, subjects as buildSubjects, type Subjects } from "../cont
 import { WORKER_SILENT_AFTER_MS } from "../contracts/messages.ts";
 import { ProfileJudge } from "../actors/judge/profile-judge.ts";
 import { ProfileGenerationBackend } from "../actors/worker/profile-backend.ts";
-import { routerScoring, type ScorerKind } from "./lib/router-scoring.ts";
+import { routerScoring, type ScorerKind } from "./files/router-scoring.ts";
 import { ReferenceFeatureScorer } from "../actors/routing/difficulty.ts";
 import type { StaticConfig } from "../actors/control/static-policy.ts";
-import { createLogger, type Logger } from "./lib/log.ts";
-import { connectWhenUp, isJetStreamNotReady, NATS_WAIT_RETRY_MS, type NatsConnection, type NatsTlsFiles } from "./lib/nats.ts";
-import { DEFAULT_WORK_QUEUE, WorkQueue, type WorkQueueOptions } from "./lib/work-queue.ts";
-import { openPlanBucket, openResultsBucket } from "./lib/kv-buckets.ts";
-import { maxPayloadWarning } from "./lib/replies.ts";
-import { loadProfiles } from "./lib/profiles.ts";
-import { retryWhile, sleep, type RunningService } from "./lib/running.ts";
-import { startRouter, type RunningRouter } from "./router/router.ts";
-import { startWorkers, type RunningWorkers } from "./worker/workers.ts";
-import { startDiscriminator } from "./discriminator/discriminator.ts";
-import { startResourceManager, type RunningResourceManager } from "./resource-manager/manager.ts";
+import { createLogger, type Logger } from "./telemetry/log.ts";
+import {
+  connectWhenUp,
+  isJetStreamNotReady,
+  NATS_WAIT_RETRY_MS,
+  type NatsConnection,
+  type NatsCredentials,
+  type NatsTlsFiles,
+} from "./nats/connection.ts";
+import { DEFAULT_WORK_QUEUE, WorkQueue, type WorkQueueOptions } from "./nats/work-queue.ts";
+import { openPlanBucket, openResultsBucket } from "./nats/kv-buckets.ts";
+import { maxPayloadWarning } from "./nats/replies.ts";
+import { loadProfiles } from "./files/profiles.ts";
+import { retryWhile, sleep, type RunningService } from "./lifecycle/running.ts";
+import { startRouter, type RunningRouter } from "./router/main.ts";
+import { startWorkers, type RunningWorkers } from "./worker/main.ts";
+import { startDiscriminator } from "./discriminator/main.ts";
+import { startResourceManager, type RunningResourceManager } from "./resource-manager/main.ts";
 import { createPolicy, hasFixedModels } from "./resource-manager/policies.ts";
 import { tickObserver } from "./resource-manager/observe.ts";
-import { createHighsSolver } from "./lib/highs-solver.ts";
+import { createHighsSolver } from "./solver/highs-solver.ts";
 import { plannerWarmupLp } from "../actors/planner/milp.ts";
 import { NATIVE, type Fidelity } from "../actors/artifact/mechanisms.ts";
 import { policyFor, usesArtifactAllocator } from "../actors/artifact/policies.ts";
@@ -32,12 +39,12 @@ import { ArtifactRouterThreshold } from "../actors/artifact/worker-rules.ts";
 
 /** The policy `npm start` runs unless told otherwise. */
 export const DEFAULT_POLICY = "hadis";
-import { prepareOnnx } from "./lib/onnx-setup.ts";
-import { ConnectionWatch, healthOf, type Health, type HealthCheck } from "./lib/health.ts";
+import { ConnectionReadiness, healthOf, type Health, type HealthCheck } from "./telemetry/health.ts";
 
-import { SERVICE_KINDS, type ServiceKind } from "./service-kinds.ts";
+import { SERVICE_KINDS, type ServiceKind } from "../contracts/service-kinds.ts";
+import { ConfigurationError, DependencyError } from "../contracts/errors.ts";
 
-export { SERVICE_KINDS, type ServiceKind };
+export { SERVICE_KINDS, type NatsCredentials, type ServiceKind };
 
 /** Options of a composed system (every field has a default). */
 export interface SystemOptions {
@@ -101,14 +108,6 @@ export interface SystemOptions {
   fidelity?: Fidelity;
 }
 
-/** A user and password for one NATS connection. */
-export interface NatsCredentials {
-  user: string;
-  pass: string;
-  /** The user is this service's role's own (`HADIS_<ROLE>_NATS_USER`): it connects with the role's inbox prefix. */
-  ownRole?: boolean;
-}
-
 /** A running system. */
 export interface RunningSystem {
   subjects: Subjects;
@@ -130,7 +129,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
   const sloMs = profiles.pool.sloMs * timeScale;
   const queueOptions = { ...DEFAULT_WORK_QUEUE, ...(opts.replicas ? { replicas: opts.replicas } : {}), ...opts.workQueue };
   const connections: NatsConnection[] = [];
-  const watches: ConnectionWatch[] = [];
+  const watches: ConnectionReadiness[] = [];
   let stopping = false;
   let planBucketReady = !opts.replicas || opts.replicas <= 1;
   let resultsBucketReady = planBucketReady;
@@ -139,16 +138,22 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
     // A role's own user reads only its own inboxes (ops/nats/accounts.conf); a user shared by
     // every service keeps the default inboxes.
     const extra = {
-      ...(credentials ? { user: credentials.user, pass: credentials.pass, ...(credentials.ownRole ? { inboxPrefix: inboxPrefixOf(kind) } : {}) } : {}),
+      ...(credentials
+        ? { user: credentials.user, pass: credentials.pass, ...(credentials.ownRole ? { inboxPrefix: inboxPrefixOf(kind) } : {}) }
+        : {}),
       ...(opts.tls ? { tls: opts.tls } : {}),
     };
     const waitMs = opts.natsWaitMs ?? 0;
-    const waiting = (err: unknown) => logFor(kind).warn("nats.waiting", { service: name, url: opts.natsUrl, error: (err as Error).message, waitMs });
+    const waiting = (err: unknown) =>
+      logFor(kind).warn("nats.waiting", { service: name, url: opts.natsUrl, error: (err as Error).message, waitMs });
     const nc = await connectWhenUp(opts.natsUrl, name, extra, waitMs, waiting).catch((err: unknown) => {
-      throw new Error(`${name} cannot reach NATS at ${opts.natsUrl} (${(err as Error).message})${credentials ? `; are the credentials of ${credentials.user} right?` : ""}`, { cause: err });
+      throw new DependencyError(
+        `${name} cannot reach NATS at ${opts.natsUrl} (${(err as Error).message})${credentials ? `; are the credentials of ${credentials.user} right?` : ""}`,
+        { cause: err },
+      );
     });
     connections.push(nc);
-    watches.push(new ConnectionWatch(nc, name));
+    watches.push(new ConnectionReadiness(nc, name));
     // Said once, by the first connection: images over a stock server's 1 MiB would fail.
     const small = connections.length === 1 ? maxPayloadWarning(nc) : null;
     if (small) logFor(kind).warn("nats.max_payload_small", { message: small });
@@ -168,12 +173,16 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
   const logFor = (service: string) => opts.log ?? createLogger(service);
   const started: { kind: ServiceKind; service: RunningService }[] = [];
   const closers: (() => Promise<void>)[] = [];
-  const onnx = opts.backend === "onnx" ? prepareOnnx(opts.onnx ?? { modelsDir: ".hadis/models" }) : null;
+  // Loaded only for the onnx backend: a profile-driven process never loads the ONNX side.
+  const onnx =
+    opts.backend === "onnx" ? await (await import("./onnx/setup.ts")).prepareOnnx(opts.onnx ?? { modelsDir: ".hadis/models" }) : null;
   // A pool model the map has no export for would be planned onto workers that can never load it:
   // they would count as its capacity while its requests wait out their deadlines.
   const unmapped = onnx && kinds.has("worker") ? profiles.pool.models.filter((m) => !onnx.models.includes(m)) : [];
   if (unmapped.length > 0) {
-    throw new Error(`the ONNX model map has no export for ${unmapped.join(", ")}, which the profile pool has: map every pool model, or serve a profiles folder without ${unmapped.length === 1 ? "it" : "them"}`);
+    throw new ConfigurationError(
+      `the ONNX model map has no export for ${unmapped.join(", ")}, which the profile pool has: map every pool model, or serve a profiles folder without ${unmapped.length === 1 ? "it" : "them"}`,
+    );
   }
   const system: RunningSystem = {
     subjects,
@@ -195,9 +204,10 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
       };
       if (system.routers.length > 0) {
         const epochs = system.routers.flatMap((r) => (r.plans.current ? [r.plans.current.epoch] : []));
-        checks.plan = epochs.length === system.routers.length
-          ? { ok: true, detail: `epoch ${Math.min(...epochs)}` }
-          : { ok: false, detail: "no plan yet: a router without one answers no_capacity" };
+        checks.plan =
+          epochs.length === system.routers.length
+            ? { ok: true, detail: `epoch ${Math.min(...epochs)}` }
+            : { ok: false, detail: "no plan yet: a router without one answers no_capacity" };
       }
       return healthOf(checks);
     },
@@ -217,7 +227,9 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
         fidelity,
         tick: {
           policyName,
-          policy: usesArtifactAllocator(policyName, fidelity) ? policyFor(policyName, fidelity) : createPolicy(policyName, profiles, opts.staticConfig),
+          policy: usesArtifactAllocator(policyName, fidelity)
+            ? policyFor(policyName, fidelity)
+            : createPolicy(policyName, profiles, opts.staticConfig),
           profiles: plannerView(profiles, fidelity.on.has("latency"), timeScale),
           solve: (lp, o) => solver.solve(lp, o),
           sloMs,
@@ -241,8 +253,14 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
       const nc = await connect("hadis-discriminator", "discriminator");
       const judge = onnx
         ? await onnx.judge()
-        : new ProfileJudge(profiles, { latencyMs: opts.zeroLatency ? 0 : profiles.pool.judge.latencyMs * timeScale, sleep: (ms) => sleep(ms) });
-      started.push({ kind: "discriminator", service: await startDiscriminator({ nc, subjects, judge, models: profiles.pool.models, log: logFor("discriminator") }) });
+        : new ProfileJudge(profiles, {
+            latencyMs: opts.zeroLatency ? 0 : profiles.pool.judge.latencyMs * timeScale,
+            sleep: (ms) => sleep(ms),
+          });
+      started.push({
+        kind: "discriminator",
+        service: await startDiscriminator({ nc, subjects, judge, models: profiles.pool.models, log: logFor("discriminator") }),
+      });
     }
     if (kinds.has("worker")) {
       const nc = await connect("hadis-worker", "worker");
@@ -276,7 +294,20 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
       const artifactScoring = { scorer: reference, threshold: new ArtifactRouterThreshold(reference.referenceScores) };
       for (let i = 0; i < (opts.routers ?? 1); i++) {
         const nc = await connect("hadis-router", "router");
-        const router = await startRouter({ nc, subjects, queue: await WorkQueue.open(nc, subjects, queueOptions), scorer, threshold, artifactScoring, ...(learnedScoring ? { learnedScoring } : {}), defaultSloMs: sloMs, rangesOf: (model) => profiles.byName.get(model) ?? { name: model }, jobs: { replicas: queueOptions.replicas, storage: queueOptions.storage }, log: logFor("router"), ...(opts.judgeTimeoutMs !== undefined ? { judgeTimeoutMs: opts.judgeTimeoutMs } : {}) });
+        const router = await startRouter({
+          nc,
+          subjects,
+          queue: await WorkQueue.open(nc, subjects, queueOptions),
+          scorer,
+          threshold,
+          artifactScoring,
+          ...(learnedScoring ? { learnedScoring } : {}),
+          defaultSloMs: sloMs,
+          rangesOf: (model) => profiles.byName.get(model) ?? { name: model },
+          jobs: { replicas: queueOptions.replicas, storage: queueOptions.storage },
+          log: logFor("router"),
+          ...(opts.judgeTimeoutMs !== undefined ? { judgeTimeoutMs: opts.judgeTimeoutMs } : {}),
+        });
         system.routers.push(router);
         started.push({ kind: "router", service: router });
       }
@@ -300,5 +331,11 @@ export function startSystemWhenUp(opts: SystemOptions & { onWaiting?: (what: str
     (opts.log ?? createLogger("system")).warn("nats.jetstream_waiting", { url: opts.natsUrl, error: what, waitMs: opts.natsWaitMs });
     opts.onWaiting?.(what);
   };
-  return retryWhile((leftMs) => startSystem({ ...opts, natsWaitMs: leftMs }), isJetStreamNotReady, opts.natsWaitMs ?? 0, NATS_WAIT_RETRY_MS, waiting);
+  return retryWhile(
+    (leftMs) => startSystem({ ...opts, natsWaitMs: leftMs }),
+    isJetStreamNotReady,
+    opts.natsWaitMs ?? 0,
+    NATS_WAIT_RETRY_MS,
+    waiting,
+  );
 }

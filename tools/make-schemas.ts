@@ -14,7 +14,10 @@ export const SCHEMAS_DIR = fileURLToPath(new URL("../schemas/", import.meta.url)
 
 /** Each schema file's name and its text (two-space JSON and a newline). */
 export function schemaFiles(): { file: string; text: string }[] {
-  return (Object.keys(PUBLIC_SCHEMAS) as PublicSchemaName[]).map((name) => ({ file: `${name}.json`, text: `${JSON.stringify(publicJsonSchema(name), null, 2)}\n` }));
+  return (Object.keys(PUBLIC_SCHEMAS) as PublicSchemaName[]).map((name) => ({
+    file: `${name}.json`,
+    text: `${JSON.stringify(publicJsonSchema(name), null, 2)}\n`,
+  }));
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {

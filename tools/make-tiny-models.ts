@@ -5,8 +5,13 @@
  * weights. The building blocks are in tiny-parts.ts.
  * Weights are deterministic from a seed; a full pipeline run takes milliseconds on CPU.
  *
- * Usage: `npx tsx tools/make-tiny-models.ts [outDir]` (default `tmp/tiny-models`).
+ * The command `node --import tsx tools/make-tiny-models.ts [outDir] [--if-stale]` (compiled:
+ * `node dist/tools/make-tiny-models.js …`; default outDir `tmp/tiny-models`) writes them into a
+ * folder of its own and moves each into place, so a process reading them never reads a
+ * half-written one; with `--if-stale` it does nothing when this generator already made every
+ * folder there. The onnx backend runs it (`services/onnx/setup.ts`) when its model map names them.
  */
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { DataType, GraphBuilder, textEncoder, textTower, vaeDecoder, Weights, writeFile, writeTokenizer, type Dim } from "./tiny-parts.ts";
@@ -125,7 +130,9 @@ function clipHead(w: Weights, embed: number): Uint8Array {
   const g = new GraphBuilder();
   const H = 16;
   const x = g.input("image_embeds", "float32", ["batch", embed]);
-  const h = g.node("Relu", [g.node("Add", [g.node("MatMul", [x, g.float([embed, H], w.tensor(embed * H, 0.5))]), g.float([H], w.tensor(H, 0.1))])]);
+  const h = g.node("Relu", [
+    g.node("Add", [g.node("MatMul", [x, g.float([embed, H], w.tensor(embed * H, 0.5))]), g.float([H], w.tensor(H, 0.1))]),
+  ]);
   const logit = g.node("Add", [g.node("MatMul", [h, g.float([H, 1], w.tensor(H, 0.5))]), g.float([1], w.tensor(1, 0.1))]);
   g.output(g.node("Sigmoid", [logit]), "p_real", "float32", ["batch", 1]);
   return g.encode("head");
@@ -155,7 +162,12 @@ export function nanVaeDecoder(): Uint8Array {
   const conv = g.node("Conv", [z, g.float([192, 4, 1, 1], new Float32Array(192 * 4).fill(0.1)), g.float([192], new Float32Array(192))]);
   const image = g.node("Tanh", [g.node("DepthToSpace", [conv], undefined, { blocksize: 8 })]);
   // tanh − 2 < 0 everywhere: its square root is NaN.
-  g.output(g.node("Sqrt", [g.node("Sub", [image, g.float([1], new Float32Array([2]))])]), "sample", "float32", ["batch", 3, "image_height", "image_width"]);
+  g.output(g.node("Sqrt", [g.node("Sub", [image, g.float([1], new Float32Array([2]))])]), "sample", "float32", [
+    "batch",
+    3,
+    "image_height",
+    "image_width",
+  ]);
   return g.encode("vae_decoder");
 }
 
@@ -206,12 +218,20 @@ function writeSd(spec: SdSpec): void {
     components.text_encoder_2 = ["optimum", "ORTModelTextEncoder"];
     components.tokenizer_2 = ["transformers", "CLIPTokenizer"];
   }
-  writeFile(dir, "model_index.json", JSON.stringify({
-    _class_name: spec.xl ? "ORTStableDiffusionXLPipeline" : "ORTStableDiffusionPipeline",
-    _diffusers_version: "0.30.0",
-    ...(spec.xl ? { force_zeros_for_empty_prompt: true } : {}),
-    ...components,
-  }, null, 2));
+  writeFile(
+    dir,
+    "model_index.json",
+    JSON.stringify(
+      {
+        _class_name: spec.xl ? "ORTStableDiffusionXLPipeline" : "ORTStableDiffusionPipeline",
+        _diffusers_version: "0.30.0",
+        ...(spec.xl ? { force_zeros_for_empty_prompt: true } : {}),
+        ...components,
+      },
+      null,
+      2,
+    ),
+  );
   writeFile(join(dir, "scheduler"), "scheduler_config.json", JSON.stringify(spec.scheduler, null, 2));
   const idType = spec.xl ? "int64" : "int32";
   const pooled = spec.xl ? 2 * D : 0;
@@ -219,14 +239,36 @@ function writeSd(spec: SdSpec): void {
   writeTokenizer(join(dir, "tokenizer"), spec.padToken);
   let crossDim = D;
   if (spec.xl) {
-    writeFile(join(dir, "text_encoder_2"), "model.onnx", textEncoder(w, { idType, hidden: D, layers: 2, hiddenStates: true, projection: pooled }));
+    writeFile(
+      join(dir, "text_encoder_2"),
+      "model.onnx",
+      textEncoder(w, { idType, hidden: D, layers: 2, hiddenStates: true, projection: pooled }),
+    );
     writeTokenizer(join(dir, "tokenizer_2"), "!");
     crossDim = 2 * D;
   }
-  writeFile(join(dir, "unet"), "model.onnx", unet(w, { hidden: crossDim, timestepType: spec.xl ? "int64" : "float32", timestepRank: spec.timestepRank, pooled: spec.xl ? pooled : undefined, timestepCond: spec.timestepCond }));
-  writeFile(join(dir, "unet"), "config.json", JSON.stringify({ sample_size: latent, in_channels: 4, out_channels: 4, cross_attention_dim: crossDim }, null, 2));
+  writeFile(
+    join(dir, "unet"),
+    "model.onnx",
+    unet(w, {
+      hidden: crossDim,
+      timestepType: spec.xl ? "int64" : "float32",
+      timestepRank: spec.timestepRank,
+      pooled: spec.xl ? pooled : undefined,
+      timestepCond: spec.timestepCond,
+    }),
+  );
+  writeFile(
+    join(dir, "unet"),
+    "config.json",
+    JSON.stringify({ sample_size: latent, in_channels: 4, out_channels: 4, cross_attention_dim: crossDim }, null, 2),
+  );
   writeFile(join(dir, "vae_decoder"), "model.onnx", vaeDecoder(w, 4));
-  writeFile(join(dir, "vae_decoder"), "config.json", JSON.stringify({ scaling_factor: spec.xl ? 0.13025 : 0.18215, latent_channels: 4 }, null, 2));
+  writeFile(
+    join(dir, "vae_decoder"),
+    "config.json",
+    JSON.stringify({ scaling_factor: spec.xl ? 0.13025 : 0.18215, latent_channels: 4 }, null, 2),
+  );
 }
 
 /**
@@ -252,26 +294,80 @@ export function makeTinyModels(outDir: string, options: TinyModelOptions = {}): 
     clipSingle: join(outDir, "tiny-clip-single"),
   };
   writeSd({
-    dir: dirs.sd15, weights: new Weights(seed), hidden, latent, padToken: "<|endoftext|>", xl: false, timestepRank: 0,
-    scheduler: { _class_name: "EulerDiscreteScheduler", ...SD_BETAS, prediction_type: "epsilon", timestep_spacing: "leading", steps_offset: 1 },
+    dir: dirs.sd15,
+    weights: new Weights(seed),
+    hidden,
+    latent,
+    padToken: "<|endoftext|>",
+    xl: false,
+    timestepRank: 0,
+    scheduler: {
+      _class_name: "EulerDiscreteScheduler",
+      ...SD_BETAS,
+      prediction_type: "epsilon",
+      timestep_spacing: "leading",
+      steps_offset: 1,
+    },
   });
   writeSd({
-    dir: dirs.turbo, weights: new Weights(seed + 1), hidden, latent, padToken: "!", xl: false, timestepRank: 1,
-    scheduler: { _class_name: "EulerDiscreteScheduler", ...SD_BETAS, prediction_type: "epsilon", timestep_spacing: "trailing", steps_offset: 1 },
+    dir: dirs.turbo,
+    weights: new Weights(seed + 1),
+    hidden,
+    latent,
+    padToken: "!",
+    xl: false,
+    timestepRank: 1,
+    scheduler: {
+      _class_name: "EulerDiscreteScheduler",
+      ...SD_BETAS,
+      prediction_type: "epsilon",
+      timestep_spacing: "trailing",
+      steps_offset: 1,
+    },
   });
   writeSd({
-    dir: dirs.lcm, weights: new Weights(seed + 2), hidden, latent, padToken: "<|endoftext|>", xl: false, timestepCond: 32, timestepRank: 0,
-    scheduler: { _class_name: "LCMScheduler", ...SD_BETAS, prediction_type: "epsilon", original_inference_steps: 50, timestep_scaling: 10, set_alpha_to_one: true },
+    dir: dirs.lcm,
+    weights: new Weights(seed + 2),
+    hidden,
+    latent,
+    padToken: "<|endoftext|>",
+    xl: false,
+    timestepCond: 32,
+    timestepRank: 0,
+    scheduler: {
+      _class_name: "LCMScheduler",
+      ...SD_BETAS,
+      prediction_type: "epsilon",
+      original_inference_steps: 50,
+      timestep_scaling: 10,
+      set_alpha_to_one: true,
+    },
   });
   writeSd({
-    dir: dirs.sdxl, weights: new Weights(seed + 3), hidden, latent, padToken: "<|endoftext|>", xl: true, timestepRank: 1,
-    scheduler: { _class_name: "EulerDiscreteScheduler", ...SD_BETAS, prediction_type: "epsilon", timestep_spacing: "leading", steps_offset: 1 },
+    dir: dirs.sdxl,
+    weights: new Weights(seed + 3),
+    hidden,
+    latent,
+    padToken: "<|endoftext|>",
+    xl: true,
+    timestepRank: 1,
+    scheduler: {
+      _class_name: "EulerDiscreteScheduler",
+      ...SD_BETAS,
+      prediction_type: "epsilon",
+      timestep_spacing: "leading",
+      steps_offset: 1,
+    },
   });
   writeSd3(dirs.sd3, new Weights(seed + 6), hidden, latent);
   const w = new Weights(seed + 4);
   const embed = 16;
   writeFile(join(dirs.clip, "image_encoder"), "model.onnx", clipImageEncoder(w, embed));
-  writeFile(join(dirs.clip, "text_encoder"), "model.onnx", textEncoder(w, { idType: "int64", hidden, layers: 1, hiddenStates: false, projection: embed }));
+  writeFile(
+    join(dirs.clip, "text_encoder"),
+    "model.onnx",
+    textEncoder(w, { idType: "int64", hidden, layers: 1, hiddenStates: false, projection: embed }),
+  );
   writeFile(join(dirs.clip, "head"), "model.onnx", clipHead(w, embed));
   writeTokenizer(join(dirs.clip, "tokenizer"), "<|endoftext|>");
   const single = new Weights(seed + 5);
@@ -282,8 +378,66 @@ export function makeTinyModels(outDir: string, options: TinyModelOptions = {}): 
   return dirs;
 }
 
+/** The folders `makeTinyModels` writes, by name, each with a file that shows it is whole. */
+const TINY_FOLDERS: Record<string, string> = {
+  "tiny-sd15": "model_index.json",
+  "tiny-turbo": "model_index.json",
+  "tiny-lcm": "model_index.json",
+  "tiny-sdxl": "model_index.json",
+  "tiny-sd3": "model_index.json",
+  "tiny-clip-judge": "head",
+  "tiny-clip-single": "head",
+};
+
+/** True unless `dir` holds every tiny model folder, written by this generator version. */
+export function tinyModelsStale(dir: string): boolean {
+  if (Object.entries(TINY_FOLDERS).some(([folder, mark]) => !existsSync(join(dir, folder, mark)))) return true;
+  try {
+    return (JSON.parse(readFileSync(join(dir, TINY_MODELS_STAMP), "utf8")) as { version?: unknown }).version !== TINY_MODELS_VERSION;
+  } catch {
+    return true;
+  }
+}
+
+/** Renames `from` to `to`; false when another process got there first (`to` exists, or `from` is gone). */
+function renamed(from: string, to: string): boolean {
+  try {
+    renameSync(from, to);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Generates the tiny models into a folder of its own, then moves each into `base` (the stamp
+ * last), so a process reading them (a service started on the same folder) never reads a
+ * half-written file; two generating at once make the same bytes, and the last move wins.
+ */
+export function installTinyModels(base: string): TinyModelDirs {
+  mkdirSync(base, { recursive: true });
+  const fresh = mkdtempSync(join(base, ".tiny-"));
+  try {
+    const made = makeTinyModels(fresh);
+    for (const name of readdirSync(fresh).filter((n) => n !== TINY_MODELS_STAMP)) {
+      const target = join(base, name);
+      const old = `${fresh}-old-${name}`;
+      const moved = existsSync(target) && renamed(target, old);
+      renamed(join(fresh, name), target);
+      if (moved) rmSync(old, { recursive: true, force: true });
+    }
+    renameSync(join(fresh, TINY_MODELS_STAMP), join(base, TINY_MODELS_STAMP));
+    return Object.fromEntries(
+      Object.entries(made).map(([key, dir]) => [key, join(base, dir.slice(fresh.length + 1))]),
+    ) as unknown as TinyModelDirs;
+  } finally {
+    rmSync(fresh, { recursive: true, force: true });
+  }
+}
+
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const out = resolve(process.argv[2] ?? "tmp/tiny-models");
-  const dirs = makeTinyModels(out);
-  console.log(JSON.stringify(dirs, null, 2));
+  const args = process.argv.slice(2);
+  const out = resolve(args.find((a) => !a.startsWith("--")) ?? "tmp/tiny-models");
+  if (args.includes("--if-stale") && !tinyModelsStale(out)) process.exit(0);
+  console.log(JSON.stringify(installTinyModels(out), null, 2));
 }

@@ -72,9 +72,7 @@ export class GraphBuilder {
   int(dims: number[], values: number[], type: "int32" | "int64" = "int64"): string {
     const name = `c${this.counter++}`;
     const raw =
-      type === "int64"
-        ? new Uint8Array(BigInt64Array.from(values.map(BigInt)).buffer)
-        : new Uint8Array(Int32Array.from(values).buffer);
+      type === "int64" ? new Uint8Array(BigInt64Array.from(values.map(BigInt)).buffer) : new Uint8Array(Int32Array.from(values).buffer);
     this.inits.push({ name, dims, dataType: type === "int64" ? DataType.INT64 : DataType.INT32, rawData: raw });
     return name;
   }
@@ -150,7 +148,11 @@ export function textTower(g: GraphBuilder, w: Weights, spec: TextEncoderSpec, id
 export function vaeDecoder(w: Weights, channels: number): Uint8Array {
   const g = new GraphBuilder();
   const z = g.input("latent_sample", "float32", ["batch", channels, "latent_height", "latent_width"]);
-  const conv = g.node("Conv", [z, g.float([192, channels, 1, 1], w.tensor(192 * channels, 0.6 * Math.sqrt(4 / channels))), g.float([192], w.tensor(192, 0.2))]);
+  const conv = g.node("Conv", [
+    z,
+    g.float([192, channels, 1, 1], w.tensor(192 * channels, 0.6 * Math.sqrt(4 / channels))),
+    g.float([192], w.tensor(192, 0.2)),
+  ]);
   const image = g.node("Tanh", [g.node("DepthToSpace", [conv], undefined, { blocksize: 8 })]);
   g.output(image, "sample", "float32", ["batch", 3, "image_height", "image_width"]);
   return g.encode("vae_decoder");
@@ -202,7 +204,19 @@ export function writeTokenizer(dir: string, padToken: string): void {
   writeFileSync(join(dir, "merges.txt"), merges);
   writeFileSync(
     join(dir, "tokenizer_config.json"),
-    JSON.stringify({ tokenizer_class: "CLIPTokenizer", model_max_length: SEQ, pad_token: padToken, bos_token: "<|startoftext|>", eos_token: "<|endoftext|>", unk_token: "<|endoftext|>", do_lower_case: true }, null, 2),
+    JSON.stringify(
+      {
+        tokenizer_class: "CLIPTokenizer",
+        model_max_length: SEQ,
+        pad_token: padToken,
+        bos_token: "<|startoftext|>",
+        eos_token: "<|endoftext|>",
+        unk_token: "<|endoftext|>",
+        do_lower_case: true,
+      },
+      null,
+      2,
+    ),
   );
 }
 
@@ -210,4 +224,3 @@ export function writeFile(dir: string, name: string, data: Uint8Array | string):
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, name), data);
 }
-

@@ -20,7 +20,12 @@ const CLIP_TOKENS = 77;
  * segmentation is not always the greedy longest match.
  */
 export function tinyT5Vocab(): [string, number][] {
-  const vocab: [string, number][] = [["<pad>", 0], ["</s>", 0], ["<unk>", 0], [METASPACE, -3]];
+  const vocab: [string, number][] = [
+    ["<pad>", 0],
+    ["</s>", 0],
+    ["<unk>", 0],
+    [METASPACE, -3],
+  ];
   const words = ["a", "photo", "of", "cat", "the", "red", "bicycle", "lighthouse", "at", "dusk", "dog"];
   for (const w of words) vocab.push([METASPACE + w, -4 - w.length / 10]);
   vocab.push(["light", -6], ["house", -6], [METASPACE + "light", -5], ["ing", -5], ["s", -4]);
@@ -53,14 +58,30 @@ function transformer(w: Weights, width: number, pooled: number): Uint8Array {
   const t = g.input("timestep", "float32", ["step"]);
   const toMap = (v: string) => g.node("Reshape", [v, g.int([4], [-1, C, 1, 1])]);
   const project = (v: string, n: number, scale: number) => toMap(g.node("MatMul", [v, g.float([n, C], w.tensor(n * C, scale))]));
-  const conv = g.node("Conv", [hs, g.float([C, CHANNELS, 3, 3], w.tensor(C * CHANNELS * 9, 0.15)), g.float([C], w.tensor(C, 0.1))], undefined, { pads: [1, 1, 1, 1] });
+  const conv = g.node(
+    "Conv",
+    [hs, g.float([C, CHANNELS, 3, 3], w.tensor(C * CHANNELS * 9, 0.15)), g.float([C], w.tensor(C, 0.1))],
+    undefined,
+    { pads: [1, 1, 1, 1] },
+  );
   const textMean = g.node("ReduceMean", [ehs], undefined, { axes: [1], keepdims: 0 });
   const clipPart = g.node("Slice", [ehs, g.int([1], [0]), g.int([1], [CLIP_TOKENS]), g.int([1], [1])]);
   const clipMean = g.node("ReduceMean", [clipPart], undefined, { axes: [1], keepdims: 0 });
   const tCol = g.node("Reshape", [g.node("Mul", [t, g.float([], Float32Array.of(0.001))]), g.int([4], [-1, 1, 1, 1])]);
-  const terms = [conv, project(textMean, width, 0.5), project(clipMean, width, 0.5), project(pp, pooled, 0.3), g.node("Sin", [g.node("Mul", [tCol, g.float([1, C, 1, 1], w.tensor(C, 3))])])];
+  const terms = [
+    conv,
+    project(textMean, width, 0.5),
+    project(clipMean, width, 0.5),
+    project(pp, pooled, 0.3),
+    g.node("Sin", [g.node("Mul", [tCol, g.float([1, C, 1, 1], w.tensor(C, 3))])]),
+  ];
   const sum = terms.slice(1).reduce((acc, term) => g.node("Add", [acc, term]), terms[0]);
-  const out = g.node("Conv", [g.node("Tanh", [sum]), g.float([CHANNELS, C, 3, 3], w.tensor(CHANNELS * C * 9, 0.2)), g.float([CHANNELS], w.tensor(CHANNELS, 0.05))], undefined, { pads: [1, 1, 1, 1] });
+  const out = g.node(
+    "Conv",
+    [g.node("Tanh", [sum]), g.float([CHANNELS, C, 3, 3], w.tensor(CHANNELS * C * 9, 0.2)), g.float([CHANNELS], w.tensor(CHANNELS, 0.05))],
+    undefined,
+    { pads: [1, 1, 1, 1] },
+  );
   g.output(out, "out_hidden_states", "float32", ["batch", CHANNELS, "height", "width"]);
   return g.encode("transformer");
 }
@@ -71,34 +92,85 @@ export function writeSd3(dir: string, w: Weights, hidden: number, latent: number
   const d2 = Math.round(hidden * 1.5);
   const width = 4 * hidden;
   const pooled = d1 + d2;
-  writeFile(dir, "model_index.json", JSON.stringify({
-    _class_name: "ORTStableDiffusion3Pipeline",
-    _diffusers_version: "0.31.0",
-    scheduler: ["diffusers", "FlowMatchEulerDiscreteScheduler"],
-    text_encoder: ["optimum", "ORTModelTextEncoder"],
-    text_encoder_2: ["optimum", "ORTModelTextEncoder"],
-    text_encoder_3: ["optimum", "ORTModelTextEncoder"],
-    tokenizer: ["transformers", "CLIPTokenizer"],
-    tokenizer_2: ["transformers", "CLIPTokenizer"],
-    tokenizer_3: ["transformers", "T5TokenizerFast"],
-    transformer: ["optimum", "ORTModelTransformer"],
-    vae_decoder: ["optimum", "ORTModelVaeDecoder"],
-  }, null, 2));
-  writeFile(join(dir, "scheduler"), "scheduler_config.json", JSON.stringify({ _class_name: "FlowMatchEulerDiscreteScheduler", num_train_timesteps: 1000, shift: 3.0 }, null, 2));
-  writeFile(join(dir, "text_encoder"), "model.onnx", textEncoder(w, { idType: "int64", hidden: d1, layers: 2, hiddenStates: true, projection: d1 }));
+  writeFile(
+    dir,
+    "model_index.json",
+    JSON.stringify(
+      {
+        _class_name: "ORTStableDiffusion3Pipeline",
+        _diffusers_version: "0.31.0",
+        scheduler: ["diffusers", "FlowMatchEulerDiscreteScheduler"],
+        text_encoder: ["optimum", "ORTModelTextEncoder"],
+        text_encoder_2: ["optimum", "ORTModelTextEncoder"],
+        text_encoder_3: ["optimum", "ORTModelTextEncoder"],
+        tokenizer: ["transformers", "CLIPTokenizer"],
+        tokenizer_2: ["transformers", "CLIPTokenizer"],
+        tokenizer_3: ["transformers", "T5TokenizerFast"],
+        transformer: ["optimum", "ORTModelTransformer"],
+        vae_decoder: ["optimum", "ORTModelVaeDecoder"],
+      },
+      null,
+      2,
+    ),
+  );
+  writeFile(
+    join(dir, "scheduler"),
+    "scheduler_config.json",
+    JSON.stringify({ _class_name: "FlowMatchEulerDiscreteScheduler", num_train_timesteps: 1000, shift: 3.0 }, null, 2),
+  );
+  writeFile(
+    join(dir, "text_encoder"),
+    "model.onnx",
+    textEncoder(w, { idType: "int64", hidden: d1, layers: 2, hiddenStates: true, projection: d1 }),
+  );
   writeTokenizer(join(dir, "tokenizer"), "<|endoftext|>");
-  writeFile(join(dir, "text_encoder_2"), "model.onnx", textEncoder(w, { idType: "int64", hidden: d2, layers: 2, hiddenStates: true, projection: d2 }));
+  writeFile(
+    join(dir, "text_encoder_2"),
+    "model.onnx",
+    textEncoder(w, { idType: "int64", hidden: d2, layers: 2, hiddenStates: true, projection: d2 }),
+  );
   writeTokenizer(join(dir, "tokenizer_2"), "!");
   writeFile(join(dir, "text_encoder_3"), "model.onnx", t5Encoder(w, width));
-  writeFile(join(dir, "tokenizer_3"), "tokenizer.json", JSON.stringify({
-    version: "1.0",
-    normalizer: { type: "Precompiled" },
-    pre_tokenizer: { type: "Metaspace", replacement: METASPACE, prepend_scheme: "always", split: true },
-    model: { type: "Unigram", unk_id: 2, vocab: tinyT5Vocab(), byte_fallback: false },
-  }));
-  writeFile(join(dir, "tokenizer_3"), "tokenizer_config.json", JSON.stringify({ tokenizer_class: "T5Tokenizer", model_max_length: 512, eos_token: "</s>", pad_token: "<pad>", unk_token: "<unk>" }, null, 2));
+  writeFile(
+    join(dir, "tokenizer_3"),
+    "tokenizer.json",
+    JSON.stringify({
+      version: "1.0",
+      normalizer: { type: "Precompiled" },
+      pre_tokenizer: { type: "Metaspace", replacement: METASPACE, prepend_scheme: "always", split: true },
+      model: { type: "Unigram", unk_id: 2, vocab: tinyT5Vocab(), byte_fallback: false },
+    }),
+  );
+  writeFile(
+    join(dir, "tokenizer_3"),
+    "tokenizer_config.json",
+    JSON.stringify(
+      { tokenizer_class: "T5Tokenizer", model_max_length: 512, eos_token: "</s>", pad_token: "<pad>", unk_token: "<unk>" },
+      null,
+      2,
+    ),
+  );
   writeFile(join(dir, "transformer"), "model.onnx", transformer(w, width, pooled));
-  writeFile(join(dir, "transformer"), "config.json", JSON.stringify({ sample_size: latent, patch_size: 2, in_channels: CHANNELS, out_channels: CHANNELS, joint_attention_dim: width, pooled_projection_dim: pooled }, null, 2));
+  writeFile(
+    join(dir, "transformer"),
+    "config.json",
+    JSON.stringify(
+      {
+        sample_size: latent,
+        patch_size: 2,
+        in_channels: CHANNELS,
+        out_channels: CHANNELS,
+        joint_attention_dim: width,
+        pooled_projection_dim: pooled,
+      },
+      null,
+      2,
+    ),
+  );
   writeFile(join(dir, "vae_decoder"), "model.onnx", vaeDecoder(w, CHANNELS));
-  writeFile(join(dir, "vae_decoder"), "config.json", JSON.stringify({ scaling_factor: 1.5305, shift_factor: 0.0609, latent_channels: CHANNELS }, null, 2));
+  writeFile(
+    join(dir, "vae_decoder"),
+    "config.json",
+    JSON.stringify({ scaling_factor: 1.5305, shift_factor: 0.0609, latent_channels: CHANNELS }, null, 2),
+  );
 }

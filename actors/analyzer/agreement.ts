@@ -29,7 +29,7 @@ export function pearson(a: ArrayLike<number>, b: ArrayLike<number>): number {
 export function ranks(values: ArrayLike<number>): Float64Array {
   const idx = Array.from({ length: values.length }, (_, i) => i).sort((i, j) => values[i] - values[j]);
   const out = new Float64Array(values.length);
-  for (let i = 0; i < idx.length; ) {
+  for (let i = 0; i < idx.length;) {
     let j = i;
     while (j + 1 < idx.length && values[idx[j + 1]] === values[idx[i]]) j++;
     for (let k = i; k <= j; k++) out[idx[k]] = (i + j) / 2 + 1;

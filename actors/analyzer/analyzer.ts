@@ -1,7 +1,7 @@
 /**
  * The pre-generation prompt analyzer: any prompt → the reference router's eight features and
  * its difficulty score, online (tens of microseconds a prompt). Pure: lexicons, score model
- * and tagger are passed in; `services/lib/analyzer-files.ts` loads them from disk.
+ * and tagger are passed in; `services/files/analyzer-files.ts` loads them from disk.
  */
 import { extractFeatures, type PromptFeatures } from "./features.ts";
 import type { AnalyzerLexicons } from "./lexicons.ts";
@@ -40,7 +40,8 @@ const ZERO_FEATURES: Readonly<PromptFeatures> = Object.freeze({
 // C0/C1 control characters, zero-width and bidi marks, variation selectors and tag characters
 // (the emoji presentation of "❤️", a flag's subdivision): the tagger reads them as odd tokens, and
 // each would count as a rare word.
-const CONTROL = /[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufe00-\ufe0f\ufeff\u{e0000}-\u{e007f}\u{e0100}-\u{e01ef}]+/gu;
+const CONTROL =
+  /[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufe00-\ufe0f\ufeff\u{e0000}-\u{e007f}\u{e0100}-\u{e01ef}]+/gu;
 
 /**
  * Puts a prompt in the form the reference saw: lower case (its captions are lower case and the
@@ -58,7 +59,11 @@ export function normalisePrompt(prompt: unknown): string {
 }
 
 /** Builds an analyzer. `tagger` defaults to wink-nlp's English lite model. */
-export function createPromptAnalyzer(lexicons: AnalyzerLexicons, scoreModel: ScoreModel, tagger: Tagger = createWinkTagger()): PromptAnalyzer {
+export function createPromptAnalyzer(
+  lexicons: AnalyzerLexicons,
+  scoreModel: ScoreModel,
+  tagger: Tagger = createWinkTagger(),
+): PromptAnalyzer {
   return {
     scoreModel,
     analyzePrompt(prompt: string): PromptAnalysis {

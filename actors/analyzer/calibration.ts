@@ -81,7 +81,8 @@ export function logOdds(p: number, eps = 1e-9): number {
 export function logitGapT(lightImages: ArrayLike<number>, heavyImages: ArrayLike<number>, imagesPerPrompt = 4, floor = 1e-9): Float64Array {
   const m = imagesPerPrompt;
   if (m < 2) throw new Error("logitGapT needs at least 2 images per prompt");
-  if (lightImages.length !== heavyImages.length || lightImages.length % m !== 0) throw new Error(`image scores: ${lightImages.length} and ${heavyImages.length} rows, not equal multiples of ${m}`);
+  if (lightImages.length !== heavyImages.length || lightImages.length % m !== 0)
+    throw new Error(`image scores: ${lightImages.length} and ${heavyImages.length} rows, not equal multiples of ${m}`);
   const out = new Float64Array(lightImages.length / m);
   const meanVar = (a: ArrayLike<number>, i: number) => {
     let s = 0;
@@ -148,7 +149,11 @@ const sigmoid = (z: number) => (z >= 0 ? 1 / (1 + Math.exp(-z)) : Math.exp(z) / 
  * Fits logistic regression by Newton's method (IRLS) with an L2 penalty `l2` on the weights
  * (not the intercept), which also keeps separable data finite.
  */
-export function fitLogistic(x: readonly ArrayLike<number>[], y: ArrayLike<number>, options: { l2?: number; maxIterations?: number; tolerance?: number } = {}): LogisticModel {
+export function fitLogistic(
+  x: readonly ArrayLike<number>[],
+  y: ArrayLike<number>,
+  options: { l2?: number; maxIterations?: number; tolerance?: number } = {},
+): LogisticModel {
   const l2 = options.l2 ?? 1e-3;
   const maxIterations = options.maxIterations ?? 50;
   const tolerance = options.tolerance ?? 1e-9;
@@ -159,7 +164,7 @@ export function fitLogistic(x: readonly ArrayLike<number>[], y: ArrayLike<number
   let iterations = 0;
   let converged = false;
   const row = new Float64Array(d + 1);
-  for (; iterations < maxIterations && !converged; ) {
+  for (; iterations < maxIterations && !converged;) {
     iterations++;
     const grad = new Float64Array(d + 1);
     const hess = Array.from({ length: d + 1 }, () => new Float64Array(d + 1));
@@ -198,15 +203,29 @@ export function fitLogistic(x: readonly ArrayLike<number>[], y: ArrayLike<number
  * Picks the L2 penalty from `grid` with the best mean ROC AUC over a seeded `k`-fold
  * cross-validation of `rows` (the caller passes training rows only); ties go to the earlier entry.
  */
-export function selectL2(x: readonly ArrayLike<number>[], y: ArrayLike<number>, rows: readonly number[], grid: readonly number[], k: number, seed: number): { l2: number; cvAuc: number } {
+export function selectL2(
+  x: readonly ArrayLike<number>[],
+  y: ArrayLike<number>,
+  rows: readonly number[],
+  grid: readonly number[],
+  k: number,
+  seed: number,
+): { l2: number; cvAuc: number } {
   const folds = kFolds(rows, k, seed);
   let best = { l2: grid[0], cvAuc: -Infinity };
   for (const l2 of grid) {
     let sum = 0;
     for (let f = 0; f < k; f++) {
       const train = folds.filter((_, g) => g !== f).flat();
-      const m = fitLogistic(train.map((i) => x[i]), train.map((i) => y[i]), { l2 });
-      sum += rocAuc(folds[f].map((i) => linearScore(m, x[i])), folds[f].map((i) => y[i]));
+      const m = fitLogistic(
+        train.map((i) => x[i]),
+        train.map((i) => y[i]),
+        { l2 },
+      );
+      sum += rocAuc(
+        folds[f].map((i) => linearScore(m, x[i])),
+        folds[f].map((i) => y[i]),
+      );
     }
     if (sum / k > best.cvAuc) best = { l2, cvAuc: sum / k };
   }
@@ -225,14 +244,15 @@ export function rocAuc(scores: ArrayLike<number>, labels: ArrayLike<number>): nu
   const idx = Array.from({ length: scores.length }, (_, i) => i).sort((a, b) => scores[a] - scores[b]);
   let positives = 0;
   let rankSum = 0;
-  for (let i = 0; i < idx.length; ) {
+  for (let i = 0; i < idx.length;) {
     let j = i;
     while (j + 1 < idx.length && scores[idx[j + 1]] === scores[idx[i]]) j++;
     const avgRank = (i + j) / 2 + 1;
-    for (let k = i; k <= j; k++) if (labels[idx[k]]) {
-      positives++;
-      rankSum += avgRank;
-    }
+    for (let k = i; k <= j; k++)
+      if (labels[idx[k]]) {
+        positives++;
+        rankSum += avgRank;
+      }
     i = j + 1;
   }
   const negatives = idx.length - positives;

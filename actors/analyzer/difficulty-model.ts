@@ -6,6 +6,7 @@
  */
 import { z } from "zod";
 import { fnv1a32, hashedNgrams, promptWords } from "./text-features.ts";
+import { ConfigurationError } from "../../contracts/errors.ts";
 
 const finite = z.number().refine(Number.isFinite, "must be finite");
 
@@ -40,7 +41,14 @@ export const DifficultyModelFileSchema = z
      * The reference prompts the pairs' `crossFitted` scores are for: each scored by the model of
      * the fold that left it out, so a benchmark on those prompts measures the router out of sample.
      */
-    crossFit: z.object({ folds: z.number().int().min(2), seed: z.number().int(), prompts: z.number().int().positive(), promptsHash: z.string().regex(/^[0-9a-f]{8}$/) }).optional(),
+    crossFit: z
+      .object({
+        folds: z.number().int().min(2),
+        seed: z.number().int(),
+        prompts: z.number().int().positive(),
+        promptsHash: z.string().regex(/^[0-9a-f]{8}$/),
+      })
+      .optional(),
     source: z.string(),
   })
   .passthrough()
@@ -48,13 +56,23 @@ export const DifficultyModelFileSchema = z
     const size = 2 ** f.hashBits;
     for (let i = 0; i < f.columns.length; i++) {
       if (f.columns[i] >= size) ctx.addIssue({ code: "custom", path: ["columns", i], message: `must be below 2^hashBits = ${size}` });
-      else if (i > 0 && f.columns[i] <= f.columns[i - 1]) ctx.addIssue({ code: "custom", path: ["columns", i], message: "columns must be strictly ascending" });
+      else if (i > 0 && f.columns[i] <= f.columns[i - 1])
+        ctx.addIssue({ code: "custom", path: ["columns", i], message: "columns must be strictly ascending" });
     }
     const seen = new Set<string>();
     f.pairs.forEach((p, i) => {
-      if (p.weights.length !== f.columns.length) ctx.addIssue({ code: "custom", path: ["pairs", i, "weights"], message: `has ${p.weights.length} weights for ${f.columns.length} columns` });
+      if (p.weights.length !== f.columns.length)
+        ctx.addIssue({
+          code: "custom",
+          path: ["pairs", i, "weights"],
+          message: `has ${p.weights.length} weights for ${f.columns.length} columns`,
+        });
       if (p.crossFitted && p.crossFitted.length !== f.crossFit?.prompts)
-        ctx.addIssue({ code: "custom", path: ["pairs", i, "crossFitted"], message: f.crossFit ? `has ${p.crossFitted.length} scores for ${f.crossFit.prompts} prompts` : "needs crossFit" });
+        ctx.addIssue({
+          code: "custom",
+          path: ["pairs", i, "crossFitted"],
+          message: f.crossFit ? `has ${p.crossFitted.length} scores for ${f.crossFit.prompts} prompts` : "needs crossFit",
+        });
       const key = pairKey(p.light, p.heavy);
       if (seen.has(key)) ctx.addIssue({ code: "custom", path: ["pairs", i], message: `pair ${key} appears twice` });
       seen.add(key);
@@ -104,7 +122,7 @@ export function parseDifficultyModel(json: unknown): DifficultyModel {
   const parsed = DifficultyModelFileSchema.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new Error(`difficulty model: ${issue?.path.join(".") || "file"}: ${issue?.message}`);
+    throw new ConfigurationError(`difficulty model: ${issue?.path.join(".") || "file"}: ${issue?.message}`);
   }
   const f = parsed.data;
   return {

@@ -51,7 +51,12 @@ export function pairQuality(lightImages: Float64Array, heavyImages: Float64Array
       return s / imagesPerPrompt;
     });
   const light = mean(lightImages);
-  return { light, heavy: mean(heavyImages), gapT: logitGapT(lightImages, heavyImages, imagesPerPrompt), lightSorted: Float64Array.from(light).sort() };
+  return {
+    light,
+    heavy: mean(heavyImages),
+    gapT: logitGapT(lightImages, heavyImages, imagesPerPrompt),
+    lightSorted: Float64Array.from(light).sort(),
+  };
 }
 
 /** The discriminator threshold at quantile `conf` of the light model's scores (−∞: none escalated). */
@@ -72,7 +77,14 @@ export interface HeldOutResult {
  * Evaluates scores of the `test` rows (`scores[j]` is row `test[j]`; null = random routing, in
  * expectation) against `labels`, and the cascade's mean served P(real) at each point.
  */
-export function evaluateHeldOut(scores: ArrayLike<number> | null, test: readonly number[], labels: ArrayLike<number>, q: PairQuality, points: readonly TablePoint[], randomScores?: ArrayLike<number>): HeldOutResult {
+export function evaluateHeldOut(
+  scores: ArrayLike<number> | null,
+  test: readonly number[],
+  labels: ArrayLike<number>,
+  q: PairQuality,
+  points: readonly TablePoint[],
+  randomScores?: ArrayLike<number>,
+): HeldOutResult {
   const pick = (a: ArrayLike<number>) => test.map((i) => a[i]);
   const light = pick(q.light);
   const heavy = pick(q.heavy);
@@ -126,7 +138,14 @@ export function studyPair(input: StudyInput): PairStudy {
       const rand = mulberry32(seed * 7919 + 17);
       const result = scoreOf
         ? evaluateHeldOut(test.map(scoreOf), test, labels, input.quality, input.points)
-        : evaluateHeldOut(null, test, labels, input.quality, input.points, test.map(() => rand()));
+        : evaluateHeldOut(
+            null,
+            test,
+            labels,
+            input.quality,
+            input.points,
+            test.map(() => rand()),
+          );
       byScorer[name].auc.push(result.auc);
       byScorer[name].served.push(result.served);
     }

@@ -53,7 +53,13 @@ export function foldsByPrompt(prompts: readonly string[], k: number, seed: numbe
  * Out-of-fold scores: every row scored by the n-gram ridge fitted (penalty by inner
  * cross-validation, labels cut at that fit's training median) on the folds without it.
  */
-export function crossFittedScores(rows: readonly SparseRow[], target: ArrayLike<number>, prompts: readonly string[], k: number, seed: number): Float64Array {
+export function crossFittedScores(
+  rows: readonly SparseRow[],
+  target: ArrayLike<number>,
+  prompts: readonly string[],
+  k: number,
+  seed: number,
+): Float64Array {
   const out = new Float64Array(rows.length);
   const folds = foldsByPrompt(prompts, k, seed);
   folds.forEach((held, f) => {
@@ -76,7 +82,10 @@ export function hardLabelsFrom(stat: ArrayLike<number>, train: readonly number[]
 }
 
 /** Rows with their hashed columns renumbered 0..k−1 over the columns the given rows use (an unused column's weight is 0). */
-export function compactColumns(rows: readonly SparseRow[], fitRows: readonly number[]): { columns: Int32Array; compact: (row: SparseRow) => SparseRow } {
+export function compactColumns(
+  rows: readonly SparseRow[],
+  fitRows: readonly number[],
+): { columns: Int32Array; compact: (row: SparseRow) => SparseRow } {
   const used = new Set<number>();
   for (const i of fitRows) for (const c of rows[i].indices) used.add(c);
   const columns = Int32Array.from(used).sort();
@@ -128,7 +137,12 @@ export function fitNgramRidge(
   const y = loss === "squared" ? (i: number) => Math.max(-TARGET_CLIP, Math.min(TARGET_CLIP, target[i])) : (i: number) => labels[i];
   const fit = (fitRows: readonly number[], l2: number) => {
     const { columns, compact } = compactColumns(rows, fitRows);
-    const model = fitSparseLinear(fitRows.map((i) => compact(rows[i])), fitRows.map(y), columns.length, { loss, l2 });
+    const model = fitSparseLinear(
+      fitRows.map((i) => compact(rows[i])),
+      fitRows.map(y),
+      columns.length,
+      { loss, l2 },
+    );
     return { columns, compact, model };
   };
   let best = { l2: grid[0], cvAuc: -Infinity };
@@ -138,7 +152,10 @@ export function fitNgramRidge(
       let sum = 0;
       for (let f = 0; f < k; f++) {
         const { compact, model } = fit(parts.filter((_, g) => g !== f).flat(), l2);
-        sum += rocAuc(parts[f].map((i) => sparseScore(model, compact(rows[i]))), parts[f].map((i) => labels[i]));
+        sum += rocAuc(
+          parts[f].map((i) => sparseScore(model, compact(rows[i]))),
+          parts[f].map((i) => labels[i]),
+        );
       }
       if (sum / k > best.cvAuc) best = { l2, cvAuc: sum / k };
     }
@@ -227,9 +244,19 @@ export function toDifficultyModelFile(
       use: e.use,
       l2: e.fit.l2,
       ...e.extra,
-      ...(e.crossFitted && cross ? { crossFitted: Array.from(e.crossFitted, (v) => Number(((v - cross.mean) / cross.std).toPrecision(4))) } : {}),
+      ...(e.crossFitted && cross
+        ? { crossFitted: Array.from(e.crossFitted, (v) => Number(((v - cross.mean) / cross.std).toPrecision(4))) }
+        : {}),
     };
   });
-  return { version: 1, kind: "hashed-ngram-linear", hashBits, ngramOrders: [...ngramOrders], columns: Array.from(columns), pairs, ...(crossFit ? { crossFit } : {}), source };
+  return {
+    version: 1,
+    kind: "hashed-ngram-linear",
+    hashBits,
+    ngramOrders: [...ngramOrders],
+    columns: Array.from(columns),
+    pairs,
+    ...(crossFit ? { crossFit } : {}),
+    source,
+  };
 }
-

@@ -165,7 +165,10 @@ export function countObjects(t: TaggedPrompt): number {
       continue;
     }
     const nominal = p === "NOUN" || p === "PROPN" || p === "NUM";
-    if (!nominal && p !== "PRON" && !isNominalAdjective(t, i)) { i++; continue; }
+    if (!nominal && p !== "PRON" && !isNominalAdjective(t, i)) {
+      i++;
+      continue;
+    }
     let j = i;
     if (nominal) {
       for (;;) {

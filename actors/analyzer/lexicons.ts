@@ -2,6 +2,7 @@
  * Word lists the prompt analyzer looks tokens up in, and pure parsers that build them from
  * the lexicon files (Brysbaert concreteness ratings, SUBTLEX-US counts, spatial terms).
  */
+import { ConfigurationError } from "../../contracts/errors.ts";
 
 /** The lexicons the analyzer needs; every word is lower case. */
 export interface AnalyzerLexicons {
@@ -28,7 +29,7 @@ export function parseAbstractWords(csvText: string, cut: number = ABSTRACT_BELOW
   const header = rows[0].split(",");
   const wordCol = header.indexOf("Word");
   const ratingCol = header.indexOf("Conc.M");
-  if (wordCol < 0 || ratingCol < 0) throw new Error("concreteness CSV lacks Word or Conc.M column");
+  if (wordCol < 0 || ratingCol < 0) throw new ConfigurationError("concreteness CSV lacks Word or Conc.M column");
   for (let i = 1; i < rows.length; i++) {
     const parts = rows[i].split(",");
     if (parts.length <= ratingCol) continue;
@@ -68,7 +69,7 @@ export function parseDominantPos(csvText: string): Map<string, string> {
   const header = rows[0].split(",");
   const wordCol = header.indexOf("Word");
   const posCol = header.indexOf("Dom_Pos");
-  if (wordCol < 0 || posCol < 0) throw new Error("concreteness CSV lacks Word or Dom_Pos column");
+  if (wordCol < 0 || posCol < 0) throw new ConfigurationError("concreteness CSV lacks Word or Dom_Pos column");
   for (let i = 1; i < rows.length; i++) {
     const parts = rows[i].split(",");
     const word = parts[wordCol]?.trim().toLowerCase();
@@ -91,7 +92,7 @@ export function parseRarityOverrides(text: string): Map<string, boolean> {
     const l = line.trim();
     if (l === "" || l.startsWith("#")) continue;
     const [word, label] = l.split("\t");
-    if (label !== "rare" && label !== "common") throw new Error(`rarity override "${l}": label must be rare or common`);
+    if (label !== "rare" && label !== "common") throw new ConfigurationError(`rarity override "${l}": label must be rare or common`);
     out.set(word.toLowerCase(), label === "rare");
   }
   return out;
@@ -100,7 +101,10 @@ export function parseRarityOverrides(text: string): Map<string, boolean> {
 /** Formats overrides as parsed by `parseRarityOverrides`, sorted by word. */
 export function formatRarityOverrides(overrides: RarityOverrides, header: string): string {
   const rows = [...overrides].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([w, rare]) => `${w}\t${rare ? "rare" : "common"}`);
-  return `${header.split("\n").map((h) => `# ${h}`).join("\n")}\n${rows.join("\n")}\n`;
+  return `${header
+    .split("\n")
+    .map((h) => `# ${h}`)
+    .join("\n")}\n${rows.join("\n")}\n`;
 }
 
 /** The common-word set with overrides applied (a new set; the input is not changed). */

@@ -6,7 +6,28 @@
 import type { PosTag, TaggedPrompt } from "./tagger.ts";
 
 /** Words wink-nlp tags ADV that are intensifiers, not adjectives, before an adjective. */
-const INTENSIFIERS = new Set(["very", "too", "so", "more", "most", "quite", "really", "rather", "extremely", "less", "least", "pretty", "all", "just", "also", "still", "even", "only", "much", "well"]);
+const INTENSIFIERS = new Set([
+  "very",
+  "too",
+  "so",
+  "more",
+  "most",
+  "quite",
+  "really",
+  "rather",
+  "extremely",
+  "less",
+  "least",
+  "pretty",
+  "all",
+  "just",
+  "also",
+  "still",
+  "even",
+  "only",
+  "much",
+  "well",
+]);
 
 /** Adjectives in -ed that spaCy tags ADJ (JJ), unlike most attributive participles. */
 const ED_ADJECTIVES = new Set(["striped", "checkered", "patterned", "colored", "coloured"]);
@@ -15,7 +36,24 @@ const ED_ADJECTIVES = new Set(["striped", "checkered", "patterned", "colored", "
 export const POSSESSIVES = new Set(["its", "his", "her", "their", "my", "your", "our"]);
 
 /** Lexicalised nouns in -ing that wink-nlp tags as verbs ("a japanese writing on it"). */
-const ING_NOUNS = new Set(["writing", "painting", "drawing", "building", "ceiling", "clothing", "railing", "bedding", "frosting", "icing", "packaging", "wedding", "handwriting", "lettering", "flooring", "siding"]);
+const ING_NOUNS = new Set([
+  "writing",
+  "painting",
+  "drawing",
+  "building",
+  "ceiling",
+  "clothing",
+  "railing",
+  "bedding",
+  "frosting",
+  "icing",
+  "packaging",
+  "wedding",
+  "handwriting",
+  "lettering",
+  "flooring",
+  "siding",
+]);
 
 /** True when the noun run ending at `end` follows a preposition or verb (over its modifiers). */
 function inObjectPosition(t: TaggedPrompt, end: number): boolean {
@@ -40,11 +78,31 @@ export function retag(t: TaggedPrompt, dominantPos?: ReadonlyMap<string, string>
   for (let i = 0; i < n; i++) {
     const w = words[i];
     // "a small brown weasel": wink says ADV for an adjective stacked before another.
-    if (pos[i] === "ADV" && (at(i + 1) === "ADJ" || at(i + 1) === "NOUN") && at(i - 1) === "DET" && !w.endsWith("ly") && !INTENSIFIERS.has(w)) pos[i] = "ADJ";
+    if (
+      pos[i] === "ADV" &&
+      (at(i + 1) === "ADJ" || at(i + 1) === "NOUN") &&
+      at(i - 1) === "DET" &&
+      !w.endsWith("ly") &&
+      !INTENSIFIERS.has(w)
+    )
+      pos[i] = "ADJ";
     // "a dog standing on", "a man painting a wall": wink says NOUN for a participle after its noun.
-    else if (pos[i] === "NOUN" && w.endsWith("ing") && w.length > 4 && (!ING_NOUNS.has(w) || at(i + 1) === "DET") && (at(i - 1) === "NOUN" || at(i - 1) === "PRON") && (at(i + 1) === "ADP" || at(i + 1) === "DET" || at(i + 1) === "ADV" || at(i + 1) === undefined)) pos[i] = "VERB";
+    else if (
+      pos[i] === "NOUN" &&
+      w.endsWith("ing") &&
+      w.length > 4 &&
+      (!ING_NOUNS.has(w) || at(i + 1) === "DET") &&
+      (at(i - 1) === "NOUN" || at(i - 1) === "PRON") &&
+      (at(i + 1) === "ADP" || at(i + 1) === "DET" || at(i + 1) === "ADV" || at(i + 1) === undefined)
+    )
+      pos[i] = "VERB";
     // "the back of", "on its back": an adverb that ends a determiner phrase is a noun.
-    else if (pos[i] === "ADV" && (at(i - 1) === "DET" || POSSESSIVES.has(words[i - 1])) && (at(i + 1) === undefined || at(i + 1) === "ADP" || at(i + 1) === "PUNCT" || at(i + 1) === "CCONJ")) pos[i] = "NOUN";
+    else if (
+      pos[i] === "ADV" &&
+      (at(i - 1) === "DET" || POSSESSIVES.has(words[i - 1])) &&
+      (at(i + 1) === undefined || at(i + 1) === "ADP" || at(i + 1) === "PUNCT" || at(i + 1) === "CCONJ")
+    )
+      pos[i] = "NOUN";
     // "a stuffed animal": wink says ADJ for a past participle before its noun; spaCy VBN (VERB, amod).
     else if (pos[i] === "ADJ" && w.endsWith("ed") && w.length > 5 && at(i + 1) === "NOUN" && !ED_ADJECTIVES.has(w)) pos[i] = "VERB";
     else if (pos[i] === "VERB") {
@@ -54,7 +112,8 @@ export function retag(t: TaggedPrompt, dominantPos?: ReadonlyMap<string, string>
       if (ED_ADJECTIVES.has(w) && at(i + 1) === "NOUN") pos[i] = "ADJ";
       // "a japanese writing on it": nouns in -ing that wink reads as verbs, unless an object
       // follows ("a man painting a wall").
-      else if (ING_NOUNS.has(w) && prev !== "AUX" && prev !== "PART" && at(i + 1) !== "DET" && at(i + 1) !== "PRON" && at(i + 1) !== "NOUN") pos[i] = "NOUN";
+      else if (ING_NOUNS.has(w) && prev !== "AUX" && prev !== "PART" && at(i + 1) !== "DET" && at(i + 1) !== "PRON" && at(i + 1) !== "NOUN")
+        pos[i] = "NOUN";
       // "a basket with handles": a verb form right after a preposition (not "to") is a noun.
       else if (!participle && prev === "ADP" && words[i - 1] !== "to") pos[i] = "NOUN";
       // "with black handles on", "two mirrors": a verb form right after a determiner or adjective is a noun.

@@ -6,6 +6,7 @@ import { z } from "zod";
 import { FEATURE_NAMES, type FeatureName } from "../profile/reference.ts";
 import { meanStd } from "../profile/stats.ts";
 import type { PromptFeatures } from "./features.ts";
+import { ConfigurationError } from "../../contracts/errors.ts";
 
 const finite = z.number().refine(Number.isFinite, "must be finite");
 
@@ -39,7 +40,7 @@ export function parseScoreModel(json: unknown): ScoreModel {
   const parsed = ScoreModelFileSchema.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new Error(`router weights: ${issue?.path.join(".") || "file"}: ${issue?.message}`);
+    throw new ConfigurationError(`router weights: ${issue?.path.join(".") || "file"}: ${issue?.message}`);
   }
   const f = parsed.data;
   const pick = (arr: number[]) => Float64Array.from(FEATURE_NAMES, (name) => arr[f.featureNames.indexOf(name)]);
@@ -60,7 +61,12 @@ export function toScoreModelFile(model: ScoreModel, extra: Record<string, unknow
 }
 
 /** Builds a score model whose means/stds (population) come from `rows` (each FEATURE_NAMES order). */
-export function fitNormalisation(rows: readonly ArrayLike<number>[], weights: ArrayLike<number>, source: string, intercept = 0): ScoreModel {
+export function fitNormalisation(
+  rows: readonly ArrayLike<number>[],
+  weights: ArrayLike<number>,
+  source: string,
+  intercept = 0,
+): ScoreModel {
   const means = new Float64Array(FEATURE_NAMES.length);
   const stds = new Float64Array(FEATURE_NAMES.length);
   for (let k = 0; k < FEATURE_NAMES.length; k++) {

@@ -49,7 +49,12 @@ const sigmoid = (z: number) => (z >= 0 ? 1 / (1 + Math.exp(-z)) : Math.exp(z) / 
  * Fits an L2-penalised linear model on `rows` (columns 0..dim−1) by truncated Newton with a
  * backtracking line search. Deterministic: the same rows give the same weights.
  */
-export function fitSparseLinear(rows: readonly SparseRow[], y: ArrayLike<number>, dim: number, options: SparseFitOptions): SparseLinearModel {
+export function fitSparseLinear(
+  rows: readonly SparseRow[],
+  y: ArrayLike<number>,
+  dim: number,
+  options: SparseFitOptions,
+): SparseLinearModel {
   const n = rows.length;
   if (n === 0) throw new Error("no training rows");
   if (y.length !== n) throw new Error(`${n} rows but ${y.length} targets`);

@@ -7,8 +7,24 @@ import model from "wink-eng-lite-web-model";
 
 /** Universal POS tag of a token (the tags wink-nlp and spaCy share). */
 export type PosTag =
-  | "ADJ" | "ADP" | "ADV" | "AUX" | "CCONJ" | "DET" | "INTJ" | "NOUN" | "NUM" | "PART"
-  | "PRON" | "PROPN" | "PUNCT" | "SCONJ" | "SYM" | "VERB" | "X" | "SPACE";
+  | "ADJ"
+  | "ADP"
+  | "ADV"
+  | "AUX"
+  | "CCONJ"
+  | "DET"
+  | "INTJ"
+  | "NOUN"
+  | "NUM"
+  | "PART"
+  | "PRON"
+  | "PROPN"
+  | "PUNCT"
+  | "SCONJ"
+  | "SYM"
+  | "VERB"
+  | "X"
+  | "SPACE";
 
 /** A tagged prompt: parallel arrays, one entry per token. */
 export interface TaggedPrompt {

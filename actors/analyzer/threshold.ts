@@ -4,6 +4,7 @@
  * holds `minSamples` scores it answers from a fixed reference distribution instead.
  */
 import { inTopShare, lowerBound, quantileSorted, upperBound } from "../profile/stats.ts";
+import { ConfigurationError } from "../../contracts/errors.ts";
 
 /** Options of a SlidingPercentileThreshold. */
 export interface SlidingPercentileOptions {
@@ -29,7 +30,7 @@ export class SlidingPercentileThreshold {
 
   constructor(options: SlidingPercentileOptions) {
     const capacity = Math.floor(options.capacity);
-    if (!(capacity >= 1)) throw new Error(`capacity must be ≥ 1, got ${options.capacity}`);
+    if (!(capacity >= 1)) throw new ConfigurationError(`capacity must be ≥ 1, got ${options.capacity}`);
     this.ring = new Float64Array(capacity);
     this.sorted = new Float64Array(capacity);
     this.reference = Float64Array.from(Array.from(options.reference as ArrayLike<number>).filter(Number.isFinite)).sort();

@@ -45,7 +45,10 @@ export interface ArtifactTickConfig {
  * Workers in registration (id) order, each to the first model in `decision.models` order with
  * a place left; workers beyond the decision's counts join its first model.
  */
-export function registrationOrderAssignment(workers: readonly WorkerInventoryItem[], models: PlanDecision["models"]): Record<string, string> {
+export function registrationOrderAssignment(
+  workers: readonly WorkerInventoryItem[],
+  models: PlanDecision["models"],
+): Record<string, string> {
   const left = Object.entries(models).map(([m, a]) => [m, a.workers] as [string, number]);
   const out: Record<string, string> = {};
   for (const w of [...workers].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))) {
@@ -59,7 +62,10 @@ export function registrationOrderAssignment(workers: readonly WorkerInventoryIte
 }
 
 /** One allocation: the plan to publish (null keeps the one in force), with the decision behind it. */
-export async function artifactTick(input: ArtifactTickInput, config: ArtifactTickConfig): Promise<{ plan: Plan | null; decision: PlanDecision }> {
+export async function artifactTick(
+  input: ArtifactTickInput,
+  config: ArtifactTickConfig,
+): Promise<{ plan: Plan | null; decision: PlanDecision }> {
   const snapshot: PlannerSnapshot = {
     nowMs: input.nowMs,
     demandQps: input.demandQps,
@@ -75,15 +81,19 @@ export async function artifactTick(input: ArtifactTickInput, config: ArtifactTic
   if (input.current && (decision.solverStatus === "Error" || decision.solverStatus === "Timeout")) return { plan: null, decision };
   const assignment = registrationOrderAssignment(input.workers, decision.models);
   const models: PlanDecision["models"] = {};
-  for (const m of Object.values(assignment)) models[m] = { workers: (models[m]?.workers ?? 0) + 1, batchSize: decision.models[m].batchSize };
-  const plan = decisionToPlan({ ...decision, models }, {
-    epoch: (input.current?.epoch ?? 0) + 1,
-    policy: config.policyName,
-    issuedAtMs: input.nowMs,
-    sloMs: config.sloMs,
-    timeScale: config.timeScale,
-    assignment,
-  });
+  for (const m of Object.values(assignment))
+    models[m] = { workers: (models[m]?.workers ?? 0) + 1, batchSize: decision.models[m].batchSize };
+  const plan = decisionToPlan(
+    { ...decision, models },
+    {
+      epoch: (input.current?.epoch ?? 0) + 1,
+      policy: config.policyName,
+      issuedAtMs: input.nowMs,
+      sloMs: config.sloMs,
+      timeScale: config.timeScale,
+      assignment,
+    },
+  );
   plan.demandQps = Math.round(input.demandQps * 100) / 100;
   return { plan, decision };
 }

@@ -45,7 +45,10 @@ export class ControllerLedger {
   /** Rows written so far (from the first tick that saw demand). */
   readonly rows: LedgerRow[] = [];
 
-  constructor(private readonly models: readonly string[], private readonly originMs: number) {
+  constructor(
+    private readonly models: readonly string[],
+    private readonly originMs: number,
+  ) {
     this.tracker = new SignalTracker(models);
     this.arrivalsSinceTick = new Map(models.map((m) => [m, 0]));
     this.arrivalsSinceRow = new Map(models.map((m) => [m, 0]));

@@ -24,7 +24,11 @@ function batchTerms(snapshot: PlannerSnapshot, m: ModelProfile): { b: number; la
 }
 
 /** Gives workers the solver left free to the models in use (the artifact leaves them on their old model). */
-function spread(snapshot: PlannerSnapshot, profiles: ProfileSet, counts: [string, number, number, number][]): Record<string, { workers: number; batchSize: number }> {
+function spread(
+  snapshot: PlannerSnapshot,
+  profiles: ProfileSet,
+  counts: [string, number, number, number][],
+): Record<string, { workers: number; batchSize: number }> {
   const needs: Record<string, ModelNeed> = {};
   for (const [name, workers, batchSize, loadQps] of counts) {
     const lat = latencyS(snapshot, profiles.byName.get(name)!, batchSize);
@@ -54,7 +58,12 @@ function pairGroups(table: readonly ParetoRow[], ids: number): ParetoRow[][] {
  * fewest workers, then the leftover spread. Infeasible everywhere, or no demand: every worker on
  * the table's lightest model at batch 1, reported as shed (the table's worst FID).
  */
-export async function hadisMilp(snapshot: PlannerSnapshot, profiles: ProfileSet, table: readonly ParetoRow[], solve: SolveFn): Promise<PlanDecision> {
+export async function hadisMilp(
+  snapshot: PlannerSnapshot,
+  profiles: ProfileSet,
+  table: readonly ParetoRow[],
+  solve: SolveFn,
+): Promise<PlanDecision> {
   const W = snapshot.workers.length;
   const D = snapshot.demandQps;
   const slo = snapshot.sloMs / 1000;
@@ -74,21 +83,44 @@ export async function hadisMilp(snapshot: PlannerSnapshot, profiles: ProfileSet,
       const n = (i: number, bs: number) => `n_${i}_${bs}`;
       const objective: Terms = rows.map((r, k) => [Math.round(r.fid * 100) * (W + 1), z(k)]);
       rows.forEach((_, k) => lp.binary(z(k)));
-      lp.constrain("one_row", rows.map((_, k) => [1, z(k)]), "=", 1);
+      lp.constrain(
+        "one_row",
+        rows.map((_, k) => [1, z(k)]),
+        "=",
+        1,
+      );
       const latency: Terms = [];
       const everyone: Terms = [];
       let delays = 0;
       models.forEach((m, i) => {
         const terms = batchTerms(snapshot, m);
-        lp.constrain(`one_batch_${i}`, terms.map((t) => [1, b(i, t.b)]), "=", 1);
+        lp.constrain(
+          `one_batch_${i}`,
+          terms.map((t) => [1, b(i, t.b)]),
+          "=",
+          1,
+        );
         for (const t of terms) {
           lp.binary(b(i, t.b)).integer(n(i, t.b), 0, W);
-          lp.constrain(`on_${i}_${t.b}`, [[1, n(i, t.b)], [-W, b(i, t.b)]], "<=", 0);
+          lp.constrain(
+            `on_${i}_${t.b}`,
+            [
+              [1, n(i, t.b)],
+              [-W, b(i, t.b)],
+            ],
+            "<=",
+            0,
+          );
           latency.push([t.lat, b(i, t.b)]);
           everyone.push([1, n(i, t.b)]);
           objective.push([1, n(i, t.b)]);
         }
-        lp.constrain(`cover_${i}`, [...terms.map((t): [number, string] => [t.cap, n(i, t.b)]), ...rows.map((r, k): [number, string] => [-D * ratio(r, m), z(k)])], ">=", 0);
+        lp.constrain(
+          `cover_${i}`,
+          [...terms.map((t): [number, string] => [t.cap, n(i, t.b)]), ...rows.map((r, k): [number, string] => [-D * ratio(r, m), z(k)])],
+          ">=",
+          0,
+        );
         delays += queueDelayS(snapshot, m.name, true);
       });
       lp.constrain("workers", everyone, "<=", W);
@@ -122,7 +154,9 @@ export async function hadisMilp(snapshot: PlannerSnapshot, profiles: ProfileSet,
   }
   if (best) return { ...best.decision, solveMs };
   // Shed (`allocateByMultiCascadeAlg`'s fallback): the lightest model of the table, no escalation.
-  const lightest = modelOrder(profiles).find((m) => usable.some((r) => r.lightId === m.referenceId || r.heavyId === m.referenceId)) ?? modelOrder(profiles)[0];
+  const lightest =
+    modelOrder(profiles).find((m) => usable.some((r) => r.lightId === m.referenceId || r.heavyId === m.referenceId)) ??
+    modelOrder(profiles)[0];
   const worst = usable.reduce((w, r) => Math.max(w, r.fid), Number.NEGATIVE_INFINITY);
   return {
     pair: { light: lightest.name, heavy: lightest.name },
@@ -139,7 +173,9 @@ export async function hadisMilp(snapshot: PlannerSnapshot, profiles: ProfileSet,
 
 /** FID of a plain cascade of the pair at heavy share `t` (`fid_vs_heavy_share`, linear between its 0.1 steps). */
 function cascadeFid(profiles: ProfileSet, light: ModelProfile, heavy: ModelProfile, t: number): number {
-  const curve = profiles.reference.fidVsHeavyShare.filter((r) => r.lightId === light.referenceId && r.heavyId === heavy.referenceId).sort((a, b) => a.heavyShare - b.heavyShare);
+  const curve = profiles.reference.fidVsHeavyShare
+    .filter((r) => r.lightId === light.referenceId && r.heavyId === heavy.referenceId)
+    .sort((a, b) => a.heavyShare - b.heavyShare);
   if (curve.length === 0) return Number.NaN;
   const i = curve.findIndex((r) => r.heavyShare >= t - 1e-9);
   if (i <= 0) return i === 0 ? curve[0].fid : curve[curve.length - 1].fid;
@@ -163,10 +199,21 @@ export async function diffserveIlp(snapshot: PlannerSnapshot, profiles: ProfileS
   const W = snapshot.workers.length;
   const D = snapshot.demandQps;
   const S = W + 1; // the artifact counts its sink among the servers
-  const decision = (x1: number, b1: number, x2: number, b2: number, t: number, why: string, solveMs?: number, spreadIt = false): PlanDecision => {
+  const decision = (
+    x1: number,
+    b1: number,
+    x2: number,
+    b2: number,
+    t: number,
+    why: string,
+    solveMs?: number,
+    spreadIt = false,
+  ): PlanDecision => {
     const counts: [string, number, number, number][] = [[light.name, x1, b1, D]];
     if (x2 > 0 || t > 0) counts.push([heavy.name, x2, b2, D * t]);
-    const models = spreadIt ? spread(snapshot, profiles, counts) : Object.fromEntries(counts.map(([m, x, bs]) => [m, { workers: x, batchSize: bs }]));
+    const models = spreadIt
+      ? spread(snapshot, profiles, counts)
+      : Object.fromEntries(counts.map(([m, x, bs]) => [m, { workers: x, batchSize: bs }]));
     return {
       pair: { light: light.name, heavy: heavy.name },
       routerThreshold: 0,
@@ -192,20 +239,48 @@ export async function diffserveIlp(snapshot: PlannerSnapshot, profiles: ProfileS
   const latency: Terms = [];
   const everyone: Terms = [];
   terms.forEach((ts, i) => {
-    lp.constrain(`one_batch_${i}`, ts.map((x) => [1, b(i, x.b)]), "<=", 1);
+    lp.constrain(
+      `one_batch_${i}`,
+      ts.map((x) => [1, b(i, x.b)]),
+      "<=",
+      1,
+    );
     for (const x of ts) {
       lp.binary(b(i, x.b)).integer(n(i, x.b), 0, W);
-      lp.constrain(`on_${i}_${x.b}`, [[1, n(i, x.b)], [-W, b(i, x.b)]], "<=", 0);
+      lp.constrain(
+        `on_${i}_${x.b}`,
+        [
+          [1, n(i, x.b)],
+          [-W, b(i, x.b)],
+        ],
+        "<=",
+        0,
+      );
       latency.push([x.lat, b(i, x.b)]);
       everyone.push([1, n(i, x.b)]);
       objective.push([-1, n(i, x.b)]);
     }
   });
   DIFFSERVE_GRID.forEach((_, k) => lp.binary(t(k)));
-  lp.constrain("one_t", DIFFSERVE_GRID.map((_, k) => [1, t(k)]), "<=", 1);
+  lp.constrain(
+    "one_t",
+    DIFFSERVE_GRID.map((_, k) => [1, t(k)]),
+    "<=",
+    1,
+  );
   lp.constrain("workers", everyone, "<=", W);
-  lp.constrain("light_cover", terms[0].map((x) => [x.cap, n(0, x.b)]), ">=", D);
-  lp.constrain("heavy_cover", [...terms[1].map((x): [number, string] => [x.cap, n(1, x.b)]), ...DIFFSERVE_GRID.map((v, k): [number, string] => [-D * v, t(k)])], ">=", 0);
+  lp.constrain(
+    "light_cover",
+    terms[0].map((x) => [x.cap, n(0, x.b)]),
+    ">=",
+    D,
+  );
+  lp.constrain(
+    "heavy_cover",
+    [...terms[1].map((x): [number, string] => [x.cap, n(1, x.b)]), ...DIFFSERVE_GRID.map((v, k): [number, string] => [-D * v, t(k)])],
+    ">=",
+    0,
+  );
   lp.constrain("slo", latency, "<=", snapshot.sloMs / 1000 - queueDelayS(snapshot, light.name) - queueDelayS(snapshot, heavy.name));
   lp.objectiveOf("Maximize", objective);
   const sol = await solve(lp.toString(), EXACT);
@@ -214,7 +289,7 @@ export async function diffserveIlp(snapshot: PlannerSnapshot, profiles: ProfileS
   const workersAt = (i: number) => terms[i].reduce((s, x) => s + Math.round(sol.columns[n(i, x.b)] ?? 0), 0);
   const k = DIFFSERVE_GRID.findIndex((_, i) => (sol.columns[t(i)] ?? 0) > 0.5);
   const share = k >= 0 ? DIFFSERVE_GRID[k] : 0;
-  const b2 = pick(1)?.b ?? (snapshot.current?.models[heavy.name]?.batchSize ?? 8);
+  const b2 = pick(1)?.b ?? snapshot.current?.models[heavy.name]?.batchSize ?? 8;
   return decision(workersAt(0), pick(0)?.b ?? 1, workersAt(1), b2, share, `demand ${D.toFixed(1)}`, sol.solveMs, true);
 }
 
@@ -246,11 +321,29 @@ export async function proteusIlp(snapshot: PlannerSnapshot, profiles: ProfileSet
   const allowed = models.map((m) => batchTerms(snapshot, m).filter((x) => x.lat * (1 + queueDelayS(snapshot, m.name)) <= slo));
   allowed.forEach((ts, i) => {
     if (ts.length === 0) return;
-    lp.constrain(`one_batch_${i}`, ts.map((x) => [1, b(i, x.b)]), "<=", 1);
-    lp.constrain(`at_least_one_${i}`, [...ts.map((x): [number, string] => [1, n(i, x.b)]), ...ts.map((x): [number, string] => [-1, b(i, x.b)])], ">=", 0);
+    lp.constrain(
+      `one_batch_${i}`,
+      ts.map((x) => [1, b(i, x.b)]),
+      "<=",
+      1,
+    );
+    lp.constrain(
+      `at_least_one_${i}`,
+      [...ts.map((x): [number, string] => [1, n(i, x.b)]), ...ts.map((x): [number, string] => [-1, b(i, x.b)])],
+      ">=",
+      0,
+    );
     ts.forEach((x, rank) => {
       lp.binary(b(i, x.b)).integer(n(i, x.b), 0, W);
-      lp.constrain(`on_${i}_${x.b}`, [[1, n(i, x.b)], [-W, b(i, x.b)]], "<=", 0);
+      lp.constrain(
+        `on_${i}_${x.b}`,
+        [
+          [1, n(i, x.b)],
+          [-W, b(i, x.b)],
+        ],
+        "<=",
+        0,
+      );
       objective.push([inv[i], n(i, x.b)], [-1e-5 * (rank + 1), b(i, x.b)]);
       throughput.push([x.cap, n(i, x.b)]);
       everyone.push([1, n(i, x.b)]);
@@ -272,8 +365,13 @@ export async function proteusIlp(snapshot: PlannerSnapshot, profiles: ProfileSet
     const x = ts.find((x) => (sol.columns[b(i, x.b)] ?? 0) > 0.5);
     if (x) out[models[i].name] = { workers: Math.round(sol.columns[n(i, x.b)] ?? 0), batchSize: x.b };
   });
-  const summary = Object.entries(out).map(([m, a]) => `${m} ${a.workers}×b${a.batchSize}`).join(", ");
-  return { ...sharedByWorkers(profiles, out, `proteus (artifact): ${summary} for demand ${D.toFixed(1)} × ${PROTEUS_DEMAND_WEIGHT}`), solveMs: sol.solveMs };
+  const summary = Object.entries(out)
+    .map(([m, a]) => `${m} ${a.workers}×b${a.batchSize}`)
+    .join(", ");
+  return {
+    ...sharedByWorkers(profiles, out, `proteus (artifact): ${summary} for demand ${D.toFixed(1)} × ${PROTEUS_DEMAND_WEIGHT}`),
+    solveMs: sol.solveMs,
+  };
 }
 
 /** The plan in force as a decision (what a failed allocation leaves running). */

@@ -73,7 +73,10 @@ export function policyFor(name: string, fidelity: Fidelity): PlannerPolicy {
   // The clairvoyant bound plans as hadis-plus does, with the demand the trace will bring (the simulator's `demandOracle`).
   // It is our design's bound: the artifact's planners see the in-flight backlog (its `demand` switch), which
   // an oracle of arrivals does not tell, so a run of it there measured nothing (violations of 0.03-0.36).
-  if (name === CLAIRVOYANT && fidelity.on.has("demand")) throw new RangeError("policy clairvoyant is the bound of the native fidelity: the artifact's demand signal is the in-flight backlog, which an arrival oracle does not give (run it with --fidelity native, or --mechanisms without demand)");
+  if (name === CLAIRVOYANT && fidelity.on.has("demand"))
+    throw new RangeError(
+      "policy clairvoyant is the bound of the native fidelity: the artifact's demand signal is the in-flight backlog, which an arrival oracle does not give (run it with --fidelity native, or --mechanisms without demand)",
+    );
   const native = getPolicy(name === CLAIRVOYANT ? "hadis-plus" : name);
   return usesArtifactAllocator(name, fidelity) ? artifactAllocator(name) : native;
 }

@@ -53,7 +53,11 @@ export function modelById(profiles: ProfileSet, id: number): ModelProfile | unde
 }
 
 /** Several models sharing traffic by worker count (`routerMode: "workers"`); `models` in assignment order. */
-export function sharedByWorkers(profiles: ProfileSet, models: Record<string, { workers: number; batchSize: number }>, reason: string): PlanDecision {
+export function sharedByWorkers(
+  profiles: ProfileSet,
+  models: Record<string, { workers: number; batchSize: number }>,
+  reason: string,
+): PlanDecision {
   const used = modelOrder(profiles).filter((m) => (models[m.name]?.workers ?? 0) > 0);
   const total = used.reduce((s, m) => s + models[m.name].workers, 0);
   const light = used[0]?.name ?? profiles.models[0].name;
@@ -119,7 +123,10 @@ export function infaasDecision(snapshot: PlannerSnapshot, profiles: ProfileSet):
   const byFid = [...profiles.models].sort((a, b) => fidWeight(a) - fidWeight(b));
   const worst = byFid.length - 1;
   const current = snapshot.current;
-  const held = current?.policy === "infaas-acc" && current.pair.light === current.pair.heavy ? byFid.findIndex((m) => m.name === current.pair.light) : -1;
+  const held =
+    current?.policy === "infaas-acc" && current.pair.light === current.pair.heavy
+      ? byFid.findIndex((m) => m.name === current.pair.light)
+      : -1;
   let idx = Math.max(0, held);
   let bs = largestFittingBatch(snapshot, byFid[idx]);
   if (bs === null) {
@@ -148,5 +155,10 @@ export function infaasDecision(snapshot: PlannerSnapshot, profiles: ProfileSet):
   const m = byFid[idx];
   const b = largestFittingBatch(snapshot, m);
   if (b === null) return roundRobin(snapshot, profiles, `infaas-acc (artifact): ${m.name} fits no batch`);
-  return allOn(snapshot, m, b, `infaas-acc (artifact): ${step} ${from} → ${m.name} (expected ${expected.toFixed(2)} s, queue ${totalQueue.toFixed(1)})`);
+  return allOn(
+    snapshot,
+    m,
+    b,
+    `infaas-acc (artifact): ${step} ${from} → ${m.name} (expected ${expected.toFixed(2)} s, queue ${totalQueue.toFixed(1)})`,
+  );
 }

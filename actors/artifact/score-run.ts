@@ -32,7 +32,9 @@ export type FidelityScore = RunScore & {
 };
 
 /** Scores a run under `fidelity`; `rows` are the controller's per-second rows of the run. */
-export function scoreWithFidelity(input: ScoreInput & { fidelity: Fidelity; rows: readonly LedgerRow[]; profiles: ProfileSet }): FidelityScore {
+export function scoreWithFidelity(
+  input: ScoreInput & { fidelity: Fidelity; rows: readonly LedgerRow[]; profiles: ProfileSet },
+): FidelityScore {
   const pooled = scoreRun(input);
   if (!has(input.fidelity, "scoring")) return { ...pooled, fidelity: input.fidelity.name, scoring: "pooled" };
   const art = scoreArtifactRows(input.rows, fidSourceOf(input.policy), artifactFidTables(input.profiles), PLOT_ROWS);
@@ -42,7 +44,13 @@ export function scoreWithFidelity(input: ScoreInput & { fidelity: Fidelity; rows
     ...pooled,
     sloViolationRatio: art.sloViolationRatio,
     fid: art.fid,
-    windows: points.map((p) => ({ startMs: p.startMs, demandQps: demandAt(p.startMs), offered: 0, fid: p.fid, sloViolationRatio: p.sloViolationRatio })),
+    windows: points.map((p) => ({
+      startMs: p.startMs,
+      demandQps: demandAt(p.startMs),
+      offered: 0,
+      fid: p.fid,
+      sloViolationRatio: p.sloViolationRatio,
+    })),
     fidelity: input.fidelity.name,
     scoring: "artifact",
     pooled: { sloViolationRatio: pooled.sloViolationRatio, fid: pooled.fid },

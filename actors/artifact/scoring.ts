@@ -46,7 +46,10 @@ export function densify(values: readonly number[]): number[] {
 export function mixFidOf(counts: readonly number[], tables: ArtifactFidTables): number {
   const total = counts.reduce((s, c) => s + c, 0);
   const shares = counts.map((c) => (total > 0 ? roundHalfEven(c / total / 0.05) * 0.05 : 0));
-  const active = shares.map((s, i) => [s, i] as const).filter(([s]) => s > 0).map(([, i]) => i);
+  const active = shares
+    .map((s, i) => [s, i] as const)
+    .filter(([s]) => s > 0)
+    .map(([, i]) => i);
   if (active.length === 0) return tables.single[0];
   if (active.length === 1) return tables.single[active[0]];
   const [first, second] = active;
@@ -97,7 +100,12 @@ export interface ArtifactScore {
  * Scores rows as the plot does: from the first row with an outcome, `lengthRows` rows (fewer
  * when the run has fewer, whole windows only), windows of 5, smoothing of 5, means.
  */
-export function scoreArtifactRows(rows: readonly LedgerRow[], source: FidSource, tables: ArtifactFidTables, lengthRows: number): ArtifactScore {
+export function scoreArtifactRows(
+  rows: readonly LedgerRow[],
+  source: FidSource,
+  tables: ArtifactFidTables,
+  lengthRows: number,
+): ArtifactScore {
   const firstServed = rows.findIndex((r) => r.total > 0);
   const offset = firstServed < 0 ? 0 : Math.min(firstServed, Math.max(rows.length - lengthRows, 0));
   const usable = Math.min(lengthRows, Math.floor((rows.length - offset) / ROWS_PER_POINT) * ROWS_PER_POINT);

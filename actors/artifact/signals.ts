@@ -14,7 +14,11 @@ export class WindowedEwma {
    * @param halfLifeSteps half-life in samples (3)
    * @param window samples kept (20)
    */
-  constructor(initial: number[] = [], halfLifeSteps = 3, private readonly window = 20) {
+  constructor(
+    initial: number[] = [],
+    halfLifeSteps = 3,
+    private readonly window = 20,
+  ) {
     this.samples = [...initial];
     this.alpha = 1 - Math.pow(2, -1 / halfLifeSteps);
   }
@@ -74,7 +78,11 @@ export class SignalTracker {
       this.queue.set(m, new WindowedEwma([0]));
       this.load.set(m, new WindowedEwma([0]));
     }
-    this.current = { demand: 0, queueLength: Object.fromEntries(models.map((m) => [m, 0])), arrivals: Object.fromEntries(models.map((m) => [m, 0])) };
+    this.current = {
+      demand: 0,
+      queueLength: Object.fromEntries(models.map((m) => [m, 0])),
+      arrivals: Object.fromEntries(models.map((m) => [m, 0])),
+    };
   }
 
   /** Folds in one tick's sample and returns the signals the planners now read. */

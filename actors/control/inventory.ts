@@ -20,7 +20,13 @@ export class WorkerInventory {
       this.workers.delete(beat.workerId);
       return;
     }
-    this.workers.set(beat.workerId, { id: beat.workerId, model: beat.model, state: beat.state, lastSeenMs: nowMs, swapsTotal: beat.swapsTotal });
+    this.workers.set(beat.workerId, {
+      id: beat.workerId,
+      model: beat.model,
+      state: beat.state,
+      lastSeenMs: nowMs,
+      swapsTotal: beat.swapsTotal,
+    });
   }
 
   /** Workers heard from within `silentAfterMs`, sorted by id; older ones are dropped. */

@@ -50,7 +50,10 @@ export function planCapacityQps(plan: Plan, profiles: ProfileSet): number {
   const shares: [string, number][] =
     plan.pair.light === plan.pair.heavy
       ? [[plan.pair.light, 1]]
-      : [[plan.pair.light, 1 - plan.routerThreshold], [plan.pair.heavy, plan.heavyShare]];
+      : [
+          [plan.pair.light, 1 - plan.routerThreshold],
+          [plan.pair.heavy, plan.heavyShare],
+        ];
   let best = Number.POSITIVE_INFINITY;
   for (const [m, share] of shares) if (share > 0) best = Math.min(best, (capacity[m] ?? 0) / share);
   return Number.isFinite(best) ? best : 0;
@@ -122,7 +125,14 @@ const POLICY_ROUTER_MODE: Record<string, Plan["routerMode"]> = { proteus: "rando
 function sameConfiguration(a: Plan, b: Plan): boolean {
   const key = (p: Plan) =>
     JSON.stringify([
-      p.policy, p.pair, p.routerThreshold, p.routerMode ?? "difficulty", p.discThreshold, p.sloMs, p.degraded ?? 0, p.admission?.routers ?? 1,
+      p.policy,
+      p.pair,
+      p.routerThreshold,
+      p.routerMode ?? "difficulty",
+      p.discThreshold,
+      p.sloMs,
+      p.degraded ?? 0,
+      p.admission?.routers ?? 1,
       Object.entries(p.models).sort(([x], [y]) => (x < y ? -1 : 1)),
       Object.entries(p.assignment).sort(([x], [y]) => (x < y ? -1 : 1)),
     ]);
@@ -153,7 +163,12 @@ function modelCapacityQps(plan: Plan | null, profiles: ProfileSet): Record<strin
  * rate is floored at half the model's capacity: otherwise two items queued at 0.1 qps would
  * read as a 20 s wait and the planner would flee to the cheapest pair.
  */
-export function estimateQueueDelays(depth: Record<string, number>, arrivals: Record<string, number>, capacity: Record<string, number>, safety: number): Record<string, number> {
+export function estimateQueueDelays(
+  depth: Record<string, number>,
+  arrivals: Record<string, number>,
+  capacity: Record<string, number>,
+  safety: number,
+): Record<string, number> {
   const out: Record<string, number> = {};
   for (const [model, n] of Object.entries(depth)) {
     out[model] = queueDelayMs(n, Math.max(arrivals[model] ?? 0, 0.5 * (capacity[model] ?? 0)), safety);
@@ -195,7 +210,12 @@ function configurationOf(plan: Plan, alive: WorkerInventoryItem[]): PlanDecision
 /** Runs one control tick. Never throws for a policy failure: the outcome says what was held. */
 export async function controlTick(state: ControlState, obs: TickObservation, config: TickConfig): Promise<TickOutcome> {
   const demandQps = obs.demandQps ?? state.demand.update(obs.arrivalsQps, obs.nowMs);
-  const delays = estimateQueueDelays(obs.queueDepth, modelArrivalQps(obs.current, demandQps), modelCapacityQps(obs.current, config.profiles), config.queueSafety);
+  const delays = estimateQueueDelays(
+    obs.queueDepth,
+    modelArrivalQps(obs.current, demandQps),
+    modelCapacityQps(obs.current, config.profiles),
+    config.queueSafety,
+  );
   const snapshot: PlannerSnapshot = {
     nowMs: obs.nowMs,
     demandQps,
@@ -211,12 +231,17 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
     ...(obs.signals ? { signals: obs.signals } : {}),
   };
   const caps = obs.batchCaps ?? new Map<string, number>();
-  const pool = withBatchCaps(config.fixedModels ? config.profiles : withoutModels(config.profiles, new Set(obs.unavailableModels ?? [])), caps);
+  const pool = withBatchCaps(
+    config.fixedModels ? config.profiles : withoutModels(config.profiles, new Set(obs.unavailableModels ?? [])),
+    caps,
+  );
   const left = config.profiles.models.filter((m) => !pool.byName.has(m.name)).map((m) => m.name);
   /** A decision with no batch above its model's cap (policies that choose batches already keep to them; a configuration does not). */
   const withinCaps = (d: PlanDecision): PlanDecision => ({
     ...d,
-    models: Object.fromEntries(Object.entries(d.models).map(([m, a]) => [m, { ...a, batchSize: Math.min(a.batchSize, caps.get(m) ?? a.batchSize) }])),
+    models: Object.fromEntries(
+      Object.entries(d.models).map(([m, a]) => [m, { ...a, batchSize: Math.min(a.batchSize, caps.get(m) ?? a.batchSize) }]),
+    ),
   });
   let decision = withinCaps(await config.policy(snapshot, pool, config.solve));
   const without = left.length > 0 ? `; without ${left.join(", ")} (failing on workers)` : "";
@@ -224,7 +249,15 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   const suffix = without + (capped.length > 0 ? `; batches ${capped.join(", ")} (workers' caps)` : "");
   if (suffix) decision = { ...decision, reason: `${decision.reason}${suffix}` };
   const excluded = { models: left, workers: [...(obs.benchedWorkers ?? [])] };
-  const outcome = (plan: Plan | null, verdict: DampingVerdict | null, swapped: string[], held?: string): TickOutcome => ({ plan, snapshot, decision, verdict, swapped, held, excluded });
+  const outcome = (plan: Plan | null, verdict: DampingVerdict | null, swapped: string[], held?: string): TickOutcome => ({
+    plan,
+    snapshot,
+    decision,
+    verdict,
+    swapped,
+    held,
+    excluded,
+  });
   const live = new Set(obs.workers.map((w) => w.id));
   // A worker gone is forgotten (ids are fresh with every worker process: kept, they piled up for good).
   for (const id of Object.keys(state.lastSwapAtMs)) if (!live.has(id)) delete state.lastSwapAtMs[id];
@@ -232,9 +265,13 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   /** The plan in force gives workers to a model that is failing: it is replaced, whatever damping says. */
   const strandsWork = current !== null && Object.entries(current.models).some(([m, a]) => a.workers > 0 && !pool.byName.has(m));
   /** The plan in force runs a batch above its workers' cap: kept (if damping keeps it), but within the caps. */
-  const overCap = current !== null && Object.entries(current.models).some(([m, a]) => a.workers > 0 && a.batchSize > (caps.get(m) ?? Number.POSITIVE_INFINITY));
+  const overCap =
+    current !== null &&
+    Object.entries(current.models).some(([m, a]) => a.workers > 0 && a.batchSize > (caps.get(m) ?? Number.POSITIVE_INFINITY));
   /** Workers that died or joined since the plan in force: reflected at once, whatever else holds. */
-  const inventoryChanged = current !== null && (Object.keys(current.assignment).some((id) => !live.has(id)) || obs.workers.some((w) => !(w.id in current.assignment)));
+  const inventoryChanged =
+    current !== null &&
+    (Object.keys(current.assignment).some((id) => !live.has(id)) || obs.workers.some((w) => !(w.id in current.assignment)));
   /** The plan in force as it runs now: its configuration on the workers alive, within the caps. */
   const inForce = current ? withinCaps(configurationOf(current, obs.workers)) : null;
   /** That, as a plan: what shortfall and damping judge (not the plan as written, with its dead workers and capped batches). */
@@ -249,7 +286,11 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
     // gave (every worker on the lightest model) goes on to damping, which replaces such a plan.
     if (!runningShort && !strandsWork) {
       if (!inventoryChanged && !overCap) return outcome(null, null, [], `solver ${decision.solverStatus}: keeping epoch ${current.epoch}`);
-      decision = { ...inForce, reason: `solver ${decision.solverStatus}: configuration of epoch ${current.epoch} on the workers alive now${suffix}`, solverStatus: decision.solverStatus };
+      decision = {
+        ...inForce,
+        reason: `solver ${decision.solverStatus}: configuration of epoch ${current.epoch} on the workers alive now${suffix}`,
+        solverStatus: decision.solverStatus,
+      };
     }
   }
 
@@ -275,7 +316,8 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   /** Adopts `plan`: every worker whose model it changes (joiners included) starts its dwell now. */
   const adopt = (plan: Plan, verdict: DampingVerdict | null): TickOutcome => {
     const swapped = swappedWorkers(held, plan.assignment);
-    for (const w of obs.workers) if (plan.assignment[w.id] !== undefined && plan.assignment[w.id] !== holdingOf(w, held)) state.lastSwapAtMs[w.id] = obs.nowMs;
+    for (const w of obs.workers)
+      if (plan.assignment[w.id] !== undefined && plan.assignment[w.id] !== holdingOf(w, held)) state.lastSwapAtMs[w.id] = obs.nowMs;
     return outcome(plan, verdict, swapped);
   };
   const candidate = planOf(decision);
@@ -300,5 +342,8 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
   // Unless that leaves a model of the pair without a worker (its last one died): then the
   // policy's configuration for the workers alive now, which gives every model it uses one.
   if (pairUnserved) return adopt(candidate, verdict);
-  return adopt(planOf({ ...inForce!, reason: `${verdict.reason}; configuration of epoch ${current!.epoch} on the workers alive now${suffix}` }), verdict);
+  return adopt(
+    planOf({ ...inForce!, reason: `${verdict.reason}; configuration of epoch ${current!.epoch} on the workers alive now${suffix}` }),
+    verdict,
+  );
 }

@@ -4,11 +4,12 @@
  * sigma to the next, x ← x + (σₙₑₓₜ − σ)·v, down to σ = 0. Sigmas are shifted toward the noisy end
  * (σ' = s·σ / (1 + (s − 1)·σ), `shift`, 3.0 for SD3/SD3.5); the model's timestep is σ·1000.
  */
-import type { Scheduler, SchedulerConfig } from "./scheduler.ts";
+import { SchedulerKind, type Scheduler, type SchedulerConfig } from "./scheduler-types.ts";
 import { refusedOptions, type RefusalTable } from "./refused-options.ts";
+import { ModelExportError } from "../../contracts/errors.ts";
 
 /** The class name in `scheduler_config.json`. */
-export const FLOW_MATCH_EULER = "FlowMatchEulerDiscreteScheduler";
+export const FLOW_MATCH_EULER = SchedulerKind.FlowMatchEuler;
 
 /** The fields of a flow-matching `scheduler_config.json` read here (diffusers' defaults apply). */
 export interface FlowMatchConfig extends SchedulerConfig {
@@ -66,13 +67,15 @@ export function flowMatchSigmas(config: FlowMatchConfig, steps: number): number[
 
 /** Flow-matching Euler for `steps` steps. */
 export function flowMatchScheduler(config: FlowMatchConfig, steps: number): Scheduler {
-  if (!Number.isInteger(steps) || steps < 1) throw new Error(`scheduler: steps must be a whole number from 1 (got ${steps})`);
+  if (!Number.isInteger(steps) || steps < 1) throw new ModelExportError(`scheduler: steps must be a whole number from 1 (got ${steps})`);
   const refused = refusedOptions(config, FLOW_UNIMPLEMENTED);
   if (refused.length > 0) {
-    throw new Error(`scheduler: ${refused.join(", ")} change the sampling in ways ${FLOW_MATCH_EULER} here does not implement (the images would differ from diffusers' without any error); set the default or use an export without them`);
+    throw new ModelExportError(
+      `scheduler: ${refused.join(", ")} change the sampling in ways ${FLOW_MATCH_EULER} here does not implement (the images would differ from diffusers' without any error); set the default or use an export without them`,
+    );
   }
   const shift = config.shift ?? 1;
-  if (!(shift > 0)) throw new Error(`scheduler: shift must be positive (got ${shift})`);
+  if (!(shift > 0)) throw new ModelExportError(`scheduler: shift must be positive (got ${shift})`);
   const sigmas = flowMatchSigmas(config, steps);
   const n = config.num_train_timesteps ?? 1000;
   return {

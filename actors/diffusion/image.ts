@@ -110,7 +110,8 @@ export function clipPixelValues(image: RgbImage, size = CLIP_IMAGE_SIZE): Float3
   const long = Math.max(image.width, image.height);
   // The whole image is resized before the crop: a 262144×64 strip (50 kB of PNG) would take a
   // gigabyte and seconds of the judge's one thread. No generated image is that long.
-  if (long > MAX_CLIP_ASPECT * short) throw new Error(`image of ${image.width}x${image.height}: aspect ratio beyond ${MAX_CLIP_ASPECT}:1, not judged`);
+  if (long > MAX_CLIP_ASPECT * short)
+    throw new Error(`image of ${image.width}x${image.height}: aspect ratio beyond ${MAX_CLIP_ASPECT}:1, not judged`);
   const longOut = Math.trunc((size * long) / short);
   const [w, h] = image.width <= image.height ? [size, longOut] : [longOut, size];
   const resized = resizeBicubic(image, w, h);

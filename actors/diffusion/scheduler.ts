@@ -7,63 +7,10 @@
 
 import { FLOW_MATCH_EULER, flowMatchScheduler } from "./flow-match.ts";
 import { refusedOptions, type RefusalTable } from "./refused-options.ts";
+import { SchedulerKind, type Scheduler, type SchedulerConfig } from "./scheduler-types.ts";
+import { ModelExportError } from "../../contracts/errors.ts";
 
-/** The scheduler families implemented here and in flow-match.ts. */
-export const SchedulerKind = {
-  EulerDiscrete: "EulerDiscreteScheduler",
-  EulerAncestral: "EulerAncestralDiscreteScheduler",
-  Ddim: "DDIMScheduler",
-  Lcm: "LCMScheduler",
-  /** SD3/SD3.5: only for flow-matching models (flow-match.ts). */
-  FlowMatchEuler: FLOW_MATCH_EULER,
-} as const;
-/** One scheduler family. */
-export type SchedulerKind = (typeof SchedulerKind)[keyof typeof SchedulerKind];
-
-/** The fields of `scheduler_config.json` these schedulers read (diffusers defaults apply). */
-export interface SchedulerConfig {
-  _class_name?: string;
-  num_train_timesteps?: number;
-  beta_start?: number;
-  beta_end?: number;
-  beta_schedule?: string;
-  prediction_type?: string;
-  timestep_spacing?: string;
-  steps_offset?: number;
-  set_alpha_to_one?: boolean;
-  /** DDIM: clamp the predicted x0 to ±clip_sample_range (diffusers' default: true, 1). */
-  clip_sample?: boolean;
-  clip_sample_range?: number;
-  /** Read only to refuse a value other than their default (see UNIMPLEMENTED). */
-  use_karras_sigmas?: boolean;
-  use_exponential_sigmas?: boolean;
-  use_beta_sigmas?: boolean;
-  rescale_betas_zero_snr?: boolean;
-  thresholding?: boolean;
-  timestep_type?: string;
-  interpolation_type?: string;
-  final_sigmas_type?: string;
-  original_inference_steps?: number;
-  timestep_scaling?: number;
-}
-
-/** A configured schedule for a fixed number of steps. */
-export interface Scheduler {
-  readonly kind: SchedulerKind;
-  /** The model timestep for each step, in order. */
-  readonly timesteps: readonly number[];
-  /** Multiplier of unit Gaussian noise for the initial latents. */
-  readonly initNoiseSigma: number;
-  /** Noise levels per step plus a final 0 (Euler family only). */
-  readonly sigmas?: readonly number[];
-  /** Scales the denoiser input at step `index` (Euler divides by sqrt(sigma²+1)). */
-  scaleModelInput(sample: Float32Array, index: number): Float32Array;
-  /**
-   * One denoising step from step `index`; `drawNoise` supplies unit Gaussian noise of the
-   * sample's length for the stochastic schedulers (ancestral, LCM).
-   */
-  step(modelOutput: Float32Array, index: number, sample: Float32Array, drawNoise: () => Float32Array): Float32Array;
-}
+export { SchedulerKind, type Scheduler, type SchedulerConfig };
 
 /** Training schedule: `alphas_cumprod` in float32 as diffusers keeps it. */
 export function alphasCumprod(config: SchedulerConfig): Float32Array {
@@ -76,7 +23,7 @@ export function alphasCumprod(config: SchedulerConfig): Float32Array {
     const f = n === 1 ? 0 : i / (n - 1);
     if (schedule === "scaled_linear") betas[i] = (Math.sqrt(start) + f * (Math.sqrt(end) - Math.sqrt(start))) ** 2;
     else if (schedule === "linear") betas[i] = start + f * (end - start);
-    else throw new Error(`scheduler: unsupported beta_schedule "${schedule}"`);
+    else throw new ModelExportError(`scheduler: unsupported beta_schedule "${schedule}"`);
   }
   const out = new Float32Array(n);
   let prod = 1;
@@ -102,7 +49,7 @@ export function spacedTimesteps(config: SchedulerConfig, steps: number, defaultS
   const n = config.num_train_timesteps ?? 1000;
   const spacing = config.timestep_spacing ?? defaultSpacing;
   const offset = config.steps_offset ?? 0;
-  if (steps < 1 || steps > n) throw new Error(`scheduler: steps ${steps} outside 1..${n}`);
+  if (steps < 1 || steps > n) throw new ModelExportError(`scheduler: steps ${steps} outside 1..${n}`);
   const out: number[] = [];
   if (spacing === "leading") {
     // An integer stride: the products are whole numbers, nothing to round.
@@ -119,7 +66,7 @@ export function spacedTimesteps(config: SchedulerConfig, steps: number, defaultS
     const step = steps === 1 ? 0 : (n - 1) / (steps - 1);
     for (let i = steps - 1; i >= 0; i--) out.push(i === steps - 1 && steps > 1 ? n - 1 : i * step);
   } else {
-    throw new Error(`scheduler: unsupported timestep_spacing "${spacing}"`);
+    throw new ModelExportError(`scheduler: unsupported timestep_spacing "${spacing}"`);
   }
   return out;
 }
@@ -143,7 +90,7 @@ function predictX0(kind: string, out: number, x: number, alpha: number): number 
 function checkPrediction(config: SchedulerConfig): string {
   const kind = config.prediction_type ?? "epsilon";
   if (kind !== "epsilon" && kind !== "v_prediction" && kind !== "sample") {
-    throw new Error(`scheduler: unsupported prediction_type "${kind}"`);
+    throw new ModelExportError(`scheduler: unsupported prediction_type "${kind}"`);
   }
   return kind;
 }
@@ -200,20 +147,20 @@ export function ddimScheduler(config: SchedulerConfig, steps: number): Scheduler
   const prediction = checkPrediction(config);
   const ac = alphasCumprod(config);
   const n = config.num_train_timesteps ?? 1000;
-  const finalAlpha = config.set_alpha_to_one ?? true ? 1 : ac[0];
+  const finalAlpha = (config.set_alpha_to_one ?? true) ? 1 : ac[0];
   const timesteps = spacedTimesteps(config, steps, "leading").map(roundHalfEven);
   // Leading spacing with steps_offset can reach t = n (e.g. 1000 steps, offset 1), past the
   // alphas table; diffusers fails there too (IndexError in step), so fail before sampling.
   if (timesteps[0] >= n) {
     const offset = config.steps_offset ?? 0;
-    throw new Error(
+    throw new ModelExportError(
       `scheduler: DDIM timestep ${timesteps[0]} is past the ${n} training timesteps ` +
         `(steps ${steps}, steps_offset ${offset}); use fewer steps`,
     );
   }
   const stride = Math.floor(n / steps);
   // diffusers clamps the predicted x0 unless the config says `clip_sample: false` (SD's configs do).
-  const clip = config.clip_sample ?? true ? (config.clip_sample_range ?? 1) : Number.POSITIVE_INFINITY;
+  const clip = (config.clip_sample ?? true) ? (config.clip_sample_range ?? 1) : Number.POSITIVE_INFINITY;
   return {
     kind: SchedulerKind.Ddim,
     timesteps,
@@ -250,8 +197,8 @@ export function lcmScheduler(config: SchedulerConfig, steps: number): Scheduler 
   const n = config.num_train_timesteps ?? 1000;
   const original = config.original_inference_steps ?? 50;
   const scaling = config.timestep_scaling ?? 10;
-  const finalAlpha = config.set_alpha_to_one ?? true ? 1 : ac[0];
-  if (steps > original) throw new Error(`scheduler: LCM steps ${steps} > original_inference_steps ${original}`);
+  const finalAlpha = (config.set_alpha_to_one ?? true) ? 1 : ac[0];
+  if (steps > original) throw new ModelExportError(`scheduler: LCM steps ${steps} > original_inference_steps ${original}`);
   const k = Math.floor(n / original);
   const origin: number[] = [];
   for (let i = original; i >= 1; i--) origin.push(i * k - 1);
@@ -311,7 +258,7 @@ function unsupportedClassError(kind: string | undefined): Error {
   // Flow-matching models predict a velocity over sigmas in [0, 1]; DDPM-beta Euler sigmas would
   // run without error and produce noise, hence the explicit note.
   const flow = kind?.includes("FlowMatch") ? ` Of the flow-matching schedulers only ${FLOW_MATCH_EULER} (SD3, SD3.5) is implemented.` : "";
-  return new Error(
+  return new ModelExportError(
     `scheduler: unsupported scheduler ${named}; supported: ${Object.values(SchedulerKind).join(", ")}` +
       ` (${EULER_STAND_IN_CLASSES.join(", ")} run as ${SchedulerKind.EulerDiscrete}).${flow}`,
   );
@@ -326,7 +273,9 @@ export function createScheduler(config: SchedulerConfig, steps: number, override
   const kind = override ?? config._class_name;
   const unimplemented = refusedOptions(config, UNIMPLEMENTED);
   if (unimplemented.length > 0) {
-    throw new Error(`scheduler: ${unimplemented.join(", ")} change the sampling in ways these schedulers do not implement (the images would differ from diffusers' without any error); set the default or use an export without them`);
+    throw new ModelExportError(
+      `scheduler: ${unimplemented.join(", ")} change the sampling in ways these schedulers do not implement (the images would differ from diffusers' without any error); set the default or use an export without them`,
+    );
   }
   switch (kind) {
     case SchedulerKind.EulerDiscrete:

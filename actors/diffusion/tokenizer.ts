@@ -3,6 +3,7 @@
  * the text, split with CLIP's pre-tokenizer regex, map bytes to unicode, apply merges with
  * an `</w>` end-of-word marker, wrap in bos/eos and pad to a fixed length.
  */
+import { ModelExportError } from "../../contracts/errors.ts";
 
 /** CLIP's begin-of-text id in the published vocabulary. */
 export const CLIP_BOS_TOKEN = "<|startoftext|>";
@@ -16,8 +17,7 @@ const CLIP_MAX_MERGES = 49152 - 256 - 2;
 const MAX_CACHED_WORD = 64;
 
 /** CLIP's pre-tokenizer: special tokens, English contractions, letter runs, single digits, symbol runs. */
-const CLIP_SPLIT =
-  /<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+/giu;
+const CLIP_SPLIT = /<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+/giu;
 
 /** GPT-2/CLIP byte → printable unicode character table. */
 export function bytesToUnicode(): string[] {
@@ -76,7 +76,7 @@ export class ClipTokenizer {
 
   private idOf(token: string): number {
     const id = this.vocab.get(token);
-    if (id === undefined) throw new Error(`tokenizer vocabulary has no token ${JSON.stringify(token)}`);
+    if (id === undefined) throw new ModelExportError(`tokenizer vocabulary has no token ${JSON.stringify(token)}`);
     return id;
   }
 
@@ -145,7 +145,7 @@ export class ClipTokenizer {
       const first = word[best];
       const second = word[best + 1];
       const merged: string[] = [];
-      for (let i = 0; i < word.length; ) {
+      for (let i = 0; i < word.length;) {
         if (i < word.length - 1 && word[i] === first && word[i + 1] === second) {
           merged.push(first + second);
           i += 2;

@@ -6,6 +6,7 @@
  * close to NFKC; a prompt it maps differently (rare control or compatibility characters) may
  * tokenize differently from the reference.
  */
+import { ModelExportError } from "../../contracts/errors.ts";
 
 /** The `▁` that stands for a space in SentencePiece pieces. */
 export const METASPACE = "\u2581";
@@ -33,13 +34,21 @@ export class UnigramTokenizer {
   /** The longest piece, in UTF-16 code units: no candidate is longer. */
   private readonly longest: number;
 
-  constructor(vocab: readonly (readonly [string, number])[], private readonly opts: UnigramOptions) {
+  constructor(
+    vocab: readonly (readonly [string, number])[],
+    private readonly opts: UnigramOptions,
+  ) {
     this.scores = vocab.map(([, score]) => score);
     vocab.forEach(([piece], id) => {
       if (!this.ids.has(piece)) this.ids.set(piece, id);
     });
-    for (const [name, id] of [["unkId", opts.unkId], ["eosId", opts.eosId], ["padId", opts.padId]] as const) {
-      if (!Number.isInteger(id) || id < 0 || id >= vocab.length) throw new Error(`unigram tokenizer: ${name} ${id} is not in the vocabulary of ${vocab.length}`);
+    for (const [name, id] of [
+      ["unkId", opts.unkId],
+      ["eosId", opts.eosId],
+      ["padId", opts.padId],
+    ] as const) {
+      if (!Number.isInteger(id) || id < 0 || id >= vocab.length)
+        throw new ModelExportError(`unigram tokenizer: ${name} ${id} is not in the vocabulary of ${vocab.length}`);
     }
     this.unkScore = Math.min(...this.scores) - UNK_PENALTY;
     this.longest = vocab.reduce((n, [piece]) => Math.max(n, piece.length), 1);
@@ -106,15 +115,16 @@ export class UnigramTokenizer {
  */
 export function unigramFromJson(json: unknown, maxLength: number, names: { eos?: string; pad?: string } = {}): UnigramTokenizer {
   const model = (json as { model?: { type?: unknown; vocab?: unknown; unk_id?: unknown } } | null)?.model;
-  if (model?.type !== "Unigram") throw new Error(`model type ${JSON.stringify(model?.type)}; only a Unigram (SentencePiece, T5) tokenizer is read here`);
+  if (model?.type !== "Unigram")
+    throw new ModelExportError(`model type ${JSON.stringify(model?.type)}; only a Unigram (SentencePiece, T5) tokenizer is read here`);
   const vocab = model.vocab;
   if (!Array.isArray(vocab) || !vocab.every((v) => Array.isArray(v) && typeof v[0] === "string" && typeof v[1] === "number")) {
-    throw new Error("model.vocab must be [piece, score] pairs");
+    throw new ModelExportError("model.vocab must be [piece, score] pairs");
   }
   const pairs = vocab as [string, number][];
   const idOf = (name: string) => {
     const id = pairs.findIndex(([p]) => p === name);
-    if (id < 0) throw new Error(`no ${JSON.stringify(name)} piece`);
+    if (id < 0) throw new ModelExportError(`no ${JSON.stringify(name)} piece`);
     return id;
   };
   const unkId = typeof model.unk_id === "number" ? model.unk_id : idOf("<unk>");

@@ -90,7 +90,8 @@ export class JudgeQueue {
   /** The oldest images still awaited, up to a batch; the expired ones before them are answered as such. */
   private take(): Waiting[] {
     const batch: Waiting[] = [];
-    while (batch.length < this.maxBatch && this.waiting.length > 0) batch.push(...this.live(this.waiting.splice(0, this.maxBatch - batch.length)));
+    while (batch.length < this.maxBatch && this.waiting.length > 0)
+      batch.push(...this.live(this.waiting.splice(0, this.maxBatch - batch.length)));
     return batch;
   }
 

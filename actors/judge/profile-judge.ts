@@ -17,7 +17,10 @@ export interface ProfileJudgeOptions {
 /** Judge backend reading quality from the profiled per-prompt scores. */
 export class ProfileJudge implements JudgeBackend {
   readonly kind = "profile";
-  constructor(private readonly profiles: ProfileSet, private readonly options: ProfileJudgeOptions) {}
+  constructor(
+    private readonly profiles: ProfileSet,
+    private readonly options: ProfileJudgeOptions,
+  ) {}
 
   async score(batch: readonly JudgeInput[]): Promise<number[]> {
     if (this.options.latencyMs > 0) await this.options.sleep(this.options.latencyMs);

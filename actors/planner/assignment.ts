@@ -68,7 +68,9 @@ export function countSwaps(before: Record<string, string>, after: Record<string,
 
 /** Ids of the workers `countSwaps` counts. */
 export function swappedWorkers(before: Record<string, string>, after: Record<string, string>): string[] {
-  return Object.keys(before).filter((id) => after[id] !== before[id]).sort();
+  return Object.keys(before)
+    .filter((id) => after[id] !== before[id])
+    .sort();
 }
 
 /** Counts workers per model in an assignment. */

@@ -59,11 +59,19 @@ export interface DampingVerdict {
  * Why `plan` cannot serve `demandQps` within its SLO (capacity per model, or the slowest
  * path with queue delays), or null when it can.
  */
-export function planShortfall(plan: Plan, demandQps: number, profiles: ProfileSet, queueDelayMs: Record<string, number> = {}): string | null {
+export function planShortfall(
+  plan: Plan,
+  demandQps: number,
+  profiles: ProfileSet,
+  queueDelayMs: Record<string, number> = {},
+): string | null {
   const single = plan.pair.light === plan.pair.heavy;
   const loads: [string, number][] = single
     ? [[plan.pair.light, demandQps]]
-    : [[plan.pair.light, demandQps * (1 - plan.routerThreshold)], [plan.pair.heavy, demandQps * plan.heavyShare]];
+    : [
+        [plan.pair.light, demandQps * (1 - plan.routerThreshold)],
+        [plan.pair.heavy, demandQps * plan.heavyShare],
+      ];
   const pathMs: Record<string, number> = {};
   for (const [model, load] of loads) {
     const profile = profiles.byName.get(model);
@@ -87,7 +95,14 @@ export function planShortfall(plan: Plan, demandQps: number, profiles: ProfileSe
 /** Decides whether `candidate` replaces `current` now. */
 export function dampPlan(input: DampingInput): DampingVerdict {
   const { current, candidate, nowMs, profiles } = input;
-  const adopt = (reason: string, swaps = 0, fidGain = 0): DampingVerdict => ({ adopt: true, reason, swaps, fidGain, requiredGain: 0, dwelling: [] });
+  const adopt = (reason: string, swaps = 0, fidGain = 0): DampingVerdict => ({
+    adopt: true,
+    reason,
+    swaps,
+    fidGain,
+    requiredGain: 0,
+    dwelling: [],
+  });
   if (!current) return adopt("first plan");
   const live = new Set(Object.keys(candidate.assignment));
   const before = Object.fromEntries(Object.entries(current.assignment).filter(([id]) => live.has(id)));
@@ -123,7 +138,8 @@ export function dampPlan(input: DampingInput): DampingVerdict {
   }
   // A policy that follows a rule of its own, not an FID objective (INFaaS-Acc steps down under
   // queue pressure, to a less accurate variant on purpose): dwell is its only damping.
-  if ((RULE_DRIVEN_POLICIES as readonly string[]).includes(candidate.policy)) return { ...base, adopt: true, reason: `${candidate.policy}'s own rule, past dwell` };
+  if ((RULE_DRIVEN_POLICIES as readonly string[]).includes(candidate.policy))
+    return { ...base, adopt: true, reason: `${candidate.policy}'s own rule, past dwell` };
   if (gain >= requiredGain) {
     return { ...base, adopt: true, reason: `FID gain ${gain.toFixed(3)} ≥ ${requiredGain.toFixed(3)} required for ${swaps} swaps` };
   }

@@ -97,8 +97,7 @@ export function spreadLeftover(needs: Record<string, ModelNeed>, workers: Planne
   let left = workers.length - names.reduce((s, n) => s + alloc[n], 0);
   if (names.length === 0) return {};
   const utilisation = (n: string) => needs[n].loadQps / (Math.max(alloc[n], 1e-9) * needs[n].capacityQps);
-  const byPressure = (a: string, b: string) =>
-    utilisation(b) - utilisation(a) || needs[b].batchMs - needs[a].batchMs || (a < b ? -1 : 1);
+  const byPressure = (a: string, b: string) => utilisation(b) - utilisation(a) || needs[b].batchMs - needs[a].batchMs || (a < b ? -1 : 1);
   // Every model the configuration uses serves at least one worker, even at zero demand:
   // a model in the pair without a worker would strand every request routed to it.
   for (const n of [...names].sort(byPressure)) {
@@ -136,12 +135,7 @@ export function maxThroughputBatch(model: ModelProfile, sloMs: number, queueMs: 
  * The defined degraded plan: every live worker on the lightest model the table offers as a
  * light model (the cheapest pair's light model), no cascade, batch size of highest throughput.
  */
-export function degradedDecision(
-  snapshot: PlannerSnapshot,
-  profiles: ProfileSet,
-  table: ParetoRow[],
-  reason: string,
-): PlanDecision {
+export function degradedDecision(snapshot: PlannerSnapshot, profiles: ProfileSet, table: ParetoRow[], reason: string): PlanDecision {
   const rows = resolveRows(table, profiles);
   const candidates = rows.length > 0 ? [...new Set(rows.map((r) => r.light))] : profiles.models.map((m) => m.name);
   const latency = (name: string) => batchLatencyMs(profiles.byName.get(name)!, 1, 1);

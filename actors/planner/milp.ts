@@ -90,15 +90,10 @@ function linear(terms: [number, string][]): string {
 }
 
 /** Builds the MILP for one tick over `table` (a Pareto lookup table or grid rows). */
-export function buildMilp(
-  snapshot: PlannerSnapshot,
-  profiles: ProfileSet,
-  table: ParetoRow[],
-  options: MilpOptions = {},
-): MilpModel {
+export function buildMilp(snapshot: PlannerSnapshot, profiles: ProfileSet, table: ParetoRow[], options: MilpOptions = {}): MilpModel {
   const workers = snapshot.workers.length;
   const demand = Math.max(0, snapshot.demandQps) * (options.demandFactor ?? 1);
-  const judgeMs = options.judge === false ? 0 : options.judgeMs ?? profiles.pool.judge.latencyMs * snapshot.timeScale;
+  const judgeMs = options.judge === false ? 0 : (options.judgeMs ?? profiles.pool.judge.latencyMs * snapshot.timeScale);
   const slo = snapshot.sloMs;
   const resolved = resolveRows(table, profiles);
   const queueMs = (m: string) => Math.max(0, snapshot.queueDelayMs[m] ?? 0);
@@ -112,17 +107,26 @@ export function buildMilp(
     const hit = allowed.get(m);
     if (hit) return hit;
     const p = profiles.byName.get(m)!;
-    const terms = batchSizesOf(p).map((b) => ({
-      b,
-      latencyMs: batchLatencyMs(p, b, snapshot.timeScale),
-      capacityQps: workerCapacityQps(p, b, snapshot.timeScale),
-      maxWorkers: 0,
-    })).filter((t) => t.latencyMs + queueMs(m) <= slo);
+    const terms = batchSizesOf(p)
+      .map((b) => ({
+        b,
+        latencyMs: batchLatencyMs(p, b, snapshot.timeScale),
+        capacityQps: workerCapacityQps(p, b, snapshot.timeScale),
+        maxWorkers: 0,
+      }))
+      .filter((t) => t.latencyMs + queueMs(m) <= slo);
     allowed.set(m, terms);
     return terms;
   };
   const loads = (r: ResolvedRow): [string, number][] =>
-    r.light === r.heavy ? [[r.light, 1]] : ([[r.light, r.lightLoad], [r.heavy, r.heavyLoad]] as [string, number][]).filter(([, s]) => s > 0);
+    r.light === r.heavy
+      ? [[r.light, 1]]
+      : (
+          [
+            [r.light, r.lightLoad],
+            [r.heavy, r.heavyLoad],
+          ] as [string, number][]
+        ).filter(([, s]) => s > 0);
   const minPath = (m: string) => Math.min(...batchesOf(m).map((t) => t.latencyMs)) + queueMs(m);
   const maxCap = (m: string) => Math.max(...batchesOf(m).map((t) => t.capacityQps));
 
@@ -175,7 +179,9 @@ export function buildMilp(
       objective.push([1 / Math.max(1, workers), n(m.index, bt.b)]);
     }
     // In FID units scaled as the rows' FID (100 × fidStep per FID), or a tie-break without pricing.
-    const priced = swapAware ? (swapAware.fidPerLostCapacity * swapMs(m)) / (Math.max(1, workers) * swapAware.horizonMs) * 100 * fidStep : 0;
+    const priced = swapAware
+      ? ((swapAware.fidPerLostCapacity * swapMs(m)) / (Math.max(1, workers) * swapAware.horizonMs)) * 100 * fidStep
+      : 0;
     objective.push([Math.round((swapWeight + priced) * 1000) / 1000, v(m.index)]);
   }
 
@@ -184,20 +190,34 @@ export function buildMilp(
   for (const m of models) {
     const k = m.index;
     const usedBy = rows.map((r, t) => [r, t] as const).filter(([r]) => loads(r).some(([name]) => name === m.name));
-    cons.push(` batch_${k}: ${linear([...m.batches.map((bt) => [1, y(k, bt.b)] as [number, string]), ...usedBy.map(([, t]) => [-1, x(t)] as [number, string])])} = 0`);
-    for (const bt of m.batches) cons.push(` link_${k}_${bt.b}: ${linear([[1, n(k, bt.b)], [-Math.max(bt.maxWorkers, 0), y(k, bt.b)]])} <= 0`);
-    const demandTerms = usedBy.map(([r, t]) => [-demand * (loads(r).find(([name]) => name === m.name)![1]), x(t)] as [number, string]);
+    cons.push(
+      ` batch_${k}: ${linear([...m.batches.map((bt) => [1, y(k, bt.b)] as [number, string]), ...usedBy.map(([, t]) => [-1, x(t)] as [number, string])])} = 0`,
+    );
+    for (const bt of m.batches)
+      cons.push(
+        ` link_${k}_${bt.b}: ${linear([
+          [1, n(k, bt.b)],
+          [-Math.max(bt.maxWorkers, 0), y(k, bt.b)],
+        ])} <= 0`,
+      );
+    const demandTerms = usedBy.map(([r, t]) => [-demand * loads(r).find(([name]) => name === m.name)![1], x(t)] as [number, string]);
     // Swap-aware: a worker still loading serves only what is left of the next tick (at the model's best capacity, a safe bound).
     // (Not for the first plan, which every worker loads: nothing serves before it either way.)
-    const lost = swapAware && snapshot.current ? Math.min(1, swapMs(m) / Math.max(1, swapAware.tickMs)) * Math.max(...m.batches.map((bt) => bt.capacityQps)) : 0;
+    const lost =
+      swapAware && snapshot.current
+        ? Math.min(1, swapMs(m) / Math.max(1, swapAware.tickMs)) * Math.max(...m.batches.map((bt) => bt.capacityQps))
+        : 0;
     const loading: [number, string][] = lost > 0 ? [[-lost, v(k)]] : [];
-    cons.push(` cover_${k}: ${linear([...m.batches.map((bt) => [bt.capacityQps, n(k, bt.b)] as [number, string]), ...loading, ...demandTerms])} >= 0`);
+    cons.push(
+      ` cover_${k}: ${linear([...m.batches.map((bt) => [bt.capacityQps, n(k, bt.b)] as [number, string]), ...loading, ...demandTerms])} >= 0`,
+    );
     // A used model gets at least one worker, even at zero demand. With cuts, at least
     // ceil(load / best per-worker capacity): a valid cut that makes the LP relaxation see
     // integer worker counts per row.
     const best = Math.max(...m.batches.map((bt) => bt.capacityQps));
     const minWorkers = usedBy.map(([r, t]) => {
-      const atLeast = options.cuts === false ? 1 : Math.max(1, Math.ceil((demand * loads(r).find(([name]) => name === m.name)![1]) / best - 1e-9));
+      const atLeast =
+        options.cuts === false ? 1 : Math.max(1, Math.ceil((demand * loads(r).find(([name]) => name === m.name)![1]) / best - 1e-9));
       return [-atLeast, x(t)] as [number, string];
     });
     cons.push(` minw_${k}: ${linear([...m.batches.map((bt) => [1, n(k, bt.b)] as [number, string]), ...minWorkers])} >= 0`);
@@ -261,12 +281,23 @@ export function buildMilp(
       };
     }
     const spread = spreadLeftover(needs, snapshot.workers);
-    const minimal = Object.entries(needs).map(([name, nd]) => `${name} ${nd.workers}×b${nd.batchSize}`).join(", ");
+    const minimal = Object.entries(needs)
+      .map(([name, nd]) => `${name} ${nd.workers}×b${nd.batchSize}`)
+      .join(", ");
     const reason = `milp: ${r.light}→${r.heavy} r=${r.row.routerThreshold} d=${r.row.discThreshold} fid=${r.row.fid} at ${demand.toFixed(1)} qps; minimal ${minimal}; ${rows.length} candidate rows`;
     const used = Object.keys(needs);
     if (used.length === 1) {
       // One model serves everything (no cascade): the plan names it as both light and heavy.
-      return { pair: { light: used[0], heavy: used[0] }, routerThreshold: 0, discThreshold: 0, heavyShare: 0, expectedFid: r.row.fid, models: spread, reason, degraded: 0 };
+      return {
+        pair: { light: used[0], heavy: used[0] },
+        routerThreshold: 0,
+        discThreshold: 0,
+        heavyShare: 0,
+        expectedFid: r.row.fid,
+        models: spread,
+        reason,
+        degraded: 0,
+      };
     }
     return {
       pair: { light: r.light, heavy: r.heavy },
@@ -312,7 +343,10 @@ export async function planWithMilp(
   }
   const decision = hasSolution(solution) ? model.decode(solution.columns) : null;
   if (!decision) {
-    const why = solution.status === "Infeasible" ? `infeasible (${model.pruned})` : `solver ${solution.status}${solution.error ? `: ${solution.error}` : ""}`;
+    const why =
+      solution.status === "Infeasible"
+        ? `infeasible (${model.pruned})`
+        : `solver ${solution.status}${solution.error ? `: ${solution.error}` : ""}`;
     // A limit reached with no feasible point yet is a timeout: the plan in force stays.
     const status = /limit reached/i.test(solution.status) ? "Timeout" : solution.status;
     return { ...degradedDecision(snapshot, profiles, table, why), solveMs: solution.solveMs, solverStatus: status };

@@ -53,7 +53,11 @@ export function paretoFront(grid: GridRow[], options: FrontOptions): GridRow[] {
     // Sweep by cost ascending (FID ascending on ties): keep a row when its FID beats every
     // cheaper one; under strict dominance "cheaper" means strictly cheaper.
     const sorted = [...rows].sort(
-      (a, b) => costOf(a, options.cost) - costOf(b, options.cost) || a.fid - b.fid || a.heavyShare - b.heavyShare || b.routerThreshold - a.routerThreshold,
+      (a, b) =>
+        costOf(a, options.cost) - costOf(b, options.cost) ||
+        a.fid - b.fid ||
+        a.heavyShare - b.heavyShare ||
+        b.routerThreshold - a.routerThreshold,
     );
     let bestFid = Number.POSITIVE_INFINITY;
     let i = 0;
@@ -89,7 +93,14 @@ export interface FrontComparison {
 
 /** Converts grid rows to table rows. */
 export function toParetoRows(rows: GridRow[]): ParetoRow[] {
-  return rows.map(({ lightId, heavyId, routerThreshold, discThreshold, heavyShare, fid }) => ({ lightId, heavyId, routerThreshold, discThreshold, heavyShare, fid }));
+  return rows.map(({ lightId, heavyId, routerThreshold, discThreshold, heavyShare, fid }) => ({
+    lightId,
+    heavyId,
+    routerThreshold,
+    discThreshold,
+    heavyShare,
+    fid,
+  }));
 }
 
 /** Compares the front computed from `grid` with `reference` by configuration identity. */

@@ -59,7 +59,9 @@ export function singleModelDecision(snapshot: PlannerSnapshot, profiles: Profile
   const workers = snapshot.workers.length;
   const queueMs = snapshot.queueDelayMs[model] ?? 0;
   const fitting = batchSizesOf(p).filter(
-    (b) => batchLatencyMs(p, b, snapshot.timeScale) + queueMs <= snapshot.sloMs && workers * workerCapacityQps(p, b, snapshot.timeScale) >= snapshot.demandQps,
+    (b) =>
+      batchLatencyMs(p, b, snapshot.timeScale) + queueMs <= snapshot.sloMs &&
+      workers * workerCapacityQps(p, b, snapshot.timeScale) >= snapshot.demandQps,
   );
   const covered = fitting.length > 0 && workers > 0;
   const batchSize = covered ? fitting[0] : maxThroughputBatch(p, snapshot.sloMs, queueMs, snapshot.timeScale);
@@ -104,7 +106,12 @@ export function infaasDecision(snapshot: PlannerSnapshot, profiles: ProfileSet):
   const batch = snapshot.current?.models[model]?.batchSize ?? 1;
   const pressureMs = (snapshot.queueDelayMs[model] ?? 0) + batchLatencyMs(p, batch, snapshot.timeScale);
   if ((pressureMs > INFAAS_STEP.downAtSloShare * snapshot.sloMs || !fits(model)) && current < variants.length - 1) {
-    return singleModelDecision(snapshot, profiles, variants[current + 1], `infaas-acc: step down from ${model} (queue+batch ${pressureMs.toFixed(0)} ms)`);
+    return singleModelDecision(
+      snapshot,
+      profiles,
+      variants[current + 1],
+      `infaas-acc: step down from ${model} (queue+batch ${pressureMs.toFixed(0)} ms)`,
+    );
   }
   const upQueueOk = (snapshot.queueDelayMs[model] ?? 0) < INFAAS_STEP.upBelowSloShare * snapshot.sloMs;
   if (current > 0 && upQueueOk && fits(variants[current - 1], INFAAS_STEP.upHeadroom)) {
@@ -131,7 +138,14 @@ export function diffserveTable(profiles: ProfileSet): ParetoRow[] {
   const h = refId(profiles, BASELINE_MODELS.diffserve.heavy);
   return profiles.reference.configGrid
     .filter((r) => r.lightId === l && r.heavyId === h && r.routerThreshold === 0)
-    .map(({ lightId, heavyId, routerThreshold, discThreshold, heavyShare, fid }) => ({ lightId, heavyId, routerThreshold, discThreshold, heavyShare, fid }));
+    .map(({ lightId, heavyId, routerThreshold, discThreshold, heavyShare, fid }) => ({
+      lightId,
+      heavyId,
+      routerThreshold,
+      discThreshold,
+      heavyShare,
+      fid,
+    }));
 }
 
 const tag = (name: string, d: PlanDecision): PlanDecision => ({ ...d, reason: `${name}: ${d.reason}` });
@@ -141,11 +155,24 @@ const POLICIES: Record<PolicyName, PlannerPolicy> = {
   // HADIS's table, with swaps priced in the objective and loading workers' lost capacity in coverage
   // (the damping's trade-off, 2 FID per unit of capacity over 120 s × time scale, inside the MILP).
   "hadis-plus": async (s, p, solve) =>
-    tag("hadis-plus", await planWithMilp(s, p, p.reference.paretoHybrid, solve, { swapAware: { horizonMs: 120_000 * s.timeScale, tickMs: Math.max(500, 20_000 * s.timeScale), fidPerLostCapacity: 2 } })),
+    tag(
+      "hadis-plus",
+      await planWithMilp(s, p, p.reference.paretoHybrid, solve, {
+        swapAware: { horizonMs: 120_000 * s.timeScale, tickMs: Math.max(500, 20_000 * s.timeScale), fidPerLostCapacity: 2 },
+      }),
+    ),
   "router-only": async (s, p, solve) => tag("router-only", await planWithMilp(s, p, p.reference.paretoRouterOnly, solve)),
   "disc-only": async (s, p, solve) => tag("disc-only", await planWithMilp(s, p, p.reference.paretoDiscOnly, solve)),
   "fixed-pair": async (s, p, solve) =>
-    tag("fixed-pair", await planWithMilp(s, p, pairRows(p.reference.paretoHybrid, p, BASELINE_MODELS.fixedPair.light, BASELINE_MODELS.fixedPair.heavy), solve)),
+    tag(
+      "fixed-pair",
+      await planWithMilp(
+        s,
+        p,
+        pairRows(p.reference.paretoHybrid, p, BASELINE_MODELS.fixedPair.light, BASELINE_MODELS.fixedPair.heavy),
+        solve,
+      ),
+    ),
   diffserve: async (s, p, solve) => tag("diffserve", await planWithMilp(s, p, diffserveTable(p), solve)),
   "clipper-light": async (s, p) => singleModelDecision(s, p, BASELINE_MODELS.clipperLight, "clipper-light"),
   "clipper-heavy": async (s, p) => singleModelDecision(s, p, BASELINE_MODELS.clipperHeavy, "clipper-heavy"),

@@ -1,6 +1,6 @@
 /**
  * The solver seam: the planner hands CPLEX LP text to a `SolveFn` and reads primal values back.
- * The HiGHS worker-thread implementation lives in `services/lib/highs-solver.ts`.
+ * The HiGHS worker-thread implementation lives in `services/solver/highs-solver.ts`.
  */
 
 /** Options of one MILP solve. */
@@ -37,7 +37,10 @@ export type SolveFn = (lp: string, opts?: SolveOptions) => Promise<MilpSolution>
  * still fills the columns (highs-js reads whatever the solver holds), but has no finite objective.
  */
 export function hasSolution(sol: MilpSolution): boolean {
-  return (sol.status === "Optimal" || sol.status === "Time limit reached" || sol.status === "Iteration limit reached") &&
-    sol.objective !== null && Number.isFinite(sol.objective) &&
-    Object.keys(sol.columns).length > 0;
+  return (
+    (sol.status === "Optimal" || sol.status === "Time limit reached" || sol.status === "Iteration limit reached") &&
+    sol.objective !== null &&
+    Number.isFinite(sol.objective) &&
+    Object.keys(sol.columns).length > 0
+  );
 }

@@ -5,6 +5,7 @@
 import { BATCH_SIZES, type ModelProfile, type PoolProfile } from "../../contracts/profile.ts";
 import type { GridRow, ParetoRow } from "./reference.ts";
 import { fnv1a, sortedCopy } from "./stats.ts";
+import { ConfigurationError } from "../../contracts/errors.ts";
 
 /** Reference measurements of the 5,000 ImageNet-caption prompts. */
 export interface ReferenceData {
@@ -54,7 +55,7 @@ export interface ProfileParts {
 /** Assembles and cross-checks a profile set. */
 export function buildProfileSet(parts: ProfileParts): ProfileSet {
   const byName = new Map(parts.models.map((m) => [m.name, m]));
-  for (const name of parts.pool.models) if (!byName.has(name)) throw new Error(`pool names model "${name}" with no profile`);
+  for (const name of parts.pool.models) if (!byName.has(name)) throw new ConfigurationError(`pool names model "${name}" with no profile`);
   const models = parts.pool.models.map((n) => byName.get(n)!);
   const nameByReferenceId = new Map<number, string>();
   const scores = new Map<string, Float64Array>();
@@ -64,12 +65,13 @@ export function buildProfileSet(parts: ProfileParts): ProfileSet {
     nameByReferenceId.set(m.referenceId, m.name);
     const s = parts.scoresById.get(m.referenceId);
     if (s) {
-      if (s.length !== parts.prompts.length) throw new Error(`scores of ${m.name}: ${s.length} prompts, expected ${parts.prompts.length}`);
+      if (s.length !== parts.prompts.length)
+        throw new ConfigurationError(`scores of ${m.name}: ${s.length} prompts, expected ${parts.prompts.length}`);
       scores.set(m.name, s);
       sortedScores.set(m.name, sortedCopy(s));
     }
   }
-  if (parts.features.length !== parts.prompts.length) throw new Error("features and prompts differ in length");
+  if (parts.features.length !== parts.prompts.length) throw new ConfigurationError("features and prompts differ in length");
   const promptIndex = new Map<string, number>();
   parts.prompts.forEach((p, i) => {
     const key = p.trim();
@@ -121,7 +123,9 @@ export function batchSizesOf(model: ModelProfile): number[] {
 /** The set with the largest batch of some models lowered to what their workers found runs (`caps`); unchanged without caps. */
 export function withBatchCaps(set: ProfileSet, caps: ReadonlyMap<string, number>): ProfileSet {
   if (![...caps.keys()].some((m) => set.byName.has(m))) return set;
-  const models = set.models.map((m) => (caps.has(m.name) ? { ...m, maxBatch: Math.min(caps.get(m.name)!, m.maxBatch ?? Number.POSITIVE_INFINITY) } : m));
+  const models = set.models.map((m) =>
+    caps.has(m.name) ? { ...m, maxBatch: Math.min(caps.get(m.name)!, m.maxBatch ?? Number.POSITIVE_INFINITY) } : m,
+  );
   return { ...set, models, byName: new Map(models.map((m) => [m.name, m])) };
 }
 
@@ -141,12 +145,17 @@ export function batchLatencyMs(model: ModelProfile, batchSize: number, timeScale
   const table = model.latencyMsByBatch;
   const exact = table[String(batchSize)];
   if (exact !== undefined) return exact * timeScale;
-  const sizes = Object.keys(table).map(Number).sort((a, b) => a - b);
+  const sizes = Object.keys(table)
+    .map(Number)
+    .sort((a, b) => a - b);
   let lo = sizes[0];
   let hi = sizes[sizes.length - 1];
   for (const s of sizes) {
     if (s <= batchSize) lo = s;
-    if (s >= batchSize) { hi = s; break; }
+    if (s >= batchSize) {
+      hi = s;
+      break;
+    }
   }
   if (batchSize >= hi) return (table[String(hi)] / hi) * batchSize * timeScale;
   const a = table[String(lo)];

@@ -2,6 +2,7 @@
  * Parsers for the reference data in `profiles/reference` (the HADIS artifact): prompts, router
  * features, per-prompt discriminator scores and the lookup tables. Pure: text in, typed data out.
  */
+import { ConfigurationError } from "../../contracts/errors.ts";
 
 /** The eight router features, in the reference order. */
 export const FEATURE_NAMES = [
@@ -35,7 +36,7 @@ export function parseDiscriminatorImageScores(text: string): Float64Array {
   return Float64Array.from(lines(text), (row, i) => {
     const parts = row.trim().split(/\s+/);
     const real = Number(parts[1]);
-    if (parts.length !== 2 || !Number.isFinite(real)) throw new Error(`bad score row ${i + 1}: "${row}"`);
+    if (parts.length !== 2 || !Number.isFinite(real)) throw new ConfigurationError(`bad score row ${i + 1}: "${row}"`);
     return real;
   });
 }
@@ -43,12 +44,12 @@ export function parseDiscriminatorImageScores(text: string): Float64Array {
 /** Per-prompt discriminator score (mean P(real) of the images of each prompt). */
 export function parseDiscriminatorScores(text: string, imagesPerPrompt = 4): Float64Array {
   const rows = lines(text);
-  if (rows.length % imagesPerPrompt !== 0) throw new Error(`score rows (${rows.length}) not a multiple of ${imagesPerPrompt}`);
+  if (rows.length % imagesPerPrompt !== 0) throw new ConfigurationError(`score rows (${rows.length}) not a multiple of ${imagesPerPrompt}`);
   const out = new Float64Array(rows.length / imagesPerPrompt);
   for (let i = 0; i < rows.length; i++) {
     const parts = rows[i].trim().split(/\s+/);
     const real = Number(parts[1]);
-    if (parts.length !== 2 || !Number.isFinite(real)) throw new Error(`bad score row ${i + 1}: "${rows[i]}"`);
+    if (parts.length !== 2 || !Number.isFinite(real)) throw new ConfigurationError(`bad score row ${i + 1}: "${rows[i]}"`);
     out[Math.floor(i / imagesPerPrompt)] += real / imagesPerPrompt;
   }
   return out;
@@ -63,7 +64,7 @@ export function parsePromptFeatures(text: string): { prompts: string[]; features
     // The prompt may itself contain commas: the eight numbers are the last eight fields.
     const parts = row.split(",");
     const nums = parts.slice(-8).map(Number);
-    if (nums.length !== 8 || nums.some((n) => !Number.isFinite(n))) throw new Error(`bad feature row: "${row}"`);
+    if (nums.length !== 8 || nums.some((n) => !Number.isFinite(n))) throw new ConfigurationError(`bad feature row: "${row}"`);
     prompts.push(parts.slice(0, -8).join(",").replace(/^"|"$/g, ""));
     features.push(Float64Array.from(nums));
   }
@@ -80,7 +81,7 @@ export function parseNumericCsv(text: string): Record<string, number>[] {
     header.forEach((h, j) => {
       if (h === "") return;
       const n = Number(parts[j]);
-      if (!Number.isFinite(n)) throw new Error(`bad number in row ${i + 2}, column ${h}: "${parts[j]}"`);
+      if (!Number.isFinite(n)) throw new ConfigurationError(`bad number in row ${i + 2}, column ${h}: "${parts[j]}"`);
       rec[h] = n;
     });
     return rec;
@@ -145,7 +146,7 @@ export function parseTrace(text: string): Arrival[] {
     const [a, p] = row.split(",");
     const atMs = Number(a);
     const promptIdx = Number(p);
-    if (!Number.isFinite(atMs) || !Number.isInteger(promptIdx)) throw new Error(`bad trace row ${i + 1}: "${row}"`);
+    if (!Number.isFinite(atMs) || !Number.isInteger(promptIdx)) throw new ConfigurationError(`bad trace row ${i + 1}: "${row}"`);
     return { atMs, promptIdx };
   });
 }

@@ -34,14 +34,21 @@ export function isKeyed(requestId: string): boolean {
  * without them keeps the fingerprint it always had, so routers of either version agree on it).
  */
 export function fingerprintOf(prompt: string, seed: number | undefined, asked: Record<string, unknown> = {}): string {
-  const given = Object.keys(asked).sort().filter((k) => asked[k] !== undefined).map((k) => [k, asked[k]]);
+  const given = Object.keys(asked)
+    .sort()
+    .filter((k) => asked[k] !== undefined)
+    .map((k) => [k, asked[k]]);
   const what = given.length > 0 ? [prompt, seed ?? null, given] : [prompt, seed ?? null];
   return createHash("sha256").update(JSON.stringify(what)).digest("hex").slice(0, 32);
 }
 
 /** The error of a key reused for another request. */
 export function keyReused(): HadisError {
-  return new HadisError("invalid_request", "this idempotency key was used for another request (prompt, seed or settings) in the last 10 minutes: a retry must repeat its request, a new request needs a new key", { field: "idempotencyKey" });
+  return new HadisError(
+    "invalid_request",
+    "this idempotency key was used for another request (prompt, seed or settings) in the last 10 minutes: a retry must repeat its request, a new request needs a new key",
+    { field: "idempotencyKey" },
+  );
 }
 
 /** The results-bucket key under which the first router to see an idempotency key records what it asked (its fingerprint). */

@@ -24,9 +24,17 @@ export function progressBetween(before: ProgressView | undefined, after: Progres
   const steps: Progress[] = [];
   const was = before?.context ?? {};
   const now = after.context;
-  if (now.decision && !was.decision) steps.push({ kind: "routed", hard: now.decision.hard, pair: now.decision.pair, planEpoch: now.decision.planEpoch });
-  if (now.light && !was.light) steps.push({ kind: "light_done", model: now.light.model, execMs: now.light.execMs, ...(now.light.applied ? { applied: now.light.applied } : {}) });
-  if (now.judge && !was.judge) steps.push({ kind: "judged", score: now.judge.score, threshold: now.judge.threshold, accept: now.judge.accept });
+  if (now.decision && !was.decision)
+    steps.push({ kind: "routed", hard: now.decision.hard, pair: now.decision.pair, planEpoch: now.decision.planEpoch });
+  if (now.light && !was.light)
+    steps.push({
+      kind: "light_done",
+      model: now.light.model,
+      execMs: now.light.execMs,
+      ...(now.light.applied ? { applied: now.light.applied } : {}),
+    });
+  if (now.judge && !was.judge)
+    steps.push({ kind: "judged", score: now.judge.score, threshold: now.judge.threshold, accept: now.judge.accept });
   if (after.value === "heavy" && before?.value !== "heavy" && now.decision) {
     steps.push({ kind: "heavy_running", model: now.decision.pair.heavy, escalated: now.light !== undefined });
   }

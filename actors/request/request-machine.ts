@@ -2,9 +2,10 @@
  * The request lifecycle as one XState machine:
  * received → routing → (light → judging → accepted | heavy) | heavy → replied, with `failed`
  * and `expired` reachable from every stage. The machine does no I/O: routing, generation and
- * judging are invoked actors the service provides; the deadline runs on the actor's clock.
+ * judging are invoked actors the service provides. One clock (`RequestClock`) runs a request: the
+ * actor's timers (the deadline) and the time the machine reads (its stage timings) alike.
  */
-import { assign, fromPromise, setup } from "xstate";
+import { assign, createActor, fromPromise, setup } from "xstate";
 import { asHadisError, HadisError } from "../../contracts/errors.ts";
 import { Qualities, Routes, type GenerationOptions, type Quality, type StageTimings } from "../../contracts/messages.ts";
 import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RequestOutcome, RouteCall, RouteDecision, Stage } from "./types.ts";
@@ -19,7 +20,7 @@ export interface RequestInput {
   deadlineAtMs: number;
   /** Wall-clock ms at which the request was received. */
   receivedAtMs: number;
-  /** Current time in ms (wall clock in services, simulated in tests and the simulator). */
+  /** Current time in ms: the request's clock's, set by `createRequestActor` (the one its timers run on). */
   now: () => number;
   /**
    * The least time a heavy generation of `model` takes (0 when unknown): a light image the judge
@@ -262,7 +263,8 @@ export const RequestMachine = setup({
             // A hard prompt sent straight to the heavy model: the light model makes its image (no
             // judging: there is nothing left to escalate to), when the heavy model failed it. Not
             // for a caller who pinned the heavy model (quality "best"): that one gets the error.
-            guard: ({ context, event }) => context.quality !== Qualities.best && event.error instanceof HadisError && event.error.code === "generation_failed",
+            guard: ({ context, event }) =>
+              context.quality !== Qualities.best && event.error instanceof HadisError && event.error.code === "generation_failed",
             target: "light",
             actions: assign({ heavyError: ({ event }) => asHadisError(event.error).message }),
           },
@@ -328,4 +330,19 @@ function outcomeOf(ctx: Context): RequestOutcome {
     ...(ctx.heavyLate ? { heavyLate: true } : {}),
     timings: ctx.timings,
   };
+}
+
+/**
+ * The one clock a request runs on: XState schedules its deadline on it and the machine reads the
+ * time from it. A wall clock in the router, XState's `SimulatedClock` in tests.
+ */
+export interface RequestClock {
+  now(): number;
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(id: unknown): void;
+}
+
+/** A request's actor (not started) on `clock`: the machine's `now` and its timers are that clock's. */
+export function createRequestActor(machine: typeof RequestMachine, clock: RequestClock, input: Omit<RequestInput, "now">) {
+  return createActor(machine, { clock, input: { ...input, now: () => clock.now() } });
 }

@@ -20,7 +20,10 @@ export class WorkerSightings {
   private readonly workers = new Map<string, { model: string | null; heardAtMs: number }>();
   private listeningSinceMs: number;
 
-  constructor(readonly silentAfterMs: number, nowMs: number) {
+  constructor(
+    readonly silentAfterMs: number,
+    nowMs: number,
+  ) {
     this.listeningSinceMs = nowMs;
   }
 
@@ -68,11 +71,21 @@ export function capacityRefusal(model: string, plan: Plan | null, sightings: Wor
   const details = { retryAfterMs: NO_WORKER_RETRY_MS, model };
   if (plan && (plan.models[model]?.workers ?? 0) === 0) {
     const none = Object.values(plan.models).every((a) => a.workers === 0);
-    return new HadisError("no_capacity", none ? `no worker is serving: the plan in force (epoch ${plan.epoch}) has none (${plan.reason})` : `no worker serves ${model}: the plan in force (epoch ${plan.epoch}) gives it none (${plan.reason})`, details);
+    return new HadisError(
+      "no_capacity",
+      none
+        ? `no worker is serving: the plan in force (epoch ${plan.epoch}) has none (${plan.reason})`
+        : `no worker serves ${model}: the plan in force (epoch ${plan.epoch}) gives it none (${plan.reason})`,
+      details,
+    );
   }
   if (sightings?.knows(nowMs) && sightings.serving(model, plan, nowMs) === 0) {
     const heard = sightings.live(nowMs).length;
-    return new HadisError("no_capacity", `no worker of ${model} heard from for ${sightings.silentAfterMs} ms (${heard === 0 ? "no worker heard at all" : `${heard} worker${heard === 1 ? "" : "s"} heard, none holding it`})`, details);
+    return new HadisError(
+      "no_capacity",
+      `no worker of ${model} heard from for ${sightings.silentAfterMs} ms (${heard === 0 ? "no worker heard at all" : `${heard} worker${heard === 1 ? "" : "s"} heard, none holding it`})`,
+      details,
+    );
   }
   return null;
 }

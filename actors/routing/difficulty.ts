@@ -28,7 +28,12 @@ export interface HardnessThreshold {
 }
 
 /** z-normalised features · weights. */
-export function linearScore(features: ArrayLike<number>, means: ArrayLike<number>, stds: ArrayLike<number>, weights: ArrayLike<number>): number {
+export function linearScore(
+  features: ArrayLike<number>,
+  means: ArrayLike<number>,
+  stds: ArrayLike<number>,
+  weights: ArrayLike<number>,
+): number {
   let s = 0;
   for (let i = 0; i < weights.length; i++) {
     const sd = stds[i] > 0 ? stds[i] : 1;
@@ -47,7 +52,10 @@ export class ReferenceFeatureScorer implements DifficultyScorer {
   /** Scores of all reference prompts, by index. */
   readonly referenceScores: Float64Array;
 
-  constructor(private readonly profiles: ProfileSet, private readonly weights: ArrayLike<number> = REFERENCE_WEIGHTS) {
+  constructor(
+    private readonly profiles: ProfileSet,
+    private readonly weights: ArrayLike<number> = REFERENCE_WEIGHTS,
+  ) {
     const f = profiles.reference.features;
     this.means = new Float64Array(8);
     this.stds = new Float64Array(8);

@@ -32,7 +32,10 @@ export function misfit(options: GenerationOptions, model: ModelRanges): { field:
   if (!ranges) return { field: asked[0], reason: `${model.name} takes no ${asked[0]} (its profile lists no generation options)` };
   if (options.width !== undefined && options.height !== undefined) {
     if (!ranges.sizes.some(([w, h]) => w === options.width && h === options.height)) {
-      return { field: "width", reason: `${options.width}x${options.height} is not a size ${model.name} makes (${ranges.sizes.map(sizeText).join(", ")})` };
+      return {
+        field: "width",
+        reason: `${options.width}x${options.height} is not a size ${model.name} makes (${ranges.sizes.map(sizeText).join(", ")})`,
+      };
     }
   }
   for (const key of ["steps", "guidanceScale"] as const) {
@@ -50,17 +53,23 @@ export function misfit(options: GenerationOptions, model: ModelRanges): { field:
  * supports the settings it gives. With `auto` both models of the pair may serve it, so a setting
  * only one supports is refused with a hint to pin that one.
  */
-export function checkGenerationOptions(options: GenerationOptions, quality: Quality | undefined, pair: { light: string; heavy: string }, rangesOf: (model: string) => ModelRanges): void {
+export function checkGenerationOptions(
+  options: GenerationOptions,
+  quality: Quality | undefined,
+  pair: { light: string; heavy: string },
+  rangesOf: (model: string) => ModelRanges,
+): void {
   const models = servingModels(pair, quality);
   for (const name of models) {
     const bad = misfit(options, rangesOf(name));
     if (!bad) continue;
     const others = models.length > 1 ? models.filter((m) => m !== name && !misfit(options, rangesOf(m))) : [];
-    const hint = models.length > 1
-      ? others.length > 0
-        ? `; with quality "auto" either ${pair.light} (light) or ${pair.heavy} (heavy) may serve it: ask for quality "${others[0] === pair.heavy ? "best" : "fast"}" to have ${others[0]} serve it`
-        : `; with quality "auto" either ${pair.light} (light) or ${pair.heavy} (heavy) of the plan in force may serve it`
-      : ` (the ${quality === Qualities.fast ? "light " : quality === Qualities.best ? "heavy " : ""}model of the plan in force)`;
+    const hint =
+      models.length > 1
+        ? others.length > 0
+          ? `; with quality "auto" either ${pair.light} (light) or ${pair.heavy} (heavy) may serve it: ask for quality "${others[0] === pair.heavy ? "best" : "fast"}" to have ${others[0]} serve it`
+          : `; with quality "auto" either ${pair.light} (light) or ${pair.heavy} (heavy) of the plan in force may serve it`
+        : ` (the ${quality === Qualities.fast ? "light " : quality === Qualities.best ? "heavy " : ""}model of the plan in force)`;
     throw new HadisError("invalid_request", `${bad.reason}${hint}`, { field: bad.field, model: name });
   }
 }

@@ -74,7 +74,12 @@ export class LearnedDifficultyScorer implements DifficultyScorer {
  * scores, starting from the reference prompts' scores under every pair in use among `models`
  * (the pool's; default any), or the fallback's when none is: all on the same z scale.
  */
-export function learnedLiveThreshold(scorer: LearnedDifficultyScorer, referencePrompts: readonly string[], capacity = 10_000, models?: readonly string[]): HardnessThreshold {
+export function learnedLiveThreshold(
+  scorer: LearnedDifficultyScorer,
+  referencePrompts: readonly string[],
+  capacity = 10_000,
+  models?: readonly string[],
+): HardnessThreshold {
   const inPool = (m: string) => !models || models.includes(m);
   const used = [...scorer.model.pairs.values()].filter((p) => p.use && inPool(p.light) && inPool(p.heavy));
   const reference: number[] = [];

@@ -9,7 +9,13 @@ import type { DifficultyScorer, HardnessThreshold } from "./difficulty.ts";
  * models without cascade) the share goes to the heavy model by a hash of the request id; otherwise
  * the same hash breaks ties among scores at the threshold.
  */
-export function decideRoute(plan: Plan, prompt: string, requestId: string, scorer: DifficultyScorer, threshold: HardnessThreshold): RouteDecision {
+export function decideRoute(
+  plan: Plan,
+  prompt: string,
+  requestId: string,
+  scorer: DifficultyScorer,
+  threshold: HardnessThreshold,
+): RouteDecision {
   if (plan.routerMode === "workers") return byWorkers(plan, requestId);
   const difficulty = scorer.score(prompt, plan.pair);
   threshold.observe?.(difficulty);

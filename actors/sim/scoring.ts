@@ -41,7 +41,15 @@ export interface FidLookup {
 }
 
 /** Policies scored by the table FID of the configuration in force (the rest by the served mix). */
-export const CASCADE_POLICIES: readonly string[] = ["hadis", "hadis-plus", "clairvoyant", "router-only", "disc-only", "fixed-pair", "diffserve"];
+export const CASCADE_POLICIES: readonly string[] = [
+  "hadis",
+  "hadis-plus",
+  "clairvoyant",
+  "router-only",
+  "disc-only",
+  "fixed-pair",
+  "diffserve",
+];
 
 /** One scoring window (Figure 7's x axis). */
 export interface WindowPoint {
@@ -99,7 +107,10 @@ export function fidLookupFromProfiles(profiles: ProfileSet): FidLookup {
         .filter((r) => r.lightId === idOf(light) && r.heavyId === idOf(heavy))
         .sort((a, b) => a.heavyShare - b.heavyShare);
       if (rows.length === 0) return Number.NaN;
-      return interpolate(rows.map((r) => [r.heavyShare, r.fid]), share);
+      return interpolate(
+        rows.map((r) => [r.heavyShare, r.fid]),
+        share,
+      );
     },
   };
 }
@@ -131,7 +142,10 @@ export function violates(r: RequestRecord, sloMs: number): boolean {
 
 /** FID of the served mix: one model alone, two by heavy share; more than two: the two most served. */
 export function mixFid(servedBy: ReadonlyMap<string, number>, fid: FidLookup): number | null {
-  const top = [...servedBy.entries()].filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1] || fid.rank(a[0]) - fid.rank(b[0])).slice(0, 2);
+  const top = [...servedBy.entries()]
+    .filter(([, n]) => n > 0)
+    .sort((a, b) => b[1] - a[1] || fid.rank(a[0]) - fid.rank(b[0]))
+    .slice(0, 2);
   if (top.length === 0) return null;
   if (top.length === 1) return fid.alone(top[0][0]);
   const [light, heavy] = [...top].sort((a, b) => fid.rank(a[0]) - fid.rank(b[0]));

@@ -22,7 +22,7 @@ import { ARTIFACT_JUDGE_MS, ArtifactRouterThreshold, artifactQualified, takeArti
 import { ArrivalRate } from "../control/arrivals.ts";
 import { controlTick, newControlState, type TickConfig } from "../control/reconcile.ts";
 import { acceptsLight } from "../judge/verdict.ts";
-import { batchLatencyMs, referenceIndexFor, type ProfileSet } from "../profile/profile-set.ts";
+import { batchLatencyMs, referenceIndexFor } from "../profile/profile-set.ts";
 import { mulberry32 } from "../profile/stats.ts";
 import { REPLY_MARGIN_MS } from "../request/types.ts";
 import { refusal } from "../routing/admission.ts";
@@ -49,7 +49,15 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
   const judgeLatencyMs = config.judgeLatencyMs ?? profiles.pool.judge.latencyMs * timeScale;
   const policy = policyFor(config.policyName, fidelity);
   const planning = plannerView(profiles, workerJudge, timeScale);
-  const tick: TickConfig = { policyName: config.policyName, policy, profiles: planning, solve: config.solve, sloMs, timeScale, queueSafety: config.queueSafety ?? 1.5 };
+  const tick: TickConfig = {
+    policyName: config.policyName,
+    policy,
+    profiles: planning,
+    solve: config.solve,
+    sloMs,
+    timeScale,
+    queueSafety: config.queueSafety ?? 1.5,
+  };
   const control = newControlState(config.demandHalfLifeMs ?? Math.max(1_000, 20_000 * timeScale));
   const agenda = new EventQueue<SimEvent>();
   const random = mulberry32(config.seed * 7_919 + 17);
@@ -73,12 +81,30 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
   const waitingPulls = new Map<string, SimWorker[]>(profiles.models.map((m) => [m.name, []]));
   /** The load balancer's routing table: workers listed per model (random dispatch). */
   let routing = new Map<string, SimWorker[]>();
-  const result: SimResult = { records: [], plans: [], swaps: 0, loads: [], ticks: 0, expiredDrops: 0, wastedItems: 0, movedItems: 0, escalationsSkipped: 0, lightFallbacks: 0, admissions: { cascade: 0, heavy: 0, light: 0 }, leftInQueue: {}, unfinished: 0, rows: [] };
+  const result: SimResult = {
+    records: [],
+    plans: [],
+    swaps: 0,
+    loads: [],
+    ticks: 0,
+    expiredDrops: 0,
+    wastedItems: 0,
+    movedItems: 0,
+    escalationsSkipped: 0,
+    lightFallbacks: 0,
+    admissions: { cascade: 0, heavy: 0, light: 0 },
+    leftInQueue: {},
+    unfinished: 0,
+    rows: [],
+  };
   /** What the live router learns from results: each model's fastest recent generation. */
   const floor = new GenerationFloor();
   let plan: Plan | null = null;
   let now = -warmupMs;
-  const ledger = new ControllerLedger(profiles.models.map((m) => m.name), now);
+  const ledger = new ControllerLedger(
+    profiles.models.map((m) => m.name),
+    now,
+  );
   let arrivalsSinceReport = 0;
   let lastReportMs = now;
   // The manager's demand sample (live: services/resource-manager); one router here.
@@ -101,7 +127,17 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     const prompt = config.prompts[a.promptIdx % config.prompts.length];
     const refIndex = referenceIndexFor(profiles, prompt).index;
     const sameList = a.promptIdx < profiles.reference.prompts.length && profiles.reference.prompts[a.promptIdx] === prompt;
-    return { index, id: `${config.seed}-${index}`, arrivalMs: a.atMs, prompt, refIndex, seqIndex: sameList ? a.promptIdx : refIndex, deadlineAtMs: a.atMs + giveUpAfterMs, waiting: null, ended: false };
+    return {
+      index,
+      id: `${config.seed}-${index}`,
+      arrivalMs: a.atMs,
+      prompt,
+      refIndex,
+      seqIndex: sameList ? a.promptIdx : refIndex,
+      deadlineAtMs: a.atMs + giveUpAfterMs,
+      waiting: null,
+      ended: false,
+    };
   });
   for (const req of requests) agenda.push(req.arrivalMs, { kind: "arrival", req });
   // Every request has ended by its deadline; the clock stops after the last one, so a request
@@ -128,17 +164,32 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     req.record = { arrivalMs: req.arrivalMs, ...record };
     open--;
     routerInFlight--;
-    const filed: LedgerOutcome = record.outcome === "dropped" ? "drop" : record.outcome === "timedOut" || (record.latencyMs ?? 0) > sloMs ? "timeout" : "succeed";
+    const filed: LedgerOutcome =
+      record.outcome === "dropped" ? "drop" : record.outcome === "timedOut" || (record.latencyMs ?? 0) > sloMs ? "timeout" : "succeed";
     ledger.end(req.index, now, filed, drops && record.outcome === "dropped");
     if (config.purgeFinished ?? true) {
-      for (const [m, q] of queues) if (q.some((it) => it.req === req)) queues.set(m, q.filter((it) => it.req !== req));
+      for (const [m, q] of queues)
+        if (q.some((it) => it.req === req))
+          queues.set(
+            m,
+            q.filter((it) => it.req !== req),
+          );
       if (dispatch) for (const w of workers) if (w.queue.some((it) => it.req === req)) w.queue = w.queue.filter((it) => it.req !== req);
     }
   }
 
   function serve(req: SimRequest, model: string, route: Route, fallback?: string): void {
-    const models = route === Routes.light ? { light: model } : route === Routes.heavy ? { heavy: model } : { light: req.lightModel, heavy: model };
-    finish(req, { latencyMs: now - req.arrivalMs, outcome: "served", route, models, servedModel: model, servedScore: scoreOf(model, req), ...(fallback ? { fallback } : {}) });
+    const models =
+      route === Routes.light ? { light: model } : route === Routes.heavy ? { heavy: model } : { light: req.lightModel, heavy: model };
+    finish(req, {
+      latencyMs: now - req.arrivalMs,
+      outcome: "served",
+      route,
+      models,
+      servedModel: model,
+      servedScore: scoreOf(model, req),
+      ...(fallback ? { fallback } : {}),
+    });
   }
 
   /** hadis-plus: how long a generation of `model` queued now would take (the batches ahead, then its own). */
@@ -196,8 +247,11 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
 
   /** Execution time of a batch of `n` on `model`: the profile's, or the artifact's table plus its judge. */
   const execMs = (model: string, n: number) =>
-    workerJudge ? artifactExecMs(profiles.byName.get(model)!, n, timeScale) + ARTIFACT_JUDGE_MS : batchLatencyMs(profiles.byName.get(model)!, n, timeScale);
-  const checkMs = (model: string, n: number) => (workerJudge ? artifactExecMs(profiles.byName.get(model)!, n, timeScale) : batchLatencyMs(profiles.byName.get(model)!, n, timeScale));
+    workerJudge
+      ? artifactExecMs(profiles.byName.get(model)!, n, timeScale) + ARTIFACT_JUDGE_MS
+      : batchLatencyMs(profiles.byName.get(model)!, n, timeScale);
+  const checkMs = (model: string, n: number) =>
+    workerJudge ? artifactExecMs(profiles.byName.get(model)!, n, timeScale) : batchLatencyMs(profiles.byName.get(model)!, n, timeScale);
 
   function pull(w: SimWorker): void {
     const model = w.model!;
@@ -211,7 +265,13 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
       }
       let batch: WorkItem[];
       if (drops) {
-        const taken = takeArtifactBatch(queue, w.batchSize, (n) => checkMs(model, n), (it) => now - it.req.arrivalMs, startLimitMs);
+        const taken = takeArtifactBatch(
+          queue,
+          w.batchSize,
+          (n) => checkMs(model, n),
+          (it) => now - it.req.arrivalMs,
+          startLimitMs,
+        );
         result.expiredDrops += taken.dropped.length;
         batch = taken.batch;
       } else {
@@ -409,7 +469,19 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
   }
 
   function adopt(p: Plan, swapped: number, demandQps: number): void {
-    result.plans.push({ atMs: now, epoch: p.epoch, expectedFid: p.expectedFid, pair: p.pair, routerThreshold: p.routerThreshold, discThreshold: p.discThreshold, models: p.models, degraded: p.degraded ?? 0, swapped, demandQps, reason: p.reason });
+    result.plans.push({
+      atMs: now,
+      epoch: p.epoch,
+      expectedFid: p.expectedFid,
+      pair: p.pair,
+      routerThreshold: p.routerThreshold,
+      discThreshold: p.discThreshold,
+      models: p.models,
+      degraded: p.degraded ?? 0,
+      swapped,
+      demandQps,
+      reason: p.reason,
+    });
     applyPlan(p);
   }
 
@@ -420,7 +492,16 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     result.ticks++;
     const { qps: arrivalsQps, routers } = arrivalRate.sample(now, routerSilentAfterMs);
     const inventory = workers.map((w) => ({ id: w.id, model: heartbeatEveryMs > 0 ? w.reported : w.model }));
-    const obs = { nowMs: now, arrivalsQps, queueDepth: queueDepth(), workers: inventory, current: plan, routers, demandQps: plannedDemand(), signals: ledger.signals };
+    const obs = {
+      nowMs: now,
+      arrivalsQps,
+      queueDepth: queueDepth(),
+      workers: inventory,
+      current: plan,
+      routers,
+      demandQps: plannedDemand(),
+      signals: ledger.signals,
+    };
     const outcome = await (config.control ?? controlTick)(control, obs, tick);
     config.onTick?.(outcome, now);
     if (outcome.plan) adopt(outcome.plan, outcome.swapped.length, outcome.snapshot.demandQps);
@@ -435,7 +516,10 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
       result.ticks++;
       const demandQps = plannedDemand() ?? arrivalRate.sample(now, routerSilentAfterMs).qps;
       const inventory = workers.map((w) => ({ id: w.id, model: w.desired }));
-      const { plan: next } = await artifactTick({ nowMs: now, demandQps, signals, queueDepth: queueDepth(), workers: inventory, current: plan }, { policyName: config.policyName, policy, profiles: planning, solve: config.solve, sloMs, timeScale });
+      const { plan: next } = await artifactTick(
+        { nowMs: now, demandQps, signals, queueDepth: queueDepth(), workers: inventory, current: plan },
+        { policyName: config.policyName, policy, profiles: planning, solve: config.solve, sloMs, timeScale },
+      );
       if (next) adopt(next, workers.filter((w) => w.desired !== null && next.assignment[w.id] !== w.desired).length, demandQps);
     }
     seconds++;
@@ -467,7 +551,15 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     if (!plan || (!drops && refusal(plan, routerInFlight, sloMs))) return finish(req, { latencyMs: 0, outcome: "dropped" });
     const scorer = reference ? { score: () => reference.referenceScores[req.seqIndex] } : config.scorer;
     req.decision = decideRoute(plan, req.prompt, req.id, scorer, artifactThreshold ?? config.threshold);
-    if (deadlineAware && req.decision.hard && isCascade(plan) && hardFallsBackToLight(sloDeadline(req) - now, { lightMs: estimateMs(req.decision.pair.light), heavyMs: estimateMs(req.decision.pair.heavy) })) {
+    if (
+      deadlineAware &&
+      req.decision.hard &&
+      isCascade(plan) &&
+      hardFallsBackToLight(sloDeadline(req) - now, {
+        lightMs: estimateMs(req.decision.pair.light),
+        heavyMs: estimateMs(req.decision.pair.heavy),
+      })
+    ) {
       // hadis-plus: the heavy model cannot answer in time, the light one can: its image, degraded.
       result.admissions.light++;
       req.decision = { ...req.decision, hard: false, skipJudge: true };
@@ -475,7 +567,11 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
     } else if (deadlineAware && !req.decision.hard && isCascade(plan) && !req.decision.skipJudge) {
       // hadis-plus's admission: the whole path (light, judge, heavy if rejected) against the time left.
       const { light, heavy } = req.decision.pair;
-      const choice = admissionChoice(sloDeadline(req) - now, { lightMs: estimateMs(light), judgeMs: workerJudge ? 0 : judgeLatencyMs, heavyMs: estimateMs(heavy) }, heavyHasRoom(heavy));
+      const choice = admissionChoice(
+        sloDeadline(req) - now,
+        { lightMs: estimateMs(light), judgeMs: workerJudge ? 0 : judgeLatencyMs, heavyMs: estimateMs(heavy) },
+        heavyHasRoom(heavy),
+      );
       result.admissions[choice]++;
       if (choice === "heavy") req.decision = { ...req.decision, hard: true };
       else if (choice === "light") req.lightOnly = true;
@@ -546,7 +642,8 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
         await runSecond();
         // The controller ticks until every outcome is in its rows; under the artifact's scoring it
         // stops soon after the last query is sent, as run_E1.sh stops every node at TRACE ENDED.
-        if (on("scoring") ? now < lastArrivalMs + ARTIFACT_STOP_AFTER_TRACE_MS : running() || ledger.unresolved > 0) agenda.push(now + 1_000, { kind: "second" });
+        if (on("scoring") ? now < lastArrivalMs + ARTIFACT_STOP_AFTER_TRACE_MS : running() || ledger.unresolved > 0)
+          agenda.push(now + 1_000, { kind: "second" });
         break;
       case "routing":
         rebuildRouting();
@@ -556,7 +653,8 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
   }
   result.swaps = workers.reduce((s, w) => s + w.swaps, 0);
   for (const [m, q] of queues) result.leftInQueue[m] = q.length;
-  for (const w of workers) if (w.desired && w.queue.length > 0) result.leftInQueue[w.desired] = (result.leftInQueue[w.desired] ?? 0) + w.queue.length;
+  for (const w of workers)
+    if (w.desired && w.queue.length > 0) result.leftInQueue[w.desired] = (result.leftInQueue[w.desired] ?? 0) + w.queue.length;
   result.unfinished = requests.filter((r) => !r.record).length;
   result.records = requests.map((r) => r.record ?? { arrivalMs: r.arrivalMs, latencyMs: null, outcome: "dropped" });
   result.rows = ledger.rows;

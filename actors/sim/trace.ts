@@ -34,7 +34,10 @@ export function poisson(lambda: number, random: () => number): number {
  * gap or an empty cell read as 0 would bend the shape the trace is scaled from.
  */
 export function parseHourlyInvocations(text: string): number[] {
-  const lines = text.split(/\r?\n/).map((line, i) => ({ line, at: i + 1 })).filter((l) => l.line.trim().length > 0);
+  const lines = text
+    .split(/\r?\n/)
+    .map((line, i) => ({ line, at: i + 1 }))
+    .filter((l) => l.line.trim().length > 0);
   if (lines.length === 0) throw new Error("hourly CSV is empty");
   const header = lines[0].line.split(",").map((h) => h.trim());
   const column = (name: string) => {
@@ -138,6 +141,17 @@ export function futureDemandOracle(arrivals: readonly Arrival[], windowMs: numbe
 }
 
 /** A step in demand: `lowQps` until `stepAtS`, then `highQps`, for `seconds` (Poisson arrivals). */
-export function stepTrace(opts: { lowQps: number; highQps: number; stepAtS: number; seconds: number; seed: number; promptCount: number }): Arrival[] {
-  return traceFromRates(Array.from({ length: opts.seconds }, (_, s) => (s < opts.stepAtS ? opts.lowQps : opts.highQps)), opts.seed, opts.promptCount);
+export function stepTrace(opts: {
+  lowQps: number;
+  highQps: number;
+  stepAtS: number;
+  seconds: number;
+  seed: number;
+  promptCount: number;
+}): Arrival[] {
+  return traceFromRates(
+    Array.from({ length: opts.seconds }, (_, s) => (s < opts.stepAtS ? opts.lowQps : opts.highQps)),
+    opts.seed,
+    opts.promptCount,
+  );
 }

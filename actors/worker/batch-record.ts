@@ -59,7 +59,8 @@ export class BatchRecord {
     this.failedInARow = 0;
     this.failedPrompts.clear();
     if (run.whole) {
-      if (prompts.length >= this.capSize && ++this.capRuns >= CAP_RUNS_TO_GROW) this.capAt(this.capSize * 2 >= planned ? Number.POSITIVE_INFINITY : this.capSize * 2);
+      if (prompts.length >= this.capSize && ++this.capRuns >= CAP_RUNS_TO_GROW)
+        this.capAt(this.capSize * 2 >= planned ? Number.POSITIVE_INFINITY : this.capSize * 2);
     } else if (run.served + run.notRun.length + run.dropped.length === prompts.length) {
       this.capAt(run.largestRun);
     }

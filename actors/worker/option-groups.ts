@@ -9,11 +9,19 @@ import type { GeneratedImage, GenerationInput } from "./backend.ts";
 /** A stable key of a set of settings (the same settings in any key order give the same key). */
 export function optionsKey(options: GenerationOptions | undefined): string {
   if (!options) return "";
-  return JSON.stringify(Object.keys(options).sort().filter((k) => options[k as keyof GenerationOptions] !== undefined).map((k) => [k, options[k as keyof GenerationOptions]]));
+  return JSON.stringify(
+    Object.keys(options)
+      .sort()
+      .filter((k) => options[k as keyof GenerationOptions] !== undefined)
+      .map((k) => [k, options[k as keyof GenerationOptions]]),
+  );
 }
 
 /** Runs `batch` as one `run` per distinct settings, one after another; the images in the batch's order. */
-export async function runInOptionGroups(batch: readonly GenerationInput[], run: (options: GenerationOptions | undefined, part: readonly GenerationInput[]) => Promise<GeneratedImage[]>): Promise<GeneratedImage[]> {
+export async function runInOptionGroups(
+  batch: readonly GenerationInput[],
+  run: (options: GenerationOptions | undefined, part: readonly GenerationInput[]) => Promise<GeneratedImage[]>,
+): Promise<GeneratedImage[]> {
   const groups = new Map<string, number[]>();
   batch.forEach((input, i) => {
     const key = optionsKey(input.options);

@@ -7,40 +7,18 @@
 import { asHadisError, HadisError, toWireError } from "../../contracts/errors.ts";
 import { runSplitting, type SplitOutcome } from "./bisect.ts";
 import { BatchRecord } from "./batch-record.ts";
-import { decode, parseRaw, validate } from "../../contracts/envelope.ts";
 import {
   PROTOCOL_VERSION,
-  WorkItemAddressSchema,
-  WorkItemSchema,
   WorkerStates,
   type Plan,
   type WorkerHeartbeat,
   type WorkItem,
-  type WorkItemAddress,
   type WorkResult,
   type WorkerState,
 } from "../../contracts/messages.ts";
-import type { GeneratedImage, GenerationBackend } from "./backend.ts";
+import type { GeneratedImage } from "./backend.ts";
+import type { BatchEntry, Delivery, DropCounts, WorkerOptions, WorkerPorts, WorkLane } from "./ports.ts";
 import { planMechanisms, type ArtifactMechanism } from "../artifact/mechanisms.ts";
-
-/** One message pulled from a work queue, with its acknowledgement controls. */
-export interface Delivery {
-  data: Uint8Array;
-  /** Done: remove from the queue. */
-  ack(): void;
-  /** Never deliver again (poison or expired). */
-  term(): void;
-  /** Give back for redelivery now. */
-  nak(): void;
-  /** Still working: extend the ack deadline. */
-  working(): void;
-  /** A header of the message (e.g. `traceparent`), when the transport has headers. */
-  header?(name: string): string | undefined;
-  /** How many times the queue has delivered this item, this time included (1 the first time), when it says. */
-  deliveryCount?: number;
-  /** The queue's last delivery of the item: handed back, it is never delivered again (nobody would answer its request). */
-  final?: boolean;
-}
 
 /**
  * Deliveries of an item a failed batch held before it fails for good: the first failure hands it
@@ -58,69 +36,17 @@ export const BATCH_TRIES = 2;
  */
 export const FAILED_BATCHES_TO_REPORT = BATCH_TRIES + 1;
 
-/** A queue a worker pulls: its model's shared one, or its own (the artifact's random dispatch). */
-export type WorkLane = string | { worker: string };
-
-/** Where work comes from. */
-export interface WorkSource {
-  /**
-   * Up to `max` deliveries of a lane (a model's queue, or this worker's own); waits at most
-   * `waitMs` for the first; [] when none. `lastCalledOff`: a last delivery that reached the pull
-   * after it was called off (it cannot go back to the queue: nothing would deliver it again), for
-   * the worker to answer.
-   */
-  pull(lane: WorkLane, max: number, waitMs: number, signal: AbortSignal, lastCalledOff?: (delivery: Delivery) => void): Promise<Delivery[]>;
-}
-
-/** The worker's side effects, supplied by the service (or the simulator, or tests). */
-export interface WorkerPorts {
-  source: WorkSource;
-  /** Sends a result to the router that queued the item. */
-  publishResult(replyTo: string, result: WorkResult): void;
-  backend: GenerationBackend;
-  now(): number;
-  sleep(ms: number): Promise<void>;
-  log(event: string, fields: Record<string, unknown>): void;
-  /** Optional observer of batches (tracing, metrics), supplied by the service. */
-  observer?: BatchObserver;
-}
-
-/** One item of a batch as the observer sees it. */
-export interface BatchEntry {
-  item: WorkItem;
-  delivery: Delivery;
-}
-
-/** Watches batches run; the service turns this into spans and metrics. */
-export interface BatchObserver {
-  /** A batch starts executing at `startedMs`. */
-  started(workerId: string, model: string, batch: readonly BatchEntry[], startedMs: number): BatchObservation;
-}
-
-/** One observed batch. */
-export interface BatchObservation {
-  /** The batch ended (its results are published); `error` when it failed: all its items, or those in `failed` (indexes), when given. */
-  ended(endedMs: number, error?: string, failed?: ReadonlySet<number>): void;
-}
-
-/** Tunables of the worker loop. */
-export interface WorkerOptions {
-  /** Longest wait of one pull for the first message, ms. */
-  pollMs: number;
-  /** Interval of "still working" signals during a batch, ms (below the consumer's ack wait). */
-  workingEveryMs: number;
-  /** Wait before retrying a failed model load, ms. */
-  loadRetryMs: number;
-  /** Failed batches in a row after which the model is reported as failing (default `FAILED_BATCHES_TO_REPORT`). */
-  failedBatchesToReport?: number;
-}
-
-/** Counters of what the worker dropped, by reason. */
-export interface DropCounts {
-  malformed: number;
-  expired: number;
-  wrongModel: number;
-}
+export type {
+  BatchEntry,
+  BatchObservation,
+  BatchObserver,
+  Delivery,
+  DropCounts,
+  WorkerOptions,
+  WorkerPorts,
+  WorkLane,
+  WorkSource,
+} from "./ports.ts";
 
 /** A worker following the plan. */
 export class WorkerAgent {
@@ -146,18 +72,23 @@ export class WorkerAgent {
   private pullAbort: AbortController | null = null;
   private wake: (() => void) | null = null;
   private loop: Promise<void> | null = null;
-  readonly dropped: DropCounts = { malformed: 0, expired: 0, wrongModel: 0 };
+  readonly dropped: DropCounts = { expired: 0, wrongModel: 0 };
   /** Batches some items of which failed, alone (their items handed back or answered with `generation_failed`). */
   failedBatches = 0;
 
-  constructor(readonly id: string, private readonly ports: WorkerPorts, private readonly options: WorkerOptions) {}
+  constructor(
+    readonly id: string,
+    private readonly ports: WorkerPorts,
+    private readonly options: WorkerOptions,
+  ) {}
 
   /** Takes a plan snapshot; stale epochs are ignored. Returns true if it was applied. */
   applyPlan(plan: Plan): boolean {
     if (plan.epoch < this.planEpoch) return false;
     this.planEpoch = plan.epoch;
     this.mechanisms = planMechanisms(plan);
-    if (this.ports.backend.artifact) this.ports.backend.artifact = { latency: this.mechanisms.has("latency"), swaps: this.mechanisms.has("swaps") };
+    if (this.ports.backend.artifact)
+      this.ports.backend.artifact = { latency: this.mechanisms.has("latency"), swaps: this.mechanisms.has("swaps") };
     const model = plan.assignment[this.id] ?? null;
     this.planBatchSize = model ? Math.max(1, plan.models[model]?.batchSize ?? 1) : 1;
     if (model !== this.desiredModel) {
@@ -223,10 +154,17 @@ export class WorkerAgent {
   }
 
   /** One run of the backend on `part`: its images, or why it failed. */
-  private async generate(model: string, part: readonly BatchEntry[]): Promise<{ ok: true; results: GeneratedImage[] } | { ok: false; error: Error }> {
+  private async generate(
+    model: string,
+    part: readonly BatchEntry[],
+  ): Promise<{ ok: true; results: GeneratedImage[] } | { ok: false; error: Error }> {
     try {
-      const made = await this.ports.backend.generate(model, part.map((b) => ({ prompt: b.item.prompt, seed: b.item.seed, ...(b.item.options ? { options: b.item.options } : {}) })));
-      if (made.length !== part.length) throw new HadisError("generation_failed", `the backend made ${made.length} images for a batch of ${part.length}`);
+      const made = await this.ports.backend.generate(
+        model,
+        part.map((b) => ({ prompt: b.item.prompt, seed: b.item.seed, ...(b.item.options ? { options: b.item.options } : {}) })),
+      );
+      if (made.length !== part.length)
+        throw new HadisError("generation_failed", `the backend made ${made.length} images for a batch of ${part.length}`);
       return { ok: true, results: made };
     } catch (err) {
       return { ok: false, error: asHadisError(err) };
@@ -254,7 +192,9 @@ export class WorkerAgent {
         this.batchSize = this.record.size(this.planBatchSize);
         // Under the artifact's random dispatch a worker pulls its own queue, whatever its model.
         const lane: WorkLane = this.mechanisms.has("dispatch") ? { worker: this.id } : this.model;
-        const deliveries = await this.ports.source.pull(lane, this.batchSize, this.options.pollMs, abort.signal, (d) => this.answerUnrun(d));
+        const deliveries = await this.ports.source.pull(lane, this.batchSize, this.options.pollMs, abort.signal, (d) =>
+          this.answerUnrun(d),
+        );
         this.pullAbort = null;
         if (deliveries.length > 0) await this.execute(this.model, deliveries);
       } catch (err) {
@@ -303,28 +243,16 @@ export class WorkerAgent {
     const now = this.ports.now();
     const batch: { item: WorkItem; delivery: Delivery }[] = [];
     for (const delivery of deliveries) {
-      let item: WorkItem;
-      let raw: unknown; // parsed once: the whole item, or what of it says where its result goes
-      try {
-        raw = parseRaw(delivery.data);
-        item = validate(WorkItemSchema, raw, "work item");
-      } catch (err) {
-        this.dropped.malformed++;
-        const error = asHadisError(err);
-        this.ports.log("worker.drop", { workerId: this.id, reason: "malformed", error: error.message });
-        delivery.term();
-        // Its router learns why now, when the item says where to, rather than at the deadline: an
-        // internal error to its caller (a router's bug or a field out of range: not the caller's fault).
-        const to = raw === undefined ? null : addressOf(raw);
-        if (to) this.ports.publishResult(to.replyTo, errorResult(to, this.id, new HadisError("internal", `work item refused by worker ${this.id}: ${error.message}`)));
-        continue;
-      }
+      const item = delivery.item;
       // The artifact's worker keeps its queue through a (free) swap and runs it on its new model.
       const keptThroughSwap = this.mechanisms.has("dispatch") && this.mechanisms.has("swaps");
       if (item.model !== model && !keptThroughSwap) {
         this.dropped.wrongModel++;
         delivery.term();
-        this.ports.publishResult(item.replyTo, errorResult(item, this.id, new HadisError("unknown_model", `work for "${item.model}" reached a "${model}" queue`)));
+        this.ports.publishResult(
+          item.replyTo,
+          errorResult(item, this.id, new HadisError("unknown_model", `work for "${item.model}" reached a "${model}" queue`)),
+        );
         continue;
       }
       if (item.deadlineAtMs <= now) {
@@ -357,19 +285,41 @@ export class WorkerAgent {
     }
     // Items that failed alone; or, when none ran at all, the first run's failure (what was left of
     // the batch expired before its part ran): said, counted and paused on the same way.
-    const failure = run.failed.length > 0 ? asHadisError(run.failed[0].error) : run.served === 0 && run.firstError ? asHadisError(run.firstError) : undefined;
+    const failure =
+      run.failed.length > 0
+        ? asHadisError(run.failed[0].error)
+        : run.served === 0 && run.firstError
+          ? asHadisError(run.firstError)
+          : undefined;
     try {
       // Not run (the worker stopped or left the model mid-way): back to the queue, as a pull abandoned.
       for (const entry of run.notRun) this.handBack(entry);
       // Past their deadline by the time their part came (a failed run took the time): answered already by their routers.
       for (const entry of run.dropped) this.dropExpired(entry.delivery);
-      this.record.learn(batch.map((b) => b.item.prompt), run, this.planBatchSize);
-      if (failure) this.fail(model, run.failed.map((f) => f.item), failure, run.runs);
+      this.record.learn(
+        batch.map((b) => b.item.prompt),
+        run,
+        this.planBatchSize,
+      );
+      if (failure)
+        this.fail(
+          model,
+          run.failed.map((f) => f.item),
+          failure,
+          run.runs,
+        );
     } finally {
       this.inFlight = 0;
       // Which items failed (or were dropped, expired, after a failed run) matters only when others were served.
-      const spanError = failure?.message ?? (run.dropped.length > 0 ? `past its deadline before its part of a failed batch ran (${run.firstError?.message ?? "failed"})` : undefined);
-      const failedIdx = spanError && run.served > 0 ? new Set([...run.failed.map((f) => f.item), ...run.dropped].map((entry) => batch.indexOf(entry))) : undefined;
+      const spanError =
+        failure?.message ??
+        (run.dropped.length > 0
+          ? `past its deadline before its part of a failed batch ran (${run.firstError?.message ?? "failed"})`
+          : undefined);
+      const failedIdx =
+        spanError && run.served > 0
+          ? new Set([...run.failed.map((f) => f.item), ...run.dropped].map((entry) => batch.indexOf(entry)))
+          : undefined;
       this.observing(() => observed?.ended(this.ports.now(), spanError, failedIdx));
     }
     if (run.served === 0 && failure && !this.stopping && this.desiredModel === model) {
@@ -417,37 +367,30 @@ export class WorkerAgent {
   private answer(model: string, batch: readonly BatchEntry[], images: GeneratedImage[], startedMs: number): void {
     const execMs = this.ports.now() - startedMs;
     batch.forEach(({ item, delivery }, i) => {
-        this.ports.publishResult(item.replyTo, {
-          v: PROTOCOL_VERSION,
-          ok: true,
-          requestId: item.requestId,
-          stage: item.stage,
-          model,
-          workerId: this.id,
-          image: images[i].image,
-          width: images[i].width,
-          height: images[i].height,
-          batchSize: batch.length,
-          queueWaitMs: Math.max(0, startedMs - item.enqueuedAtMs),
-          execMs,
-          ...(images[i].applied ? { applied: images[i].applied } : {}),
-        });
-        delivery.ack();
+      this.ports.publishResult(item.replyTo, {
+        v: PROTOCOL_VERSION,
+        ok: true,
+        requestId: item.requestId,
+        stage: item.stage,
+        model,
+        workerId: this.id,
+        image: images[i].image,
+        width: images[i].width,
+        height: images[i].height,
+        batchSize: batch.length,
+        queueWaitMs: Math.max(0, startedMs - item.enqueuedAtMs),
+        execMs,
+        ...(images[i].applied ? { applied: images[i].applied } : {}),
       });
-      this.servedTotal += batch.length;
+      delivery.ack();
+    });
+    this.servedTotal += batch.length;
     this.lastError = undefined;
   }
 
   /** A last delivery this worker will not run (its pull was called off): answered as one handed back. */
   private answerUnrun(delivery: Delivery): void {
-    let item: WorkItem;
-    try {
-      item = decode(WorkItemSchema, delivery.data, "work item");
-    } catch {
-      delivery.term(); // (unreadable: nobody to tell)
-      return;
-    }
-    this.handBack({ item, delivery });
+    this.handBack({ item: delivery.item, delivery });
   }
 
   /**
@@ -457,7 +400,18 @@ export class WorkerAgent {
   private handBack({ item, delivery }: BatchEntry): void {
     if (!delivery.final) return delivery.nak();
     const times = delivery.deliveryCount ?? "many";
-    this.ports.publishResult(item.replyTo, errorResult(item, this.id, new HadisError("no_capacity", `work item handed back ${times} times (workers left its model before running it); it will not be delivered again`, { retryAfterMs: 1_000 })));
+    this.ports.publishResult(
+      item.replyTo,
+      errorResult(
+        item,
+        this.id,
+        new HadisError(
+          "no_capacity",
+          `work item handed back ${times} times (workers left its model before running it); it will not be delivered again`,
+          { retryAfterMs: 1_000 },
+        ),
+      ),
+    );
     delivery.term();
   }
 
@@ -475,22 +429,29 @@ export class WorkerAgent {
       delivery.ack();
     }
     this.failedBatches++;
-    this.ports.log("worker.batch_failed", { workerId: this.id, model, failed: batch.length, retried, runs, inARow: this.record.inARow, error: e.message });
-  }
-}
-
-/** Where the result of an item that did not validate goes, when that much of it reads. */
-function addressOf(raw: unknown): WorkItemAddress | null {
-  try {
-    return validate(WorkItemAddressSchema, raw, "work item");
-  } catch {
-    return null;
+    this.ports.log("worker.batch_failed", {
+      workerId: this.id,
+      model,
+      failed: batch.length,
+      retried,
+      runs,
+      inARow: this.record.inARow,
+      error: e.message,
+    });
   }
 }
 
 /** A failed stage's result for its router. */
 export function errorResult(item: Pick<WorkItem, "requestId" | "stage" | "model">, workerId: string, err: HadisError): WorkResult {
-  return { v: PROTOCOL_VERSION, ok: false, requestId: item.requestId, stage: item.stage, model: item.model, workerId, error: toWireError(err, PROTOCOL_VERSION).error };
+  return {
+    v: PROTOCOL_VERSION,
+    ok: false,
+    requestId: item.requestId,
+    stage: item.stage,
+    model: item.model,
+    workerId,
+    error: toWireError(err, PROTOCOL_VERSION).error,
+  };
 }
 
 /** A repeating tick built on the ports' sleep, so simulated clocks drive it too. */

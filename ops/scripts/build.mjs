@@ -4,7 +4,7 @@
 // `npm start` and the `hadis` command run compiled code. Run by ops/scripts/ensure-deps.mjs (the
 // set-up of `npm start` and `npm test`) and by `npm run build`. Uses only Node built-ins.
 import { spawnSync } from "node:child_process";
-import { existsSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -28,6 +28,34 @@ function newestSourceMs() {
   return newest;
 }
 
+/**
+ * Removes what dist/ holds for a source that is gone (moved or deleted): tsc never removes an
+ * output, and the package ships dist/ whole. Returns the files removed.
+ */
+export function pruneOrphans() {
+  const removed = [];
+  const walk = (dir) => {
+    if (!existsSync(dir)) return;
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) {
+        walk(path);
+        if (readdirSync(path).length === 0) rmSync(path, { recursive: true });
+        continue;
+      }
+      const stem = /^(.*)\.(js|d\.ts|js\.map|d\.ts\.map)$/.exec(entry.name)?.[1];
+      if (stem === undefined) continue;
+      const source = join(root, dir.slice(join(root, "dist").length), `${stem}.ts`);
+      if (!existsSync(source)) {
+        rmSync(path);
+        removed.push(path);
+      }
+    }
+  };
+  for (const dir of SOURCES) walk(join(root, "dist", dir));
+  return removed;
+}
+
 /** True when dist/ is missing or older than a source. */
 export function buildIsStale() {
   return !existsSync(stamp) || statSync(stamp).mtimeMs < newestSourceMs();
@@ -35,11 +63,15 @@ export function buildIsStale() {
 
 /** Compiles when stale (`force`: always); throws with tsc's output when it fails. */
 export function build({ force = false, quiet = false } = {}) {
-  if (!force && !buildIsStale()) return false;
+  if (!force && !buildIsStale()) {
+    pruneOrphans(); // (a source deleted without touching another leaves the build current)
+    return false;
+  }
   if (!quiet) process.stderr.write("[hadis setup] compiling TypeScript to dist/ (tsc -p tsconfig.build.json)…\n");
   const tsc = join(root, "node_modules", "typescript", "bin", "tsc");
   const result = spawnSync(process.execPath, [tsc, "-p", "tsconfig.build.json"], { cwd: root, encoding: "utf8" });
   if (result.status !== 0) throw new Error(`tsc -p tsconfig.build.json failed:\n${result.stdout}${result.stderr}`);
+  pruneOrphans();
   writeFileSync(stamp, `${new Date().toISOString()}\n`);
   return true;
 }

@@ -43,7 +43,13 @@ try {
 }
 
 // 2. nats-server.
-const candidates = [process.env.NATS_SERVER_BIN, "nats-server", "/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"].filter(Boolean);
+const candidates = [
+  process.env.NATS_SERVER_BIN,
+  "nats-server",
+  "/usr/sbin/nats-server",
+  "/usr/bin/nats-server",
+  "/usr/local/bin/nats-server",
+].filter(Boolean);
 const haveNats = () => candidates.some((bin) => spawnSync(bin, ["--version"]).status === 0);
 if (!haveNats()) {
   aptInstall("nats-server", "");

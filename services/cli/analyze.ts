@@ -4,7 +4,8 @@
  */
 import { FEATURE_NAMES } from "../../actors/profile/reference.ts";
 import type { PromptAnalysis } from "../../actors/analyzer/analyzer.ts";
-import { loadPromptAnalyzer, readPromptsFile } from "../lib/analyzer-files.ts";
+import { loadPromptAnalyzer, readPromptsFile } from "../files/analyzer-files.ts";
+import { ConfigurationError } from "../../contracts/errors.ts";
 
 /** Options of `hadis analyze`. */
 export interface AnalyzeArgs {
@@ -23,7 +24,7 @@ function toJson(prompt: string | undefined, a: PromptAnalysis): string {
 
 /** Runs the command; throws on bad arguments or unreadable files. */
 export async function analyzeCommand(args: AnalyzeArgs): Promise<void> {
-  if (args.prompt === undefined && args.file === undefined) throw new Error("analyze: give --prompt TEXT or --file PATH");
+  if (args.prompt === undefined && args.file === undefined) throw new ConfigurationError("analyze: give --prompt TEXT or --file PATH");
   const analyzer = loadPromptAnalyzer(args.weights ? { weightsPath: args.weights } : {});
   if (args.file !== undefined) {
     for (const prompt of readPromptsFile(args.file)) console.log(toJson(prompt, analyzer.analyzePrompt(prompt)));

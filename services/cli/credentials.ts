@@ -5,9 +5,9 @@
  */
 import { existsSync } from "node:fs";
 import { inboxPrefixOf } from "../../contracts/subjects.ts";
-import type { NatsTlsFiles } from "../lib/nats.ts";
-import type { NatsCredentials } from "../system.ts";
-import { SERVICE_KINDS, type ServiceKind } from "../service-kinds.ts";
+import type { NatsCredentials, NatsTlsFiles } from "../nats/connection.ts";
+import { SERVICE_KINDS, type ServiceKind } from "../../contracts/service-kinds.ts";
+import { ConfigurationError } from "../../contracts/errors.ts";
 
 /** The credentials of a service kind, or undefined (no authentication); a half-set pair is refused here, before anything connects. */
 export function credentialsFromEnv(env: NodeJS.ProcessEnv = process.env): ((kind: ServiceKind) => NatsCredentials | undefined) | undefined {
@@ -27,7 +27,10 @@ function userPair(env: NodeJS.ProcessEnv, prefixes: readonly string[]): { user: 
     const user = env[`${prefix}_USER`];
     const pass = env[`${prefix}_PASS`];
     if (!user && !pass) continue;
-    if (!user || !pass) throw new Error(`${prefix}_USER and ${prefix}_PASS go together: ${user ? `${prefix}_PASS` : `${prefix}_USER`} is not set`);
+    if (!user || !pass)
+      throw new ConfigurationError(
+        `${prefix}_USER and ${prefix}_PASS go together: ${user ? `${prefix}_PASS` : `${prefix}_USER`} is not set`,
+      );
     return { user, pass, prefix };
   }
   return undefined;
@@ -40,18 +43,28 @@ function serviceCredentials(env: NodeJS.ProcessEnv, kind: ServiceKind): NatsCred
 
 /** `--nats a,b,c` (or `NATS_URL`: `source` names where it came from) → every URL of a cluster. */
 export function natsUrls(value: string, source = "--nats"): string | string[] {
-  const urls = value.split(",").map((u) => u.trim()).filter(Boolean);
+  const urls = value
+    .split(",")
+    .map((u) => u.trim())
+    .filter(Boolean);
   const named = source.startsWith("-") ? `${source} "${value}"` : `${source}=${value}`;
   // (An empty list would quietly become the client library's default server.)
-  if (urls.length === 0) throw new Error(`${named} names no server`);
+  if (urls.length === 0) throw new ConfigurationError(`${named} names no server`);
   // nats.js reads any scheme as nats:// (foo://bar tried host bar, and said it did not resolve).
   const odd = urls.find((u) => u.includes("://") && !/^(nats|tls):\/\//i.test(u));
-  if (odd) throw new Error(`${source.startsWith("-") ? `${source} "${odd}"` : `${source}=${value}: "${odd}"`} is not a NATS URL: nats://host:port, tls://host:port or host:port`);
+  if (odd)
+    throw new ConfigurationError(
+      `${source.startsWith("-") ? `${source} "${odd}"` : `${source}=${value}: "${odd}"`} is not a NATS URL: nats://host:port, tls://host:port or host:port`,
+    );
   return urls.length === 1 ? urls[0] : urls;
 }
 
 /** The NATS server a command talks to and where that came from: `--nats`, else `NATS_URL`, else `fallback` (none: undefined). */
-export function natsServerOf(given: string | undefined, env: NodeJS.ProcessEnv, fallback?: string): { value: string; source: string } | undefined {
+export function natsServerOf(
+  given: string | undefined,
+  env: NodeJS.ProcessEnv,
+  fallback?: string,
+): { value: string; source: string } | undefined {
   if (given !== undefined) return { value: given, source: "--nats" };
   if (env.NATS_URL) return { value: env.NATS_URL, source: "NATS_URL" }; // (set empty: unset)
   return fallback === undefined ? undefined : { value: fallback, source: "the default" };
@@ -62,9 +75,18 @@ export function natsServerOf(given: string | undefined, env: NodeJS.ProcessEnv, 
  * generate`, `HADIS_OBSERVER_NATS_*` for `hadis status`), else `HADIS_NATS_*`, else none. The
  * observer reads replies under its own inbox prefix (ops/nats/accounts.conf); a client under `_INBOX`.
  */
-export function toolCredentials(env: NodeJS.ProcessEnv, role: "client" | "observer"): { user: string; pass: string; inboxPrefix?: string } | undefined {
+export function toolCredentials(
+  env: NodeJS.ProcessEnv,
+  role: "client" | "observer",
+): { user: string; pass: string; inboxPrefix?: string } | undefined {
   const found = userPair(env, [`HADIS_${role.toUpperCase()}_NATS`, "HADIS_NATS"]);
-  return found && { user: found.user, pass: found.pass, ...(role === "observer" && found.prefix !== "HADIS_NATS" ? { inboxPrefix: inboxPrefixOf(role) } : {}) };
+  return (
+    found && {
+      user: found.user,
+      pass: found.pass,
+      ...(role === "observer" && found.prefix !== "HADIS_NATS" ? { inboxPrefix: inboxPrefixOf(role) } : {}),
+    }
+  );
 }
 
 /**
@@ -75,13 +97,19 @@ export function toolCredentials(env: NodeJS.ProcessEnv, role: "client" | "observ
  */
 export function natsTlsFromEnv(env: NodeJS.ProcessEnv = process.env): NatsTlsFiles | undefined {
   const files: NatsTlsFiles = {};
-  for (const [field, name] of [["caFile", "HADIS_NATS_TLS_CA"], ["certFile", "HADIS_NATS_TLS_CERT"], ["keyFile", "HADIS_NATS_TLS_KEY"]] as const) {
+  for (const [field, name] of [
+    ["caFile", "HADIS_NATS_TLS_CA"],
+    ["certFile", "HADIS_NATS_TLS_CERT"],
+    ["keyFile", "HADIS_NATS_TLS_KEY"],
+  ] as const) {
     const path = env[name];
     if (!path) continue;
-    if (!existsSync(path)) throw new Error(`${name}=${path}: no such file`);
+    if (!existsSync(path)) throw new ConfigurationError(`${name}=${path}: no such file`);
     files[field] = path;
   }
-  if (!files.certFile !== !files.keyFile) throw new Error(`HADIS_NATS_TLS_CERT and HADIS_NATS_TLS_KEY go together: ${files.certFile ? "HADIS_NATS_TLS_KEY" : "HADIS_NATS_TLS_CERT"} is not set`);
+  if (!files.certFile !== !files.keyFile)
+    throw new ConfigurationError(
+      `HADIS_NATS_TLS_CERT and HADIS_NATS_TLS_KEY go together: ${files.certFile ? "HADIS_NATS_TLS_KEY" : "HADIS_NATS_TLS_CERT"} is not set`,
+    );
   return Object.keys(files).length > 0 ? files : undefined;
 }
-

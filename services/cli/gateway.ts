@@ -1,12 +1,13 @@
 /** `hadis serve gateway` and the gateway `hadis start` runs: the HTTP API on its own NATS connection. */
 import { createServer as createNetServer } from "node:net";
-import { createLogger, type Logger } from "../lib/log.ts";
-import { connectWhenUp, type NatsConnection } from "../lib/nats.ts";
-import { loadProfiles } from "../lib/profiles.ts";
-import { startMetricsServer } from "../lib/metrics.ts";
+import { createLogger, type Logger } from "../telemetry/log.ts";
+import { connectWhenUp, type NatsConnection } from "../nats/connection.ts";
+import { loadProfiles } from "../files/profiles.ts";
+import { startMetricsServer } from "../telemetry/metrics.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
-import { DEFAULT_HTTP_PORT, startGateway, type RunningGateway } from "../gateway/gateway.ts";
+import { DEFAULT_HTTP_PORT, startGateway, type RunningGateway } from "../gateway/main.ts";
 import { natsTlsFromEnv, natsUrls, toolCredentials } from "./credentials.ts";
+import { ConfigurationError, DependencyError } from "../../contracts/errors.ts";
 
 /** The gateway's options on the command line. */
 export interface GatewayCliOptions {
@@ -29,7 +30,11 @@ export interface LocalGateway {
  * else `HADIS_NATS_*`): it is a NATS client like any other. Throws, saying what to do, when it
  * cannot listen.
  */
-export async function startLocalGateway(nats: string | string[], opts: GatewayCliOptions & { waitForNatsMs?: number; version?: string }, log: Logger = createLogger("gateway")): Promise<LocalGateway> {
+export async function startLocalGateway(
+  nats: string | string[],
+  opts: GatewayCliOptions & { waitForNatsMs?: number; version?: string },
+  log: Logger = createLogger("gateway"),
+): Promise<LocalGateway> {
   const host = opts.httpHost ?? "127.0.0.1";
   const port = opts.httpPort ?? DEFAULT_HTTP_PORT;
   // A taken port is said before waiting for NATS (which may take a minute).
@@ -38,10 +43,17 @@ export async function startLocalGateway(nats: string | string[], opts: GatewayCl
   });
   const credentials = toolCredentials(process.env, "client");
   const tls = natsTlsFromEnv();
-  const nc: NatsConnection = await connectWhenUp(nats, "hadis-gateway", { ...(credentials ?? {}), ...(tls ? { tls } : {}) }, opts.waitForNatsMs ?? 0, (err) =>
-    log.warn("nats.waiting", { service: "hadis-gateway", url: nats, error: (err as Error).message, waitMs: opts.waitForNatsMs }),
+  const nc: NatsConnection = await connectWhenUp(
+    nats,
+    "hadis-gateway",
+    { ...(credentials ?? {}), ...(tls ? { tls } : {}) },
+    opts.waitForNatsMs ?? 0,
+    (err) => log.warn("nats.waiting", { service: "hadis-gateway", url: nats, error: (err as Error).message, waitMs: opts.waitForNatsMs }),
   ).catch((err: unknown) => {
-    throw new Error(`hadis-gateway cannot reach NATS at ${nats} (${(err as Error).message})${credentials ? `; are the credentials of ${credentials.user} right?` : ""}`, { cause: err });
+    throw new DependencyError(
+      `hadis-gateway cannot reach NATS at ${nats} (${(err as Error).message})${credentials ? `; are the credentials of ${credentials.user} right?` : ""}`,
+      { cause: err },
+    );
   });
   try {
     const gateway = await startGateway({
@@ -55,7 +67,11 @@ export async function startLocalGateway(nats: string | string[], opts: GatewayCl
       ...(opts.httpMaxConcurrent !== undefined ? { maxConcurrent: opts.httpMaxConcurrent } : {}),
       ...(opts.version ? { version: opts.version } : {}),
     });
-    return { url: gateway.url, gateway, stop: async (graceMs = 10_000) => (await gateway.stop(graceMs), await nc.drain().catch(() => undefined)) };
+    return {
+      url: gateway.url,
+      gateway,
+      stop: async (graceMs = 10_000) => (await gateway.stop(graceMs), await nc.drain().catch(() => undefined)),
+    };
   } catch (err) {
     await nc.close();
     throw listenError(err, host, port);
@@ -75,13 +91,22 @@ function portFree(host: string, port: number): Promise<void> {
 /** What to do about an address the gateway cannot listen on. */
 function listenError(err: unknown, host: string, port: number): Error {
   if ((err as { code?: string }).code === "EADDRINUSE") {
-    return new Error(`HTTP port ${port} on ${host} is already in use: pick another with --http-port, or start without the gateway (--no-http)`, { cause: err });
+    return new ConfigurationError(
+      `HTTP port ${port} on ${host} is already in use: pick another with --http-port, or start without the gateway (--no-http)`,
+      { cause: err },
+    );
   }
-  return new Error(`HTTP gateway not started (${(err as Error).message}); pick another address with --http-host or --http-port`, { cause: err });
+  return new ConfigurationError(
+    `HTTP gateway not started (${(err as Error).message}); pick another address with --http-host or --http-port`,
+    { cause: err },
+  );
 }
 
 /** `hadis serve gateway`: the HTTP gateway against a NATS server, until a signal. */
-export async function gatewayCommand(opts: GatewayCliOptions & { nats: string; waitForNats?: number; metricsPort?: number; metricsHost?: string }, untilSignal: (stop: () => Promise<void>) => void): Promise<void> {
+export async function gatewayCommand(
+  opts: GatewayCliOptions & { nats: string; waitForNats?: number; metricsPort?: number; metricsHost?: string },
+  untilSignal: (stop: () => Promise<void>) => void,
+): Promise<void> {
   let local: LocalGateway;
   try {
     local = await startLocalGateway(natsUrls(opts.nats), { ...opts, waitForNatsMs: (opts.waitForNats ?? 0) * 1_000 });
@@ -90,8 +115,11 @@ export async function gatewayCommand(opts: GatewayCliOptions & { nats: string; w
     process.stderr.write(`hadis serve: ${message.replace("or start without the gateway (--no-http)", "or stop what holds it")}\n`);
     process.exit(/already in use|not started/.test(message) ? 2 : 1);
   }
-  const metrics = opts.metricsPort !== undefined ? await startMetricsServer(opts.metricsPort, opts.metricsHost, () => local.gateway.health()) : null;
-  process.stderr.write(`hadis gateway serving ${local.url} (POST /v1/generate, /v1/jobs; GET /v1/models, /openapi.json, /healthz, /readyz), connected to ${opts.nats}\n`);
+  const metrics =
+    opts.metricsPort !== undefined ? await startMetricsServer(opts.metricsPort, opts.metricsHost, () => local.gateway.health()) : null;
+  process.stderr.write(
+    `hadis gateway serving ${local.url} (POST /v1/generate, /v1/jobs; GET /v1/models, /openapi.json, /healthz, /readyz), connected to ${opts.nats}\n`,
+  );
   untilSignal(async () => {
     await local.stop(10_000);
     await metrics?.stop();

@@ -3,8 +3,8 @@ import { accessSync, constants, existsSync, statSync, writeFileSync } from "node
 import { dirname, resolve } from "node:path";
 import { HadisError } from "../../contracts/errors.ts";
 import type { Fallback, GenerateReplyRead } from "../../contracts/messages.ts";
-import { HadisClient } from "../lib/client.ts";
-import type { NatsConnection } from "../lib/nats.ts";
+import { HadisClient } from "../client/client.ts";
+import type { NatsConnection } from "../nats/connection.ts";
 import { clientError, connectTool, reportToolFailure, ToolFailure } from "./tool-connection.ts";
 
 /** Options of `hadis generate`. */
@@ -55,7 +55,11 @@ export async function generateCommand(prompt: string, opts: GenerateCommandOptio
     if (err instanceof ToolFailure) return reportToolFailure(err, opts.json);
     process.exitCode = 1;
     const e = err instanceof HadisError ? err : new HadisError("internal", String((err as Error).message ?? err));
-    if (opts.json) process.stdout.write(JSON.stringify({ error: { code: e.code, status: e.status, message: e.message, retryable: e.retryable, details: e.details } }) + "\n");
+    if (opts.json)
+      process.stdout.write(
+        JSON.stringify({ error: { code: e.code, status: e.status, message: e.message, retryable: e.retryable, details: e.details } }) +
+          "\n",
+      );
     else process.stderr.write(errorText(e));
   } finally {
     await nc?.close();
@@ -90,14 +94,18 @@ const FALLBACK_TEXT: Record<Fallback, string> = {
 
 function summary(reply: GenerateReplyRead, saved: string | null): string {
   const t = reply.timings;
-  return [
-    `request ${reply.requestId}: ${reply.route} → ${reply.servedBy} (plan epoch ${reply.planEpoch})${reply.deduplicated ? " — deduplicated: the first reply for this idempotency key, not a new image" : ""}`,
-    `  difficulty ${reply.difficulty.toFixed(3)} (router share ${reply.routerThreshold})` +
-      (reply.score !== undefined ? `, discriminator score ${reply.score.toFixed(4)} vs threshold ${reply.threshold!.toFixed(4)}` : ""),
-    ...(reply.fallback ? [`  ${FALLBACK_TEXT[reply.fallback as Fallback] ?? "not the image the cascade meant"} (fallback ${reply.fallback})`] : []),
-    `  image ${reply.width}x${reply.height} PNG, ${reply.image.byteLength} bytes, seed ${reply.seed}${saved ? `, saved to ${saved}` : ""}`,
-    `  timings ms: route ${t.routeMs.toFixed(1)}, queue ${t.queueWaitMs.toFixed(1)}, light ${t.lightMs.toFixed(1)}, judge ${t.judgeMs.toFixed(1)}, heavy ${t.heavyMs.toFixed(1)}, total ${t.totalMs.toFixed(1)}`,
-  ].join("\n") + "\n";
+  return (
+    [
+      `request ${reply.requestId}: ${reply.route} → ${reply.servedBy} (plan epoch ${reply.planEpoch})${reply.deduplicated ? " — deduplicated: the first reply for this idempotency key, not a new image" : ""}`,
+      `  difficulty ${reply.difficulty.toFixed(3)} (router share ${reply.routerThreshold})` +
+        (reply.score !== undefined ? `, discriminator score ${reply.score.toFixed(4)} vs threshold ${reply.threshold!.toFixed(4)}` : ""),
+      ...(reply.fallback
+        ? [`  ${FALLBACK_TEXT[reply.fallback as Fallback] ?? "not the image the cascade meant"} (fallback ${reply.fallback})`]
+        : []),
+      `  image ${reply.width}x${reply.height} PNG, ${reply.image.byteLength} bytes, seed ${reply.seed}${saved ? `, saved to ${saved}` : ""}`,
+      `  timings ms: route ${t.routeMs.toFixed(1)}, queue ${t.queueWaitMs.toFixed(1)}, light ${t.lightMs.toFixed(1)}, judge ${t.judgeMs.toFixed(1)}, heavy ${t.heavyMs.toFixed(1)}, total ${t.totalMs.toFixed(1)}`,
+    ].join("\n") + "\n"
+  );
 }
 
 /** An error reply as a line, with what the caller can act on: the field at fault, when to retry. */

@@ -1,28 +1,29 @@
 #!/usr/bin/env node
 /**
- * The `hadis` command line: start, serve, generate, and the offline tools. Each command's module
+ * The `hadis` command line: the operator's commands (start, serve, generate, status, profile,
+ * analyze) here, the research ones in research/commands.ts. Each command's module
  * is imported when that command runs, so a command loads only what it uses (`--version`,
  * `generate` and `status` load no onnxruntime, no NLP model, no telemetry SDK).
  */
 import { readFileSync } from "node:fs";
 import { Command, Option } from "commander";
 import { DEFAULT_NATS_URL, MAX_DEADLINE_MS, MAX_IDEMPOTENCY_KEY_CHARS, MAX_SEED } from "../../contracts/limits.ts";
-import { POLICY_NAMES as PLANNER_POLICIES } from "../../actors/planner/policy-names.ts";
-import { packagePath } from "../lib/package-root.ts";
+import { packagePath } from "../files/package-root.ts";
 import { POLICY_NAMES } from "../resource-manager/policy-names.ts";
-import { SCORER_KINDS } from "../lib/scorer-kinds.ts";
+import { SCORER_KINDS } from "../files/scorer-kinds.ts";
 import { ARTIFACT_MECHANISMS } from "../../actors/artifact/mechanisms.ts";
 import { atLeastOne, count, idPrefix, integerIn, mechanismList, nonNegative, port, positive, text } from "./options.ts";
 import { jsonErrorsWhen } from "./tool-connection.ts";
+import { researchCommands } from "./research/commands.ts";
 import { environmentProblems } from "./environment.ts";
-
-/** The anchor trace and prompts (`e1-report.ts` names the same files). */
-const DEFAULT_TRACE = packagePath("profiles/reference/traces/azure_1to64qps.txt");
-const DEFAULT_PROMPTS = packagePath("profiles/reference/prompts/imagenet1k_captions_5k.txt");
+import { ConfigurationError } from "../../contracts/errors.ts";
 
 const { version } = JSON.parse(readFileSync(packagePath("package.json"), "utf8")) as { version: string };
 // After a mistake, a hint rather than the whole help (40 lines that scrolled the error away).
-const program = new Command("hadis").description("HADIS: query-aware text-to-image diffusion serving over NATS").version(version).showHelpAfterError("(add --help for the options)");
+const program = new Command("hadis")
+  .description("HADIS: query-aware text-to-image diffusion serving over NATS")
+  .version(version)
+  .showHelpAfterError("(add --help for the options)");
 // Settings from the environment, before any command starts anything.
 program.hook("preAction", (_program, command) => {
   const problems = environmentProblems(process.env);
@@ -35,20 +36,47 @@ const runOptions = (cmd: Command) =>
   cmd
     .option("--workers <n>", "profile-driven workers (GPUs) to run", atLeastOne, 16)
     .option("--routers <n>", "router instances", atLeastOne, 1)
-    .option("--time-scale <x>", "multiplies every profiled latency and the SLO (0.1 = the paper's 10x compression; default: the pool's, 1 = real time)", positive)
+    .option(
+      "--time-scale <x>",
+      "multiplies every profiled latency and the SLO (0.1 = the paper's 10x compression; default: the pool's, 1 = real time)",
+      positive,
+    )
     .addOption(new Option("--policy <name>", "planning policy of the resource manager").choices(POLICY_NAMES).default("hadis"))
-    .addOption(new Option("--scorer <kind>", "router difficulty score: the learned per-pair model, the analyzer's reference weights, or the artifact's reference features (default: learned for hadis-plus, analyzer otherwise; docs/router.md)").choices(SCORER_KINDS))
+    .addOption(
+      new Option(
+        "--scorer <kind>",
+        "router difficulty score: the learned per-pair model, the analyzer's reference weights, or the artifact's reference features (default: learned for hadis-plus, analyzer otherwise; docs/router.md)",
+      ).choices(SCORER_KINDS),
+    )
     .option("--analyzer-weights <file>", "analyzer score weights, e.g. learned ones (default <profiles>/analyzer/router-weights.json)")
     .option("--difficulty-model <file>", "with --scorer learned: the model file (default <profiles>/analyzer/difficulty-model.json)")
     .addOption(new Option("--backend <kind>", "worker and judge backend").choices(["profile", "onnx"]).default("profile"))
     .option("--zero-latency", "profile backends do not wait (overhead benchmarks)")
     .option("--model-map <file>", "onnx backend: pool model name → export folder (default profiles/onnx/tiny-pool.json)")
-    .option("--models-dir <dir>", "onnx backend: folder of the exports (tiny models are generated there when missing or made by an older generator)", ".hadis/models")
+    .option(
+      "--models-dir <dir>",
+      "onnx backend: folder of the exports (tiny models are generated there when missing or made by an older generator)",
+      ".hadis/models",
+    )
     .option("--profiles <dir>", "profiles folder (default: the repository's profiles/)")
-    .option("--static-config <json>", 'static policy configuration, e.g. \'{"light":"sdxl-lightning","heavy":"sd35-large","routerThreshold":0.3,"discThreshold":0.1}\'')
+    .option(
+      "--static-config <json>",
+      'static policy configuration, e.g. \'{"light":"sdxl-lightning","heavy":"sd35-large","routerThreshold":0.3,"discThreshold":0.1}\'',
+    )
     .addOption(new Option("--storage <kind>", "JetStream storage of the work queue").choices(["file", "memory"]).default("file"))
-    .addOption(new Option("--fidelity <name>", "native: our serving design; artifact: the paper artifact's mechanisms, put in the plans by the resource manager (docs/benchmarks.md)").choices(["native", "artifact"]).default("native"))
-    .option("--mechanisms <list>", `artifact mechanisms to turn on (or, as -name, off) on top of --fidelity (the simulator's partial sets; a live system runs native or the whole artifact): ${ARTIFACT_MECHANISMS.join(", ")}`, mechanismList);
+    .addOption(
+      new Option(
+        "--fidelity <name>",
+        "native: our serving design; artifact: the paper artifact's mechanisms, put in the plans by the resource manager (docs/benchmarks.md)",
+      )
+        .choices(["native", "artifact"])
+        .default("native"),
+    )
+    .option(
+      "--mechanisms <list>",
+      `artifact mechanisms to turn on (or, as -name, off) on top of --fidelity (the simulator's partial sets; a live system runs native or the whole artifact): ${ARTIFACT_MECHANISMS.join(", ")}`,
+      mechanismList,
+    );
 
 runOptions(
   program
@@ -70,32 +98,63 @@ runOptions(
 runOptions(
   program
     .command("serve")
-    .description("run one service against a NATS server: router | worker | discriminator | resource-manager | gateway (HTTP) | all (the four services)")
+    .description(
+      "run one service against a NATS server: router | worker | discriminator | resource-manager | gateway (HTTP) | all (the four services)",
+    )
     .argument("<service>")
-    .option("--nats <urls>", "NATS server URL (comma-separated for a cluster; default $NATS_URL, and one of them is required); credentials from HADIS_<ROLE>_NATS_USER/PASS, else HADIS_NATS_USER/PASS")
+    .option(
+      "--nats <urls>",
+      "NATS server URL (comma-separated for a cluster; default $NATS_URL, and one of them is required); credentials from HADIS_<ROLE>_NATS_USER/PASS, else HADIS_NATS_USER/PASS",
+    )
     .option("--id-prefix <prefix>", "worker ids are <prefix>-NN (default: random)", idPrefix)
     .option("--metrics-port <port>", "serve Prometheus /metrics of this process on this port", port)
     .option("--metrics-host <host>", "address /metrics listens on (0.0.0.0 for a Prometheus on another host)", "127.0.0.1")
     .option("--replicas <n>", "JetStream replicas of the work stream and plan bucket (3 on a 3-node cluster)", count)
-    .option("--wait-for-nats <seconds>", "wait this long for a NATS server that is not up yet (0: fail at once); refused credentials or TLS fail at once", integerIn(0, 86_400), 60)
+    .option(
+      "--wait-for-nats <seconds>",
+      "wait this long for a NATS server that is not up yet (0: fail at once); refused credentials or TLS fail at once",
+      integerIn(0, 86_400),
+      60,
+    )
     .option("--http-port <port>", "gateway: HTTP port (default 8000)", port)
     .option("--http-host <host>", "gateway: address to listen on (default 127.0.0.1; 0.0.0.0 in a container)")
     .option("--http-max-body-bytes <n>", "gateway: largest request body read (default 65536)", atLeastOne)
-    .option("--http-max-concurrent <n>", "gateway: generate requests and job submissions in flight at once; past it 429 (default 256)", atLeastOne),
+    .option(
+      "--http-max-concurrent <n>",
+      "gateway: generate requests and job submissions in flight at once; past it 429 (default 256)",
+      atLeastOne,
+    ),
 ).action(async (service, opts, cmd: Command) => {
   const { serveCommand } = await import("./serve.ts");
   // The options typed on the command line (not defaults): `serve` warns of those its service does not read.
-  await serveCommand(service, opts, cmd.options.filter((o) => cmd.getOptionValueSource(o.attributeName()) === "cli").map((o) => ({ key: o.attributeName(), flag: o.long ?? o.flags })));
+  await serveCommand(
+    service,
+    opts,
+    cmd.options
+      .filter((o) => cmd.getOptionValueSource(o.attributeName()) === "cli")
+      .map((o) => ({ key: o.attributeName(), flag: o.long ?? o.flags })),
+  );
 });
 
 program
   .command("generate")
   .description("send one prompt to hadis.generate and print how it was served")
   .argument("<prompt>")
-  .option("--nats <urls>", `NATS server URL (comma-separated for a cluster; default $NATS_URL, else ${DEFAULT_NATS_URL}); credentials from HADIS_CLIENT_NATS_USER/PASS or HADIS_NATS_USER/PASS`)
-  .option("--deadline-ms <ms>", `deadline, 1 to ${MAX_DEADLINE_MS} (default: the SLO in force; without one the command waits up to ${MAX_DEADLINE_MS + 5_000} ms)`, integerIn(1, MAX_DEADLINE_MS))
+  .option(
+    "--nats <urls>",
+    `NATS server URL (comma-separated for a cluster; default $NATS_URL, else ${DEFAULT_NATS_URL}); credentials from HADIS_CLIENT_NATS_USER/PASS or HADIS_NATS_USER/PASS`,
+  )
+  .option(
+    "--deadline-ms <ms>",
+    `deadline, 1 to ${MAX_DEADLINE_MS} (default: the SLO in force; without one the command waits up to ${MAX_DEADLINE_MS + 5_000} ms)`,
+    integerIn(1, MAX_DEADLINE_MS),
+  )
   .option("--seed <n>", `seed for the image, 0 to ${MAX_SEED} (default: random)`, integerIn(0, MAX_SEED))
-  .option("--idempotency-key <key>", `retries with the same key (1 to ${MAX_IDEMPOTENCY_KEY_CHARS} characters) are generated once`, text(MAX_IDEMPOTENCY_KEY_CHARS))
+  .option(
+    "--idempotency-key <key>",
+    `retries with the same key (1 to ${MAX_IDEMPOTENCY_KEY_CHARS} characters) are generated once`,
+    text(MAX_IDEMPOTENCY_KEY_CHARS),
+  )
   .option("--out <file>", "write the PNG here")
   .option("--json", "print the reply as one JSON object (image as its byte length)")
   // With --json, a mistake on the command line is one {"error": …} object on stdout too, as every other failure.
@@ -108,7 +167,10 @@ program
 program
   .command("status")
   .description("print the plan in force and every worker's model and state, from a running system")
-  .option("--nats <urls>", `NATS server URL (comma-separated for a cluster; default $NATS_URL, else ${DEFAULT_NATS_URL}); credentials from HADIS_OBSERVER_NATS_USER/PASS or HADIS_NATS_USER/PASS`)
+  .option(
+    "--nats <urls>",
+    `NATS server URL (comma-separated for a cluster; default $NATS_URL, else ${DEFAULT_NATS_URL}); credentials from HADIS_OBSERVER_NATS_USER/PASS or HADIS_NATS_USER/PASS`,
+  )
   .option("--listen-ms <ms>", "how long to listen to worker heartbeats (they beat every second), up to 60000", integerIn(1, 60_000), 1_500)
   .option("--json", "print one JSON object: manager, plan, demandQps, workers (their heartbeats)")
   .configureOutput(jsonErrorsWhen(process.argv.includes("--json")))
@@ -140,106 +202,13 @@ program
   .option("--json", "print one JSON object {features, score}")
   .option("--weights <file>", "score weights file (default profiles/analyzer/router-weights.json)")
   .action(async (prompt, opts) => {
-    if (!prompt && !opts.file) throw new Error("give a prompt or --file");
+    if (!prompt && !opts.file) throw new ConfigurationError("give a prompt or --file");
     const { analyzeCommand } = await import("./analyze.ts");
     await analyzeCommand({ prompt, ...opts });
   });
 
-program
-  .command("calibrate")
-  .description("learn router weights from measured quality; compare ROC AUC of reference, learned and random routing on held-out prompts")
-  .option("--pair <light:heavy>", "reference model ids of the pair", "2:3")
-  .option("--out <file>", "where to write the learned weights (default profiles/analyzer/router-weights-learned.json)")
-  .option("--seed <n>", "fold seed", count)
-  .option("--folds <k>", "cross-validation folds", count, 5)
-  .option("--repeats <n>", "repeats of the k-fold cross-validation (fold seeds seed, seed+1, …)", count, 4)
-  .addOption(
-    new Option(
-      "--label <kind>",
-      "hard = the light model's image log-odds fall below the heavy model's by more than the median, in standard errors (logit-gap); the raw P(real) gain is above the median (gap); or the light model's score is in the lowest 20% (light-fails)",
-    )
-      .choices(["logit-gap", "gap", "light-fails"])
-      .default("logit-gap"),
-  )
-  .action(async (opts) => {
-    const { calibrateCommand } = await import("./calibrate.ts");
-    await calibrateCommand(opts);
-  });
-
-program
-  .command("train-router")
-  .description("learn the per-pair difficulty model from the discriminator scores; held-out AUC and served quality against the reference weights (docs/router.md)")
-  .option("--pairs <list>", "pairs as light:heavy reference ids, comma-separated (default: every pair)")
-  .option("--seeds <n>", "held-out splits by prompt (seeds 1..n)", atLeastOne, 5)
-  .option("--out <file>", "where to write the model (default profiles/analyzer/difficulty-model.json)")
-  .option("--holdout-seed <n>", "fit on that split's training prompts only and write its held-out prompts beside the model", count)
-  .option("--holdout-prompts <file>", "with --holdout-seed: where to write the held-out prompts")
-  .option("--use-all", "mark every pair in use (simulator experiments), not only those where served quality rose")
-  .action(async (opts) => {
-    const { trainRouterCommand } = await import("./train-router.ts");
-    await trainRouterCommand(opts);
-  });
-
-program
-  .command("pareto")
-  .description("build the Pareto lookup table from the full configuration grid and compare it with the reference table")
-  .option("--out <file>", "write the front as CSV")
-  .action(async (opts) => {
-    const { paretoCommand } = await import("./pareto.ts");
-    await paretoCommand(opts);
-  });
-
-const e1Options = (cmd: Command, live: boolean) =>
-  cmd
-    .addOption(new Option("--trace <file>", "arrival trace, lines arrival_ms,prompt_idx").default(DEFAULT_TRACE, "profiles/reference/traces/azure_1to64qps.txt"))
-    .addOption(new Option("--prompts <file>", "prompts, one a line (line i = prompt index i)").default(DEFAULT_PROMPTS, "profiles/reference/prompts/imagenet1k_captions_5k.txt"))
-    .addOption(new Option("--policy <name|all>", `planning policy, or all ten${live ? "" : "; clairvoyant: the simulator's bound (hadis-plus told the demand to come)"}`).choices(["all", ...PLANNER_POLICIES, ...(live ? [] : ["clairvoyant"])]).default("all"))
-    .option("--slo-ms <ms>", `latency objective per request, ms (default: the pool's SLO at --time-scale, 6000 at 0.1${live ? "; against a running system, its plan's" : ""})`, positive)
-    .option("--workers <n>", "workers (GPUs)", atLeastOne, 16)
-    .option("--time-scale <x>", "multiplies every profiled latency", positive, 0.1)
-    .addOption(new Option("--fidelity <name>", "native: our serving design; artifact: the paper artifact's mechanisms (docs/benchmarks.md)").choices(["native", "artifact"]).default("native"))
-    .option("--mechanisms <list>", `artifact mechanisms to turn on (or, as -name, off) on top of --fidelity: ${ARTIFACT_MECHANISMS.join(", ")}`, mechanismList)
-    .option("--json <file>", "write the report as JSON")
-    .option("--plots", "write PNG plots under bench/results/ (default with --policy all)")
-    .addOption(new Option("--scorer <kind>", "router difficulty score (default: learned for hadis-plus, analyzer otherwise; docs/router.md; under the artifact's hadis mechanism HADIS uses the reference features)").choices(SCORER_KINDS))
-    .option("--difficulty-model <file>", "with --scorer learned: the model file (default profiles/analyzer/difficulty-model.json)");
-
-e1Options(program.command("sim").description("the anchor experiment on the discrete-event simulator (no NATS): policies over a trace"), false)
-  .option("--seed <n>", "seed of the simulation", count, 1)
-  .option("--keep-finished", "what-if: queued work of answered or expired requests stays in the queues (the behaviour before routers removed it)")
-  .action(async (opts) => {
-  const { simCommand } = await import("./sim.ts");
-  await simCommand(opts);
-});
-
-e1Options(
-  program
-    .command("bench")
-    .description("live benchmarks against NATS: `bench e1` replays a trace against a running system or embedded fresh ones")
-    .argument("<name>", "benchmark name (e1)")
-    .option("--nats <urls>", "NATS server of a running system, comma-separated for a cluster (default: --embedded); its policy is read from its plans")
-    .option("--embedded", "start a nats-server and a fresh system per policy in this process"),
-  true,
-).action(async (name, opts) => {
-  if (name !== "e1") throw new Error(`unknown benchmark "${name}" (known: e1)`);
-  const { benchE1Command } = await import("./bench-e1.ts");
-  await benchE1Command(opts);
-});
-
-program
-  .command("trace")
-  .description("generate an arrival trace from an hourly invocation shape (Poisson arrivals per second)")
-  .requiredOption("--from-hourly <csv>", "hourly shape, columns ,hour,invocations (required)")
-  .option("--min-qps <x>", "rate at the shape's minimum", positive, 1)
-  .option("--max-qps <x>", "rate at the shape's maximum", positive, 64)
-  .option("--seconds <n>", "trace length, s", atLeastOne, 300)
-  .option("--seed <n>", "seed", count, 1)
-  .option("--prompt-count <n>", "prompt indices are uniform below this", atLeastOne, 5000)
-  .requiredOption("--out <file>", "write the trace here (required)")
-  .action(async (opts) => {
-    const { traceCommand } = await import("./trace.ts");
-    traceCommand(opts);
-  });
+// The research commands: the anchor experiment, calibration, the router's training, the lookup table, traces.
+researchCommands(program);
 
 program.parseAsync(process.argv).catch((err) => {
   process.stderr.write(`hadis: ${(err as Error).message}\n`);

@@ -19,13 +19,20 @@ export interface ModelLoad {
  * and are not loading, unloading or failed. `ready` once every model has one: every route can
  * then be served.
  */
-export function planLoad(plan: Plan, workers: readonly Pick<WorkerHeartbeat, "workerId" | "model" | "state">[]): { ready: boolean; models: ModelLoad[] } {
+export function planLoad(
+  plan: Plan,
+  workers: readonly Pick<WorkerHeartbeat, "workerId" | "model" | "state">[],
+): { ready: boolean; models: ModelLoad[] } {
   const byId = new Map(workers.map((w) => [w.workerId, w]));
   const models = Object.entries(plan.models)
     .filter(([, allocation]) => allocation.workers > 0)
     .map(([model, allocation]) => {
-      const assigned = Object.entries(plan.assignment).filter(([, m]) => m === model).map(([id]) => byId.get(id));
-      const loaded = assigned.filter((w) => w?.model === model && (w.state === WorkerStates.serving || w.state === WorkerStates.idle)).length;
+      const assigned = Object.entries(plan.assignment)
+        .filter(([, m]) => m === model)
+        .map(([id]) => byId.get(id));
+      const loaded = assigned.filter(
+        (w) => w?.model === model && (w.state === WorkerStates.serving || w.state === WorkerStates.idle),
+      ).length;
       return { model, loaded, planned: allocation.workers };
     });
   return { ready: models.length > 0 && models.every((m) => m.loaded > 0), models };
@@ -47,7 +54,10 @@ export function whenModelsLoaded(system: RunningSystem, ready: (load: ModelLoad[
     const plan = system.routers[0]?.plans.current;
     const agents = system.workers?.agents;
     if (!plan || !agents) return false;
-    const load = planLoad(plan, agents.map((a) => a.status("")));
+    const load = planLoad(
+      plan,
+      agents.map((a) => a.status("")),
+    );
     if (load.ready) ready(load.models);
     return load.ready;
   };

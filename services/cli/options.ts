@@ -45,7 +45,8 @@ export function integerIn(min: number, max: number): (value: string) => number {
   return (value) => {
     // (A negative or fractional value is out of the range too: said with the range, not without.)
     const n = value.trim() === "" ? Number.NaN : Number(value);
-    if (!Number.isInteger(n) || n < min || n > max) throw new InvalidArgumentError(`"${value}" must be a whole number from ${min.toLocaleString("en")} to ${max.toLocaleString("en")}`);
+    if (!Number.isInteger(n) || n < min || n > max)
+      throw new InvalidArgumentError(`"${value}" must be a whole number from ${min.toLocaleString("en")} to ${max.toLocaleString("en")}`);
     return n;
   };
 }
@@ -71,8 +72,12 @@ const MAX_ID_PREFIX = MAX_SERVICE_ID_CHARS - 8;
 
 /** A worker id prefix: one NATS subject token (letters, digits, _ and -), short enough for the ids made from it. */
 export function idPrefix(value: string): string {
-  if (!TOKEN.test(value)) throw new InvalidArgumentError(`"${value}" must be letters, digits, _ and - (a worker id is one NATS subject token), starting with a letter or digit`);
-  if (value.length > MAX_ID_PREFIX) throw new InvalidArgumentError(`must be at most ${MAX_ID_PREFIX} characters (worker ids are at most ${MAX_SERVICE_ID_CHARS})`);
+  if (!TOKEN.test(value))
+    throw new InvalidArgumentError(
+      `"${value}" must be letters, digits, _ and - (a worker id is one NATS subject token), starting with a letter or digit`,
+    );
+  if (value.length > MAX_ID_PREFIX)
+    throw new InvalidArgumentError(`must be at most ${MAX_ID_PREFIX} characters (worker ids are at most ${MAX_SERVICE_ID_CHARS})`);
   return value;
 }
 

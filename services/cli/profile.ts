@@ -7,8 +7,9 @@ import { readdirSync, statSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { basename, join } from "node:path";
 import { ModelProfileSchema, type ModelProfile } from "../../contracts/profile.ts";
-import { OnnxDiffusionPipeline } from "../lib/onnx/pipeline.ts";
-import { ONNXRUNTIME_VERSION } from "../lib/onnx/runtime.ts";
+import { OnnxDiffusionPipeline } from "../onnx/pipeline.ts";
+import { ONNXRUNTIME_VERSION } from "../onnx/runtime.ts";
+import { ConfigurationError } from "../../contracts/errors.ts";
 
 /** Arguments of the profile command. */
 export interface ProfileArgs {
@@ -56,7 +57,12 @@ const mib = (bytes: number) => bytes / 2 ** 20;
 
 /** Runs the measurements and returns the validated profile. */
 export async function measureProfile(modelDir: string, args: ProfileArgs): Promise<ProfileMeasurement> {
-  const name = args.name ?? (basename(modelDir).replace(/[^A-Za-z0-9_-]/g, "-").replace(/^[^A-Za-z0-9]+/, "") || "model");
+  const name =
+    args.name ??
+    (basename(modelDir)
+      .replace(/[^A-Za-z0-9_-]/g, "-")
+      .replace(/^[^A-Za-z0-9]+/, "") ||
+      "model");
   const runs = Math.max(1, args.runs ?? 3);
   const rssBefore = process.memoryUsage().rss;
   const loadStart = performance.now();
@@ -66,15 +72,15 @@ export async function measureProfile(modelDir: string, args: ProfileArgs): Promi
     intraOpNumThreads: args.intraOpNumThreads,
   });
   const latencyMsByBatch: Record<string, number> = {};
-  let loadMs = 0;
-  let unloadMs = 0;
-  let rssLoaded = rssBefore;
+  let loadMs: number;
+  let unloadMs: number;
+  let rssLoaded: number;
   try {
     await pipeline.generate([{ prompt: "", seed: 0 }], { steps: 1 });
     loadMs = performance.now() - loadStart;
     rssLoaded = process.memoryUsage().rss;
     for (const b of args.batches) {
-      if (!Number.isInteger(b) || b < 1) throw new Error(`profile: batch size ${b} is not a positive integer`);
+      if (!Number.isInteger(b) || b < 1) throw new ConfigurationError(`profile: batch size ${b} is not a positive integer`);
       const inputs = Array.from({ length: b }, (_, i) => ({ prompt: "a photo of a cat", seed: i + 1 }));
       await pipeline.generate(inputs);
       const times: number[] = [];

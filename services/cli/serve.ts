@@ -1,23 +1,24 @@
 /** `hadis start` and `hadis serve`: run the system (embedded) or one service against a NATS URL. */
 import { join, resolve } from "node:path";
-import { startNatsServer, type LocalServer } from "../lib/nats-server.ts";
-import { createLogger, type Logger } from "../lib/log.ts";
-import { connectNats } from "../lib/nats.ts";
-import { startMetricsServer } from "../lib/metrics.ts";
-import { STARTING, type Health } from "../lib/health.ts";
-import { DEFAULT_DASHBOARD_PORT, startDashboard } from "../dashboard/dashboard.ts";
+import { startNatsServer, type LocalServer } from "../nats/server.ts";
+import { createLogger, type Logger } from "../telemetry/log.ts";
+import { connectNats } from "../nats/connection.ts";
+import { startMetricsServer } from "../telemetry/metrics.ts";
+import { STARTING, type Health } from "../telemetry/health.ts";
+import { DEFAULT_DASHBOARD_PORT, startDashboard } from "../dashboard/main.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { credentialsFromEnv, natsServerOf, natsTlsFromEnv, natsUrls } from "./credentials.ts";
 import { startSystem, startSystemWhenUp, SERVICE_KINDS, type RunningSystem, type ServiceKind } from "../system.ts";
 import { createPolicy, staticConfigFor } from "../resource-manager/policies.ts";
-import { DEFAULT_PROFILES_DIR, loadProfiles } from "../lib/profiles.ts";
-import { ANALYZER_PATHS, loadDifficultyModel, loadScoreModel } from "../lib/analyzer-files.ts";
-import type { ScorerKind } from "../lib/router-scoring.ts";
+import { DEFAULT_PROFILES_DIR, loadProfiles } from "../files/profiles.ts";
+import { ANALYZER_PATHS, loadDifficultyModel, loadScoreModel } from "../files/analyzer-files.ts";
+import type { ScorerKind } from "../files/router-scoring.ts";
 import { describeLoad, whenModelsLoaded } from "./models-ready.ts";
-import { describeProblem, telemetryEnvProblems } from "../lib/telemetry-config.ts";
+import { describeProblem, telemetryEnvProblems } from "../telemetry/config.ts";
 import { gatewayCommand, startLocalGateway, type GatewayCliOptions, type LocalGateway } from "./gateway.ts";
 import { describeResume } from "../resource-manager/resume.ts";
 import type { StaticConfig } from "../../actors/control/static-policy.ts";
+import { ConfigurationError } from "../../contracts/errors.ts";
 import { parseFidelity } from "../../actors/artifact/mechanisms.ts";
 
 /** Options shared by `start` and `serve`. */
@@ -61,7 +62,8 @@ function checkedConfigOf(opts: RunOptions, command: string, starts: { router: bo
   try {
     if (starts.router && opts.scorer !== "reference" && opts.analyzerWeights !== undefined) loadScoreModel(opts.analyzerWeights);
     // (No scorer named: the router holds the learned model too, for hadis-plus's plans.)
-    if (starts.router && opts.scorer !== "analyzer" && opts.scorer !== "reference") loadDifficultyModel(opts.difficultyModel ?? join(opts.profiles ?? DEFAULT_PROFILES_DIR, ANALYZER_PATHS.difficultyModel));
+    if (starts.router && opts.scorer !== "analyzer" && opts.scorer !== "reference")
+      loadDifficultyModel(opts.difficultyModel ?? join(opts.profiles ?? DEFAULT_PROFILES_DIR, ANALYZER_PATHS.difficultyModel));
     const config = staticConfigFor(opts.policy, opts.staticConfig);
     if (starts.manager) createPolicy(opts.policy, loadProfiles(opts.profiles), config);
     return config;
@@ -105,7 +107,9 @@ export function unreadOptions(kind: string, given: readonly { key: string; flag:
   if (kind === "all") return [];
   return given.flatMap(({ key, flag }) => {
     const readers = READ_BY[key as keyof typeof READ_BY];
-    return readers && !readers.includes(kind as ServiceKind) ? [`${flag} does nothing for the ${kind} service (read by: ${readers.join(", ")})`] : [];
+    return readers && !readers.includes(kind as ServiceKind)
+      ? [`${flag} does nothing for the ${kind} service (read by: ${readers.join(", ")})`]
+      : [];
   });
 }
 
@@ -138,7 +142,17 @@ function backendOptions(opts: RunOptions) {
 }
 
 /** `hadis start`: a local nats-server plus every service, until Ctrl-C. */
-export async function startCommand(opts: RunOptions & GatewayCliOptions & { port: number; dataDir: string; dashboardPort?: number; dashboardHost?: string; dashboard?: boolean; http?: boolean }): Promise<void> {
+export async function startCommand(
+  opts: RunOptions &
+    GatewayCliOptions & {
+      port: number;
+      dataDir: string;
+      dashboardPort?: number;
+      dashboardHost?: string;
+      dashboard?: boolean;
+      http?: boolean;
+    },
+): Promise<void> {
   const log = createLogger("start");
   const startedMs = performance.now();
   const staticConfig = checkedConfigOf(opts, "start", { router: true, manager: true });
@@ -179,7 +193,10 @@ export async function startCommand(opts: RunOptions & GatewayCliOptions & { port
   // The dashboard first, so the first requests are already traced. One that cannot listen ends
   // the start, as a taken NATS port does: without it there is no /metrics and no probe.
   try {
-    dashboard = opts.dashboard === false ? null : await startLocalDashboard(server.url, opts.dashboardPort, opts.dashboardHost, log, () => system?.health() ?? STARTING);
+    dashboard =
+      opts.dashboard === false
+        ? null
+        : await startLocalDashboard(server.url, opts.dashboardPort, opts.dashboardHost, log, () => system?.health() ?? STARTING);
     // The HTTP gateway likewise: a taken port ends the start before any service runs.
     gateway = opts.http === false ? null : await startLocalGateway(server.url, opts, createLogger("gateway"));
   } catch (err) {
@@ -217,7 +234,11 @@ export async function startCommand(opts: RunOptions & GatewayCliOptions & { port
     [
       `HADIS is serving hadis.generate on ${server.url}`,
       `  ${opts.workers} ${opts.backend === "onnx" ? "ONNX (real inference)" : "profile-driven"} workers, policy ${opts.policy}, time scale ${opts.timeScale ?? 1}`,
-      ...(server.stoppedLeftover ? [`  stopped the nats-server (pid ${server.stoppedLeftover.pid}) an earlier start left running on this data dir when it was killed`] : []),
+      ...(server.stoppedLeftover
+        ? [
+            `  stopped the nats-server (pid ${server.stoppedLeftover.pid}) an earlier start left running on this data dir when it was killed`,
+          ]
+        : []),
       ...(resumed ? [`  state from ${opts.dataDir}: ${resumed}`] : []),
       `  try:  npx hadis generate "a red bicycle" --nats ${server.url}`,
       ...(gateway ? [`        curl -d '{"prompt":"a red bicycle"}' ${gateway.url}v1/generate -H 'accept: image/png' -o bike.png`] : []),
@@ -237,7 +258,13 @@ export async function startCommand(opts: RunOptions & GatewayCliOptions & { port
 }
 
 /** Starts the dashboard on its own connection; throws, saying what to do, when it cannot listen. */
-async function startLocalDashboard(url: string, port: number | undefined, host: string | undefined, log: Logger, health: () => Health): Promise<{ url: string; stop(): Promise<void> }> {
+async function startLocalDashboard(
+  url: string,
+  port: number | undefined,
+  host: string | undefined,
+  log: Logger,
+  health: () => Health,
+): Promise<{ url: string; stop(): Promise<void> }> {
   const nc = await connectNats(url, "hadis-dashboard");
   const listenPort = port ?? DEFAULT_DASHBOARD_PORT;
   try {
@@ -246,25 +273,36 @@ async function startLocalDashboard(url: string, port: number | undefined, host: 
   } catch (err) {
     await nc.close();
     if ((err as { code?: string }).code === "EADDRINUSE") {
-      throw new Error(`dashboard port ${listenPort} on ${host ?? "127.0.0.1"} is already in use: pick another with --dashboard-port, or start without it (--no-dashboard)`, { cause: err });
+      throw new ConfigurationError(
+        `dashboard port ${listenPort} on ${host ?? "127.0.0.1"} is already in use: pick another with --dashboard-port, or start without it (--no-dashboard)`,
+        { cause: err },
+      );
     }
-    throw new Error(`dashboard not started (${(err as Error).message}); pick another address with --dashboard-host or --dashboard-port, or --no-dashboard`, { cause: err });
+    throw new ConfigurationError(
+      `dashboard not started (${(err as Error).message}); pick another address with --dashboard-host or --dashboard-port, or --no-dashboard`,
+      { cause: err },
+    );
   }
 }
 
 /** `hadis serve <service>`: one service against an existing NATS server. */
 export async function serveCommand(
   kind: string,
-  opts: RunOptions & GatewayCliOptions & { nats?: string; metricsPort?: number; metricsHost?: string; replicas?: number; waitForNats?: number },
+  opts: RunOptions &
+    GatewayCliOptions & { nats?: string; metricsPort?: number; metricsHost?: string; replicas?: number; waitForNats?: number },
   given: readonly { key: string; flag: string }[] = [],
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<void> {
-  if (kind !== "all" && kind !== "gateway" && !SERVICE_KINDS.includes(kind as ServiceKind)) throw new Error(`unknown service "${kind}"; one of ${SERVICE_KINDS.join(", ")}, gateway, all`);
+  if (kind !== "all" && kind !== "gateway" && !SERVICE_KINDS.includes(kind as ServiceKind))
+    throw new ConfigurationError(`unknown service "${kind}"; one of ${SERVICE_KINDS.join(", ")}, gateway, all`);
   // Which server: given, never guessed (a service joining whatever runs on 4222 serves someone else's system).
   const server = natsServerOf(opts.nats, env);
   let natsUrl: string | string[];
   try {
-    if (!server) throw new Error("no NATS server given: pass --nats nats://host:4222 (comma-separated for a cluster) or set NATS_URL; `npm start` runs a server of its own");
+    if (!server)
+      throw new ConfigurationError(
+        "no NATS server given: pass --nats nats://host:4222 (comma-separated for a cluster) or set NATS_URL; `npm start` runs a server of its own",
+      );
     natsUrl = natsUrls(server.value, server.source);
   } catch (err) {
     process.stderr.write(`hadis serve: ${(err as Error).message}\n`);
@@ -272,15 +310,24 @@ export async function serveCommand(
   }
   for (const line of unreadOptions(kind, given)) process.stderr.write(`hadis serve: warning: ${line}\n`);
   if (kind === "gateway") return gatewayCommand({ ...opts, nats: server.value }, untilSignal);
-  const staticConfig = checkedConfigOf(opts, "serve", { router: kind === "router" || kind === "all", manager: kind === "resource-manager" || kind === "all" });
+  const staticConfig = checkedConfigOf(opts, "serve", {
+    router: kind === "router" || kind === "all",
+    manager: kind === "resource-manager" || kind === "all",
+  });
   let system: RunningSystem | undefined;
   // The metrics port first: a taken one fails before any service has joined (and pulled work).
-  const metrics = opts.metricsPort !== undefined ? await startMetricsServer(opts.metricsPort, opts.metricsHost, () => system?.health() ?? STARTING).catch((err: unknown) => {
-    const where = `${opts.metricsHost ?? "127.0.0.1"}:${opts.metricsPort}`;
-    const why = (err as { code?: string }).code === "EADDRINUSE" ? `metrics port ${where} is already in use: pick another with --metrics-port` : `metrics not served on ${where} (${(err as Error).message}): pick another address with --metrics-host or --metrics-port`;
-    process.stderr.write(`hadis serve: ${why}\n`);
-    return process.exit(2);
-  }) : null;
+  const metrics =
+    opts.metricsPort !== undefined
+      ? await startMetricsServer(opts.metricsPort, opts.metricsHost, () => system?.health() ?? STARTING).catch((err: unknown) => {
+          const where = `${opts.metricsHost ?? "127.0.0.1"}:${opts.metricsPort}`;
+          const why =
+            (err as { code?: string }).code === "EADDRINUSE"
+              ? `metrics port ${where} is already in use: pick another with --metrics-port`
+              : `metrics not served on ${where} (${(err as Error).message}): pick another address with --metrics-host or --metrics-port`;
+          process.stderr.write(`hadis serve: ${why}\n`);
+          return process.exit(2);
+        })
+      : null;
   try {
     system = await startSystemWhenUp({
       ...backendOptions(opts),
@@ -305,7 +352,9 @@ export async function serveCommand(
     throw err;
   }
   const running = system;
-  process.stderr.write(`hadis ${kind} connected to ${server.value}${server.source === "NATS_URL" ? " (NATS_URL)" : ""}${metrics ? `; metrics on ${metrics.url} (probes: /healthz, /readyz)` : ""}\n`);
+  process.stderr.write(
+    `hadis ${kind} connected to ${server.value}${server.source === "NATS_URL" ? " (NATS_URL)" : ""}${metrics ? `; metrics on ${metrics.url} (probes: /healthz, /readyz)` : ""}\n`,
+  );
   untilSignal(async () => {
     await running.stop(10_000);
     await metrics?.stop();

@@ -7,7 +7,7 @@ import type { z } from "zod";
 import { decode } from "../../contracts/envelope.ts";
 import { ManagerPlanReplySchema, WorkerHeartbeatSchema, type Plan, type WorkerHeartbeat } from "../../contracts/messages.ts";
 import { ServiceNames, subjects as buildSubjects, type Subjects } from "../../contracts/subjects.ts";
-import { inboxPrefix, newInbox, type NatsConnection } from "../lib/nats.ts";
+import { inboxPrefix, newInbox, type NatsConnection } from "../nats/connection.ts";
 import { connectTool, reportToolFailure, ToolFailure } from "./tool-connection.ts";
 
 /** Options of `hadis status`. */
@@ -40,7 +40,8 @@ export function whyNotServing(s: Pick<SystemStatus, "plan" | "workers" | "router
   const why: string[] = [];
   if (s.routers.length === 0) why.push(`no router answered $SRV.PING within ${listenMs} ms`);
   if (s.workers.length === 0) why.push(`no worker heard within ${listenMs} ms`);
-  else if (s.plan && Object.values(s.plan.models).every((a) => a.workers === 0)) why.push(`the plan in force (epoch ${s.plan.epoch}) gives no model a worker`);
+  else if (s.plan && Object.values(s.plan.models).every((a) => a.workers === 0))
+    why.push(`the plan in force (epoch ${s.plan.epoch}) gives no model a worker`);
   return why;
 }
 
@@ -48,7 +49,12 @@ export function whyNotServing(s: Pick<SystemStatus, "plan" | "workers" | "router
 const PLAN_ANSWER_MS = 3_000;
 
 /** Asks the resource manager for its plan (waiting up to `answerMs`) and listens to heartbeats for `listenMs`. */
-export async function readStatus(nc: NatsConnection, subjects: Subjects, listenMs: number, answerMs = PLAN_ANSWER_MS): Promise<SystemStatus> {
+export async function readStatus(
+  nc: NatsConnection,
+  subjects: Subjects,
+  listenMs: number,
+  answerMs = PLAN_ANSWER_MS,
+): Promise<SystemStatus> {
   const beats = new Map<string, WorkerHeartbeat>();
   const sub = nc.subscribe(subjects.workerHeartbeatAll, {
     callback: (_err, msg) => {
@@ -67,7 +73,10 @@ export async function readStatus(nc: NatsConnection, subjects: Subjects, listenM
   });
   nc.publish(`$SRV.PING.${ServiceNames.router}`, new Uint8Array(), { reply: inbox });
   const [answer] = await Promise.all([
-    nc.request(subjects.managerPlan, new Uint8Array(), { timeout: answerMs }).then((msg) => decodeOrNull(ManagerPlanReplySchema, msg.data), () => null),
+    nc.request(subjects.managerPlan, new Uint8Array(), { timeout: answerMs }).then(
+      (msg) => decodeOrNull(ManagerPlanReplySchema, msg.data),
+      () => null,
+    ),
     new Promise((r) => setTimeout(r, listenMs)),
   ]);
   sub.unsubscribe();
@@ -109,7 +118,11 @@ const n = (x: number, digits = 2) => Number(x.toFixed(digits)).toString();
 export function formatStatus(s: SystemStatus): string {
   const lines: string[] = [];
   const p = s.plan;
-  lines.push(s.serving ? `serving: ${s.routers.length} router${s.routers.length === 1 ? "" : "s"} answered, ${s.workers.length} worker${s.workers.length === 1 ? "" : "s"} heard` : `not serving: ${s.notServing.join("; ")}`);
+  lines.push(
+    s.serving
+      ? `serving: ${s.routers.length} router${s.routers.length === 1 ? "" : "s"} answered, ${s.workers.length} worker${s.workers.length === 1 ? "" : "s"} heard`
+      : `not serving: ${s.notServing.join("; ")}`,
+  );
   if (!s.manager) lines.push("no resource manager answered on the plan endpoint: is one running (and may this user ask it)?");
   else if (!p) lines.push("the resource manager has made no plan yet (no workers heard from?)");
   if (p) {
@@ -119,23 +132,32 @@ export function formatStatus(s: SystemStatus): string {
         (s.demandQps !== null ? `; demand estimate ${n(s.demandQps, 1)} qps` : "") +
         (p.capacityQps !== undefined ? `, capacity ${n(p.capacityQps, 1)} qps` : ""),
     );
-    for (const [model, a] of Object.entries(p.models)) lines.push(`  ${model}: ${a.workers} worker${a.workers === 1 ? "" : "s"}, batch ${a.batchSize}`);
+    for (const [model, a] of Object.entries(p.models))
+      lines.push(`  ${model}: ${a.workers} worker${a.workers === 1 ? "" : "s"}, batch ${a.batchSize}`);
     lines.push(`  reason: ${p.reason}`);
   }
   const states = new Map<string, number>();
   for (const w of s.workers) states.set(w.state, (states.get(w.state) ?? 0) + 1);
-  lines.push(`workers heard (${s.workers.length})${s.workers.length > 0 ? ": " + [...states].map(([st, k]) => `${k} ${st}`).join(", ") : ""}`);
+  lines.push(
+    `workers heard (${s.workers.length})${s.workers.length > 0 ? ": " + [...states].map(([st, k]) => `${k} ${st}`).join(", ") : ""}`,
+  );
   const idWidth = Math.max(0, ...s.workers.map((w) => w.workerId.length));
   for (const w of s.workers) {
     const assigned = p?.assignment[w.workerId];
     const notes = [
-      p && assigned === undefined ? "not in the plan (benched, or joined since)" : assigned !== undefined && assigned !== w.model ? `plan: ${assigned}` : "",
+      p && assigned === undefined
+        ? "not in the plan (benched, or joined since)"
+        : assigned !== undefined && assigned !== w.model
+          ? `plan: ${assigned}`
+          : "",
       w.failedModel ? (w.model === w.failedModel ? `batches of ${w.failedModel} failing` : `failed to load ${w.failedModel}`) : "",
       w.lastError && !w.failedModel ? w.lastError : "",
       // A worker whose batches ran only in parts takes smaller ones (out of memory, most likely).
       w.batchCap !== undefined ? `batches capped at ${w.batchCap} (a bigger one ran only in parts)` : "",
     ].filter(Boolean);
-    lines.push(`  ${w.workerId.padEnd(idWidth)}  ${(w.model ?? "-").padEnd(18)} ${w.state.padEnd(9)} batch ${String(w.batchSize).padEnd(3)} served ${String(w.servedTotal).padEnd(7)} epoch ${w.planEpoch}${notes.length ? "  " + notes.join("; ") : ""}`);
+    lines.push(
+      `  ${w.workerId.padEnd(idWidth)}  ${(w.model ?? "-").padEnd(18)} ${w.state.padEnd(9)} batch ${String(w.batchSize).padEnd(3)} served ${String(w.servedTotal).padEnd(7)} epoch ${w.planEpoch}${notes.length ? "  " + notes.join("; ") : ""}`,
+    );
   }
   return lines.join("\n") + "\n";
 }

@@ -1,6 +1,6 @@
 /** How the command-line tools (`hadis generate`, `hadis status`) connect, and how they say they could not. */
 import type { OutputConfiguration } from "commander";
-import type { NatsConnection } from "../lib/nats.ts";
+import type { NatsConnection } from "../nats/connection.ts";
 import { DEFAULT_NATS_URL } from "../../contracts/limits.ts";
 import { natsServerOf, natsTlsFromEnv, natsUrls, toolCredentials } from "./credentials.ts";
 
@@ -11,12 +11,21 @@ export class ToolFailure extends Error {}
  * Connects as `role` to `--nats` (else `NATS_URL`, else where `npm start` listens), without
  * reconnecting; settings and connection problems are `ToolFailure`s that say what to check.
  */
-export async function connectTool(given: string | undefined, env: NodeJS.ProcessEnv, role: "client" | "observer", name: string): Promise<NatsConnection> {
+export async function connectTool(
+  given: string | undefined,
+  env: NodeJS.ProcessEnv,
+  role: "client" | "observer",
+  name: string,
+): Promise<NatsConnection> {
   const server = natsServerOf(given, env, DEFAULT_NATS_URL)!;
   const nats = server.value;
   let urls: string | string[], credentials: ReturnType<typeof toolCredentials>, tls: ReturnType<typeof natsTlsFromEnv>;
   try {
-    [urls, credentials, tls] = [natsUrls(nats, server.source === "NATS_URL" ? "NATS_URL" : "--nats"), toolCredentials(env, role), natsTlsFromEnv(env)];
+    [urls, credentials, tls] = [
+      natsUrls(nats, server.source === "NATS_URL" ? "NATS_URL" : "--nats"),
+      toolCredentials(env, role),
+      natsTlsFromEnv(env),
+    ];
   } catch (err) {
     throw new ToolFailure((err as Error).message);
   }
@@ -25,7 +34,7 @@ export async function connectTool(given: string | undefined, env: NodeJS.Process
   // node down failed about half the time. In a random order, as nats.js would: tools spread over a cluster.
   const failures: string[] = [];
   // (Imported here: `main.ts` reads this module for every command, which need not load the client.)
-  const { connectNats } = await import("../lib/nats.ts");
+  const { connectNats } = await import("../nats/connection.ts");
   for (const url of shuffled([urls].flat())) {
     try {
       return await connectNats(url, name, { maxReconnectAttempts: 0, timeout: 3_000, ...credentials, ...(tls ? { tls } : {}) });
@@ -34,7 +43,9 @@ export async function connectTool(given: string | undefined, env: NodeJS.Process
     }
   }
   const why = new Set(failures).size === 1 ? failures[0] : failures.join("; ");
-  throw new ToolFailure(`cannot reach NATS at ${nats} (${why}); is \`npm start\` running${credentials ? `, and are the credentials of ${credentials.user} right` : ""}?`);
+  throw new ToolFailure(
+    `cannot reach NATS at ${nats} (${why}); is \`npm start\` running${credentials ? `, and are the credentials of ${credentials.user} right` : ""}?`,
+  );
 }
 
 /** `items` in a random order (in place). */
@@ -59,7 +70,8 @@ export function clientError(message: string): { code: "client_error"; message: s
 export function jsonErrorsWhen(json: boolean): OutputConfiguration {
   if (!json) return {};
   return {
-    outputError: (message) => void process.stdout.write(JSON.stringify({ error: clientError(message.replace(/^error: /, "").trim()) }) + "\n"),
+    outputError: (message) =>
+      void process.stdout.write(JSON.stringify({ error: clientError(message.replace(/^error: /, "").trim()) }) + "\n"),
     writeErr: () => undefined,
   };
 }

@@ -5,7 +5,7 @@
  * heartbeats and the plan. Pure: time is passed in.
  */
 import { WORKER_SILENT_AFTER_MS, type Plan, type RouterStats, type WorkerHeartbeat } from "../../contracts/messages.ts";
-import { REQUEST_SPAN, type Attributes, type SpanRecord } from "../lib/telemetry.ts";
+import { REQUEST_SPAN, type Attributes, type SpanRecord } from "../telemetry/tracing.ts";
 import type { AttributeValue } from "@opentelemetry/api";
 
 /** One second of traffic. */
@@ -68,7 +68,13 @@ function attributeValue(v: unknown): AttributeValue | undefined {
 }
 
 /** A link as the sinks write it: trace and span id. */
-const isLink = (l: unknown) => typeof l === "object" && l !== null && typeof (l as { t?: unknown }).t === "string" && TRACE_ID.test((l as { t: string }).t) && typeof (l as { s?: unknown }).s === "string" && SPAN_ID.test((l as { s: string }).s);
+const isLink = (l: unknown) =>
+  typeof l === "object" &&
+  l !== null &&
+  typeof (l as { t?: unknown }).t === "string" &&
+  TRACE_ID.test((l as { t: string }).t) &&
+  typeof (l as { s?: unknown }).s === "string" &&
+  SPAN_ID.test((l as { s: string }).s);
 
 /**
  * A span record as the services' sinks write it, copied within `RECORD_LIMITS`, or null when it is
@@ -112,7 +118,15 @@ export function spanRecordOf(x: unknown): SpanRecord | null {
 /** About how many bytes a kept span record holds (strings at two bytes a character). */
 function recordBytes(r: SpanRecord): number {
   let n = 200 + 2 * (r.n.length + r.sv.length + (r.e?.length ?? 0)) + 40 * (r.l?.length ?? 0);
-  for (const [k, v] of Object.entries(r.a)) n += 32 + 2 * k.length + (typeof v === "string" ? 2 * v.length : Array.isArray(v) ? (v as unknown[]).reduce<number>((m, x) => m + 16 + (typeof x === "string" ? 2 * x.length : 0), 0) : 8);
+  for (const [k, v] of Object.entries(r.a))
+    n +=
+      32 +
+      2 * k.length +
+      (typeof v === "string"
+        ? 2 * v.length
+        : Array.isArray(v)
+          ? (v as unknown[]).reduce<number>((m, x) => m + 16 + (typeof x === "string" ? 2 * x.length : 0), 0)
+          : 8);
   return n;
 }
 
@@ -149,7 +163,17 @@ export interface DashboardLimits {
   workers: number;
 }
 
-const DASHBOARD_LIMITS: DashboardLimits = { traces: 2_000, spansPerTrace: 512, traceBytes: 2 * 1024 * 1024, spanBytes: 64 * 1024 * 1024, requests: 300, seconds: 600, workerLostMs: WORKER_SILENT_AFTER_MS, workerSilenceMs: 60_000, workers: 1_024 };
+const DASHBOARD_LIMITS: DashboardLimits = {
+  traces: 2_000,
+  spansPerTrace: 512,
+  traceBytes: 2 * 1024 * 1024,
+  spanBytes: 64 * 1024 * 1024,
+  requests: 300,
+  seconds: 600,
+  workerLostMs: WORKER_SILENT_AFTER_MS,
+  workerSilenceMs: 60_000,
+  workers: 1_024,
+};
 
 /** The dashboard's model of the running system. */
 export class DashboardState {
@@ -285,7 +309,14 @@ export class DashboardState {
     return under
       .filter(({ span: s }) => s.n !== REQUEST_SPAN && !s.n.startsWith("batch "))
       .sort((x, y) => x.span.st - y.span.st)
-      .map(({ span: s, stage }) => ({ n: s.n, sv: s.sv, o: Math.max(0, s.st - startMs), d: s.d, ...(s.e ? { e: true } : {}), ...(stage ? { stage } : {}) }));
+      .map(({ span: s, stage }) => ({
+        n: s.n,
+        sv: s.sv,
+        o: Math.max(0, s.st - startMs),
+        d: s.d,
+        ...(s.e ? { e: true } : {}),
+        ...(stage ? { stage } : {}),
+      }));
   }
 
   /**
@@ -350,7 +381,8 @@ export class DashboardState {
     const count = Number.isNaN(n) ? 0 : Math.max(0, Math.min(this.limits.seconds, Math.floor(n)));
     const last = Math.floor(nowMs / 1000) - 1;
     const out: SecondBucket[] = [];
-    for (let t = last - count + 1; t <= last; t++) out.push(this.seconds.get(t) ?? { t, arrivals: 0, served: 0, violations: 0, answered: 0 });
+    for (let t = last - count + 1; t <= last; t++)
+      out.push(this.seconds.get(t) ?? { t, arrivals: 0, served: 0, violations: 0, answered: 0 });
     return out;
   }
 
@@ -381,8 +413,12 @@ export class DashboardState {
     const minute = this.series(nowMs, 60);
     const answered = minute.reduce((a, b) => a + b.answered, 0);
     const violations = minute.reduce((a, b) => a + b.violations, 0);
-    const latencies = this.requests.filter((r) => r.startMs > nowMs - 60_000 && r.outcome === "ok").map((r) => r.totalMs).sort((a, b) => a - b);
-    const pct = (p: number) => (latencies.length ? latencies[Math.min(latencies.length - 1, Math.ceil((p / 100) * latencies.length) - 1)] : null);
+    const latencies = this.requests
+      .filter((r) => r.startMs > nowMs - 60_000 && r.outcome === "ok")
+      .map((r) => r.totalMs)
+      .sort((a, b) => a - b);
+    const pct = (p: number) =>
+      latencies.length ? latencies[Math.min(latencies.length - 1, Math.ceil((p / 100) * latencies.length) - 1)] : null;
     return {
       demandQps: sum("arrivals") / windowS,
       servedQps: sum("served") / windowS,

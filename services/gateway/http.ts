@@ -27,7 +27,8 @@ export async function readJsonBody(req: IncomingMessage, maxBytes: number): Prom
     if (received > maxBytes) throw tooLarge(received);
     chunks.push(chunk);
   }
-  if (received === 0) throw new HadisError("malformed_payload", "empty request body: send the request as JSON, e.g. {\"prompt\":\"a red bicycle\"}");
+  if (received === 0)
+    throw new HadisError("malformed_payload", 'empty request body: send the request as JSON, e.g. {"prompt":"a red bicycle"}');
   try {
     return JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(Buffer.concat(chunks)));
   } catch (err) {
@@ -62,7 +63,10 @@ export function wantsPng(accept: string | undefined): boolean {
 
 /** `requestId` → `X-Hadis-Request-Id`. */
 export function headerNameOf(field: string): string {
-  return `X-Hadis-${field.replace(/([a-z0-9])([A-Z])/g, "$1-$2").replace(/^./, (c) => c.toUpperCase()).replace(/-([a-z])/g, (_, c: string) => `-${c.toUpperCase()}`)}`;
+  return `X-Hadis-${field
+    .replace(/([a-z0-9])([A-Z])/g, "$1-$2")
+    .replace(/^./, (c) => c.toUpperCase())
+    .replace(/-([a-z])/g, (_, c: string) => `-${c.toUpperCase()}`)}`;
 }
 
 /** A header value from any field value: text as is, objects as JSON; characters outside printable ASCII percent-encoded (a header cannot carry them). */
@@ -84,7 +88,15 @@ export function replyHeaders(reply: GenerateReplyRead): Record<string, string> {
 /** Sends a reply: the PNG with its fields in headers, or the JSON reply with the image base64-encoded. */
 export function sendReply(res: ServerResponse, reply: GenerateReplyRead, png: boolean, extra: Record<string, string> = {}): void {
   if (png) {
-    res.writeHead(200, { ...BASE_HEADERS, ...extra, "Content-Type": "image/png", "Content-Length": String(reply.image.byteLength), ...replyHeaders(reply) }).end(Buffer.from(reply.image));
+    res
+      .writeHead(200, {
+        ...BASE_HEADERS,
+        ...extra,
+        "Content-Type": "image/png",
+        "Content-Length": String(reply.image.byteLength),
+        ...replyHeaders(reply),
+      })
+      .end(Buffer.from(reply.image));
     return;
   }
   sendJson(res, 200, reply, extra);
@@ -93,7 +105,9 @@ export function sendReply(res: ServerResponse, reply: GenerateReplyRead, png: bo
 /** Sends a JSON body (byte arrays as base64). */
 export function sendJson(res: ServerResponse, status: number, body: unknown, extra: Record<string, string> = {}): void {
   const data = encodeJson(body);
-  res.writeHead(status, { ...BASE_HEADERS, ...extra, "Content-Type": "application/json", "Content-Length": String(data.byteLength) }).end(data);
+  res
+    .writeHead(status, { ...BASE_HEADERS, ...extra, "Content-Type": "application/json", "Content-Length": String(data.byteLength) })
+    .end(data);
 }
 
 /**
@@ -106,7 +120,9 @@ export function sendError(res: ServerResponse, err: unknown, extra: Record<strin
     res.destroy(e);
     return;
   }
-  const retryAfterMs = typeof e.details.retryAfterMs === "number" ? e.details.retryAfterMs : e.code === "too_many_requests" ? 1_000 : undefined;
-  const retry: Record<string, string> = retryAfterMs !== undefined ? { "Retry-After": String(Math.max(1, Math.ceil(retryAfterMs / 1_000))) } : {};
+  const retryAfterMs =
+    typeof e.details.retryAfterMs === "number" ? e.details.retryAfterMs : e.code === "too_many_requests" ? 1_000 : undefined;
+  const retry: Record<string, string> =
+    retryAfterMs !== undefined ? { "Retry-After": String(Math.max(1, Math.ceil(retryAfterMs / 1_000))) } : {};
   sendJson(res, e.status, toWireError(e, PROTOCOL_VERSION), { ...extra, ...retry });
 }

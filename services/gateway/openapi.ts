@@ -13,10 +13,14 @@ const json = (name: PublicSchemaName) => ({ "application/json": { schema: ref(na
 function errors(...statuses: number[]): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const status of statuses) {
-    const codes = Object.entries(ErrorCodes).filter(([, s]) => s === status).map(([code]) => code);
+    const codes = Object.entries(ErrorCodes)
+      .filter(([, s]) => s === status)
+      .map(([code]) => code);
     out[String(status)] = {
       description: `error: ${codes.join(", ")}${status === 429 || status === 503 ? " (with Retry-After)" : ""}`,
-      ...(status === 429 || status === 503 ? { headers: { "Retry-After": { description: "seconds to wait before retrying", schema: { type: "integer", minimum: 1 } } } } : {}),
+      ...(status === 429 || status === 503
+        ? { headers: { "Retry-After": { description: "seconds to wait before retrying", schema: { type: "integer", minimum: 1 } } } }
+        : {}),
       content: json("ErrorReply"),
     };
   }
@@ -25,9 +29,29 @@ function errors(...statuses: number[]): Record<string, unknown> {
 
 /** The `X-Hadis-*` headers of a PNG answer (each reply field but the image; objects as JSON). */
 const PNG_HEADERS = Object.fromEntries(
-  ["Request-Id", "Route", "Models", "Served-By", "Seed", "Width", "Height", "Difficulty", "Router-Threshold", "Score", "Threshold", "Plan-Epoch", "Timings", "Fallback", "Applied", "Deduplicated"].map((h) => [
+  [
+    "Request-Id",
+    "Route",
+    "Models",
+    "Served-By",
+    "Seed",
+    "Width",
+    "Height",
+    "Difficulty",
+    "Router-Threshold",
+    "Score",
+    "Threshold",
+    "Plan-Epoch",
+    "Timings",
+    "Fallback",
+    "Applied",
+    "Deduplicated",
+  ].map((h) => [
     `X-Hadis-${h}`,
-    { description: `the reply's ${h.replace(/-(.)/g, (_, c: string) => c.toUpperCase()).replace(/^./, (c) => c.toLowerCase())} field (objects as JSON; characters outside printable ASCII percent-encoded)`, schema: { type: "string" } },
+    {
+      description: `the reply's ${h.replace(/-(.)/g, (_, c: string) => c.toUpperCase()).replace(/^./, (c) => c.toLowerCase())} field (objects as JSON; characters outside printable ASCII percent-encoded)`,
+      schema: { type: "string" },
+    },
   ]),
 );
 
@@ -38,13 +62,20 @@ export function openApiDocument(version: string): Record<string, unknown> {
     const { $schema: _drop, ...schema } = publicJsonSchema(name);
     schemas[name] = schema;
   }
-  const traceparent = { name: "traceparent", in: "header", required: false, description: "W3C trace context: the request's trace continues it", schema: { type: "string" } };
+  const traceparent = {
+    name: "traceparent",
+    in: "header",
+    required: false,
+    description: "W3C trace context: the request's trace continues it",
+    schema: { type: "string" },
+  };
   return {
     openapi: "3.1.0",
     info: {
       title: "HADIS HTTP gateway",
       version,
-      description: "Text-to-image generation over HTTP: each route sends the request to the HADIS services over NATS, exactly as a NATS client would (hadis.generate, hadis.jobs.submit). Errors are the NATS error bodies, with their status.",
+      description:
+        "Text-to-image generation over HTTP: each route sends the request to the HADIS services over NATS, exactly as a NATS client would (hadis.generate, hadis.jobs.submit). Errors are the NATS error bodies, with their status.",
     },
     jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",
     paths: {
@@ -52,7 +83,16 @@ export function openApiDocument(version: string): Record<string, unknown> {
         post: {
           operationId: "generate",
           summary: "Generate one image and wait for it",
-          parameters: [traceparent, { name: "Accept", in: "header", required: false, description: "image/png for the PNG with the reply's fields in X-Hadis-* headers; JSON otherwise", schema: { type: "string" } }],
+          parameters: [
+            traceparent,
+            {
+              name: "Accept",
+              in: "header",
+              required: false,
+              description: "image/png for the PNG with the reply's fields in X-Hadis-* headers; JSON otherwise",
+              schema: { type: "string" },
+            },
+          ],
           requestBody: { required: true, content: json("GenerateRequest") },
           responses: {
             "200": {
@@ -71,7 +111,11 @@ export function openApiDocument(version: string): Record<string, unknown> {
           parameters: [traceparent],
           requestBody: { required: true, content: json("GenerateRequest") },
           responses: {
-            "202": { description: "accepted; follow it at the Location", headers: { Location: { schema: { type: "string" } } }, content: json("JobAccepted") },
+            "202": {
+              description: "accepted; follow it at the Location",
+              headers: { Location: { schema: { type: "string" } } },
+              content: json("JobAccepted"),
+            },
             ...errors(400, 413, 429, 503, 504),
           },
         },
@@ -79,14 +123,22 @@ export function openApiDocument(version: string): Record<string, unknown> {
       "/v1/jobs/{jobId}": {
         get: {
           operationId: "getJob",
-          summary: "A job's events and result; with Accept: text/event-stream, each event as it comes (Server-Sent Events, resumable with Last-Event-ID)",
+          summary:
+            "A job's events and result; with Accept: text/event-stream, each event as it comes (Server-Sent Events, resumable with Last-Event-ID)",
           parameters: [
             { name: "jobId", in: "path", required: true, schema: { type: "string" } },
-            { name: "Last-Event-ID", in: "header", required: false, description: "SSE: resume after this event's seq", schema: { type: "string" } },
+            {
+              name: "Last-Event-ID",
+              in: "header",
+              required: false,
+              description: "SSE: resume after this event's seq",
+              schema: { type: "string" },
+            },
           ],
           responses: {
             "200": {
-              description: "JSON: the events so far; SSE: one event per job event (`event:` its kind, `id:` its seq, `data:` the JSON event), closed after done or failed",
+              description:
+                "JSON: the events so far; SSE: one event per job event (`event:` its kind, `id:` its seq, `data:` the JSON event), closed after done or failed",
               content: { ...json("JobStatus"), "text/event-stream": { schema: { type: "string" } } },
             },
             ...errors(400, 404, 503),
@@ -94,11 +146,27 @@ export function openApiDocument(version: string): Record<string, unknown> {
         },
       },
       "/v1/models": {
-        get: { operationId: "models", summary: "The model pool (with the settings each supports) and the plan in force", responses: { "200": { description: "the pool and the plan", content: json("ModelsReply") }, ...errors(503) } },
+        get: {
+          operationId: "models",
+          summary: "The model pool (with the settings each supports) and the plan in force",
+          responses: { "200": { description: "the pool and the plan", content: json("ModelsReply") }, ...errors(503) },
+        },
       },
-      "/openapi.json": { get: { operationId: "openapi", summary: "This document", responses: { "200": { description: "OpenAPI 3.1", content: { "application/json": { schema: { type: "object" } } } } } } },
+      "/openapi.json": {
+        get: {
+          operationId: "openapi",
+          summary: "This document",
+          responses: { "200": { description: "OpenAPI 3.1", content: { "application/json": { schema: { type: "object" } } } } },
+        },
+      },
       "/healthz": { get: { operationId: "healthz", summary: "Liveness", responses: { "200": { description: "the process answers" } } } },
-      "/readyz": { get: { operationId: "readyz", summary: "Readiness: NATS up, not stopping", responses: { "200": { description: "ready" }, "503": { description: "not ready, with each check" } } } },
+      "/readyz": {
+        get: {
+          operationId: "readyz",
+          summary: "Readiness: NATS up, not stopping",
+          responses: { "200": { description: "ready" }, "503": { description: "not ready, with each check" } },
+        },
+      },
     },
     components: { schemas },
   };

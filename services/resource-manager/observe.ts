@@ -1,9 +1,9 @@
 /** What the resource manager reports after each tick: Prometheus metrics and a tick span. */
 import type { TickOutcome } from "../../actors/control/reconcile.ts";
 import { ServiceNames } from "../../contracts/subjects.ts";
-import { recordDemand, recordExcluded, recordPlan, recordQueueDepths, recordSolve } from "../lib/metrics.ts";
-import { endWithError, ServiceTelemetry } from "../lib/telemetry.ts";
-import type { NatsConnection } from "../lib/nats.ts";
+import { recordDemand, recordExcluded, recordPlan, recordQueueDepths, recordSolve } from "../telemetry/metrics.ts";
+import { endWithError, ServiceTelemetry } from "../telemetry/tracing.ts";
+import type { NatsConnection } from "../nats/connection.ts";
 
 /** An `onTick` callback; `close` lets its tracing go when the manager has stopped. */
 export type TickObserver = ((outcome: TickOutcome | null, error?: Error, tickMs?: number) => void) & { close(): Promise<void> };

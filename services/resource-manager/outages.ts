@@ -1,10 +1,14 @@
 /** Failures that last (JetStream unavailable) in the log once when they start and once when they end, not on every tick. */
-import type { Logger } from "../lib/log.ts";
+import type { Logger } from "../telemetry/log.ts";
 
 export class OutageLog {
   private readonly down = new Set<string>();
 
-  constructor(private readonly log: Pick<Logger, "warn" | "info">, private readonly failedEvent: string, private readonly recoveredEvent: string) {}
+  constructor(
+    private readonly log: Pick<Logger, "warn" | "info">,
+    private readonly failedEvent: string,
+    private readonly recoveredEvent: string,
+  ) {}
 
   /** `key` failed now: said if it had not been failing. */
   failed(key: string, fields: Record<string, unknown>): void {

@@ -4,6 +4,7 @@ import { POLICY_NAMES } from "./policy-names.ts";
 import { staticPolicy, type StaticConfig } from "../../actors/control/static-policy.ts";
 import type { ProfileSet } from "../../actors/profile/profile-set.ts";
 import { z } from "zod";
+import { ConfigurationError } from "../../contracts/errors.ts";
 
 /** The default static configuration: a row of the reference Pareto table (pair 1→2, FID 22.03). */
 export const DEFAULT_STATIC: StaticConfig = {
@@ -22,17 +23,19 @@ export { POLICY_NAMES };
 export function createPolicy(name: string, profiles: ProfileSet, staticConfig?: StaticConfig): PlannerPolicy {
   if (name === "static") {
     const config = staticConfig ?? DEFAULT_STATIC;
-    for (const m of [config.light, config.heavy]) if (!profiles.byName.has(m)) throw new Error(`static plan names unknown model "${m}"`);
+    for (const m of [config.light, config.heavy])
+      if (!profiles.byName.has(m)) throw new ConfigurationError(`static plan names unknown model "${m}"`);
     return staticPolicy(config);
   }
   let policy: PlannerPolicy;
   try {
     policy = getPolicy(name);
   } catch {
-    throw new Error(`unknown policy "${name}"; known: ${POLICY_NAMES.join(", ")}`);
+    throw new ConfigurationError(`unknown policy "${name}"; known: ${POLICY_NAMES.join(", ")}`);
   }
   // A baseline built on named models cannot run on a pool without them (it failed every tick).
-  for (const m of BASELINE_NEEDS[name] ?? []) if (!profiles.byName.has(m)) throw new Error(`policy ${name} needs model "${m}", which the profile pool lacks`);
+  for (const m of BASELINE_NEEDS[name] ?? [])
+    if (!profiles.byName.has(m)) throw new ConfigurationError(`policy ${name} needs model "${m}", which the profile pool lacks`);
   return policy;
 }
 
@@ -68,17 +71,22 @@ const StaticConfigSchema = z
  */
 export function staticConfigFor(policy: string, json: string | undefined): StaticConfig | undefined {
   if (json === undefined) return undefined;
-  if (policy !== "static") throw new Error(`--static-config applies to --policy static (the policy is ${policy})`);
+  if (policy !== "static") throw new ConfigurationError(`--static-config applies to --policy static (the policy is ${policy})`);
   let raw: unknown;
   try {
     raw = JSON.parse(json);
   } catch (err) {
-    throw new Error(`--static-config is not JSON: ${(err as Error).message}`);
+    throw new ConfigurationError(`--static-config is not JSON: ${(err as Error).message}`);
   }
   const parsed = StaticConfigSchema.safeParse(raw);
-  if (!parsed.success) throw new Error(`--static-config: ${parsed.error.issues.map((i) => `${i.path.join(".") || "the value"}: ${i.message}`).join("; ")}`);
+  if (!parsed.success)
+    throw new ConfigurationError(
+      `--static-config: ${parsed.error.issues.map((i) => `${i.path.join(".") || "the value"}: ${i.message}`).join("; ")}`,
+    );
   const given = parsed.data;
-  const samePoint = (["light", "heavy", "routerThreshold", "discThreshold"] as const).every((k) => given[k] === undefined || given[k] === DEFAULT_STATIC[k]);
+  const samePoint = (["light", "heavy", "routerThreshold", "discThreshold"] as const).every(
+    (k) => given[k] === undefined || given[k] === DEFAULT_STATIC[k],
+  );
   const { expectedFid, ...base } = DEFAULT_STATIC;
   return { ...base, ...(samePoint && expectedFid !== undefined ? { expectedFid } : {}), ...given };
 }

@@ -28,14 +28,17 @@ export function staleBecause(stored: Plan, now: PlanningFor): string | null {
   if (stored.timeScale !== now.timeScale) why.push(`time scale ${stored.timeScale}, not ${now.timeScale}`);
   else if (stored.sloMs !== now.sloMs) why.push(`SLO ${stored.sloMs} ms, not ${now.sloMs}`);
   if (stored.policy !== now.policy) why.push(`policy ${stored.policy}, not ${now.policy}`);
-  const unknown = [...new Set([stored.pair.light, stored.pair.heavy, ...Object.keys(stored.models)])].filter((m) => !now.models.includes(m));
+  const unknown = [...new Set([stored.pair.light, stored.pair.heavy, ...Object.keys(stored.models)])].filter(
+    (m) => !now.models.includes(m),
+  );
   if (unknown.length > 0) why.push(`model${unknown.length > 1 ? "s" : ""} ${unknown.join(", ")} not in the pool`);
   return why.length > 0 ? `epoch ${stored.epoch} was made for ${why.join("; ")}` : null;
 }
 
 /** One line for an operator: what the start resumed, or why it planned afresh. */
 export function describeResume(r: PlanResume): string | null {
-  if (r.kind === "resumed") return `resumed plan epoch ${r.epoch} (policy ${r.policy}, time scale ${r.timeScale}, demand estimate ${Number(r.demandQps.toFixed(2))} qps)`;
+  if (r.kind === "resumed")
+    return `resumed plan epoch ${r.epoch} (policy ${r.policy}, time scale ${r.timeScale}, demand estimate ${Number(r.demandQps.toFixed(2))} qps)`;
   if (r.kind === "fresh") return `a fresh plan: the stored ${r.why}`;
   return null;
 }

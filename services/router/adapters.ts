@@ -16,11 +16,21 @@ import { NO_TIME_TO_JUDGE, REPLY_MARGIN_MS } from "../../actors/request/types.ts
 import { decideRoute } from "../../actors/routing/route-policy.ts";
 import { isHadisFamily, planMechanisms } from "../../actors/artifact/mechanisms.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
-import type { Logger } from "../lib/log.ts";
-import { ASK_AGAIN_MS, headerOf, mayAskAgain, requestAttempt, watchConnection, type KV, type Msg, type MsgHdrs, type NatsConnection } from "../lib/nats.ts";
-import type { WorkQueue } from "../lib/work-queue.ts";
-import type { PlanView } from "../lib/plan-view.ts";
-import { endWithError, messagingAttributes, SpanKind, spanClockMs } from "../lib/telemetry.ts";
+import type { Logger } from "../telemetry/log.ts";
+import {
+  ASK_AGAIN_MS,
+  headerOf,
+  mayAskAgain,
+  requestAttempt,
+  watchConnection,
+  type KV,
+  type Msg,
+  type MsgHdrs,
+  type NatsConnection,
+} from "../nats/connection.ts";
+import type { WorkQueue } from "../nats/work-queue.ts";
+import type { PlanView } from "../nats/plan-view.ts";
+import { endWithError, messagingAttributes, SpanKind, spanClockMs } from "../telemetry/tracing.ts";
 import type { GenerationFloor } from "../../actors/routing/generation-floor.ts";
 import type { RequestTraces } from "./tracing.ts";
 
@@ -64,14 +74,26 @@ export interface RouterActorDeps {
  * the verdict comes (the request or its verdict is lost then; judging twice changes nothing),
  * or when "no responders" comes just after a reconnect.
  */
-async function askJudge(nc: NatsConnection, subject: string, data: Uint8Array, timeoutMs: number, headers: MsgHdrs | undefined): Promise<Msg> {
+async function askJudge(
+  nc: NatsConnection,
+  subject: string,
+  data: Uint8Array,
+  timeoutMs: number,
+  headers: MsgHdrs | undefined,
+): Promise<Msg> {
   const end = Date.now() + timeoutMs;
   const link = watchConnection(nc);
   for (;;) {
     if (!link.connected && !(await link.untilConnected(end - Date.now()))) {
       throw new HadisError("judge_failed", `not connected to NATS: no verdict within ${timeoutMs} ms`);
     }
-    const attempt = await requestAttempt(nc, subject, data, { timeout: Math.max(1, end - Date.now()), ...(headers ? { headers } : {}) }, true);
+    const attempt = await requestAttempt(
+      nc,
+      subject,
+      data,
+      { timeout: Math.max(1, end - Date.now()), ...(headers ? { headers } : {}) },
+      true,
+    );
     if (attempt !== "dropped") {
       if ("msg" in attempt) return attempt.msg;
       // Just after a reconnect the discriminators may not be back yet (a restarted nats-server).
@@ -85,7 +107,9 @@ async function askJudge(nc: NatsConnection, subject: string, data: Uint8Array, t
 
 /** A uniformly random worker the plan gives `model` (the artifact's load balancer), or undefined when none. */
 function workerLane(plan: Plan, model: string): { worker: string } | undefined {
-  const ids = Object.entries(plan.assignment).filter(([, m]) => m === model).map(([id]) => id);
+  const ids = Object.entries(plan.assignment)
+    .filter(([, m]) => m === model)
+    .map(([id]) => id);
   return ids.length > 0 ? { worker: ids[Math.floor(Math.random() * ids.length)] } : undefined;
 }
 
@@ -99,8 +123,22 @@ export function routerActors(deps: RouterActorDeps) {
       // The caller's settings, against the models of the plan routing goes by (the router checked
       // them at intake against the plan then in force, which may have changed since).
       if (input.options) checkGenerationOptions(input.options, input.quality, plan.pair, deps.rangesOf ?? ((name) => ({ name })));
-      const artifactRouter = deps.artifactScoring && planMechanisms(plan).has("hadis") && isHadisFamily(plan.policy) ? deps.artifactScoring : plan.policy === "hadis-plus" ? (deps.learnedScoring ?? null) : null;
-      const decision = withQuality(decideRoute(plan, input.prompt, input.requestId, artifactRouter?.scorer ?? deps.scorer, artifactRouter?.threshold ?? deps.threshold), input.quality);
+      const artifactRouter =
+        deps.artifactScoring && planMechanisms(plan).has("hadis") && isHadisFamily(plan.policy)
+          ? deps.artifactScoring
+          : plan.policy === "hadis-plus"
+            ? (deps.learnedScoring ?? null)
+            : null;
+      const decision = withQuality(
+        decideRoute(
+          plan,
+          input.prompt,
+          input.requestId,
+          artifactRouter?.scorer ?? deps.scorer,
+          artifactRouter?.threshold ?? deps.threshold,
+        ),
+        input.quality,
+      );
       stage?.setAttributes({
         "hadis.route.hard": decision.hard,
         "hadis.difficulty": decision.difficulty,
@@ -151,7 +189,15 @@ export function routerActors(deps: RouterActorDeps) {
     let entry = { seq: 0 } as PendingItem;
     const result = new Promise<GenerateOutcome>((resolve, reject) => {
       const lane = current && planMechanisms(current).has("dispatch") ? workerLane(current, model) : undefined;
-      const pending: PendingItem = { item, stage: input.stage, seq: 0, resolve, reject, ...(stage ? { span: stage } : {}), ...(lane ? { lane } : {}) };
+      const pending: PendingItem = {
+        item,
+        stage: input.stage,
+        seq: 0,
+        resolve,
+        reject,
+        ...(stage ? { span: stage } : {}),
+        ...(lane ? { lane } : {}),
+      };
       if (stage) {
         // The worker's queue and execute spans are children of this one and carry its worker,
         // batch size and times: the stage says only which model served (a moved item's differs).
@@ -167,12 +213,16 @@ export function routerActors(deps: RouterActorDeps) {
       }
       entry = pending;
       cancel = deps.pending.wait(pending);
-      signal.addEventListener("abort", () => {
-        cancel();
-        // The request is over: its queued item (if still there) must not cost a GPU or read as load.
-        if (entry.seq && entry.own) void deps.queue.remove(entry.seq).catch(() => false);
-        pending.reject(new HadisError("deadline_exceeded", "request ended"));
-      }, { once: true });
+      signal.addEventListener(
+        "abort",
+        () => {
+          cancel();
+          // The request is over: its queued item (if still there) must not cost a GPU or read as load.
+          if (entry.seq && entry.own) void deps.queue.remove(entry.seq).catch(() => false);
+          pending.reject(new HadisError("deadline_exceeded", "request ended"));
+        },
+        { once: true },
+      );
     });
     // The request may end (deadline) while the publish is in flight: nobody awaits `result` then.
     result.catch(() => undefined);
@@ -222,7 +272,15 @@ export function routerActors(deps: RouterActorDeps) {
     const reply = await askJudge(
       deps.nc,
       deps.subjects.judge,
-      encode({ v: PROTOCOL_VERSION, requestId: input.requestId, prompt: input.prompt, model: input.model, image: input.image, planEpoch: input.planEpoch, answerByMs: Date.now() + timeout }),
+      encode({
+        v: PROTOCOL_VERSION,
+        requestId: input.requestId,
+        prompt: input.prompt,
+        model: input.model,
+        image: input.image,
+        planEpoch: input.planEpoch,
+        answerByMs: Date.now() + timeout,
+      }),
       timeout,
       traced ? deps.traces!.telemetry.inject(traced) : undefined,
     );

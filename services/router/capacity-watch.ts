@@ -7,8 +7,8 @@ import type { HadisError } from "../../contracts/errors.ts";
 import { WorkerHeartbeatSchema, type Plan } from "../../contracts/messages.ts";
 import type { Subjects } from "../../contracts/subjects.ts";
 import { capacityRefusal, WorkerSightings } from "../../actors/routing/capacity.ts";
-import { throttled, type Logger } from "../lib/log.ts";
-import { watchConnection, type NatsConnection } from "../lib/nats.ts";
+import { throttled, type Logger } from "../telemetry/log.ts";
+import { watchConnection, type NatsConnection } from "../nats/connection.ts";
 
 /** What the router asks of it. */
 export interface CapacityWatch {
@@ -33,11 +33,17 @@ export function watchCapacity(nc: NatsConnection, subjects: Subjects, log: Logge
       if (err) {
         // Refused (a role without the permission): judged from the plan alone, said once.
         sightings.deaf();
-        log.error("router.heartbeats_unwatched", { error: err.message, fix: `allow this router's user to subscribe to ${subjects.workerHeartbeatAll}` });
+        log.error("router.heartbeats_unwatched", {
+          error: err.message,
+          fix: `allow this router's user to subscribe to ${subjects.workerHeartbeatAll}`,
+        });
         return;
       }
       try {
-        sightings.observe(decodeFromSender(WorkerHeartbeatSchema, m, "heartbeat", (b) => b.workerId), Date.now());
+        sightings.observe(
+          decodeFromSender(WorkerHeartbeatSchema, m, "heartbeat", (b) => b.workerId),
+          Date.now(),
+        );
       } catch {
         // (A heartbeat that does not read is the resource manager's to count and report.)
       }

@@ -9,9 +9,9 @@
 import { decode } from "../../contracts/envelope.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import { MaxDeliveriesAdvisorySchema } from "../../contracts/messages.ts";
-import type { Logger } from "../lib/log.ts";
-import { recordGivenUp } from "../lib/metrics.ts";
-import type { WorkQueue } from "../lib/work-queue.ts";
+import type { Logger } from "../telemetry/log.ts";
+import { recordGivenUp } from "../telemetry/metrics.ts";
+import type { WorkQueue } from "../nats/work-queue.ts";
 import type { PendingWork } from "./pending.ts";
 
 /** What failing given-up items needs. */
@@ -41,11 +41,13 @@ export function failGivenUp(deps: GivenUpDeps, data: Uint8Array): number {
     if (entry.own) void deps.queue.remove(entry.seq).catch(() => false);
     recordGivenUp(entry.item.model);
     deps.log.warn("router.work_given_up", { requestId, stage: entry.stage, model: entry.item.model, deliveries: advisory.deliveries });
-    entry.reject(new HadisError(
-      "generation_failed",
-      `no worker finished the ${entry.stage} generation on ${entry.item.model}: it was delivered ${advisory.deliveries} times and never acknowledged (each worker that took it crashed or stalled)`,
-      { requestId },
-    ));
+    entry.reject(
+      new HadisError(
+        "generation_failed",
+        `no worker finished the ${entry.stage} generation on ${entry.item.model}: it was delivered ${advisory.deliveries} times and never acknowledged (each worker that took it crashed or stalled)`,
+        { requestId },
+      ),
+    );
   }
   return waiting.length;
 }

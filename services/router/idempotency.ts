@@ -1,7 +1,7 @@
 /** Remembers replies by idempotency key for a while, so a retried request is generated once. */
 import { claimKey, keyReused } from "../../actors/request/idempotent.ts";
-import type { KV } from "../lib/nats.ts";
-import { within } from "../lib/running.ts";
+import type { KV } from "../nats/connection.ts";
+import { within } from "../lifecycle/running.ts";
 
 /**
  * Records in the results bucket which request a key is for, so that every router can tell a
@@ -9,7 +9,13 @@ import { within } from "../lib/running.ts";
  * see the key writes it, the others compare. A bucket that cannot answer does not stop the
  * request (the check is lost, not the image): `unchecked` hears why.
  */
-export async function claimKeyFor(results: KV, idempotencyKey: string, fingerprint: string, unchecked: (reason: string) => void = () => {}, timeoutMs = CLAIM_TIMEOUT_MS): Promise<void> {
+export async function claimKeyFor(
+  results: KV,
+  idempotencyKey: string,
+  fingerprint: string,
+  unchecked: (reason: string) => void = () => {},
+  timeoutMs = CLAIM_TIMEOUT_MS,
+): Promise<void> {
   // A bucket slow to answer costs the check, not the request's deadline.
   const claimed = claim(results, idempotencyKey, fingerprint, unchecked);
   if (await within(claimed, timeoutMs)) await claimed;
@@ -80,7 +86,12 @@ export class IdempotencyCache<T> {
   private readonly entries = new Map<string, Entry<T>>();
   private bytes = 0;
 
-  constructor(private readonly capacity: number, private readonly ttlMs: number, private readonly now: () => number, private readonly budget?: ByteBudget<T>) {}
+  constructor(
+    private readonly capacity: number,
+    private readonly ttlMs: number,
+    private readonly now: () => number,
+    private readonly budget?: ByteBudget<T>,
+  ) {}
 
   /** Entries held now (expired ones included until the next `set` drops them). */
   get size(): number {

@@ -9,10 +9,10 @@ import { PROTOCOL_VERSION, type GenerateReply } from "../../contracts/messages.t
 import type { Subjects } from "../../contracts/subjects.ts";
 import type { Encoding } from "../../contracts/envelope.ts";
 import type { Progress } from "../../actors/request/progress.ts";
-import type { Logger } from "../lib/log.ts";
-import { newInbox, type ServiceMsg } from "../lib/nats.ts";
-import type { JobStream } from "../lib/job-stream.ts";
-import { replyWith } from "../lib/replies.ts";
+import type { Logger } from "../telemetry/log.ts";
+import { newInbox, type ServiceMsg } from "../nats/connection.ts";
+import type { JobStream } from "../nats/job-stream.ts";
+import { replyWith } from "../nats/replies.ts";
 
 /** One job as the router runs it: its events go out in order, each once the previous is kept. */
 export interface JobRun {
@@ -30,17 +30,32 @@ export interface JobRun {
  * take it fails the submission, so no id is given for a job nobody can read), then answers the
  * submitter with the id. Later events are chained: each is published after the one before.
  */
-export async function beginJob(msg: ServiceMsg, deps: { stream: JobStream; subjects: Subjects; log: Logger }, encoding: Encoding, deadlineAtMs: number): Promise<JobRun> {
+export async function beginJob(
+  msg: ServiceMsg,
+  deps: { stream: JobStream; subjects: Subjects; log: Logger },
+  encoding: Encoding,
+  deadlineAtMs: number,
+): Promise<JobRun> {
   const jobId = newInbox().slice(-22);
   let seq = 0;
-  const event = <K extends JobEvent["kind"]>(kind: K, fields: Omit<Extract<JobEvent, { kind: K }>, "v" | "jobId" | "seq" | "atMs" | "kind">): JobEvent =>
-    ({ v: PROTOCOL_VERSION, jobId, seq: ++seq, atMs: Date.now(), kind, ...fields }) as unknown as JobEvent;
+  const event = <K extends JobEvent["kind"]>(
+    kind: K,
+    fields: Omit<Extract<JobEvent, { kind: K }>, "v" | "jobId" | "seq" | "atMs" | "kind">,
+  ): JobEvent => ({ v: PROTOCOL_VERSION, jobId, seq: ++seq, atMs: Date.now(), kind, ...fields }) as unknown as JobEvent;
   await deps.stream.publish(event(JobEventKinds.queued, { deadlineAtMs }), encoding);
-  const accepted: JobAccepted = { v: PROTOCOL_VERSION, jobId, events: deps.subjects.jobEvents(jobId), stream: deps.subjects.names.jobStream, deadlineAtMs };
+  const accepted: JobAccepted = {
+    v: PROTOCOL_VERSION,
+    jobId,
+    events: deps.subjects.jobEvents(jobId),
+    stream: deps.subjects.names.jobStream,
+    deadlineAtMs,
+  };
   replyWith(msg, accepted, encoding);
   let chain: Promise<void> = Promise.resolve();
   const publish = (e: JobEvent) => {
-    chain = chain.then(() => deps.stream.publish(e, encoding)).catch((err: unknown) => deps.log.warn("router.job_event_lost", { jobId, kind: e.kind, error: (err as Error).message }));
+    chain = chain
+      .then(() => deps.stream.publish(e, encoding))
+      .catch((err: unknown) => deps.log.warn("router.job_event_lost", { jobId, kind: e.kind, error: (err as Error).message }));
     return chain;
   };
   return {

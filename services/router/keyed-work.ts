@@ -6,10 +6,10 @@ import { answerableUntil, heldItem, isKeyed, resultKey } from "../../actors/requ
 import { encode } from "../../contracts/envelope.ts";
 import type { WorkItem } from "../../contracts/messages.ts";
 import { HadisError } from "../../contracts/errors.ts";
-import type { KV, MsgHdrs } from "../lib/nats.ts";
-import type { WorkQueue } from "../lib/work-queue.ts";
-import type { Logger } from "../lib/log.ts";
-import type { ServiceTelemetry } from "../lib/telemetry.ts";
+import type { KV, MsgHdrs } from "../nats/connection.ts";
+import type { WorkQueue } from "../nats/work-queue.ts";
+import type { Logger } from "../telemetry/log.ts";
+import type { ServiceTelemetry } from "../telemetry/tracing.ts";
 import type { PendingItem, PendingWork } from "./pending.ts";
 
 /** What keyed work needs: the queue, the results bucket, the router's waiting entries. */
@@ -41,7 +41,11 @@ export function headersOf(telemetry: ServiceTelemetry | undefined, entry: Pendin
  * context: a keyed one as `enqueueKeyed` does; an unkeyed one's duplicate is its own earlier
  * publish (its id is its own).
  */
-export async function queueEntry(deps: Pick<KeyedDeps, "queue" | "results"> & { telemetry?: ServiceTelemetry }, entry: PendingItem, msgId: string): Promise<KeyedAck> {
+export async function queueEntry(
+  deps: Pick<KeyedDeps, "queue" | "results"> & { telemetry?: ServiceTelemetry },
+  entry: PendingItem,
+  msgId: string,
+): Promise<KeyedAck> {
   const headers = headersOf(deps.telemetry, entry);
   if (isKeyed(entry.item.requestId)) return enqueueKeyed(deps, entry.item, msgId, headers);
   const ack = await deps.queue.publish(entry.lane ?? entry.item.model, encode(entry.item), msgId, headers);
@@ -50,16 +54,19 @@ export async function queueEntry(deps: Pick<KeyedDeps, "queue" | "results"> & { 
 
 /** Delivers the stored result of a keyed request's stage once it appears; stops when the stage settles. */
 export function watchResult(deps: Pick<KeyedDeps, "results" | "pending">, key: string, settled: Promise<unknown>): void {
-  void deps.results!.watch({ key }).then((iter) => {
-    // Either way (a failed or expired stage too): `finally` would hand on the rejection, unhandled.
-    const stop = () => iter.stop();
-    settled.then(stop, stop);
-    void (async () => {
-      for await (const entry of iter) {
-        if (entry.operation === "PUT" && entry.value.length > 0) deps.pending.deliver(entry.value);
-      }
-    })();
-  }, () => undefined);
+  void deps.results!.watch({ key }).then(
+    (iter) => {
+      // Either way (a failed or expired stage too): `finally` would hand on the rejection, unhandled.
+      const stop = () => iter.stop();
+      settled.then(stop, stop);
+      void (async () => {
+        for await (const entry of iter) {
+          if (entry.operation === "PUT" && entry.value.length > 0) deps.pending.deliver(entry.value);
+        }
+      })();
+    },
+    () => undefined,
+  );
 }
 
 /** A keyed item's publish: dropped as a duplicate of another attempt's, it rides on that item at `seq`, whose result can come until `ridesUntilMs`. */
@@ -80,7 +87,12 @@ export interface KeyedAck {
  * A duplicate of this very item (the same router's reply subject, enqueue time and deadline) is
  * its own: the queue asks a publish again when its acknowledgement is late.
  */
-export async function enqueueKeyed(deps: Pick<KeyedDeps, "queue" | "results">, item: WorkItem, msgId: string, headers: MsgHdrs | undefined): Promise<KeyedAck> {
+export async function enqueueKeyed(
+  deps: Pick<KeyedDeps, "queue" | "results">,
+  item: WorkItem,
+  msgId: string,
+  headers: MsgHdrs | undefined,
+): Promise<KeyedAck> {
   const data = encode(item);
   const key = resultKey(item.requestId, item.stage);
   let id = msgId;
@@ -133,31 +145,38 @@ export function rideOn(deps: KeyedDeps & { telemetry?: ServiceTelemetry }, entry
   if (ack.ridesUntilMs >= entry.item.deadlineAtMs) return;
   // Still riding on that item: waiting, not moved or queued again since.
   const riding = () => deps.pending.get(requestId) === entry && !entry.own && entry.seq === ack.seq;
-  const timer = setTimeout(() => {
-    if (!riding()) return;
-    queueEntry(deps, entry, msgId).then(
-      (again) => {
-        const own = again.own;
-        if (!riding()) {
-          if (own) void deps.queue.remove(again.seq).catch(() => false);
-          return;
-        }
-        entry.seq = again.seq;
-        entry.own = own;
-        deps.afterEnqueue?.(entry);
-        deps.log.debug("router.ride_ended", { requestId, stage: entry.stage, seq: again.seq, duplicate: again.duplicate });
-        if (!own) rideOn(deps, entry, again, msgId);
-        // The item ridden on may answer after all (a batch finishing it past its deadline): then
-        // this one, if still queued, must not cost a GPU.
-        else void settled.then(() => entry.own && entry.seq === again.seq && deps.queue.remove(again.seq).catch(() => false), () => undefined);
-      },
-      (err: unknown) => {
-        if (!riding()) return;
-        deps.pending.drop(entry);
-        entry.reject(enqueueError(entry.item.model, err));
-      },
-    );
-  }, Math.max(0, ack.ridesUntilMs - Date.now()) + RIDE_MARGIN_MS);
+  const timer = setTimeout(
+    () => {
+      if (!riding()) return;
+      queueEntry(deps, entry, msgId).then(
+        (again) => {
+          const own = again.own;
+          if (!riding()) {
+            if (own) void deps.queue.remove(again.seq).catch(() => false);
+            return;
+          }
+          entry.seq = again.seq;
+          entry.own = own;
+          deps.afterEnqueue?.(entry);
+          deps.log.debug("router.ride_ended", { requestId, stage: entry.stage, seq: again.seq, duplicate: again.duplicate });
+          if (!own) rideOn(deps, entry, again, msgId);
+          // The item ridden on may answer after all (a batch finishing it past its deadline): then
+          // this one, if still queued, must not cost a GPU.
+          else
+            void settled.then(
+              () => entry.own && entry.seq === again.seq && deps.queue.remove(again.seq).catch(() => false),
+              () => undefined,
+            );
+        },
+        (err: unknown) => {
+          if (!riding()) return;
+          deps.pending.drop(entry);
+          entry.reject(enqueueError(entry.item.model, err));
+        },
+      );
+    },
+    Math.max(0, ack.ridesUntilMs - Date.now()) + RIDE_MARGIN_MS,
+  );
   const stop = () => clearTimeout(timer);
   settled.then(stop, stop);
 }

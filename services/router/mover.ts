@@ -7,7 +7,7 @@
 import { isKeyed } from "../../actors/request/idempotent.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import type { Plan } from "../../contracts/messages.ts";
-import type { ServiceTelemetry } from "../lib/telemetry.ts";
+import type { ServiceTelemetry } from "../telemetry/tracing.ts";
 import { queueEntry, rideOn, type KeyedDeps } from "./keyed-work.ts";
 import type { PendingItem } from "./pending.ts";
 

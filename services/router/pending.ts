@@ -10,7 +10,7 @@ import type { GenerateOutcome } from "../../actors/request/types.ts";
 import { moveTarget } from "../../actors/routing/move-target.ts";
 
 export { moveTarget };
-import type { Span } from "../lib/telemetry.ts";
+import type { Span } from "../telemetry/tracing.ts";
 
 /** One generation this router waits for. */
 export interface PendingItem {

@@ -6,10 +6,10 @@
  * keyed request's is read from the results bucket and any other's item is queued again.
  */
 import { isKeyed, resultKey } from "../../actors/request/idempotent.ts";
-import type { Logger } from "../lib/log.ts";
-import type { KV } from "../lib/nats.ts";
-import type { WorkQueue } from "../lib/work-queue.ts";
-import type { ServiceTelemetry } from "../lib/telemetry.ts";
+import type { Logger } from "../telemetry/log.ts";
+import type { KV } from "../nats/connection.ts";
+import type { WorkQueue } from "../nats/work-queue.ts";
+import type { ServiceTelemetry } from "../telemetry/tracing.ts";
 import { queueEntry, rideOn, storedResult } from "./keyed-work.ts";
 import type { PendingWork } from "./pending.ts";
 

@@ -7,10 +7,19 @@
 import { HadisError, asHadisError } from "../../contracts/errors.ts";
 import type { GenerateReply } from "../../contracts/messages.ts";
 import type { SloOutcome } from "../../actors/request/reply.ts";
-import { recordRequest } from "../lib/metrics.ts";
-import { headerOf, type MsgHdrs } from "../lib/nats.ts";
+import { recordRequest } from "../telemetry/metrics.ts";
+import { headerOf, type MsgHdrs } from "../nats/connection.ts";
 import { QueueGroups } from "../../contracts/subjects.ts";
-import { endWithError, messagingAttributes, REQUEST_SPAN, SpanKind, type Attributes, type ServiceTelemetry, type Span, type SpanContext } from "../lib/telemetry.ts";
+import {
+  endWithError,
+  messagingAttributes,
+  REQUEST_SPAN,
+  SpanKind,
+  type Attributes,
+  type ServiceTelemetry,
+  type Span,
+  type SpanContext,
+} from "../telemetry/tracing.ts";
 
 /** A request's root span, handed from the subject handler to the request machine's actors. */
 export type RequestSpan = Span;
@@ -32,10 +41,17 @@ export class RequestTraces {
     if (!this.telemetry.on) return null;
     // (A caller's `Traceparent` is its `traceparent`: header names are read in any case.)
     const parent = this.telemetry.extractWith((name) => headerOf(headers, name) || undefined);
-    const span = this.telemetry.start(REQUEST_SPAN, {
-      kind: SpanKind.SERVER,
-      attributes: { ...messagingAttributes({ type: "process", name: "process", destination: subject, consumerGroup: QueueGroups.router }), "hadis.router_id": routerId },
-    }, parent);
+    const span = this.telemetry.start(
+      REQUEST_SPAN,
+      {
+        kind: SpanKind.SERVER,
+        attributes: {
+          ...messagingAttributes({ type: "process", name: "process", destination: subject, consumerGroup: QueueGroups.router }),
+          "hadis.router_id": routerId,
+        },
+      },
+      parent,
+    );
     return span.isRecording() ? span : null;
   }
 
@@ -61,7 +77,14 @@ export class RequestTraces {
    * Ends a request: metrics always, the root span when traced. `slo` is how it counts in the SLO
    * (`sloOutcome`: requests refused at the edge, or given less than the SLO, count in none).
    */
-  finish(root: RequestSpan | null, requestId: string | undefined, reply: GenerateReply | null, err: unknown, sloMs: number, slo: SloOutcome): void {
+  finish(
+    root: RequestSpan | null,
+    requestId: string | undefined,
+    reply: GenerateReply | null,
+    err: unknown,
+    sloMs: number,
+    slo: SloOutcome,
+  ): void {
     const outcome = reply ? "ok" : asHadisError(err).code;
     recordRequest(reply, outcome, slo);
     if (requestId) this.live.delete(requestId);

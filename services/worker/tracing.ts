@@ -7,8 +7,16 @@
  */
 import type { BatchObservation, BatchObserver } from "../../actors/worker/worker-agent.ts";
 import { Headers, type Subjects } from "../../contracts/subjects.ts";
-import { recordBatch } from "../lib/metrics.ts";
-import { messagingAttributes, SpanKind, SpanStatusCode, type Link, type ServiceTelemetry, type Span, type SpanContext } from "../lib/telemetry.ts";
+import { recordBatch } from "../telemetry/metrics.ts";
+import {
+  messagingAttributes,
+  SpanKind,
+  SpanStatusCode,
+  type Link,
+  type ServiceTelemetry,
+  type Span,
+  type SpanContext,
+} from "../telemetry/tracing.ts";
 
 const NO_TRACE: BatchObservation = { ended: () => undefined };
 
@@ -33,7 +41,12 @@ export function workerObserver(telemetry: ServiceTelemetry, subjects: Subjects):
         kind: SpanKind.INTERNAL,
         startTime: startedMs,
         links,
-        attributes: { ...messagingAttributes({ type: "process", name: "process", destination, consumerGroup, batchCount: batch.length }), "hadis.model": model, "hadis.worker_id": workerId, "hadis.batch_size": batch.length },
+        attributes: {
+          ...messagingAttributes({ type: "process", name: "process", destination, consumerGroup, batchCount: batch.length }),
+          "hadis.model": model,
+          "hadis.worker_id": workerId,
+          "hadis.batch_size": batch.length,
+        },
       });
       const batchLinks: Link[] = [{ context: batchSpan.spanContext() }];
       /** Each item's execute span (its queue span has ended), with the item's index in the batch. */
@@ -50,9 +63,17 @@ export function workerObserver(telemetry: ServiceTelemetry, subjects: Subjects):
           "hadis.batch_size": batch.length,
           "hadis.request_id": entry.item.requestId,
         });
-        const queued = telemetry.start(`queue ${model}`, { kind: SpanKind.CONSUMER, startTime: Math.min(entry.item.enqueuedAtMs, startedMs), attributes: attributes("receive", "fetch") }, parent);
+        const queued = telemetry.start(
+          `queue ${model}`,
+          { kind: SpanKind.CONSUMER, startTime: Math.min(entry.item.enqueuedAtMs, startedMs), attributes: attributes("receive", "fetch") },
+          parent,
+        );
         queued.end(startedMs);
-        const execute = telemetry.start(`execute ${model}`, { kind: SpanKind.CONSUMER, startTime: startedMs, links: batchLinks, attributes: attributes("process", "process") }, parent);
+        const execute = telemetry.start(
+          `execute ${model}`,
+          { kind: SpanKind.CONSUMER, startTime: startedMs, links: batchLinks, attributes: attributes("process", "process") },
+          parent,
+        );
         items.push([execute, i]);
       });
       return {

@@ -1,5 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { answerableUntil, claimKey, fingerprintOf, isKeyed, keyedRequestId, keyedSeed, resultKey } from "../../actors/request/idempotent.ts";
+import {
+  answerableUntil,
+  claimKey,
+  fingerprintOf,
+  isKeyed,
+  keyedRequestId,
+  keyedSeed,
+  resultKey,
+} from "../../actors/request/idempotent.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION } from "../../contracts/messages.ts";
 import { subjects } from "../../contracts/subjects.ts";
@@ -30,7 +38,18 @@ describe("keyed requests", () => {
   });
 
   it("read an earlier attempt's item as answerable until its deadline: gone never, unsure always", () => {
-    const item = { v: PROTOCOL_VERSION, requestId: "r", stage: "light", prompt: "a cat", seed: 1, model: "m", replyTo: "x", enqueuedAtMs: 1, deadlineAtMs: 5_000, planEpoch: 1 };
+    const item = {
+      v: PROTOCOL_VERSION,
+      requestId: "r",
+      stage: "light",
+      prompt: "a cat",
+      seed: 1,
+      model: "m",
+      replyTo: "x",
+      enqueuedAtMs: 1,
+      deadlineAtMs: 5_000,
+      planEpoch: 1,
+    };
     expect(answerableUntil(encode(item))).toBe(5_000);
     expect(answerableUntil(null)).toBe(-Infinity);
     expect(answerableUntil(undefined)).toBe(Infinity);

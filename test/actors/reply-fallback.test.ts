@@ -7,13 +7,37 @@ import { buildReply } from "../../actors/request/reply.ts";
 import { NO_TIME_TO_JUDGE, type RequestOutcome } from "../../actors/request/types.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { HadisError } from "../../contracts/errors.ts";
-import type { Msg } from "../../services/lib/nats.ts";
-import { readGenerateReply } from "../../services/lib/client.ts";
+import type { Msg } from "../../services/nats/connection.ts";
+import { readGenerateReply } from "../../services/client/client.ts";
 
 const timings = { routeMs: 1, queueWaitMs: 2, lightMs: 3, judgeMs: 4, heavyMs: 0, totalMs: 10 };
-const light = { image: new Uint8Array([1, 2, 3]), width: 16, height: 16, model: "light-m", workerId: "w-0", batchSize: 1, queueWaitMs: 2, execMs: 3 };
-const decision = { hard: false, difficulty: -1, routerThreshold: 0.2, pair: { light: "light-m", heavy: "heavy-m" }, skipJudge: false, planEpoch: 3 };
-const served = (extra: Partial<Extract<RequestOutcome, { ok: true }>>): RequestOutcome => ({ ok: true, route: "light", image: light, models: { light: "light-m" }, decision, timings, ...extra });
+const light = {
+  image: new Uint8Array([1, 2, 3]),
+  width: 16,
+  height: 16,
+  model: "light-m",
+  workerId: "w-0",
+  batchSize: 1,
+  queueWaitMs: 2,
+  execMs: 3,
+};
+const decision = {
+  hard: false,
+  difficulty: -1,
+  routerThreshold: 0.2,
+  pair: { light: "light-m", heavy: "heavy-m" },
+  skipJudge: false,
+  planEpoch: 3,
+};
+const served = (extra: Partial<Extract<RequestOutcome, { ok: true }>>): RequestOutcome => ({
+  ok: true,
+  route: "light",
+  image: light,
+  models: { light: "light-m" },
+  decision,
+  timings,
+  ...extra,
+});
 
 describe("buildReply's fallback", () => {
   it("is absent when the cascade ran as planned: judged and accepted, or not judged by the plan's choice", () => {
@@ -30,14 +54,21 @@ describe("buildReply's fallback", () => {
     // A hard prompt whose heavy generation failed, made by the light model (not judged).
     expect(buildReply(served({ decision: { ...decision, hard: true }, heavyError: "no worker" }), "r1", 7).fallback).toBe("heavy_failed");
     // No heavy image as the deadline neared: late, not failed.
-    expect(buildReply(served({ judge: rejected, heavyError: "no heavy image 25 ms before the deadline", heavyLate: true }), "r1", 7).fallback).toBe("heavy_late");
+    expect(
+      buildReply(served({ judge: rejected, heavyError: "no heavy image 25 ms before the deadline", heavyLate: true }), "r1", 7).fallback,
+    ).toBe("heavy_late");
   });
 
   it("says when the heavy stage was made by another model than the decided heavy one (moved with the plan)", () => {
     const heavy = { ...light, model: "heavy-m" };
-    expect(buildReply(served({ route: "heavy", image: heavy, models: { heavy: "heavy-m" }, decision: { ...decision, hard: true } }), "r1", 7).fallback).toBeUndefined();
+    expect(
+      buildReply(served({ route: "heavy", image: heavy, models: { heavy: "heavy-m" }, decision: { ...decision, hard: true } }), "r1", 7)
+        .fallback,
+    ).toBeUndefined();
     const moved = { ...light, model: "other-m" };
-    expect(buildReply(served({ route: "light->heavy", image: moved, models: { light: "light-m", heavy: "other-m" } }), "r1", 7).fallback).toBe("heavy_moved");
+    expect(
+      buildReply(served({ route: "light->heavy", image: moved, models: { light: "light-m", heavy: "other-m" } }), "r1", 7).fallback,
+    ).toBe("heavy_moved");
   });
 });
 
@@ -46,7 +77,9 @@ describe("readGenerateReply", () => {
   const msg = (body: unknown) => ({ data: encode(body), headers: undefined }) as unknown as Msg;
 
   it("reads a reply with fields it does not know, at the top and inside timings and models, and drops them", () => {
-    const read = readGenerateReply(msg({ ...reply, someday: "a new field", timings: { ...reply.timings, uploadMs: 5 }, models: { ...reply.models, refiner: "x" } }));
+    const read = readGenerateReply(
+      msg({ ...reply, someday: "a new field", timings: { ...reply.timings, uploadMs: 5 }, models: { ...reply.models, refiner: "x" } }),
+    );
     expect(read.fallback).toBe("judge_failed");
     expect(read.timings.totalMs).toBe(10);
     expect("someday" in read).toBe(false);

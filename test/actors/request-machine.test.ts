@@ -1,8 +1,16 @@
 import { describe, expect, it } from "vitest";
-import { createActor, fromPromise, SimulatedClock, toPromise } from "xstate";
-import { RequestMachine } from "../../actors/request/request-machine.ts";
+import { fromPromise, SimulatedClock, toPromise } from "xstate";
+import { createRequestActor, RequestMachine } from "../../actors/request/request-machine.ts";
 import { buildReply } from "../../actors/request/reply.ts";
-import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RequestOutcome, RouteCall, RouteDecision } from "../../actors/request/types.ts";
+import type {
+  GenerateCall,
+  GenerateOutcome,
+  JudgeCall,
+  JudgeOutcome,
+  RequestOutcome,
+  RouteCall,
+  RouteDecision,
+} from "../../actors/request/types.ts";
 import type { GenerationOptions } from "../../contracts/messages.ts";
 import { HadisError } from "../../contracts/errors.ts";
 
@@ -36,15 +44,32 @@ async function run(s: Scenario) {
       route: fromPromise<RouteDecision, RouteCall>(async ({ input }) => {
         calls.push("route");
         seen.route = input;
-        return { hard: s.hard, difficulty: s.hard ? 2 : -1, routerThreshold: 0.2, pair: PAIR, skipJudge: s.skipJudge ?? false, planEpoch: 7 };
+        return {
+          hard: s.hard,
+          difficulty: s.hard ? 2 : -1,
+          routerThreshold: 0.2,
+          pair: PAIR,
+          skipJudge: s.skipJudge ?? false,
+          planEpoch: 7,
+        };
       }),
       generate: fromPromise<GenerateOutcome, GenerateCall>(async ({ input }) => {
         calls.push(`generate:${input.model}`);
         seen.generate.push(input);
         const ms = s.latencyMs?.[input.model] ?? 100;
         await sleep(ms);
-        if ([s.failModel ?? []].flat().includes(input.model)) throw new HadisError(s.failCode ?? "generation_failed", `${input.model} fell over`);
-        return { image: new Uint8Array([1]), width: 8, height: 8, model: input.model, workerId: "w1", batchSize: 1, queueWaitMs: 0, execMs: ms / 2 };
+        if ([s.failModel ?? []].flat().includes(input.model))
+          throw new HadisError(s.failCode ?? "generation_failed", `${input.model} fell over`);
+        return {
+          image: new Uint8Array([1]),
+          width: 8,
+          height: 8,
+          model: input.model,
+          workerId: "w1",
+          batchSize: 1,
+          queueWaitMs: 0,
+          execMs: ms / 2,
+        };
       }),
       judge: fromPromise<JudgeOutcome, JudgeCall>(async ({ input }) => {
         calls.push(`judge:${input.model}`);
@@ -53,9 +78,17 @@ async function run(s: Scenario) {
       }),
     },
   });
-  const actor = createActor(machine, {
-    clock,
-    input: { requestId: "r1", prompt: "a cat", seed: 1, receivedAtMs: 0, deadlineAtMs: s.deadlineMs ?? 10_000, now: () => clock.now(), ...(s.artifactDrops ? { lightFallback: false, workDeadlineAtMs: s.artifactDrops.workDeadlineAtMs } : { heavyFloorMs: () => s.heavyFloorMs ?? 0 }), ...(s.quality ? { quality: s.quality } : {}), ...(s.options ? { options: s.options } : {}) },
+  const actor = createRequestActor(machine, clock, {
+    requestId: "r1",
+    prompt: "a cat",
+    seed: 1,
+    receivedAtMs: 0,
+    deadlineAtMs: s.deadlineMs ?? 10_000,
+    ...(s.artifactDrops
+      ? { lightFallback: false, workDeadlineAtMs: s.artifactDrops.workDeadlineAtMs }
+      : { heavyFloorMs: () => s.heavyFloorMs ?? 0 }),
+    ...(s.quality ? { quality: s.quality } : {}),
+    ...(s.options ? { options: s.options } : {}),
   });
   actor.start();
   const done = toPromise(actor) as Promise<RequestOutcome>;
@@ -130,11 +163,18 @@ describe("RequestMachine", () => {
     expect(outcome.stage).toBe("heavy");
     // A hard prompt whose heavy generation failed, then out of time in the light stage: both said.
     const late = await run({ hard: true, deadlineMs: 300, failModel: "heavy-m", latencyMs: { "heavy-m": 100, "light-m": 1000 } });
-    expect(late.outcome.ok || [late.outcome.state, late.outcome.stage, late.outcome.heavyError]).toEqual(["expired", "light", "heavy-m fell over"]);
+    expect(late.outcome.ok || [late.outcome.state, late.outcome.stage, late.outcome.heavyError]).toEqual([
+      "expired",
+      "light",
+      "heavy-m fell over",
+    ]);
   });
 
   it("fails with the worker's error when generation fails and there is no image to serve", async () => {
-    for (const s of [{ hard: true, failModel: ["heavy-m", "light-m"] }, { hard: false, failModel: "light-m" }]) {
+    for (const s of [
+      { hard: true, failModel: ["heavy-m", "light-m"] },
+      { hard: false, failModel: "light-m" },
+    ]) {
       const { outcome } = await run(s);
       expect(outcome.ok).toBe(false);
       if (outcome.ok) return;
@@ -182,12 +222,24 @@ describe("RequestMachine", () => {
 
   it("under the artifact's drops, serves no light image early: a late heavy image is waited for, and work carries the shorter work deadline", async () => {
     // Deadline 2 s (the artifact's 2 × SLO); work deadline 1.5 s; the heavy image comes at 1.9 s.
-    const { outcome, seen } = await run({ hard: false, accept: false, deadlineMs: 2_000, latencyMs: { "heavy-m": 1_790 }, artifactDrops: { workDeadlineAtMs: 1_500 } });
+    const { outcome, seen } = await run({
+      hard: false,
+      accept: false,
+      deadlineMs: 2_000,
+      latencyMs: { "heavy-m": 1_790 },
+      artifactDrops: { workDeadlineAtMs: 1_500 },
+    });
     expect(outcome.ok && outcome.route).toBe("light->heavy");
     expect(outcome.ok && outcome.timings.totalMs).toBeGreaterThan(1_850);
     expect(seen.generate.map((g) => g.deadlineAtMs)).toEqual([1_500, 1_500]);
     // Never come: the request ends unanswered at its own deadline, not with the light image.
-    const never = await run({ hard: false, accept: false, deadlineMs: 2_000, latencyMs: { "heavy-m": 9_000 }, artifactDrops: { workDeadlineAtMs: 1_500 } });
+    const never = await run({
+      hard: false,
+      accept: false,
+      deadlineMs: 2_000,
+      latencyMs: { "heavy-m": 9_000 },
+      artifactDrops: { workDeadlineAtMs: 1_500 },
+    });
     expect(never.outcome.ok || never.outcome.state).toBe("expired");
   });
 
@@ -211,7 +263,10 @@ describe("RequestMachine", () => {
     const options = { steps: 12, width: 768, height: 768, negativePrompt: "blur" };
     const { seen } = await run({ hard: false, accept: false, quality: "auto", options });
     expect(seen.route).toMatchObject({ quality: "auto", options });
-    expect(seen.generate.map((g) => [g.stage, g.options])).toEqual([["light", options], ["heavy", options]]);
+    expect(seen.generate.map((g) => [g.stage, g.options])).toEqual([
+      ["light", options],
+      ["heavy", options],
+    ]);
   });
 
   it("with quality best, a failed heavy generation fails the request instead of falling back to the light model", async () => {

@@ -2,7 +2,14 @@ import { describe, expect, it } from "vitest";
 import { progressBetween, type ProgressView } from "../../actors/request/progress.ts";
 import type { RouteDecision } from "../../actors/request/types.ts";
 
-const decision: RouteDecision = { hard: false, difficulty: 0, routerThreshold: 0.2, pair: { light: "l", heavy: "h" }, skipJudge: false, planEpoch: 4 };
+const decision: RouteDecision = {
+  hard: false,
+  difficulty: 0,
+  routerThreshold: 0.2,
+  pair: { light: "l", heavy: "h" },
+  skipJudge: false,
+  planEpoch: 4,
+};
 const light = { image: new Uint8Array(), width: 1, height: 1, model: "l", workerId: "w", batchSize: 1, queueWaitMs: 0, execMs: 12 };
 
 describe("a request's progress read off its machine's snapshots", () => {
@@ -20,7 +27,10 @@ describe("a request's progress read off its machine's snapshots", () => {
   });
 
   it("a snapshot that skips states still reports what it holds (routed and light done at once)", () => {
-    expect(progressBetween(undefined, { value: "accepted", context: { decision, light } }).map((s) => s.kind)).toEqual(["routed", "light_done"]);
+    expect(progressBetween(undefined, { value: "accepted", context: { decision, light } }).map((s) => s.kind)).toEqual([
+      "routed",
+      "light_done",
+    ]);
     expect(progressBetween(undefined, { value: "heavy", context: { decision: { ...decision, hard: true } } })).toEqual([
       { kind: "routed", hard: true, pair: decision.pair, planEpoch: 4 },
       { kind: "heavy_running", model: "h", escalated: false },

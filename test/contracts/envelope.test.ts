@@ -5,7 +5,18 @@ import { GenerateRequestSchema, PlanSchema, promptChars, PROTOCOL_VERSION, WorkI
 
 describe("envelope", () => {
   it("round-trips a work item through msgpack with its bytes intact", () => {
-    const item = { v: PROTOCOL_VERSION, requestId: "r1", stage: "light", prompt: "a cat", seed: 3, model: "m1", replyTo: "hadis.result.r", enqueuedAtMs: 1, deadlineAtMs: 2, planEpoch: 4 };
+    const item = {
+      v: PROTOCOL_VERSION,
+      requestId: "r1",
+      stage: "light",
+      prompt: "a cat",
+      seed: 3,
+      model: "m1",
+      replyTo: "hadis.result.r",
+      enqueuedAtMs: 1,
+      deadlineAtMs: 2,
+      planEpoch: 4,
+    };
     expect(decode(WorkItemSchema, encode(item), "work item")).toEqual(item);
   });
 
@@ -109,7 +120,16 @@ describe("errors", () => {
     const given = { field: huge };
     expect(new HadisError("invalid_request", "m", given).details.field!.length).toBeLessThan(MAX_ERROR_TEXT + 50);
     expect(given.field).toBe(huge); // the caller's object is left as it was
-    const back = fromWireError({ v: 1, error: { code: "generation_failed", status: 500, message: huge, retryable: true, details: { field: "prompt", retryAfterMs: 5, blob: { deep: [huge] } } } });
+    const back = fromWireError({
+      v: 1,
+      error: {
+        code: "generation_failed",
+        status: 500,
+        message: huge,
+        retryable: true,
+        details: { field: "prompt", retryAfterMs: 5, blob: { deep: [huge] } },
+      },
+    });
     expect(back.message.length).toBeLessThan(MAX_ERROR_TEXT + 50);
     expect(back.details).toEqual({ field: "prompt", retryAfterMs: 5 });
   });

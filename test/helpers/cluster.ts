@@ -2,8 +2,8 @@
  * A 3-node JetStream cluster on loopback ports, each node a `nats-server` child with its own
  * store folder, monitoring port and `server_name` (the test twin of ops/nats/cluster-node*.conf).
  */
-import { freePort, startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats } from "../../services/lib/nats.ts";
+import { freePort, startNatsServer, type LocalServer } from "../../services/nats/server.ts";
+import { connectNats } from "../../services/nats/connection.ts";
 import { jetstreamManager, StorageType } from "@nats-io/jetstream";
 
 /** One node of the cluster. */
@@ -40,7 +40,9 @@ export function clusterConfig(name: string, clusterPort: number, monitorPort: nu
 }
 
 /** Starts three nodes and waits until JetStream can place a 3-replica stream (every peer known). */
-export async function startCluster(opts: { extraConfig?: string; env?: Record<string, string>; connect?: Record<string, unknown> } = {}): Promise<LocalCluster> {
+export async function startCluster(
+  opts: { extraConfig?: string; env?: Record<string, string>; connect?: Record<string, unknown> } = {},
+): Promise<LocalCluster> {
   const names = ["n1", "n2", "n3"];
   const clusterPorts = [await freePort(), await freePort(), await freePort()];
   const monitorPorts = [await freePort(), await freePort(), await freePort()];
@@ -79,7 +81,7 @@ export async function startCluster(opts: { extraConfig?: string; env?: Record<st
         await jsm.streams.delete("CLUSTER_PROBE");
         break;
       } catch (err) {
-        if (Date.now() > end) throw new Error(`JetStream cluster not ready within 30 s: ${(err as Error).message}`);
+        if (Date.now() > end) throw new Error(`JetStream cluster not ready within 30 s: ${(err as Error).message}`, { cause: err });
         await new Promise((r) => setTimeout(r, 250));
       }
     }

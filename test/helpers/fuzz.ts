@@ -57,9 +57,23 @@ export function* fuzzPayloads(template: Record<string, unknown>, count: number, 
   const bytes = (n: number) => Uint8Array.from({ length: n }, () => int(256));
   /** A value whose type differs from `value`'s. */
   const wrongTypeFor = (value: unknown): unknown => {
-    const candidates: unknown[] = [null, true, -1.5, "str", [1, "a"], { nested: { x: 1 } }, new Uint8Array([1, 2]), Number.NaN, -(2 ** 60), ""];
+    const candidates: unknown[] = [
+      null,
+      true,
+      -1.5,
+      "str",
+      [1, "a"],
+      { nested: { x: 1 } },
+      new Uint8Array([1, 2]),
+      Number.NaN,
+      -(2 ** 60),
+      "",
+    ];
     const sameKind = (c: unknown) =>
-      typeof c === typeof value && Array.isArray(c) === Array.isArray(value) && (c instanceof Uint8Array) === (value instanceof Uint8Array) && (c === null) === (value === null);
+      typeof c === typeof value &&
+      Array.isArray(c) === Array.isArray(value) &&
+      c instanceof Uint8Array === value instanceof Uint8Array &&
+      (c === null) === (value === null);
     return pick(candidates.filter((c) => !sameKind(c)));
   };
   const nested = (depth: number): unknown => {

@@ -1,7 +1,7 @@
 /** A real nats-server for one test file (or describe block) and a connection to it. */
 import { afterAll, beforeAll } from "vitest";
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
+import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
 
 /** The server and connection `useNatsServer` gives: both set before the tests run. */
 export interface TestNats {

@@ -56,11 +56,15 @@ const hex = (b64: string) => Buffer.from(b64, "base64").toString("hex");
 /** Every span of one `ExportTraceServiceRequest` body. */
 export function decodeTraceExport(body: Uint8Array): DecodedSpan[] {
   const request = ExportRequest.toObject(ExportRequest.decode(body), { longs: String, bytes: String, defaults: true, oneofs: false }) as {
-    resourceSpans: { resource: { attributes: { key: string; value: DecodedValue }[] }; scopeSpans: { scope: { name: string }; spans: Record<string, never>[] }[] }[];
+    resourceSpans: {
+      resource: { attributes: { key: string; value: DecodedValue }[] };
+      scopeSpans: { scope: { name: string }; spans: Record<string, never>[] }[];
+    }[];
   };
   return request.resourceSpans.flatMap((rs) => {
     const service = String(attributesOf(rs.resource?.attributes)["service.name"] ?? "");
     return rs.scopeSpans.flatMap((ss) =>
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any -- protobufjs's toObject output, checked field by field below
       ss.spans.map((s: Record<string, any>): DecodedSpan => ({
         traceId: hex(s.traceId),
         spanId: hex(s.spanId),

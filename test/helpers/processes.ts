@@ -2,7 +2,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
-const CLI = fileURLToPath(new URL("../../services/cli/main.ts", import.meta.url));
+/** The compiled command (the test run's global setup builds dist/ when a source is newer). */
+const CLI = fileURLToPath(new URL("../../dist/services/cli/main.js", import.meta.url));
 
 /** A spawned command with its collected output. */
 export interface Spawned {
@@ -17,7 +18,7 @@ export interface Spawned {
  * runs a foreground job (`process.kill(-pid, "SIGINT")` is then what Ctrl-C does).
  */
 export function spawnHadis(args: string[], env: Record<string, string> = {}, opts: { group?: boolean } = {}): Spawned {
-  const child = spawn(process.execPath, ["--import", "tsx", CLI, ...args], {
+  const child = spawn(process.execPath, [CLI, ...args], {
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, HADIS_LOG: "info", ...env },
     detached: opts.group ?? false,

@@ -1,5 +1,5 @@
 /** Finds reference prompts that take each route under a plan, computed from the profiles. */
-import { loadProfiles } from "../../services/lib/profiles.ts";
+import { loadProfiles } from "../../services/files/profiles.ts";
 import { FixedPercentileThreshold, ReferenceFeatureScorer } from "../../actors/routing/difficulty.ts";
 import { ProfileJudge } from "../../actors/judge/profile-judge.ts";
 

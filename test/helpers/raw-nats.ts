@@ -31,7 +31,9 @@ export class RawNatsClient {
     const socket = connect(Number(port), hostname);
     await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject));
     const client = new RawNatsClient(socket);
-    socket.write(`CONNECT ${JSON.stringify({ verbose: false, pedantic: false, headers: true, no_responders: true, protocol: 1, name: "raw-test-client" })}\r\nPING\r\n`);
+    socket.write(
+      `CONNECT ${JSON.stringify({ verbose: false, pedantic: false, headers: true, no_responders: true, protocol: 1, name: "raw-test-client" })}\r\nPING\r\n`,
+    );
     return client;
   }
 
@@ -48,7 +50,14 @@ export class RawNatsClient {
       this.socket.write(Buffer.concat([Buffer.from(`PUB ${subject} ${inbox} ${data.byteLength}\r\n`), data, Buffer.from("\r\n")]));
     } else {
       const block = Buffer.from(`NATS/1.0\r\n${headers.map(([k, v]) => `${k}: ${v}\r\n`).join("")}\r\n`);
-      this.socket.write(Buffer.concat([Buffer.from(`HPUB ${subject} ${inbox} ${block.byteLength} ${block.byteLength + data.byteLength}\r\n`), block, data, Buffer.from("\r\n")]));
+      this.socket.write(
+        Buffer.concat([
+          Buffer.from(`HPUB ${subject} ${inbox} ${block.byteLength} ${block.byteLength + data.byteLength}\r\n`),
+          block,
+          data,
+          Buffer.from("\r\n"),
+        ]),
+      );
     }
     return reply;
   }
@@ -70,10 +79,16 @@ export class RawNatsClient {
         const headerBytes = op === "HMSG" ? Number(args[args.length - 2]) : 0;
         if (this.buffer.length < eol + 2 + total + 2) return; // the payload has not all come yet
         const body = this.buffer.subarray(eol + 2, eol + 2 + total);
-        const headers = body.subarray(0, headerBytes).toString("latin1").split("\r\n").slice(1).filter(Boolean).map((h) => {
-          const i = h.indexOf(":");
-          return [h.slice(0, i), h.slice(i + 1).trim()] as [string, string];
-        });
+        const headers = body
+          .subarray(0, headerBytes)
+          .toString("latin1")
+          .split("\r\n")
+          .slice(1)
+          .filter(Boolean)
+          .map((h) => {
+            const i = h.indexOf(":");
+            return [h.slice(0, i), h.slice(i + 1).trim()] as [string, string];
+          });
         this.buffer = this.buffer.subarray(eol + 2 + total + 2);
         this.waiters.get(args[1])?.resolve({ subject: args[0], headers, data: Buffer.from(body.subarray(headerBytes)) });
         this.waiters.delete(args[1]);

@@ -5,8 +5,8 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { startNatsServer, type LocalServer, type LocalServerOptions } from "../../services/lib/nats-server.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
+import { startNatsServer, type LocalServer, type LocalServerOptions } from "../../services/nats/server.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
 import type { NatsCredentials, ServiceKind } from "../../services/system.ts";
 import { inboxPrefixOf } from "../../contracts/subjects.ts";
 
@@ -80,7 +80,8 @@ export async function startSecureServer(opts: LocalServerOptions = {}): Promise<
     credentials,
     log: () => log,
     violations: () => permissionViolations(log),
-    connectAs: (role, name = `test-${role}`) => connectNats(server.url, name, { user: credentials[role].user, pass: credentials[role].pass, ...roleInbox(role) }),
+    connectAs: (role, name = `test-${role}`) =>
+      connectNats(server.url, name, { user: credentials[role].user, pass: credentials[role].pass, ...roleInbox(role) }),
     serviceCredentials: (kind) => ({ ...credentials[kind], ownRole: true }),
   };
 }

@@ -1,9 +1,9 @@
 /** Starts a real nats-server on a free port and the HADIS services against it, for one test file. */
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, inboxPrefix, newInbox, type NatsConnection } from "../../services/lib/nats.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
+import { connectNats, inboxPrefix, newInbox, type NatsConnection } from "../../services/nats/connection.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import { startSystem, type RunningSystem, type SystemOptions } from "../../services/system.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { rmSync } from "node:fs";
 
 /** A test system: server, services, and a client connection. */
@@ -20,7 +20,11 @@ export interface TestSystem {
  * override. Resolves once the first plan assigns every worker and they serve; throws (after
  * stopping them) when that takes longer than `readyWithinMs`.
  */
-export async function startTestServices(natsUrl: string, opts: Partial<SystemOptions> = {}, readyWithinMs = 10_000): Promise<RunningSystem> {
+export async function startTestServices(
+  natsUrl: string,
+  opts: Partial<SystemOptions> = {},
+  readyWithinMs = 10_000,
+): Promise<RunningSystem> {
   const system = await startSystem({
     natsUrl,
     workers: 4,
@@ -46,7 +50,9 @@ export async function startTestServices(natsUrl: string, opts: Partial<SystemOpt
     if (Date.now() >= deadline) {
       // A test on a system that never got ready would test something else than it says.
       await system.stop(2_000).catch(() => undefined);
-      throw new Error(`test system not ready after ${readyWithinMs} ms: plan ${plan ? `epoch ${plan.epoch} assigning ${Object.keys(plan.assignment).length} of ${want} workers` : system.manager ? "none yet" : "not ours"}, workers ${JSON.stringify(states)}`);
+      throw new Error(
+        `test system not ready after ${readyWithinMs} ms: plan ${plan ? `epoch ${plan.epoch} assigning ${Object.keys(plan.assignment).length} of ${want} workers` : system.manager ? "none yet" : "not ours"}, workers ${JSON.stringify(states)}`,
+      );
     }
     await new Promise((r) => setTimeout(r, 50));
   }
@@ -75,7 +81,10 @@ export async function startTestSystem(opts: Partial<SystemOptions> = {}): Promis
 }
 
 /** The `$SRV.STATS` of the instance of a micro service that answers first. */
-export async function serviceStats(nc: NatsConnection, name: string): Promise<{ endpoints: { num_requests: number; data: Record<string, unknown> }[] }> {
+export async function serviceStats(
+  nc: NatsConnection,
+  name: string,
+): Promise<{ endpoints: { num_requests: number; data: Record<string, unknown> }[] }> {
   const msg = await nc.request(`$SRV.STATS.${name}`, new Uint8Array(), { timeout: 2_000 });
   return JSON.parse(new TextDecoder().decode(msg.data));
 }
@@ -92,7 +101,12 @@ export async function pingServices(nc: NatsConnection): Promise<string[]> {
 }
 
 /** Stops what a test file started by hand, in order (client, services, server), and removes its folders; missing parts are skipped. */
-export async function stopStarted(parts: { nc?: NatsConnection; system?: RunningSystem; server?: LocalServer; dirs?: string[] }): Promise<void> {
+export async function stopStarted(parts: {
+  nc?: NatsConnection;
+  system?: RunningSystem;
+  server?: LocalServer;
+  dirs?: string[];
+}): Promise<void> {
   await parts.nc?.close();
   await parts.system?.stop(2_000);
   await parts.server?.stop();

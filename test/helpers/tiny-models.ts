@@ -4,8 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll } from "vitest";
 import { identityModel, makeTinyModels, type TinyModelDirs } from "../../tools/make-tiny-models.ts";
-import { DEFAULT_MODEL_MAP } from "../../services/lib/onnx-setup.ts";
-import { OnnxDiffusionPipeline, type PipelineOptions } from "../../services/lib/onnx/pipeline.ts";
+import { DEFAULT_MODEL_MAP } from "../../services/onnx/setup.ts";
+import { OnnxDiffusionPipeline, type PipelineOptions } from "../../services/onnx/pipeline.ts";
 import type { GeneratedImage, GenerationInput } from "../../actors/worker/backend.ts";
 
 /** A test file's tiny models: `root` is its temporary folder (for copies), `dirs` the exports; both set before its tests run. */
@@ -48,7 +48,12 @@ export type Breakage = "no-unet" | "vae-4-channels";
  * `modelsDir/broken`, and `modelsDir/map.json`: the default model map with `edit` applied (which
  * points some model at "broken"). Returns the map's path.
  */
-export function mapWithBrokenExport(modelsDir: string, from: keyof TinyModelDirs, edit: (models: Record<string, MapEntry>) => void, breakage: Breakage = "no-unet"): string {
+export function mapWithBrokenExport(
+  modelsDir: string,
+  from: keyof TinyModelDirs,
+  edit: (models: Record<string, MapEntry>) => void,
+  breakage: Breakage = "no-unet",
+): string {
   const dirs = makeTinyModels(modelsDir);
   const broken = join(modelsDir, "broken");
   cpSync(dirs[from], broken, { recursive: true });

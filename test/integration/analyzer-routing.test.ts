@@ -1,7 +1,7 @@
 /** The router scores every prompt with the prompt analyzer, known prompt or not. */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestSystem, type TestSystem } from "../helpers/system.ts";
-import { loadPromptAnalyzer } from "../../services/lib/analyzer-files.ts";
+import { loadPromptAnalyzer } from "../../services/files/analyzer-files.ts";
 import { copyFileSync, cpSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -17,7 +17,11 @@ afterAll(async () => {
 describe("router with the prompt analyzer", () => {
   it("reports the analyzer's score of prompts nobody has seen", async () => {
     const analyzer = loadPromptAnalyzer();
-    for (const prompt of ["a red bicycle leaning against a brick wall", "two astronauts playing chess on the moon under a purple sky", "cat"]) {
+    for (const prompt of [
+      "a red bicycle leaning against a brick wall",
+      "two astronauts playing chess on the moon under a purple sky",
+      "cat",
+    ]) {
       const reply = await t.client.generate({ prompt, deadlineMs: 20_000 });
       expect(reply.difficulty).toBeCloseTo(analyzer.analyzePrompt(prompt).score, 9);
     }

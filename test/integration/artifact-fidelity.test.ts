@@ -25,14 +25,19 @@ describe("the artifact fidelity on a live system", () => {
     expect(plan.mechanisms).toEqual([...ARTIFACT_MECHANISMS]);
     expect(plan.reason).toMatch(/clipper-light \(artifact\): all 4 workers on sdxl-lightning at batch 32/);
     const stats: RouterStats[] = [];
-    const sub = t.nc.subscribe(t.system.subjects.routerStatsAll, { callback: (_e, m) => void stats.push(decode(RouterStatsSchema, m.data, "router stats")) });
-    const replies = await Promise.all(Array.from({ length: 12 }, (_, i) => t.client.generate({ prompt: `a red bicycle number ${i}`, deadlineMs: 1_200 })));
+    const sub = t.nc.subscribe(t.system.subjects.routerStatsAll, {
+      callback: (_e, m) => void stats.push(decode(RouterStatsSchema, m.data, "router stats")),
+    });
+    const replies = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => t.client.generate({ prompt: `a red bicycle number ${i}`, deadlineMs: 1_200 })),
+    );
     expect(replies).toHaveLength(12);
     // Every item went to one worker's own queue (worker-<id> consumers), none to a model's shared queue.
     const jsm = await jetstreamManager(t.nc);
     const consumers: Awaited<ReturnType<typeof jsm.consumers.info>>[] = [];
     for await (const c of jsm.consumers.list(t.system.subjects.names.workStream)) consumers.push(c);
-    const delivered = (prefix: string) => consumers.filter((c) => c.name.startsWith(prefix)).reduce((s, c) => s + c.delivered.stream_seq, 0);
+    const delivered = (prefix: string) =>
+      consumers.filter((c) => c.name.startsWith(prefix)).reduce((s, c) => s + c.delivered.stream_seq, 0);
     expect(consumers.some((c) => c.name.startsWith("worker-") && c.delivered.consumer_seq > 0)).toBe(true);
     expect(delivered("work-")).toBe(0);
     // Routers report what they queued per model: the artifact's per-model load signal.

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Packr } from "msgpackr";
 import { startTestSystem, type TestSystem } from "../helpers/system.ts";
-import { newHeaders } from "../../services/lib/nats.ts";
+import { newHeaders } from "../../services/nats/connection.ts";
 
 let t: TestSystem;
 beforeAll(async () => {
@@ -25,7 +25,12 @@ interface Case {
 
 const cases: Case[] = [
   { name: "malformed msgpack (reserved byte 0xc1)", payload: new Uint8Array([0xc1, 0xc1, 0xc1]), code: "malformed_payload", status: 400 },
-  { name: "truncated msgpack", payload: pack({ prompt: "a red bicycle on a hill" }).subarray(0, 10), code: "malformed_payload", status: 400 },
+  {
+    name: "truncated msgpack",
+    payload: pack({ prompt: "a red bicycle on a hill" }).subarray(0, 10),
+    code: "malformed_payload",
+    status: 400,
+  },
   { name: "empty payload", payload: new Uint8Array(0), code: "malformed_payload", status: 400 },
   { name: "malformed JSON", payload: json('{"prompt": "a cat",'), json: true, code: "malformed_payload", status: 400 },
   { name: "msgpack that is not a map", payload: pack([1, 2, 3]), code: "invalid_request", status: 400 },
@@ -39,8 +44,19 @@ const cases: Case[] = [
   { name: "unknown field in JSON", payload: json('{"prompt":"a cat","x":1}'), json: true, code: "invalid_request", status: 400 },
   { name: "unsupported protocol version", payload: pack({ v: 99, prompt: "a cat" }), code: "unsupported_version", status: 400 },
   // Error messages quote what was sent: a CR or LF in it must not reach the error header.
-  { name: "a protocol version with a line break", payload: json('{"prompt":"a cat","v":"1\\n"}'), json: true, code: "unsupported_version", status: 400 },
-  { name: "an unknown field whose name has line breaks", payload: pack({ prompt: "a cat", "a\r\nb": 1 }), code: "invalid_request", status: 400 },
+  {
+    name: "a protocol version with a line break",
+    payload: json('{"prompt":"a cat","v":"1\\n"}'),
+    json: true,
+    code: "unsupported_version",
+    status: 400,
+  },
+  {
+    name: "an unknown field whose name has line breaks",
+    payload: pack({ prompt: "a cat", "a\r\nb": 1 }),
+    code: "invalid_request",
+    status: 400,
+  },
   { name: "deadline too short to meet", payload: pack({ prompt: "a cat", deadlineMs: 1 }), code: "deadline_exceeded", status: 504 },
 ];
 
@@ -77,13 +93,19 @@ describe("bad input on hadis.generate", () => {
     const served = await t.client.generate({ prompt: emoji.repeat(2_000), deadlineMs: 20_000 });
     expect(served.image.byteLength).toBeGreaterThan(0);
     const msg = await t.nc.request("hadis.generate", pack({ prompt: emoji.repeat(2_001) }), { timeout: 2_000 });
-    expect(packr.unpack(msg.data).error).toMatchObject({ code: "prompt_too_long", message: "prompt has 2001 characters; the limit is 2000" });
+    expect(packr.unpack(msg.data).error).toMatchObject({
+      code: "prompt_too_long",
+      message: "prompt has 2001 characters; the limit is 2000",
+    });
   });
 
   it("a field of megabytes quoted in the error (a protocol version, an unknown key) still gets its typed reply, cut short", async () => {
     // 4.5 MB of 8 MB max_payload: an error quoting it in full, header and body, would not fit.
     const huge = "x".repeat(4_500_000);
-    for (const [payload, code] of [[pack({ v: huge, prompt: "a cat" }), "unsupported_version"], [pack({ prompt: "a cat", [huge]: 1 }), "invalid_request"]] as const) {
+    for (const [payload, code] of [
+      [pack({ v: huge, prompt: "a cat" }), "unsupported_version"],
+      [pack({ prompt: "a cat", [huge]: 1 }), "invalid_request"],
+    ] as const) {
       const msg = await t.nc.request("hadis.generate", payload, { timeout: 5_000 });
       expect(msg.headers?.get("Nats-Service-Error-Code")).toBe("400");
       const body = packr.unpack(msg.data);
@@ -91,7 +113,18 @@ describe("bad input on hadis.generate", () => {
       expect(body.error.message.length).toBeLessThan(1_100);
       expect(msg.data.length).toBeLessThan(2_000);
     }
-    const judged = await t.nc.request("hadis.judge", pack({ v: huge, requestId: "r1", prompt: "a cat", model: "sd35-large-turbo", image: new Uint8Array([137, 80, 78, 71]), planEpoch: 1 }), { timeout: 5_000 });
+    const judged = await t.nc.request(
+      "hadis.judge",
+      pack({
+        v: huge,
+        requestId: "r1",
+        prompt: "a cat",
+        model: "sd35-large-turbo",
+        image: new Uint8Array([137, 80, 78, 71]),
+        planEpoch: 1,
+      }),
+      { timeout: 5_000 },
+    );
     expect(packr.unpack(judged.data).error.code).toBe("unsupported_version");
     const good = await t.client.generate({ prompt: "a red bicycle", deadlineMs: 20_000 });
     expect(good.image.byteLength).toBeGreaterThan(0);
@@ -110,7 +143,16 @@ describe("bad input on hadis.generate", () => {
 });
 
 describe("bad input on hadis.judge", () => {
-  const judgeRequest = (over: Record<string, unknown>) => pack({ v: 1, requestId: "r1", prompt: "a cat", model: "sd35-large-turbo", image: new Uint8Array([137, 80, 78, 71]), planEpoch: 1, ...over });
+  const judgeRequest = (over: Record<string, unknown>) =>
+    pack({
+      v: 1,
+      requestId: "r1",
+      prompt: "a cat",
+      model: "sd35-large-turbo",
+      image: new Uint8Array([137, 80, 78, 71]),
+      planEpoch: 1,
+      ...over,
+    });
   const ask = async (payload: Uint8Array) => {
     const msg = await t.nc.request("hadis.judge", payload, { timeout: 5_000 });
     return { status: msg.headers?.get("Nats-Service-Error-Code"), body: packr.unpack(msg.data) };

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -32,7 +32,9 @@ function runAsync(command: string, args: string[], cwd: string, timeout: number)
     child.stdout.on("data", (d: Buffer) => (stdout += d));
     child.stderr.on("data", (d: Buffer) => (stderr += d));
     child.on("error", reject);
-    child.on("close", (code) => (code === 0 ? resolve(stdout) : reject(new Error(`${command} ${args.join(" ")} (exit ${code}):\n${stdout}\n${stderr}`))));
+    child.on("close", (code) =>
+      code === 0 ? resolve(stdout) : reject(new Error(`${command} ${args.join(" ")} (exit ${code}):\n${stdout}\n${stderr}`)),
+    );
   });
 }
 
@@ -43,7 +45,10 @@ beforeAll(async () => {
   const [tarball] = readdirSync(scratch).filter((f) => f.endsWith(".tgz"));
   const project = join(scratch, "project");
   run("mkdir", ["-p", project], scratch);
-  writeFileSync(join(project, "package.json"), JSON.stringify({ name: "scratch", private: true, type: "module", dependencies: { "hadis-ts": `file:${join(scratch, tarball)}` } }));
+  writeFileSync(
+    join(project, "package.json"),
+    JSON.stringify({ name: "scratch", private: true, type: "module", dependencies: { "hadis-ts": `file:${join(scratch, tarball)}` } }),
+  );
   // From npm's cache where it can (the repository's own install filled it); no install scripts (onnxruntime's downloads CUDA).
   run("npm", ["install", "--ignore-scripts", "--prefer-offline", "--no-audit", "--no-fund", "--silent"], project, 240_000);
   scratch = project;
@@ -108,10 +113,27 @@ const score: number | undefined = event.kind === "judged" ? event.score : undefi
 export { ok, bad, reply, score };
 `,
     );
-    writeFileSync(join(scratch, "tsconfig.json"), JSON.stringify({ compilerOptions: { target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", strict: true, noEmit: true, skipLibCheck: true, types: [] }, files: ["check.ts"] }));
+    writeFileSync(
+      join(scratch, "tsconfig.json"),
+      JSON.stringify({
+        compilerOptions: {
+          target: "ES2022",
+          module: "NodeNext",
+          moduleResolution: "NodeNext",
+          strict: true,
+          noEmit: true,
+          skipLibCheck: true,
+          types: [],
+        },
+        files: ["check.ts"],
+      }),
+    );
     run(TSC, ["-p", "."], scratch, 120_000);
     // The check has teeth: without the expectation the wrong value is a compile error.
-    writeFileSync(join(scratch, "check.ts"), `import type { GenerateRequest } from "hadis-ts";\nexport const bad: GenerateRequest = { prompt: "x", quality: "ultra" };\n`);
+    writeFileSync(
+      join(scratch, "check.ts"),
+      `import type { GenerateRequest } from "hadis-ts";\nexport const bad: GenerateRequest = { prompt: "x", quality: "ultra" };\n`,
+    );
     expect(() => run(TSC, ["-p", "."], scratch, 120_000)).toThrow(/"ultra"' is not assignable/);
   });
 
@@ -122,6 +144,13 @@ export { ok, bad, reply, score };
     expect(readdirSync(installed)).not.toContain("test");
     expect(readdirSync(installed)).not.toContain("bench");
     expect(list("schemas")).toContain("GenerateReply.json");
-    expect(list("dist/services/lib")).toContain("hadis-client.d.ts");
+    expect(list("dist/services/client")).toEqual(expect.arrayContaining(["index.js", "index.d.ts"]));
+    // Every compiled module still has its source: a file moved or removed leaves nothing behind in dist/.
+    const compiled = (dir: string): string[] =>
+      readdirSync(join(installed, dir), { withFileTypes: true }).flatMap((e) =>
+        e.isDirectory() ? compiled(join(dir, e.name)) : e.name.endsWith(".js") ? [join(dir, e.name)] : [],
+      );
+    const orphans = compiled("dist").filter((js) => !existsSync(join(ROOT, js.slice("dist/".length).replace(/\.js$/, ".ts"))));
+    expect(orphans).toEqual([]);
   });
 });

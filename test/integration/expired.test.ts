@@ -4,7 +4,7 @@ import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 import type { HadisError } from "../../contracts/errors.ts";
-import type { Logger } from "../../services/lib/log.ts";
+import type { Logger } from "../../services/telemetry/log.ts";
 
 const events: { event: string; fields: Record<string, unknown> }[] = [];
 const keep = (event: string, fields: Record<string, unknown> = {}) => void events.push({ event, fields });

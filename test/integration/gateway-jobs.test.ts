@@ -8,10 +8,10 @@ import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { readSse } from "../helpers/http.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
-import { startGateway, type RunningGateway } from "../../services/gateway/gateway.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
-import { loadProfiles } from "../../services/lib/profiles.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { startGateway, type RunningGateway } from "../../services/gateway/main.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
+import { loadProfiles } from "../../services/files/profiles.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 
 let t: TestSystem;
 let nc: NatsConnection;
@@ -66,11 +66,17 @@ describe("jobs over HTTP", () => {
     const first = await fetch(`${base}/v1/jobs/${jobId}`, { headers: { accept: "text/event-stream" } });
     const seen = await readSse(first.body!, 2);
     expect(seen.map((e) => e.id)).toEqual(["1", "2"]);
-    const rest = await readSse((await fetch(`${base}/v1/jobs/${jobId}`, { headers: { accept: "text/event-stream", "last-event-id": "2" } })).body!);
+    const rest = await readSse(
+      (await fetch(`${base}/v1/jobs/${jobId}`, { headers: { accept: "text/event-stream", "last-event-id": "2" } })).body!,
+    );
     expect(rest[0].id).toBe("3");
     expect(rest.at(-1)!.event).toBe("done");
     // Later, without a stream: the whole job as JSON, from the jobs stream.
-    const status = (await (await fetch(`${base}/v1/jobs/${jobId}`)).json()) as { status: string; ended: boolean; events: { kind: string; seq: number; result?: { image: unknown } }[] };
+    const status = (await (await fetch(`${base}/v1/jobs/${jobId}`)).json()) as {
+      status: string;
+      ended: boolean;
+      events: { kind: string; seq: number; result?: { image: unknown } }[];
+    };
     expect(status).toMatchObject({ status: "done", ended: true });
     expect(typeof status.events.at(-1)!.result!.image).toBe("string");
     expect(status.events.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5, 6]);

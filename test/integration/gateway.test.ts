@@ -10,15 +10,15 @@ import { promptsByRoute } from "../helpers/prompts.ts";
 import { jsonSchemaValidator } from "../helpers/http.ts";
 import { waitFor } from "../helpers/processes.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
-import { startGateway, type RunningGateway } from "../../services/gateway/gateway.ts";
-import { connectNats, newHeaders, type NatsConnection } from "../../services/lib/nats.ts";
-import { loadProfiles } from "../../services/lib/profiles.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { startGateway, type RunningGateway } from "../../services/gateway/main.ts";
+import { connectNats, newHeaders, type NatsConnection } from "../../services/nats/connection.ts";
+import { loadProfiles } from "../../services/files/profiles.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { encode, parseRaw } from "../../contracts/envelope.ts";
 import { request as httpRequest } from "node:http";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { toWireError, HadisError } from "../../contracts/errors.ts";
-import { configureTelemetry, flushTelemetry, shutdownTelemetry } from "../../services/lib/telemetry.ts";
+import { configureTelemetry, flushTelemetry, shutdownTelemetry } from "../../services/telemetry/tracing.ts";
 
 const exporter = new InMemorySpanExporter();
 const log = createLogger("test", "error");
@@ -44,8 +44,12 @@ afterAll(async () => {
 });
 
 const routes = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold);
-const post = (path: string, body: string, headers: Record<string, string> = {}) => fetch(`${base}${path}`, { method: "POST", body, headers });
-const isPng = (bytes: Uint8Array) => Buffer.from(bytes).subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]));
+const post = (path: string, body: string, headers: Record<string, string> = {}) =>
+  fetch(`${base}${path}`, { method: "POST", body, headers });
+const isPng = (bytes: Uint8Array) =>
+  Buffer.from(bytes)
+    .subarray(0, 8)
+    .equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]));
 
 describe("POST /v1/generate", () => {
   it("answers JSON by default: the generate reply, its image base64-encoded", async () => {
@@ -59,7 +63,10 @@ describe("POST /v1/generate", () => {
 
   it("answers the PNG itself with Accept: image/png, the reply's fields in X-Hadis-* headers", async () => {
     // As `curl -d '{"prompt":"..."}' … -H 'accept: image/png'` sends it: form-encoded, which is read as JSON.
-    const res = await post("/v1/generate", JSON.stringify({ prompt: routes.escalated, deadlineMs: 20_000 }), { accept: "image/png", "content-type": "application/x-www-form-urlencoded" });
+    const res = await post("/v1/generate", JSON.stringify({ prompt: routes.escalated, deadlineMs: 20_000 }), {
+      accept: "image/png",
+      "content-type": "application/x-www-form-urlencoded",
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toBe("image/png");
     const png = new Uint8Array(await res.arrayBuffer());
@@ -75,37 +82,78 @@ describe("POST /v1/generate", () => {
   });
 
   it("carries generation settings and quality to the services", async () => {
-    const res = await post("/v1/generate", JSON.stringify({ prompt: routes.light, deadlineMs: 20_000, quality: "best", steps: 20, width: 512, height: 512 }), { accept: "image/png" });
+    const res = await post(
+      "/v1/generate",
+      JSON.stringify({ prompt: routes.light, deadlineMs: 20_000, quality: "best", steps: 20, width: 512, height: 512 }),
+      { accept: "image/png" },
+    );
     expect(res.status).toBe(200);
-    expect([res.headers.get("x-hadis-route"), res.headers.get("x-hadis-width"), res.headers.get("x-hadis-height")]).toEqual(["heavy", "512", "512"]);
+    expect([res.headers.get("x-hadis-route"), res.headers.get("x-hadis-width"), res.headers.get("x-hadis-height")]).toEqual([
+      "heavy",
+      "512",
+      "512",
+    ]);
     expect(JSON.parse(res.headers.get("x-hadis-applied")!)).toMatchObject({ steps: 20, width: 512, height: 512 });
   });
 });
 
 describe("typed errors as HTTP statuses, with the NATS error body", () => {
-  async function error(res: Response): Promise<{ status: number; code: string; field?: string; retryAfter: string | null; body: ReturnType<typeof toWireError> }> {
+  async function error(
+    res: Response,
+  ): Promise<{ status: number; code: string; field?: string; retryAfter: string | null; body: ReturnType<typeof toWireError> }> {
     const body = (await res.json()) as ReturnType<typeof toWireError>;
     expect(body.error.status).toBe(res.status); // the body's status is the HTTP status
-    return { status: res.status, code: body.error.code, field: body.error.details?.field, retryAfter: res.headers.get("retry-after"), body };
+    return {
+      status: res.status,
+      code: body.error.code,
+      field: body.error.details?.field,
+      retryAfter: res.headers.get("retry-after"),
+      body,
+    };
   }
 
   it("400 for a body that is not JSON, a schema violation, an unsupported version", async () => {
     expect(await error(await post("/v1/generate", "{not json"))).toMatchObject({ status: 400, code: "malformed_payload" });
     expect(await error(await post("/v1/generate", ""))).toMatchObject({ status: 400, code: "malformed_payload" });
-    expect(await error(await post("/v1/generate", JSON.stringify({ prompt: "x", colour: "red" })))).toMatchObject({ status: 400, code: "invalid_request", field: "colour" });
-    expect(await error(await post("/v1/generate", JSON.stringify({ prompt: "x", steps: 0 })))).toMatchObject({ status: 400, code: "invalid_request", field: "steps" });
-    expect(await error(await post("/v1/generate", JSON.stringify({ prompt: "x", v: 2 })))).toMatchObject({ status: 400, code: "unsupported_version" });
+    expect(await error(await post("/v1/generate", JSON.stringify({ prompt: "x", colour: "red" })))).toMatchObject({
+      status: 400,
+      code: "invalid_request",
+      field: "colour",
+    });
+    expect(await error(await post("/v1/generate", JSON.stringify({ prompt: "x", steps: 0 })))).toMatchObject({
+      status: 400,
+      code: "invalid_request",
+      field: "steps",
+    });
+    expect(await error(await post("/v1/generate", JSON.stringify({ prompt: "x", v: 2 })))).toMatchObject({
+      status: 400,
+      code: "unsupported_version",
+    });
     // A setting the plan's models do not support: refused by the router, still a 400 with the field.
-    expect(await error(await post("/v1/generate", JSON.stringify({ prompt: "x", steps: 50, deadlineMs: 5_000 })))).toMatchObject({ status: 400, code: "invalid_request", field: "steps" });
+    expect(await error(await post("/v1/generate", JSON.stringify({ prompt: "x", steps: 50, deadlineMs: 5_000 })))).toMatchObject({
+      status: 400,
+      code: "invalid_request",
+      field: "steps",
+    });
   });
 
   it("413 for a prompt over 2,000 characters and for a body over the gateway's limit", async () => {
-    expect(await error(await post("/v1/generate", JSON.stringify({ prompt: "a".repeat(2_001) })))).toMatchObject({ status: 413, code: "prompt_too_long", field: "prompt" });
-    expect(await error(await post("/v1/generate", JSON.stringify({ prompt: "a", pad: "x".repeat(70_000) })))).toMatchObject({ status: 413, code: "payload_too_large" });
+    expect(await error(await post("/v1/generate", JSON.stringify({ prompt: "a".repeat(2_001) })))).toMatchObject({
+      status: 413,
+      code: "prompt_too_long",
+      field: "prompt",
+    });
+    expect(await error(await post("/v1/generate", JSON.stringify({ prompt: "a", pad: "x".repeat(70_000) })))).toMatchObject({
+      status: 413,
+      code: "payload_too_large",
+    });
   });
 
   it("504 for a deadline that passes before an image is ready", async () => {
-    expect(await error(await post("/v1/generate", JSON.stringify({ prompt: routes.heavy, deadlineMs: 1 })))).toMatchObject({ status: 504, code: "deadline_exceeded" });
+    expect(await error(await post("/v1/generate", JSON.stringify({ prompt: routes.heavy, deadlineMs: 1 })))).toMatchObject({
+      status: 504,
+      code: "deadline_exceeded",
+    });
   });
 
   it("404 for an unknown route or job, 405 for a wrong method", async () => {
@@ -168,10 +216,18 @@ describe("GET /openapi.json", () => {
     // the rest of the document is checked as the specification's schema says.)
     const oas = JSON.parse(JSON.stringify(openapiV31).replaceAll('"$dynamicRef":"#meta"', '"$ref":"#/$defs/schema"'));
     expect(ajv.validate(oas, doc), JSON.stringify(ajv.errors?.slice(0, 3))).toBe(true);
-    for (const [name, schema] of Object.entries(doc.components.schemas as Record<string, object>)) ajv.addSchema(schema, `#/components/schemas/${name}`);
+    for (const [name, schema] of Object.entries(doc.components.schemas as Record<string, object>))
+      ajv.addSchema(schema, `#/components/schemas/${name}`);
     const request = ajv.getSchema("#/components/schemas/GenerateRequest")!;
     expect(request({ prompt: "a red bicycle", steps: 20, width: 1024, height: 1024, quality: "best" })).toBe(true);
-    for (const bad of [{}, { prompt: 3 }, { prompt: "x", colour: "red" }, { prompt: "x", width: 1024 }, { prompt: "x", quality: "ultra" }, { prompt: "x", seed: -1 }]) {
+    for (const bad of [
+      {},
+      { prompt: 3 },
+      { prompt: "x", colour: "red" },
+      { prompt: "x", width: 1024 },
+      { prompt: "x", quality: "ultra" },
+      { prompt: "x", seed: -1 },
+    ]) {
       expect(request(bad), JSON.stringify(bad)).toBe(false);
     }
     // A real reply, and a real error, fit theirs.
@@ -201,14 +257,20 @@ describe("trace context and the edge", () => {
   it("continues the caller's traceparent: the router's request span is a child of the gateway's, itself the caller's child", async () => {
     const traceId = "5cf92f3577b34da6a3ce929d0e0e4736";
     const callerSpanId = "10f067aa0ba902b7";
-    const res = await post("/v1/generate", JSON.stringify({ prompt: routes.light, deadlineMs: 20_000 }), { traceparent: `00-${traceId}-${callerSpanId}-01` });
+    const res = await post("/v1/generate", JSON.stringify({ prompt: routes.light, deadlineMs: 20_000 }), {
+      traceparent: `00-${traceId}-${callerSpanId}-01`,
+    });
     expect(res.status).toBe(200);
     let spans = exporter.getFinishedSpans();
-    await waitFor(async () => {
-      await flushTelemetry();
-      spans = exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
-      return spans.some((s) => s.name === "hadis.generate") && spans.some((s) => s.name === "POST /v1/generate");
-    }, 5_000, "the request's spans");
+    await waitFor(
+      async () => {
+        await flushTelemetry();
+        spans = exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
+        return spans.some((s) => s.name === "hadis.generate") && spans.some((s) => s.name === "POST /v1/generate");
+      },
+      5_000,
+      "the request's spans",
+    );
     const gatewaySpan = spans.find((s) => s.name === "POST /v1/generate")!;
     const root = spans.find((s) => s.name === "hadis.generate")!;
     expect(gatewaySpan.parentSpanContext?.spanId).toBe(callerSpanId);
@@ -221,7 +283,16 @@ describe("trace context and the edge", () => {
     let seen = 0;
     const spy = nc.subscribe(t.system.subjects.generate, { callback: () => void seen++ });
     await nc.flush();
-    const bad = ["{", "", JSON.stringify({ prompt: "   " }), JSON.stringify({ prompt: "x", nope: 1 }), JSON.stringify({ prompt: "a".repeat(2_001) }), JSON.stringify({ prompt: "x", width: 512 }), JSON.stringify({ prompt: "x", negativePrompt: "n".repeat(2_001) }), JSON.stringify([1, 2])];
+    const bad = [
+      "{",
+      "",
+      JSON.stringify({ prompt: "   " }),
+      JSON.stringify({ prompt: "x", nope: 1 }),
+      JSON.stringify({ prompt: "a".repeat(2_001) }),
+      JSON.stringify({ prompt: "x", width: 512 }),
+      JSON.stringify({ prompt: "x", negativePrompt: "n".repeat(2_001) }),
+      JSON.stringify([1, 2]),
+    ];
     for (const body of bad) expect((await post("/v1/generate", body)).status, body.slice(0, 40)).toBeGreaterThanOrEqual(400);
     for (const body of bad) expect((await post("/v1/jobs", body)).status, body.slice(0, 40)).toBeGreaterThanOrEqual(400);
     await nc.flush();
@@ -236,12 +307,19 @@ describe("trace context and the edge", () => {
   it("answers only to its own name on loopback, and not to another origin's page", async () => {
     // (fetch sets Host itself: a raw request names another.)
     const rebound = await new Promise<number>((resolve, reject) => {
-      const req = httpRequest(`${base}/v1/models`, { headers: { host: "evil.example:8000" } }, (res) => (res.resume(), resolve(res.statusCode!)));
+      const req = httpRequest(
+        `${base}/v1/models`,
+        { headers: { host: "evil.example:8000" } },
+        (res) => (res.resume(), resolve(res.statusCode!)),
+      );
       req.on("error", reject).end();
     });
     expect(rebound).toBe(400);
     const crossOrigin = await post("/v1/generate", JSON.stringify({ prompt: "x" }), { origin: "http://evil.example" });
-    expect([crossOrigin.status, ((await crossOrigin.json()) as { error: { details: { field: string } } }).error.details.field]).toEqual([400, "Origin"]);
+    expect([crossOrigin.status, ((await crossOrigin.json()) as { error: { details: { field: string } } }).error.details.field]).toEqual([
+      400,
+      "Origin",
+    ]);
   });
 
   it("answers the probes", async () => {

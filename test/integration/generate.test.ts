@@ -3,7 +3,7 @@ import { inflateSync } from "node:zlib";
 import { pingServices, startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
-import { newHeaders } from "../../services/lib/nats.ts";
+import { newHeaders } from "../../services/nats/connection.ts";
 import { ServiceNames } from "../../contracts/subjects.ts";
 
 let t: TestSystem;
@@ -59,7 +59,9 @@ describe("hadis.generate over real NATS", () => {
 
   it("answers 250 concurrent requests, every one with an image", async () => {
     const n = 250;
-    const replies = await Promise.allSettled(Array.from({ length: n }, (_, i) => t.client.generate({ prompt: `a photo of thing number ${i}`, deadlineMs: 30_000 })));
+    const replies = await Promise.allSettled(
+      Array.from({ length: n }, (_, i) => t.client.generate({ prompt: `a photo of thing number ${i}`, deadlineMs: 30_000 })),
+    );
     const failed = replies.filter((r) => r.status === "rejected");
     expect(failed).toEqual([]);
     const ids = new Set(replies.map((r) => (r as PromiseFulfilledResult<{ requestId: string }>).value.requestId));
@@ -69,7 +71,10 @@ describe("hadis.generate over real NATS", () => {
   it("accepts JSON and answers in JSON for plain NATS clients", async () => {
     const h = newHeaders();
     h.set("Content-Type", "application/json");
-    const msg = await t.nc.request("hadis.generate", JSON.stringify({ prompt: routes.heavy, deadlineMs: 20_000 }), { timeout: 20_000, headers: h });
+    const msg = await t.nc.request("hadis.generate", JSON.stringify({ prompt: routes.heavy, deadlineMs: 20_000 }), {
+      timeout: 20_000,
+      headers: h,
+    });
     expect(msg.headers?.get("Content-Type")).toBe("application/json");
     const body = JSON.parse(new TextDecoder().decode(msg.data));
     expect(body.route).toBe("heavy");

@@ -27,7 +27,16 @@ describe("per-request generation settings over real NATS", () => {
 
   it("carries settings to the worker, which makes the asked size and says what it applied", async () => {
     // Pinned to the heavy model (sd3.5-medium here): 20 steps at guidance 5 are in its range.
-    const reply = await t.client.generate({ prompt: routes.light, deadlineMs: 20_000, quality: "best", steps: 20, guidanceScale: 5, width: 768, height: 768, negativePrompt: "blurry" });
+    const reply = await t.client.generate({
+      prompt: routes.light,
+      deadlineMs: 20_000,
+      quality: "best",
+      steps: 20,
+      guidanceScale: 5,
+      width: 768,
+      height: 768,
+      negativePrompt: "blurry",
+    });
     expect(reply.route).toBe("heavy");
     expect(reply.servedBy).toBe(DEFAULT_STATIC.heavy);
     expect([reply.width, reply.height]).toEqual([768, 768]);

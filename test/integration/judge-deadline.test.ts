@@ -4,11 +4,11 @@ import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 import type { HadisError } from "../../contracts/errors.ts";
-import { metricsText } from "../../services/lib/metrics.ts";
+import { metricsText } from "../../services/telemetry/metrics.ts";
 import { decode } from "../../contracts/envelope.ts";
 import { JudgeRequestSchema } from "../../contracts/messages.ts";
 import { InMemorySpanExporter } from "@opentelemetry/sdk-trace-base";
-import { configureTelemetry, flushTelemetry, shutdownTelemetry } from "../../services/lib/telemetry.ts";
+import { configureTelemetry, flushTelemetry, shutdownTelemetry } from "../../services/telemetry/tracing.ts";
 import { waitFor } from "../helpers/processes.ts";
 
 const exporter = new InMemorySpanExporter();
@@ -53,7 +53,8 @@ describe("a judge that does not answer", () => {
     expect(reply.route).toBe("light");
     expect(reply.score).toBeUndefined(); // no verdict came
     expect(reply.fallback).toBe("judge_failed"); // and the reply says so, as does its trace
-    const root = () => exporter.getFinishedSpans().find((s) => s.name === "hadis.generate" && s.attributes["hadis.request_id"] === reply.requestId);
+    const root = () =>
+      exporter.getFinishedSpans().find((s) => s.name === "hadis.generate" && s.attributes["hadis.request_id"] === reply.requestId);
     await waitFor(async () => (await flushTelemetry(), root() !== undefined), 5_000, "the request's root span");
     expect(root()!.attributes["hadis.fallback"]).toBe("judge_failed");
     expect(reply.image.length).toBeGreaterThan(0);

@@ -10,12 +10,12 @@ import { HadisError } from "../../contracts/errors.ts";
 import { claimKey, fingerprintOf, keyedRequestId, resultKey } from "../../actors/request/idempotent.ts";
 import { claimKeyFor } from "../../services/router/idempotency.ts";
 import { storedResult } from "../../services/router/keyed-work.ts";
-import { metricsText } from "../../services/lib/metrics.ts";
+import { metricsText } from "../../services/telemetry/metrics.ts";
 import { decode, encode } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION, WorkItemSchema, type WorkItem } from "../../contracts/messages.ts";
 import { subjects } from "../../contracts/subjects.ts";
-import { DEFAULT_WORK_QUEUE, WorkQueue } from "../../services/lib/work-queue.ts";
-import { openResultsBucket } from "../../services/lib/kv-buckets.ts";
+import { DEFAULT_WORK_QUEUE, WorkQueue } from "../../services/nats/work-queue.ts";
+import { openResultsBucket } from "../../services/nats/kv-buckets.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 import { waitFor } from "../helpers/processes.ts";
@@ -49,7 +49,18 @@ async function earlierAttempt(label: string, seed: number, dueInMs: number) {
   const model = t.system.routers[0].plans.current!.pair.light;
   const queue = await WorkQueue.open(t.nc, subjects(), { ...DEFAULT_WORK_QUEUE, storage: "memory" });
   const now = Date.now();
-  const item: WorkItem = { v: PROTOCOL_VERSION, requestId, stage: "light", prompt, seed, model, replyTo: "hadis.result.other-router", enqueuedAtMs: dueInMs < 0 ? now + dueInMs - 4_000 : now, deadlineAtMs: now + dueInMs, planEpoch: 1 };
+  const item: WorkItem = {
+    v: PROTOCOL_VERSION,
+    requestId,
+    stage: "light",
+    prompt,
+    seed,
+    model,
+    replyTo: "hadis.result.other-router",
+    enqueuedAtMs: dueInMs < 0 ? now + dueInMs - 4_000 : now,
+    deadlineAtMs: now + dueInMs,
+    planEpoch: 1,
+  };
   const { seq } = await queue.publish(model, encode(item), `${requestId}/light/${model}`);
   return { key, prompt, requestId, model, queue, seq };
 }
@@ -59,7 +70,9 @@ describe("a keyed retry after an attempt that ended without an image", () => {
     // No worker pulls: the first attempt's item waits in the queue until its deadline removes it.
     await Promise.all(t.system.workers!.agents.map((a) => a.stop()));
     const key = `retry-${Date.now()}`;
-    const firstAttempt = t.client.generate({ prompt: "a lighthouse at dusk", idempotencyKey: key, deadlineMs: 300 }).catch((e: unknown) => e);
+    const firstAttempt = t.client
+      .generate({ prompt: "a lighthouse at dusk", idempotencyKey: key, deadlineMs: 300 })
+      .catch((e: unknown) => e);
     // A retry sent while the first attempt still runs, with time to spare: when the first fails,
     // the retry tries again rather than taking the first one's error.
     await new Promise((r) => setTimeout(r, 100));
@@ -93,7 +106,9 @@ describe("a keyed retry after an attempt that ended without an image", () => {
     }
     expect(await sloRequests()).toBe(counted);
     // (Its surrounding spaces are not part of a prompt: the same request.)
-    expect((await t.client.generate({ prompt: "  a lighthouse at dusk ", idempotencyKey: key, deadlineMs: 10_000 })).deduplicated).toBe(true);
+    expect((await t.client.generate({ prompt: "  a lighthouse at dusk ", idempotencyKey: key, deadlineMs: 10_000 })).deduplicated).toBe(
+      true,
+    );
   }, 40_000);
 
   it("does not wait on an earlier attempt's item that is still queued but past its deadline (its router died)", async () => {
@@ -130,13 +145,30 @@ describe("a keyed retry after an attempt that ended without an image", () => {
     const { key, prompt, requestId, model, queue, seq } = await earlierAttempt("rider-late", 11, 300);
     const retry = t.client.generate({ prompt, idempotencyKey: key, seed: 11, deadlineMs: 8_000 });
     // Past the earlier item's deadline the retry queues its own (the next item in the stream).
-    await waitFor(async () => {
-      const next = await queue.itemAt(seq + 1);
-      return !!next && decode(WorkItemSchema, next, "work item").requestId === requestId;
-    }, 5_000, "the retry's own item queued");
+    await waitFor(
+      async () => {
+        const next = await queue.itemAt(seq + 1);
+        return !!next && decode(WorkItemSchema, next, "work item").requestId === requestId;
+      },
+      5_000,
+      "the retry's own item queued",
+    );
     // A worker that took the earlier item before its deadline finishes it now: its image reaches the bucket.
     const image = new Uint8Array([7, 7, 7]);
-    const late = { v: PROTOCOL_VERSION, ok: true, requestId, stage: "light", model, workerId: "w-earlier", image, width: 8, height: 8, batchSize: 1, queueWaitMs: 1, execMs: 1 };
+    const late = {
+      v: PROTOCOL_VERSION,
+      ok: true,
+      requestId,
+      stage: "light",
+      model,
+      workerId: "w-earlier",
+      image,
+      width: 8,
+      height: 8,
+      batchSize: 1,
+      queueWaitMs: 1,
+      execMs: 1,
+    };
     await (await openResultsBucket(t.nc, subjects())).put(resultKey(requestId, "light"), encode(late));
     const reply = await retry;
     expect(Buffer.from(reply.image).equals(Buffer.from(image))).toBe(true);
@@ -154,7 +186,23 @@ describe("a keyed retry after an attempt that ended without an image", () => {
     // The light image of an earlier attempt, stored by a worker (past JetStream's 2-minute duplicate window, say).
     const results = await openResultsBucket(t.nc, subjects());
     const image = new Uint8Array([137, 80, 78, 71, 9, 9, 9]);
-    await results.put(resultKey(requestId, "light"), encode({ v: PROTOCOL_VERSION, ok: true, requestId, stage: "light", model, workerId: "w-gone", image, width: 8, height: 8, batchSize: 1, queueWaitMs: 0, execMs: 5 }));
+    await results.put(
+      resultKey(requestId, "light"),
+      encode({
+        v: PROTOCOL_VERSION,
+        ok: true,
+        requestId,
+        stage: "light",
+        model,
+        workerId: "w-gone",
+        image,
+        width: 8,
+        height: 8,
+        batchSize: 1,
+        queueWaitMs: 0,
+        execMs: 5,
+      }),
+    );
     const served = () => third!.workers!.agents.reduce((n, a) => n + a.status("x").servedTotal, 0);
     const before = served();
     const reply = await t.client.generate({ prompt, idempotencyKey: key, deadlineMs: 10_000 });
@@ -163,7 +211,10 @@ describe("a keyed retry after an attempt that ended without an image", () => {
     expect(served()).toBe(before);
     // What the key was used for is in the bucket too: a router that never saw the key refuses it for another prompt.
     expect(new TextDecoder().decode((await results.get(claimKey(key)))!.value)).toBe(fingerprintOf(prompt, undefined));
-    await expect(claimKeyFor(results, key, fingerprintOf("another prompt", undefined))).rejects.toMatchObject({ code: "invalid_request", details: { field: "idempotencyKey" } });
+    await expect(claimKeyFor(results, key, fingerprintOf("another prompt", undefined))).rejects.toMatchObject({
+      code: "invalid_request",
+      details: { field: "idempotencyKey" },
+    });
     await expect(claimKeyFor(results, key, fingerprintOf(prompt, undefined))).resolves.toBeUndefined();
   }, 40_000);
 
@@ -192,7 +243,8 @@ describe("a keyed retry after an attempt that ended without an image", () => {
     fresh = await startTestServices(t.server.url, { services: ["router"] });
     await t.client.waitUntilServing(10_000);
     // (Every worker this file started: the test may run alone.)
-    const served = () => [t.system, more, third, fourth, fifth].flatMap((s) => s?.workers?.agents ?? []).reduce((n, a) => n + a.status("x").servedTotal, 0);
+    const served = () =>
+      [t.system, more, third, fourth, fifth].flatMap((s) => s?.workers?.agents ?? []).reduce((n, a) => n + a.status("x").servedTotal, 0);
     const before = served();
     const reused = await t.client.generate({ prompt, seed: 12_345, idempotencyKey: key, deadlineMs: 10_000 });
     expect(reused.requestId).not.toBe(first.requestId);

@@ -1,8 +1,8 @@
 /** The live router with the learned scorer, over a real nats-server: each prompt scored under the plan's pair. */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LearnedDifficultyScorer } from "../../actors/routing/learned-scorer.ts";
-import { loadProfiles } from "../../services/lib/profiles.ts";
-import { routerScoring } from "../../services/lib/router-scoring.ts";
+import { loadProfiles } from "../../services/files/profiles.ts";
+import { routerScoring } from "../../services/files/router-scoring.ts";
 import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 
 let t: TestSystem;

@@ -7,7 +7,7 @@ import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { subjects } from "../../contracts/subjects.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION } from "../../contracts/messages.ts";
-import { openPlanBucket } from "../../services/lib/kv-buckets.ts";
+import { openPlanBucket } from "../../services/nats/kv-buckets.ts";
 
 let t: TestSystem;
 beforeAll(async () => {
@@ -24,7 +24,22 @@ describe("the resource manager after stop", () => {
     const bucket = await openPlanBucket(t.nc, s);
     const last = manager.tick(); // in flight when the heartbeat and the stop come
     // A worker the plan does not know: the manager schedules a tick 200 ms from now.
-    t.nc.publish(s.workerHeartbeat("late-0"), encode({ v: PROTOCOL_VERSION, workerId: "late-0", backend: "profile", model: null, state: "idle", batchSize: 1, inFlight: 0, servedTotal: 0, swapsTotal: 0, planEpoch: 0, sentAtMs: Date.now() }));
+    t.nc.publish(
+      s.workerHeartbeat("late-0"),
+      encode({
+        v: PROTOCOL_VERSION,
+        workerId: "late-0",
+        backend: "profile",
+        model: null,
+        state: "idle",
+        batchSize: 1,
+        inFlight: 0,
+        servedTotal: 0,
+        swapsTotal: 0,
+        planEpoch: 0,
+        sentAtMs: Date.now(),
+      }),
+    );
     await t.nc.flush();
     await manager.stop();
     expect(await last).not.toBeNull(); // the last tick ran (started before the stop)

@@ -11,12 +11,12 @@ import { join } from "node:path";
 import { mapWithBrokenExport } from "../helpers/tiny-models.ts";
 import { stopStarted } from "../helpers/system.ts";
 import { waitFor } from "../helpers/processes.ts";
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
-import { openPlanBucket } from "../../services/lib/kv-buckets.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
+import { openPlanBucket } from "../../services/nats/kv-buckets.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
-import type { Logger } from "../../services/lib/log.ts";
+import type { Logger } from "../../services/telemetry/log.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION, type Plan } from "../../contracts/messages.ts";
 import { subjects } from "../../contracts/subjects.ts";
@@ -26,21 +26,42 @@ let server: LocalServer;
 let system: RunningSystem;
 let nc: NatsConnection;
 const warnings: { event: string; fields: Record<string, unknown> }[] = [];
-const log: Logger = { debug: () => undefined, info: () => undefined, warn: (event, fields = {}) => void warnings.push({ event, fields }), error: () => undefined };
+const log: Logger = {
+  debug: () => undefined,
+  info: () => undefined,
+  warn: (event, fields = {}) => void warnings.push({ event, fields }),
+  error: () => undefined,
+};
 const modelsDir = mkdtempSync(join(tmpdir(), "hadis-payload-"));
 
 beforeAll(async () => {
   const modelMap = mapWithBrokenExport(modelsDir, "turbo", () => undefined);
   server = await startNatsServer({ extraConfig: "max_payload: 2048" });
   system = await startSystem({
-    natsUrl: server.url, services: ["router", "worker"], workers: 1, workerIdPrefix: "small",
-    backend: "onnx", onnx: { modelsDir, modelMap }, workQueue: { storage: "memory" }, log,
+    natsUrl: server.url,
+    services: ["router", "worker"],
+    workers: 1,
+    workerIdPrefix: "small",
+    backend: "onnx",
+    onnx: { modelsDir, modelMap },
+    workQueue: { storage: "memory" },
+    log,
   });
   nc = await connectNats(server.url, "test");
   const plan: Plan = {
-    v: PROTOCOL_VERSION, epoch: 1, policy: "test", issuedAtMs: Date.now(), sloMs: 60_000, timeScale: 1,
-    pair: { light: "sdxl-lightning", heavy: "sd35-medium" }, routerThreshold: 0, discThreshold: 0, heavyShare: 0,
-    models: { "sdxl-lightning": { workers: 1, batchSize: 1 } }, assignment: { "small-00": "sdxl-lightning" }, reason: "test",
+    v: PROTOCOL_VERSION,
+    epoch: 1,
+    policy: "test",
+    issuedAtMs: Date.now(),
+    sloMs: 60_000,
+    timeScale: 1,
+    pair: { light: "sdxl-lightning", heavy: "sd35-medium" },
+    routerThreshold: 0,
+    discThreshold: 0,
+    heavyShare: 0,
+    models: { "sdxl-lightning": { workers: 1, batchSize: 1 } },
+    assignment: { "small-00": "sdxl-lightning" },
+    reason: "test",
   };
   await (await openPlanBucket(nc, subjects())).put("current", encode(plan));
   const agent = system.workers!.agents[0];

@@ -11,15 +11,15 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { mapWithBrokenExport, type Breakage } from "../helpers/tiny-models.ts";
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
-import type { Logger } from "../../services/lib/log.ts";
+import type { Logger } from "../../services/telemetry/log.ts";
 import { decode } from "../../contracts/envelope.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import { WorkerHeartbeatSchema, type WorkerHeartbeat } from "../../contracts/messages.ts";
-import { metricsText } from "../../services/lib/metrics.ts";
+import { metricsText } from "../../services/telemetry/metrics.ts";
 
 const BROKEN = "sd35-large";
 
@@ -33,7 +33,10 @@ async function until(check: () => boolean, ms = 30_000) {
 
 /** Requests the light model made after the heavy one failed them, so far (this process's routers). */
 async function lightFallbacks(): Promise<number> {
-  return [...(await metricsText()).matchAll(/^hadis_light_fallbacks_total\{sent_by="(\w+)"\} (\d+)$/gm)].reduce((n, m) => n + Number(m[2]), 0);
+  return [...(await metricsText()).matchAll(/^hadis_light_fallbacks_total\{sent_by="(\w+)"\} (\d+)$/gm)].reduce(
+    (n, m) => n + Number(m[2]),
+    0,
+  );
 }
 
 /** A system (and its own nats-server) whose `BROKEN` model maps to an export broken as `breakage` says, for one describe block. */
@@ -50,7 +53,8 @@ function brokenSystem(breakage: Breakage, warmUp = true) {
   };
   const modelsDir = mkdtempSync(join(tmpdir(), "hadis-broken-"));
   /** A log that keeps the manager's events (and drops the rest). */
-  const keep = (event: string, fields: Record<string, unknown> = {}) => void (event.startsWith("manager.") && ctx.events.push({ event, fields }));
+  const keep = (event: string, fields: Record<string, unknown> = {}) =>
+    void (event.startsWith("manager.") && ctx.events.push({ event, fields }));
   const log: Logger = { debug: () => undefined, info: keep, warn: keep, error: keep };
 
   beforeAll(async () => {
@@ -103,7 +107,9 @@ async function checkPlannedWithout(ctx: ReturnType<typeof brokenSystem>, failedW
   expect(metrics).toMatch(/^hadis_workers_benched 0$/m);
 
   await until(() => ctx.system.workers!.agents.every((a) => a.status("x").state === "serving"));
-  const replies = await Promise.all(Array.from({ length: 4 }, (_, i) => ctx.client.generate({ prompt: `a lighthouse at dusk ${i}`, seed: i, deadlineMs: 30_000 })));
+  const replies = await Promise.all(
+    Array.from({ length: 4 }, (_, i) => ctx.client.generate({ prompt: `a lighthouse at dusk ${i}`, seed: i, deadlineMs: 30_000 })),
+  );
   for (const r of replies) {
     expect(r.image.length).toBeGreaterThan(0);
     expect(r.servedBy).not.toBe(BROKEN);
@@ -120,7 +126,9 @@ describe("a pool model that will not load", () => {
     const plans = ctx.system.manager!.plans;
     await until(() => (plans.current?.reason ?? "").includes(`without ${BROKEN} (failing on workers)`));
     const failed = failedWorkersOf(ctx.failures, false);
-    console.log(`model-failures (load): plan epoch ${plans.current!.epoch} without ${BROKEN} ${Date.now() - ctx.startedAt} ms after the system started; ${failed} workers had reported its failed load`);
+    console.log(
+      `model-failures (load): plan epoch ${plans.current!.epoch} without ${BROKEN} ${Date.now() - ctx.startedAt} ms after the system started; ${failed} workers had reported its failed load`,
+    );
     await checkPlannedWithout(ctx, failed);
   }, 60_000);
 });
@@ -130,7 +138,9 @@ describe("a pool model that loads and fails every batch", () => {
   const ctx = brokenSystem("vae-4-channels", false);
   it("is taken out of the pool once its batches failed three times in a row on two workers; every request gets an image", async () => {
     const plans = ctx.system.manager!.plans;
-    await until(() => (plans.current?.models[BROKEN]?.workers ?? 0) > 0 && ctx.system.workers!.agents.some((a) => a.status("x").model === BROKEN));
+    await until(
+      () => (plans.current?.models[BROKEN]?.workers ?? 0) > 0 && ctx.system.workers!.agents.some((a) => a.status("x").model === BROKEN),
+    );
     // Traffic, some of it for the broken model, until the plan leaves it out.
     const fallbacksBefore = await lightFallbacks();
     const outcomes: string[] = [];
@@ -138,15 +148,23 @@ describe("a pool model that loads and fails every batch", () => {
     for (let i = 0; !(plans.current?.reason ?? "").includes(`without ${BROKEN} (failing on workers)`); i++) {
       if (Date.now() - ctx.startedAt > 60_000) throw new Error(`the plan still uses ${BROKEN}; outcomes so far: ${outcomes.join(", ")}`);
       sent.push(
-        ctx.client.generate({ prompt: `an intricate baroque cathedral interior with stained glass, crowds and candles ${i}`, seed: i, deadlineMs: 30_000 }).then(
-          (r) => void outcomes.push(`${r.route} by ${r.servedBy}${r.fallback ? ` (${r.fallback})` : ""}`),
-          (err) => void outcomes.push(err instanceof HadisError ? err.code : `untyped: ${(err as Error).message}`),
-        ),
+        ctx.client
+          .generate({
+            prompt: `an intricate baroque cathedral interior with stained glass, crowds and candles ${i}`,
+            seed: i,
+            deadlineMs: 30_000,
+          })
+          .then(
+            (r) => void outcomes.push(`${r.route} by ${r.servedBy}${r.fallback ? ` (${r.fallback})` : ""}`),
+            (err) => void outcomes.push(err instanceof HadisError ? err.code : `untyped: ${(err as Error).message}`),
+          ),
       );
       await new Promise((r) => setTimeout(r, 1_500));
     }
     const failed = failedWorkersOf(ctx.failures, true);
-    console.log(`model-failures (batches): plan epoch ${plans.current!.epoch} without ${BROKEN} ${Date.now() - ctx.startedAt} ms after the system started; ${failed} workers had reported its batches failing`);
+    console.log(
+      `model-failures (batches): plan epoch ${plans.current!.epoch} without ${BROKEN} ${Date.now() - ctx.startedAt} ms after the system started; ${failed} workers had reported its batches failing`,
+    );
     await Promise.all(sent);
     const counts = outcomes.reduce<Record<string, number>>((acc, o) => ((acc[o] = (acc[o] ?? 0) + 1), acc), {});
     console.log(`model-failures (batches): ${sent.length} requests sent meanwhile: ${JSON.stringify(counts)}`);

@@ -5,9 +5,9 @@
  * `hadis status` says "not serving" and exits 2, and the manager's plan says it has no worker.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { HadisError } from "../../contracts/errors.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
@@ -47,7 +47,12 @@ describe("the only worker process SIGKILLed", () => {
 
     // Two hard prompts (1.3 s on the heavy model each) in flight, then the worker process dies.
     const sentAt = Date.now();
-    const inFlight = [0, 1].map((i) => client.generate({ prompt: `${hard} ${i}`, deadlineMs: 30_000 }).then(() => null, (err: unknown) => ({ err: err as HadisError, afterMs: Date.now() - sentAt })));
+    const inFlight = [0, 1].map((i) =>
+      client.generate({ prompt: `${hard} ${i}`, deadlineMs: 30_000 }).then(
+        () => null,
+        (err: unknown) => ({ err: err as HadisError, afterMs: Date.now() - sentAt }),
+      ),
+    );
     await new Promise((r) => setTimeout(r, 300));
     procs.workers.child.kill("SIGKILL");
     const killedAt = Date.now();
@@ -70,14 +75,23 @@ describe("the only worker process SIGKILLed", () => {
 
     // A new request: no_capacity within 2 s, with a retry hint.
     const asked = Date.now();
-    const err = await client.generate({ prompt: "a red bicycle", deadlineMs: 30_000 }).then(() => null, (e: unknown) => e as HadisError);
+    const err = await client.generate({ prompt: "a red bicycle", deadlineMs: 30_000 }).then(
+      () => null,
+      (e: unknown) => e as HadisError,
+    );
     expect(Date.now() - asked).toBeLessThan(2_000);
     expect(err).toBeInstanceOf(HadisError);
     expect(err!.code).toBe("no_capacity");
     expect(err!.details.retryAfterMs).toBeGreaterThan(0);
 
     // The manager's plan has no worker, and says why (within a few seconds of the kill, whatever its tick).
-    await waitFor(async () => (await readStatus(nc, buildSubjects(), 200)).plan?.assignment !== undefined && Object.keys((await readStatus(nc, buildSubjects(), 200)).plan!.assignment).length === 0, 10_000, "a plan without workers");
+    await waitFor(
+      async () =>
+        (await readStatus(nc, buildSubjects(), 200)).plan?.assignment !== undefined &&
+        Object.keys((await readStatus(nc, buildSubjects(), 200)).plan!.assignment).length === 0,
+      10_000,
+      "a plan without workers",
+    );
     const plan = (await readStatus(nc, buildSubjects(), 200)).plan!;
     expect(plan.reason).toMatch(/^no worker heard from for 3000 ms: /);
     expect(Date.now() - killedAt).toBeLessThan(15_000);

@@ -10,12 +10,12 @@ import { stopStarted } from "../helpers/system.ts";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { inflateSync } from "node:zlib";
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
-import { openPlanBucket } from "../../services/lib/kv-buckets.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
+import { openPlanBucket } from "../../services/nats/kv-buckets.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { encode, parseRaw } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION, type Plan } from "../../contracts/messages.ts";
 import { subjects } from "../../contracts/subjects.ts";
@@ -28,9 +28,19 @@ const modelsDir = mkdtempSync(join(tmpdir(), "hadis-onnx-"));
 
 function plan(epoch: number, light: string, heavy: string, assignment: Record<string, string>, discThreshold = 0.5): Plan {
   return {
-    v: PROTOCOL_VERSION, epoch, policy: "test", issuedAtMs: Date.now(), sloMs: 60_000, timeScale: 1,
-    pair: { light, heavy }, routerThreshold: 0, discThreshold, heavyShare: discThreshold,
-    models: { [light]: { workers: 1, batchSize: 2 }, [heavy]: { workers: 1, batchSize: 2 } }, assignment, reason: "test",
+    v: PROTOCOL_VERSION,
+    epoch,
+    policy: "test",
+    issuedAtMs: Date.now(),
+    sloMs: 60_000,
+    timeScale: 1,
+    pair: { light, heavy },
+    routerThreshold: 0,
+    discThreshold,
+    heavyShare: discThreshold,
+    models: { [light]: { workers: 1, batchSize: 2 }, [heavy]: { workers: 1, batchSize: 2 } },
+    assignment,
+    reason: "test",
   };
 }
 
@@ -79,7 +89,9 @@ describe("onnx backend behind the router and judge", () => {
   it("serves real generated images, judged by the CLIP judge", async () => {
     await publish(plan(1, "sdxl-lightning", "sd35-medium", { "onnx-00": "sdxl-lightning", "onnx-01": "sd35-medium" }));
     await until(() => system.workers!.agents.every((a) => a.status("x").state === "serving"));
-    const replies = await Promise.all(Array.from({ length: 6 }, (_, i) => client.generate({ prompt: `a photo of a cat ${i}`, seed: 100 + i, deadlineMs: 30_000 })));
+    const replies = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => client.generate({ prompt: `a photo of a cat ${i}`, seed: 100 + i, deadlineMs: 30_000 })),
+    );
     for (const r of replies) {
       const { width, height, idat } = pngSize(r.image);
       expect([width, height]).toEqual([64, 64]);

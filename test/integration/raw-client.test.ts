@@ -32,7 +32,12 @@ const readJson = (m: RawMessage) => JSON.parse(m.data.toString("utf8"));
 describe("a raw NATS client on hadis.generate", () => {
   for (const name of ["content-type", "CONTENT-TYPE", "Content-type"]) {
     it(`reads a JSON request whose header is named "${name}", and answers in JSON`, async () => {
-      const reply = await raw.request("hadis.generate", json({ prompt: routes.light, deadlineMs: 20_000 }), [[name, "application/json"]], 20_000);
+      const reply = await raw.request(
+        "hadis.generate",
+        json({ prompt: routes.light, deadlineMs: 20_000 }),
+        [[name, "application/json"]],
+        20_000,
+      );
       expect(rawHeader(reply, "Nats-Service-Error"), reply.data.toString()).toBeUndefined();
       expect(rawHeader(reply, "Content-Type")).toBe("application/json");
       expect(readJson(reply).route).toBe("light");
@@ -54,13 +59,22 @@ describe("a raw NATS client on hadis.generate", () => {
   });
 
   it("answers an escalated request with an ASCII route, every byte of the JSON reply below 0x80", async () => {
-    const reply = await raw.request("hadis.generate", json({ prompt: routes.escalated, deadlineMs: 20_000 }), [["content-type", "application/json"]], 20_000);
+    const reply = await raw.request(
+      "hadis.generate",
+      json({ prompt: routes.escalated, deadlineMs: 20_000 }),
+      [["content-type", "application/json"]],
+      20_000,
+    );
     expect(readJson(reply).route).toBe("light->heavy");
     expect(Routes.lightThenHeavy).toBe("light->heavy");
     expect([...reply.data].every((b) => b < 0x80)).toBe(true);
   });
 
-  for (const [what, prompt] of [["NUL bytes", "\0\0\0"], ["control characters", "\u001b\u0007\r\n\u007f\u0085"], ["zero-width spaces and a BOM", "\u200b\u200b\ufeff"]] as const) {
+  for (const [what, prompt] of [
+    ["NUL bytes", "\0\0\0"],
+    ["control characters", "\u001b\u0007\r\n\u007f\u0085"],
+    ["zero-width spaces and a BOM", "\u200b\u200b\ufeff"],
+  ] as const) {
     it(`refuses a prompt of ${what} only as empty, as it does a blank one`, async () => {
       const reply = await raw.request("hadis.generate", json({ prompt }), [["content-type", "application/json"]], 5_000);
       expect(rawHeader(reply, "Nats-Service-Error-Code")).toBe("400");

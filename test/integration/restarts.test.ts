@@ -6,15 +6,28 @@
  */
 import { describe, expect, it } from "vitest";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, startNatsServer } from "../../services/lib/nats-server.ts";
-import { connectNats } from "../../services/lib/nats.ts";
-import { HadisClient } from "../../services/lib/client.ts";
-import type { Logger } from "../../services/lib/log.ts";
+import { freePort, startNatsServer } from "../../services/nats/server.ts";
+import { connectNats } from "../../services/nats/connection.ts";
+import { HadisClient } from "../../services/client/client.ts";
+import type { Logger } from "../../services/telemetry/log.ts";
 import { startTestServices } from "../helpers/system.ts";
 import { spawnHadis, stopSpawned, waitFor } from "../helpers/processes.ts";
+
+/**
+ * Whether a process runs: not gone and not a zombie. (A stopped leftover's parent is whatever
+ * adopted it when its start was killed; pid 1 of a container may reap it late, and `kill -0`
+ * succeeds on a zombie.)
+ */
+function alive(pid: string): boolean {
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
+  } catch {
+    return false;
+  }
+}
 
 /** A log that keeps its events and their fields. */
 function recordingLog(): Logger & { events: { event: string; fields: Record<string, unknown> }[] } {
@@ -37,7 +50,11 @@ describe("a restart", () => {
       const nc = await connectNats(server.url, "restart-test");
       const client = new HadisClient(nc);
       try {
-        expect(second.manager!.resumed).toEqual({ kind: "fresh", storedEpoch: firstEpoch, why: `epoch ${firstEpoch} was made for time scale 0.01, not 0.02` });
+        expect(second.manager!.resumed).toEqual({
+          kind: "fresh",
+          storedEpoch: firstEpoch,
+          why: `epoch ${firstEpoch} was made for time scale 0.01, not 0.02`,
+        });
         const plan = second.manager!.plans.current!;
         expect(plan.timeScale).toBe(0.02);
         expect(plan.epoch).toBeGreaterThan(firstEpoch);
@@ -74,22 +91,30 @@ describe("a restart", () => {
       expect(leftover).toMatch(/^\d+$/);
       killed.child.kill("SIGKILL"); // the start only: its nats-server runs in a session of its own
       await killed.exited;
-      expect(spawnSync("kill", ["-0", leftover]).status).toBe(0); // left running
+      expect(alive(leftover)).toBe(true); // left running
 
       // Another data dir on the same port: refused, naming the leftover and what to do.
       const elsewhere = spawnHadis(["start", "--data-dir", `${dataDir}-2`, ...common]);
       expect(await elsewhere.exited).toBe(2);
-      expect(elsewhere.output()).toContain(`port ${port} on 127.0.0.1 is already in use by nats-server pid ${leftover}, left running by an earlier start on data dir ${dataDir} that was killed`);
+      expect(elsewhere.output()).toContain(
+        `port ${port} on 127.0.0.1 is already in use by nats-server pid ${leftover}, left running by an earlier start on data dir ${dataDir} that was killed`,
+      );
 
       // The same data dir, at another time scale (as `npm start -- --time-scale 0.02`): the leftover is
       // stopped, this start serves on the port, and says it planned afresh; no worker is told to
       // change the time scale it was given.
       const again = spawnHadis(["start", "--data-dir", dataDir, ...common, "--time-scale", "0.02"], {}, { group: true });
-      await waitFor(() => again.output().includes("HADIS models loaded") || again.child.exitCode !== null, 40_000, "second start's models loaded");
-      expect(again.output()).toContain(`stopped the nats-server (pid ${leftover}) an earlier start left running on this data dir when it was killed`);
+      await waitFor(
+        () => again.output().includes("HADIS models loaded") || again.child.exitCode !== null,
+        40_000,
+        "second start's models loaded",
+      );
+      expect(again.output()).toContain(
+        `stopped the nats-server (pid ${leftover}) an earlier start left running on this data dir when it was killed`,
+      );
       expect(again.output()).toMatch(/state from .*: a fresh plan: the stored epoch \d+ was made for time scale 0\.01, not 0\.02\n/);
       expect(again.output()).not.toContain("time_scale_differs");
-      expect(spawnSync("kill", ["-0", leftover]).status).not.toBe(0);
+      expect(alive(leftover)).toBe(false);
       const nc = await connectNats(`nats://127.0.0.1:${port}`, "after-leftover");
       expect((await new HadisClient(nc).generate({ prompt: "a red bicycle", deadlineMs: 20_000 })).image.byteLength).toBeGreaterThan(0);
       await nc.close();
@@ -99,7 +124,8 @@ describe("a restart", () => {
     } finally {
       await stopSpawned();
       // A failed run must not leave the server it made a leftover of: killed by its pid, if it still runs this data dir.
-      if (leftover && spawnSync("cat", [`/proc/${leftover}/cmdline`], { encoding: "utf8" }).stdout.includes(dataDir)) process.kill(Number(leftover), "SIGKILL");
+      if (leftover && spawnSync("cat", [`/proc/${leftover}/cmdline`], { encoding: "utf8" }).stdout.includes(dataDir))
+        process.kill(Number(leftover), "SIGKILL");
       rmSync(dataDir, { recursive: true, force: true });
       rmSync(`${dataDir}-2`, { recursive: true, force: true });
     }

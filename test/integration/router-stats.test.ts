@@ -1,7 +1,7 @@
 import { expect, it } from "vitest";
-import { startNatsServer } from "../../services/lib/nats-server.ts";
-import { connectNats } from "../../services/lib/nats.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { startNatsServer } from "../../services/nats/server.ts";
+import { connectNats } from "../../services/nats/connection.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import { decode, encode } from "../../contracts/envelope.ts";
 import { RouterStatsSchema, type RouterStats } from "../../contracts/messages.ts";
 import { startTestServices } from "../helpers/system.ts";
@@ -12,7 +12,9 @@ it("the routers' load reports count every request (not bad input), those of a ro
   const nc = await connectNats(server.url, "test-stats");
   try {
     const reports: RouterStats[] = [];
-    nc.subscribe(system.subjects.routerStatsAll, { callback: (_e, m) => void reports.push(decode(RouterStatsSchema, m.data, "router stats")) });
+    nc.subscribe(system.subjects.routerStatsAll, {
+      callback: (_e, m) => void reports.push(decode(RouterStatsSchema, m.data, "router stats")),
+    });
     await nc.flush();
     // Start right after a report: the requests fall in an interval the timer has not closed when the router stops.
     const seen = reports.length;
@@ -21,7 +23,8 @@ it("the routers' load reports count every request (not bad input), those of a ro
     const n = 7;
     await Promise.all(Array.from({ length: n }, (_, i) => client.generate({ prompt: `a photo of thing number ${i}`, deadlineMs: 10_000 })));
     // Bad input is no demand: refused at the edge, counted in no arrivals.
-    for (const bad of [new Uint8Array([0xc1]), encode({ seed: 3 }), encode({ prompt: "a cat", colour: "red" })]) await nc.request("hadis.generate", bad, { timeout: 5_000 });
+    for (const bad of [new Uint8Array([0xc1]), encode({ seed: 3 }), encode({ prompt: "a cat", colour: "red" })])
+      await nc.request("hadis.generate", bad, { timeout: 5_000 });
     const stoppedAt = Date.now();
     await system.stop(2_000);
     await nc.flush();

@@ -3,9 +3,9 @@
  * none is left to its caller's timeout.
  */
 import { afterAll, describe, expect, it } from "vitest";
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import { startTestServices } from "../helpers/system.ts";
 import { waitFor } from "../helpers/processes.ts";
@@ -26,7 +26,9 @@ describe("stopping a router with requests in flight", () => {
     await Promise.all(system.workers!.agents.map((a) => a.stop()));
     const client = new HadisClient(nc);
     const started = Date.now();
-    const pending = Array.from({ length: 3 }, (_, i) => client.generate({ prompt: `a harbour at night ${i}`, deadlineMs: 30_000 }, { timeoutMs: 10_000 }).catch((e: unknown) => e));
+    const pending = Array.from({ length: 3 }, (_, i) =>
+      client.generate({ prompt: `a harbour at night ${i}`, deadlineMs: 30_000 }, { timeoutMs: 10_000 }).catch((e: unknown) => e),
+    );
     // A keyed request and its retry, waiting on it: when the stop abandons the first, the retry
     // must not start new work whose result nobody would listen for.
     const keyed = { prompt: "a lighthouse in fog", idempotencyKey: `stop-${Date.now()}`, deadlineMs: 30_000 };

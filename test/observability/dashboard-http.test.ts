@@ -6,21 +6,31 @@
 import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
-import { createLogger } from "../../services/lib/log.ts";
-import { hostAllowed, startDashboard, type RunningDashboard } from "../../services/dashboard/dashboard.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
+import { hostAllowed, startDashboard, type RunningDashboard } from "../../services/dashboard/main.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 
 const t = useNatsServer("dashboard-http");
 let dash: RunningDashboard;
 beforeAll(async () => {
-  dash = await startDashboard({ nc: t.nc, subjects: buildSubjects(), port: 0, log: createLogger("dashboard", "error"), enableTracing: false });
+  dash = await startDashboard({
+    nc: t.nc,
+    subjects: buildSubjects(),
+    port: 0,
+    log: createLogger("dashboard", "error"),
+    enableTracing: false,
+  });
 });
 afterAll(async () => {
   await dash?.stop();
 });
 
 /** One request with the method and Host header given (fetch cannot set Host). */
-function ask(method: string, path: string, host?: string): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
+function ask(
+  method: string,
+  path: string,
+  host?: string,
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
   const url = new URL(path, dash.url);
   return new Promise((resolve, reject) => {
     const req = request({ host: url.hostname, port: url.port, path: url.pathname, method, headers: host ? { host } : {} }, (res) => {
@@ -49,7 +59,8 @@ describe("the dashboard's HTTP surface", () => {
 
   it("on a loopback address answers loopback names only", async () => {
     const port = new URL(dash.url).port;
-    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, "LOCALHOST"]) expect((await ask("GET", "/api/state", host)).status).toBe(200);
+    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, "LOCALHOST"])
+      expect((await ask("GET", "/api/state", host)).status).toBe(200);
     const rebound = await ask("GET", "/api/state", `attacker.example:${port}`);
     expect(rebound.status).toBe(421);
     expect(rebound.body).not.toContain("plan");

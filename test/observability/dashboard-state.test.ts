@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { DashboardState } from "../../services/dashboard/state.ts";
-import type { SpanRecord } from "../../services/lib/telemetry.ts";
+import type { SpanRecord } from "../../services/telemetry/tracing.ts";
 
 /** A 16-hex span id per name (the sink only carries ids the tracer made: hex, 16 digits). */
 const ids = new Map<string, string>();
@@ -25,7 +25,16 @@ describe("DashboardState", () => {
     // Each report covers the second before it: these cover the ten seconds from t0.
     for (let i = 0; i < 10; i++) s.addRouterStats(stats(100, 98, 99, i === 0 ? 9 : 0), t0 + (i + 1) * 1_000);
     // Two traced requests only: the headline figures must not follow them.
-    const root = (t: string, met: boolean): SpanRecord => ({ t, s: id(t), n: "hadis.generate", sv: "hadis-router", k: 1, st: t0 + 500, d: 40, a: { "hadis.outcome": "ok", "hadis.slo_met": met, "hadis.route": "light" } });
+    const root = (t: string, met: boolean): SpanRecord => ({
+      t,
+      s: id(t),
+      n: "hadis.generate",
+      sv: "hadis-router",
+      k: 1,
+      st: t0 + 500,
+      d: 40,
+      a: { "hadis.outcome": "ok", "hadis.slo_met": met, "hadis.route": "light" },
+    });
     s.addSpans([root("a".repeat(32), true), root("b".repeat(32), false)]);
     const sm = s.summary(t0 + 10_000); // the 10 s window ends with the last whole second
     expect(sm.demandQps).toBe(100);
@@ -58,8 +67,11 @@ describe("DashboardState", () => {
     const s = new DashboardState({ traceBytes: 4_096 });
     const t = "e".repeat(32);
     const big = "x".repeat(1_000);
-    for (let i = 0; i < 10; i++) s.addSpans([{ t, s: id(`big${i}`), p: id("bigroot"), n: "route", sv: "hadis-router", k: 0, st: i, d: 1, a: { note: big } }]);
-    s.addSpans([{ t, s: id("bigroot"), n: "hadis.generate", sv: "hadis-router", k: 1, st: 0, d: 10, a: { "hadis.outcome": "ok", note: big } }]);
+    for (let i = 0; i < 10; i++)
+      s.addSpans([{ t, s: id(`big${i}`), p: id("bigroot"), n: "route", sv: "hadis-router", k: 0, st: i, d: 1, a: { note: big } }]);
+    s.addSpans([
+      { t, s: id("bigroot"), n: "hadis.generate", sv: "hadis-router", k: 1, st: 0, d: 10, a: { "hadis.outcome": "ok", note: big } },
+    ]);
     expect(s.trace(t).length).toBeLessThan(5);
     expect(s.summary(Date.now()).spansDropped).toBeGreaterThan(5);
     expect(s.recent()[0].traceId).toBe(t);
@@ -68,11 +80,28 @@ describe("DashboardState", () => {
   it("groups a trace's stage spans under its request, by start time", () => {
     const s = new DashboardState();
     const t = "c".repeat(32);
-    const span = (n: string, sv: string, st: number, d: number, p?: string): SpanRecord => ({ t, s: id(n), ...(p ? { p: id(p) } : {}), n, sv, k: 0, st, d, a: {} });
+    const span = (n: string, sv: string, st: number, d: number, p?: string): SpanRecord => ({
+      t,
+      s: id(n),
+      ...(p ? { p: id(p) } : {}),
+      n,
+      sv,
+      k: 0,
+      st,
+      d,
+      a: {},
+    });
     // The worker's span is a grandchild of the root (under the queue stage), and arrives first.
     s.addSpans([span("execute m", "hadis-worker", 1_010, 5, "queue m"), span("route", "hadis-router", 1_000, 1, "root")]);
-    s.addSpans([span("queue m", "hadis-router", 1_002, 8, "root"), { ...span("root", "hadis-router", 999, 30), n: "hadis.generate", a: { "hadis.outcome": "ok" } }]);
-    expect(s.recent()[0].stages.map((x) => [x.n, x.o])).toEqual([["route", 1], ["queue m", 3], ["execute m", 11]]);
+    s.addSpans([
+      span("queue m", "hadis-router", 1_002, 8, "root"),
+      { ...span("root", "hadis-router", 999, 30), n: "hadis.generate", a: { "hadis.outcome": "ok" } },
+    ]);
+    expect(s.recent()[0].stages.map((x) => [x.n, x.o])).toEqual([
+      ["route", 1],
+      ["queue m", 3],
+      ["execute m", 11],
+    ]);
     expect(s.trace(t).map((x) => x.n)).toEqual(["hadis.generate", "route", "queue m", "execute m"]);
   });
 
@@ -80,8 +109,20 @@ describe("DashboardState", () => {
     const s = new DashboardState();
     const gen = "d".repeat(32);
     const retry = "e".repeat(32);
-    const root = (t: string, name: string): SpanRecord => ({ t, s: id(name), n: "hadis.generate", sv: "hadis-router", k: 0, st: 1_000, d: 30, a: { "hadis.outcome": "ok", "hadis.request_id": "k-abc" } });
-    s.addSpans([root(gen, "gen-root"), { t: gen, s: id("gen-route"), p: id("gen-root"), n: "route", sv: "hadis-router", k: 0, st: 1_001, d: 1, a: {} }]);
+    const root = (t: string, name: string): SpanRecord => ({
+      t,
+      s: id(name),
+      n: "hadis.generate",
+      sv: "hadis-router",
+      k: 0,
+      st: 1_000,
+      d: 30,
+      a: { "hadis.outcome": "ok", "hadis.request_id": "k-abc" },
+    });
+    s.addSpans([
+      root(gen, "gen-root"),
+      { t: gen, s: id("gen-route"), p: id("gen-root"), n: "route", sv: "hadis-router", k: 0, st: 1_001, d: 1, a: {} },
+    ]);
     s.addSpans([root(retry, "retry-root")]);
     expect(s.recent()[0].traceId).toBe(retry);
     expect(s.request("k-abc")?.traceId).toBe(gen);
@@ -109,7 +150,16 @@ describe("DashboardState", () => {
   it("counts what is not a span batch or a span record, and keeps none of it", () => {
     const s = new DashboardState();
     const t = "e".repeat(32);
-    const good: SpanRecord = { t, s: id("g-root"), n: "hadis.generate", sv: "hadis-router", k: 1, st: 1_000, d: 5, a: { "hadis.outcome": "ok" } };
+    const good: SpanRecord = {
+      t,
+      s: id("g-root"),
+      n: "hadis.generate",
+      sv: "hadis-router",
+      k: 1,
+      st: 1_000,
+      d: 5,
+      a: { "hadis.outcome": "ok" },
+    };
     for (const batch of [null, "spans", 42, { t }]) s.addSpans(batch);
     s.addSpans([
       good,
@@ -147,7 +197,16 @@ describe("DashboardState", () => {
     const t = "1".repeat(32);
     const root = id("st-root");
     s.addSpans([
-      { t, s: root, n: "hadis.generate", sv: "hadis-router", k: 1, st: 0, d: 100, a: { "hadis.outcome": "ok", "hadis.route": "escalated" } },
+      {
+        t,
+        s: root,
+        n: "hadis.generate",
+        sv: "hadis-router",
+        k: 1,
+        st: 0,
+        d: 100,
+        a: { "hadis.outcome": "ok", "hadis.route": "escalated" },
+      },
       { t, s: id("st-light"), p: root, n: "light m1", sv: "hadis-router", k: 3, st: 1, d: 20, a: { "hadis.stage": "light" } },
       { t, s: id("st-exec1"), p: id("st-light"), n: "execute m1", sv: "hadis-worker", k: 4, st: 5, d: 10, a: {} },
       { t, s: id("st-heavy"), p: root, n: "heavy m2", sv: "hadis-router", k: 3, st: 30, d: 60, a: { "hadis.stage": "heavy" } },
@@ -156,14 +215,27 @@ describe("DashboardState", () => {
       { t, s: id("st-judge"), p: root, n: "judge", sv: "hadis-discriminator", k: 1, st: 22, d: 3, a: {} },
     ]);
     expect(s.recent()[0].stages.map((x) => [x.n, x.stage])).toEqual([
-      ["light m1", "light"], ["execute m1", "light"], ["judge", undefined], ["heavy m2", "heavy"], ["execute m1", "heavy"],
+      ["light m1", "light"],
+      ["execute m1", "light"],
+      ["judge", undefined],
+      ["heavy m2", "heavy"],
+      ["execute m1", "heavy"],
     ]);
   });
 
   it("evicts the trace least recently added to, and fills in late stage spans of any listed request", () => {
     const s = new DashboardState({ traces: 2, spansPerTrace: 512, requests: 300, seconds: 600, workerSilenceMs: 10_000 });
     const trace = (c: string) => c.repeat(32);
-    const root = (c: string, i: number): SpanRecord => ({ t: trace(c), s: id(`ev-root-${c}-${i}`), n: "hadis.generate", sv: "hadis-router", k: 1, st: i, d: 1, a: { "hadis.outcome": "ok" } });
+    const root = (c: string, i: number): SpanRecord => ({
+      t: trace(c),
+      s: id(`ev-root-${c}-${i}`),
+      n: "hadis.generate",
+      sv: "hadis-router",
+      k: 1,
+      st: i,
+      d: 1,
+      a: { "hadis.outcome": "ok" },
+    });
     // A slow request's trace (2) starts first; its early span must outlive later, finished traces.
     s.addSpans([{ t: trace("2"), s: id("ev-route-2"), p: id("ev-root-2-0"), n: "route", sv: "hadis-router", k: 0, st: 0, d: 1, a: {} }]);
     s.addSpans([root("3", 1)]);
@@ -175,7 +247,12 @@ describe("DashboardState", () => {
     // Sixty requests later (trace "5" holds them all), a late stage span of the slow request still shows on it.
     for (let i = 0; i < 60; i++) s.addSpans([root("5", 100 + i)]);
     s.addSpans([{ t: trace("2"), s: id("ev-reply-2"), p: id("ev-root-2-0"), n: "reply", sv: "hadis-router", k: 0, st: 60, d: 1, a: {} }]);
-    expect(s.recent(100).find((r) => r.traceId === trace("2"))!.stages.map((x) => x.n)).toEqual(["route", "light m", "reply"]);
+    expect(
+      s
+        .recent(100)
+        .find((r) => r.traceId === trace("2"))!
+        .stages.map((x) => x.n),
+    ).toEqual(["route", "light m", "reply"]);
   });
 
   it("serves a bounded series whatever the query asks for", () => {
@@ -189,12 +266,17 @@ describe("DashboardState", () => {
   it("shows a worker silent 3 s as lost, and forgets one silent a minute, with its swap count", () => {
     const s = new DashboardState();
     const beat = (workerId: string, swapsTotal: number) =>
-      ({ v: 1, workerId, model: "m", state: "serving", queueDepth: 0, batchSize: 1, swapsTotal, sentAtMs: 0 }) as unknown as Parameters<DashboardState["addHeartbeat"]>[0];
+      ({ v: 1, workerId, model: "m", state: "serving", queueDepth: 0, batchSize: 1, swapsTotal, sentAtMs: 0 }) as unknown as Parameters<
+        DashboardState["addHeartbeat"]
+      >[0];
     expect(s.addHeartbeat(beat("w1", 3), 0)).toBe(0);
     expect(s.addHeartbeat(beat("w1", 5), 1_000)).toBe(2);
     // Silent 3 s, w1 is shown lost (as the resource manager counts it), with the state it last said.
     s.addHeartbeat(beat("w2", 0), 4_100);
-    expect(s.liveWorkers(4_100).map((w) => [w.workerId, w.state, w.lastState])).toEqual([["w1", "lost", "serving"], ["w2", "serving", undefined]]);
+    expect(s.liveWorkers(4_100).map((w) => [w.workerId, w.state, w.lastState])).toEqual([
+      ["w1", "lost", "serving"],
+      ["w2", "serving", undefined],
+    ]);
     // Silent a minute, it is forgotten: a new worker's heartbeats prune it without anyone polling the state.
     s.addHeartbeat(beat("w2", 0), 62_000);
     expect(s.liveWorkers(62_000).map((w) => w.workerId)).toEqual(["w2"]);
@@ -207,13 +289,37 @@ describe("DashboardState", () => {
     const huge = "x".repeat(5_000_000);
     const bytes = new Uint8Array(1_000_000);
     const trickster = { toString: 1 };
-    s.addSpans([{
-      t: "e".repeat(32), s: id("big"), n: huge, sv: huge, k: 1, st: 1, d: 1, e: huge,
-      a: { long: huge, blob: bytes, big: 10n, nested: { a: 1 }, list: Array.from({ length: 1_000 }, () => huge), odd: trickster, [huge]: 1 },
-    }, {
-      t: "f".repeat(32), s: id("root-odd"), n: "hadis.generate", sv: "hadis-router", k: 1, st: 2, d: 1,
-      a: { "hadis.models": [trickster, "sd35-medium"], "hadis.outcome": "ok" },
-    }]);
+    s.addSpans([
+      {
+        t: "e".repeat(32),
+        s: id("big"),
+        n: huge,
+        sv: huge,
+        k: 1,
+        st: 1,
+        d: 1,
+        e: huge,
+        a: {
+          long: huge,
+          blob: bytes,
+          big: 10n,
+          nested: { a: 1 },
+          list: Array.from({ length: 1_000 }, () => huge),
+          odd: trickster,
+          [huge]: 1,
+        },
+      },
+      {
+        t: "f".repeat(32),
+        s: id("root-odd"),
+        n: "hadis.generate",
+        sv: "hadis-router",
+        k: 1,
+        st: 2,
+        d: 1,
+        a: { "hadis.models": [trickster, "sd35-medium"], "hadis.outcome": "ok" },
+      },
+    ]);
     const [kept] = s.trace("e".repeat(32));
     expect(kept.n.length).toBeLessThanOrEqual(257);
     expect(kept.sv.length).toBeLessThanOrEqual(129);
@@ -230,14 +336,27 @@ describe("DashboardState", () => {
   it("holds spans within a byte budget, the oldest traces first, and a bounded number of workers", () => {
     const s = new DashboardState({ spanBytes: 200_000, workers: 3 });
     const trace = (i: number) => i.toString(16).padStart(32, "0");
-    for (let i = 1; i <= 100; i++) s.addSpans([{ t: trace(i), s: id(`s${i}`), n: "execute m", sv: "hadis-worker", k: 0, st: i, d: 1, a: { note: "y".repeat(1_000) } }]);
+    for (let i = 1; i <= 100; i++)
+      s.addSpans([{ t: trace(i), s: id(`s${i}`), n: "execute m", sv: "hadis-worker", k: 0, st: i, d: 1, a: { note: "y".repeat(1_000) } }]);
     // About 2.3 kB a span: the newest ~80 traces fit, the oldest went.
     expect(s.trace(trace(1))).toHaveLength(0);
     expect(s.trace(trace(100))).toHaveLength(1);
     const held = Array.from({ length: 100 }, (_, i) => s.trace(trace(i + 1)).length).reduce((a, b) => a + b, 0);
     expect(held).toBeGreaterThan(50);
     expect(held).toBeLessThan(100);
-    const beat = (workerId: string) => ({ v: 1 as const, workerId, backend: "profile", model: null, state: "idle" as const, batchSize: 1, inFlight: 0, servedTotal: 0, swapsTotal: 0, planEpoch: 0, sentAtMs: 0 });
+    const beat = (workerId: string) => ({
+      v: 1 as const,
+      workerId,
+      backend: "profile",
+      model: null,
+      state: "idle" as const,
+      batchSize: 1,
+      inFlight: 0,
+      servedTotal: 0,
+      swapsTotal: 0,
+      planEpoch: 0,
+      sentAtMs: 0,
+    });
     for (const w of ["w1", "w2", "w3", "w4", "w1"]) s.addHeartbeat(beat(w), 1_000);
     expect(s.liveWorkers(1_000).map((w) => w.workerId)).toEqual(["w1", "w3", "w4"]);
   });

@@ -1,8 +1,20 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { createServer } from "node:http";
 import { InMemorySpanExporter } from "@opentelemetry/sdk-trace-base";
-import { configureTelemetry, endWithError, flushTelemetry, RatePicker, samplerFromEnv, serviceResource, ServiceTelemetry, shutdownTelemetry, SpanKind, SpanStatusCode, tracingEnabled } from "../../services/lib/telemetry.ts";
-import { newHeaders, type MsgHdrs } from "../../services/lib/nats.ts";
+import {
+  configureTelemetry,
+  endWithError,
+  flushTelemetry,
+  RatePicker,
+  samplerFromEnv,
+  serviceResource,
+  ServiceTelemetry,
+  shutdownTelemetry,
+  SpanKind,
+  SpanStatusCode,
+  tracingEnabled,
+} from "../../services/telemetry/tracing.ts";
+import { newHeaders, type MsgHdrs } from "../../services/nats/connection.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 
 afterAll(() => shutdownTelemetry());
@@ -100,7 +112,11 @@ describe("telemetry configuration", () => {
     const own = newHeaders();
     own.set("Content-Type", "application/msgpack");
     telemetry.inject(parent, own);
-    expect([own.get("Content-Type"), own.get("traceparent"), own.get("tracestate")]).toEqual(["application/msgpack", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "vendor=x"]);
+    expect([own.get("Content-Type"), own.get("traceparent"), own.get("tracestate")]).toEqual([
+      "application/msgpack",
+      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+      "vendor=x",
+    ]);
   });
 
   it("carries tracestate, and an unsampled parent's children record nothing", () => {
@@ -212,7 +228,8 @@ describe("serviceResource", () => {
   it("adds OTEL_RESOURCE_ATTRIBUTES and the SDK's attributes, and keeps the service's own name and instance", () => {
     const saved = { attrs: process.env.OTEL_RESOURCE_ATTRIBUTES, name: process.env.OTEL_SERVICE_NAME };
     try {
-      process.env.OTEL_RESOURCE_ATTRIBUTES = "deployment.environment=prod,k8s.pod.name=pod%201,service.name=ignored,service.instance.id=ignored";
+      process.env.OTEL_RESOURCE_ATTRIBUTES =
+        "deployment.environment=prod,k8s.pod.name=pod%201,service.name=ignored,service.instance.id=ignored";
       process.env.OTEL_SERVICE_NAME = "east";
       const attributes = serviceResource("hadis-worker", "w-03").attributes;
       expect(attributes).toMatchObject({
@@ -227,7 +244,10 @@ describe("serviceResource", () => {
       expect(serviceResource("hadis-router").attributes).not.toHaveProperty("deployment.environment");
       expect(serviceResource("hadis-router").attributes["service.name"]).toBe("hadis-router");
     } finally {
-      for (const [key, value] of [["OTEL_RESOURCE_ATTRIBUTES", saved.attrs], ["OTEL_SERVICE_NAME", saved.name]] as const) {
+      for (const [key, value] of [
+        ["OTEL_RESOURCE_ATTRIBUTES", saved.attrs],
+        ["OTEL_SERVICE_NAME", saved.name],
+      ] as const) {
         if (value === undefined) delete process.env[key];
         else process.env[key] = value;
       }
@@ -240,8 +260,15 @@ describe("spans as exporters read them", () => {
     const exporter = new InMemorySpanExporter();
     configureTelemetry({ enabled: true, spanSink: false, otlpUrl: null, exporters: [exporter] });
     const telemetry = new ServiceTelemetry("hadis-router", null, "r1");
-    const root = telemetry.start("hadis.generate", { kind: SpanKind.SERVER, attributes: { a: 1, skipped: undefined as unknown as string } });
-    const child = telemetry.start("queue m", { kind: SpanKind.CONSUMER, startTime: 1_700_000_000_250.5, links: [{ context: root.spanContext() }] }, root.spanContext());
+    const root = telemetry.start("hadis.generate", {
+      kind: SpanKind.SERVER,
+      attributes: { a: 1, skipped: undefined as unknown as string },
+    });
+    const child = telemetry.start(
+      "queue m",
+      { kind: SpanKind.CONSUMER, startTime: 1_700_000_000_250.5, links: [{ context: root.spanContext() }] },
+      root.spanContext(),
+    );
     child.setAttributes({ b: "x" }).setStatus({ code: SpanStatusCode.ERROR, message: "boom" });
     child.addEvent("retry", { n: 2 });
     child.end(1_700_000_001_000);

@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { ExportResultCode, type ExportResult } from "@opentelemetry/core";
 import { type ReadableSpan, type SpanExporter } from "@opentelemetry/sdk-trace-base";
-import { batchSettings, configureTelemetry, flushTelemetry, ServiceTelemetry } from "../../services/lib/telemetry.ts";
-import { metricsText } from "../../services/lib/metrics.ts";
-import { freePort } from "../../services/lib/nats-server.ts";
-import { CountedBatchProcessor } from "../../services/lib/span-export.ts";
-import { SpanLossLog, type SpanLoss } from "../../services/lib/span-loss.ts";
+import { batchSettings, configureTelemetry, flushTelemetry, ServiceTelemetry } from "../../services/telemetry/tracing.ts";
+import { metricsText } from "../../services/telemetry/metrics.ts";
+import { freePort } from "../../services/nats/server.ts";
+import { CountedBatchProcessor } from "../../services/telemetry/span-export.ts";
+import { SpanLossLog, type SpanLoss } from "../../services/telemetry/span-loss.ts";
 
 /** An exporter that records each export and completes it only when told. */
 function heldExporter() {
@@ -17,9 +17,15 @@ function heldExporter() {
 describe("OTEL_BSP_* batch settings", () => {
   it("takes whole numbers in range, a delay of 0 included, and keeps the default for anything else", () => {
     expect(batchSettings({})).toEqual({ maxQueueSize: 8_192, maxExportBatchSize: 1_024, scheduledDelayMillis: 1_000 });
-    expect(batchSettings({ OTEL_BSP_SCHEDULE_DELAY: "0", OTEL_BSP_MAX_QUEUE_SIZE: "100", OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "50" })).toEqual({ maxQueueSize: 100, maxExportBatchSize: 50, scheduledDelayMillis: 0 });
+    expect(batchSettings({ OTEL_BSP_SCHEDULE_DELAY: "0", OTEL_BSP_MAX_QUEUE_SIZE: "100", OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "50" })).toEqual({
+      maxQueueSize: 100,
+      maxExportBatchSize: 50,
+      scheduledDelayMillis: 0,
+    });
     for (const bad of ["", " ", "-1", "2.5", "ten", "Infinity"]) {
-      expect(batchSettings({ OTEL_BSP_SCHEDULE_DELAY: bad, OTEL_BSP_MAX_QUEUE_SIZE: bad, OTEL_BSP_MAX_EXPORT_BATCH_SIZE: bad })).toEqual(batchSettings({}));
+      expect(batchSettings({ OTEL_BSP_SCHEDULE_DELAY: bad, OTEL_BSP_MAX_QUEUE_SIZE: bad, OTEL_BSP_MAX_EXPORT_BATCH_SIZE: bad })).toEqual(
+        batchSettings({}),
+      );
     }
     // A queue of 0 would drop every span: the default stands. A batch never exceeds the queue.
     expect(batchSettings({ OTEL_BSP_MAX_QUEUE_SIZE: "0" }).maxQueueSize).toBe(8_192);
@@ -42,7 +48,11 @@ describe("the export's queue", () => {
   it("drops and counts what it cannot hold while an export is slow, and counts a failed export's spans", async () => {
     const lost: [SpanLoss, number][] = [];
     const { sent, exporter } = heldExporter();
-    const processor = new CountedBatchProcessor(exporter, batchSettings({ OTEL_BSP_MAX_QUEUE_SIZE: "4", OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "2", OTEL_BSP_SCHEDULE_DELAY: "10000" }), (reason, n) => void lost.push([reason, n]));
+    const processor = new CountedBatchProcessor(
+      exporter,
+      batchSettings({ OTEL_BSP_MAX_QUEUE_SIZE: "4", OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "2", OTEL_BSP_SCHEDULE_DELAY: "10000" }),
+      (reason, n) => void lost.push([reason, n]),
+    );
     configureTelemetry({ enabled: true, spanSink: false, otlpUrl: null, processors: [processor] });
     const t = new ServiceTelemetry("hadis-router", null);
     // Two spans fill a batch, which goes out and is held: its spans have left the queue.
@@ -51,7 +61,11 @@ describe("the export's queue", () => {
     expect(sent.map((x) => x.spans.length)).toEqual([2]);
     // The batch processor sends one export at a time: the next spans wait in the queue of 4.
     for (let i = 0; i < 7; i++) t.start(`b${i}`, {}).end();
-    expect(lost).toEqual([["queue_full", 1], ["queue_full", 1], ["queue_full", 1]]);
+    expect(lost).toEqual([
+      ["queue_full", 1],
+      ["queue_full", 1],
+      ["queue_full", 1],
+    ]);
     sent[0].done({ code: ExportResultCode.FAILED, error: new Error("collector down") });
     expect(lost.at(-1)).toEqual(["export_failed", 2]);
     configureTelemetry({ enabled: false });

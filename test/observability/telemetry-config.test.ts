@@ -8,10 +8,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { telemetryEnvProblems } from "../../services/lib/telemetry-config.ts";
-import { startNatsServer, freePort, type LocalServer } from "../../services/lib/nats-server.ts";
-import { metricsText } from "../../services/lib/metrics.ts";
-import { shutdownTelemetry, tracingEnabled } from "../../services/lib/telemetry.ts";
+import { telemetryEnvProblems } from "../../services/telemetry/config.ts";
+import { startNatsServer, freePort, type LocalServer } from "../../services/nats/server.ts";
+import { metricsText } from "../../services/telemetry/metrics.ts";
+import { shutdownTelemetry, tracingEnabled } from "../../services/telemetry/tracing.ts";
 import { spawnHadis, stopSpawned } from "../helpers/processes.ts";
 import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 
@@ -20,20 +20,22 @@ describe("telemetryEnvProblems", () => {
 
   it("accepts an empty environment and the values the specification allows", () => {
     expect(telemetryEnvProblems({})).toEqual([]);
-    expect(telemetryEnvProblems({
-      OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:4318",
-      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "https://collector.example:4318/v1/traces",
-      OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
-      OTEL_TRACES_SAMPLER: "parentbased_traceidratio",
-      OTEL_TRACES_SAMPLER_ARG: "0.1",
-      OTEL_BSP_SCHEDULE_DELAY: "0",
-      OTEL_RESOURCE_ATTRIBUTES: "deployment.environment=prod,k8s.pod.name=pod%201",
-      OTEL_EXPORTER_OTLP_HEADERS: "api-key=secret",
-      OTEL_SDK_DISABLED: "false",
-      HADIS_SPAN_SINK_RATE: "all",
-      HADIS_TRACING: "ON",
-      OTEL_EXPORTER_OTLP_COMPRESSION: "", // blank is unset
-    })).toEqual([]);
+    expect(
+      telemetryEnvProblems({
+        OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:4318",
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "https://collector.example:4318/v1/traces",
+        OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
+        OTEL_TRACES_SAMPLER: "parentbased_traceidratio",
+        OTEL_TRACES_SAMPLER_ARG: "0.1",
+        OTEL_BSP_SCHEDULE_DELAY: "0",
+        OTEL_RESOURCE_ATTRIBUTES: "deployment.environment=prod,k8s.pod.name=pod%201",
+        OTEL_EXPORTER_OTLP_HEADERS: "api-key=secret",
+        OTEL_SDK_DISABLED: "false",
+        HADIS_SPAN_SINK_RATE: "all",
+        HADIS_TRACING: "ON",
+        OTEL_EXPORTER_OTLP_COMPRESSION: "", // blank is unset
+      }),
+    ).toEqual([]);
   });
 
   it("names each variable it cannot use and says what to write", () => {
@@ -41,7 +43,9 @@ describe("telemetryEnvProblems", () => {
     expect(problems).toHaveLength(1);
     expect(problems[0]).toMatchObject({ variable: "OTEL_EXPORTER_OTLP_ENDPOINT", value: "127.0.0.1:4599" });
     expect(problems[0].problem).toMatch(/http:\/\/127\.0\.0\.1:4599/);
-    expect(named({ OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" })[0]).toMatch(/OTEL_EXPORTER_OTLP_PROTOCOL: OTLP over gRPC is not supported here.*http\/protobuf/);
+    expect(named({ OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" })[0]).toMatch(
+      /OTEL_EXPORTER_OTLP_PROTOCOL: OTLP over gRPC is not supported here.*http\/protobuf/,
+    );
     expect(named({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "ftp://h/v1/traces" })[0]).toMatch(/scheme ftp/);
     expect(named({ OTEL_TRACES_SAMPLER: "jaeger_remote" })[0]).toMatch(/not one of always_on/);
     expect(named({ OTEL_TRACES_SAMPLER_ARG: "1.5" })[0]).toMatch(/ratio from 0 to 1/);
@@ -67,7 +71,9 @@ describe("a start with a telemetry variable it cannot use", () => {
   });
 
   it("`hadis serve` exits 2 naming OTEL_EXPORTER_OTLP_ENDPOINT before it joins, instead of serving no reply", async () => {
-    const run = spawnHadis(["serve", "all", "--nats", server.url, "--workers", "1", "--wait-for-nats", "0"], { OTEL_EXPORTER_OTLP_ENDPOINT: "127.0.0.1:4599" });
+    const run = spawnHadis(["serve", "all", "--nats", server.url, "--workers", "1", "--wait-for-nats", "0"], {
+      OTEL_EXPORTER_OTLP_ENDPOINT: "127.0.0.1:4599",
+    });
     const code = await Promise.race([run.exited, new Promise((r) => setTimeout(() => r("still running"), 25_000))]);
     expect(code, run.output()).toBe(2);
     expect(run.output()).toMatch(/OTEL_EXPORTER_OTLP_ENDPOINT=127\.0\.0\.1:4599: .*http:\/\/127\.0\.0\.1:4599/);
@@ -76,7 +82,10 @@ describe("a start with a telemetry variable it cannot use", () => {
 
   it("`hadis start --no-dashboard` refuses OTLP over gRPC by name", async () => {
     const port = await freePort();
-    const run = spawnHadis(["start", "--port", String(port), "--no-dashboard", "--data-dir", dataDir, "--workers", "1"], { OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:4599", OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" });
+    const run = spawnHadis(["start", "--port", String(port), "--no-dashboard", "--data-dir", dataDir, "--workers", "1"], {
+      OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:4599",
+      OTEL_EXPORTER_OTLP_PROTOCOL: "grpc",
+    });
     const code = await Promise.race([run.exited, new Promise((r) => setTimeout(() => r("still running"), 25_000))]);
     expect(code, run.output()).toBe(2);
     expect(run.output()).toMatch(/OTEL_EXPORTER_OTLP_PROTOCOL=grpc: OTLP over gRPC is not supported/);
@@ -99,8 +108,11 @@ describe("an OTLP endpoint that cannot be used, reached at run time", () => {
   });
 
   it("costs no reply: requests are answered, and the spans it could not export are counted", async () => {
-    const lost = async () => Number(/^hadis_trace_spans_lost_total\{reason="exporter_unavailable"\} (\S+)$/m.exec(await metricsText())?.[1] ?? 0);
-    const replies = await Promise.all(Array.from({ length: 3 }, (_, i) => t.client.generate({ prompt: `a red bicycle ${i}`, deadlineMs: 10_000 })));
+    const lost = async () =>
+      Number(/^hadis_trace_spans_lost_total\{reason="exporter_unavailable"\} (\S+)$/m.exec(await metricsText())?.[1] ?? 0);
+    const replies = await Promise.all(
+      Array.from({ length: 3 }, (_, i) => t.client.generate({ prompt: `a red bicycle ${i}`, deadlineMs: 10_000 })),
+    );
     expect(replies.map((r) => r.requestId)).toHaveLength(3);
     expect(tracingEnabled()).toBe(true);
     expect(await lost()).toBeGreaterThanOrEqual(3);

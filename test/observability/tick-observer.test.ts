@@ -6,8 +6,8 @@
 import { describe, expect, it } from "vitest";
 import type { TickOutcome } from "../../actors/control/reconcile.ts";
 import type { Plan } from "../../contracts/messages.ts";
-import { metricsText } from "../../services/lib/metrics.ts";
-import { configureTelemetry } from "../../services/lib/telemetry.ts";
+import { metricsText } from "../../services/telemetry/metrics.ts";
+import { configureTelemetry } from "../../services/telemetry/tracing.ts";
 import { tickObserver } from "../../services/resource-manager/observe.ts";
 
 const kept: Plan = {
@@ -59,7 +59,11 @@ describe("tick observer", () => {
   });
 
   it("reports a new plan over the kept one", async () => {
-    tickObserver(null as never)({ ...unchanged, plan: { ...kept, epoch: 42, models: { "sd35-medium": { workers: 2, batchSize: 8 } } } } as TickOutcome, undefined, 4);
+    tickObserver(null as never)(
+      { ...unchanged, plan: { ...kept, epoch: 42, models: { "sd35-medium": { workers: 2, batchSize: 8 } } } } as TickOutcome,
+      undefined,
+      4,
+    );
     const text = await metricsText();
     expect(value(text, "hadis_plan_epoch")).toBe(42);
     expect(value(text, "hadis_plan_batch_size", 'model="sd35-medium"')).toBe(8);

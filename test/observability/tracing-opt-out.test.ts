@@ -5,9 +5,9 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
-import { createLogger } from "../../services/lib/log.ts";
-import { configureTelemetry, spanSinkEnabled, tracingEnabled } from "../../services/lib/telemetry.ts";
-import { startDashboard } from "../../services/dashboard/dashboard.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
+import { configureTelemetry, spanSinkEnabled, tracingEnabled } from "../../services/telemetry/tracing.ts";
+import { startDashboard } from "../../services/dashboard/main.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 
 const t = useNatsServer("tracing-opt-out");
@@ -23,7 +23,10 @@ afterEach(() => {
 });
 
 /** Tracing (or, with `read`, another switch) in this process once a dashboard has started under `env` (the services' configuration read from it first). */
-async function tracingUnder(env: Partial<Record<(typeof VARIABLES)[number], string>>, read: () => boolean = tracingEnabled): Promise<boolean> {
+async function tracingUnder(
+  env: Partial<Record<(typeof VARIABLES)[number], string>>,
+  read: () => boolean = tracingEnabled,
+): Promise<boolean> {
   for (const k of VARIABLES) delete process.env[k];
   Object.assign(process.env, env);
   configureTelemetry(); // from the environment, as a service process starts

@@ -4,12 +4,19 @@ import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { waitFor } from "../helpers/processes.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
-import { newHeaders } from "../../services/lib/nats.ts";
-import { readGenerateReply } from "../../services/lib/client.ts";
+import { newHeaders } from "../../services/nats/connection.ts";
+import { readGenerateReply } from "../../services/client/client.ts";
 import { encode, parseRaw } from "../../contracts/envelope.ts";
 import { SpanStatusCode } from "@opentelemetry/api";
 import { tickObserver } from "../../services/resource-manager/observe.ts";
-import { configureTelemetry, flushTelemetry, shutdownTelemetry, spanSinkCount, spanSinkSubject, type SpanRecord } from "../../services/lib/telemetry.ts";
+import {
+  configureTelemetry,
+  flushTelemetry,
+  shutdownTelemetry,
+  spanSinkCount,
+  spanSinkSubject,
+  type SpanRecord,
+} from "../../services/telemetry/tracing.ts";
 
 const exporter = new InMemorySpanExporter();
 let t: TestSystem;
@@ -27,11 +34,15 @@ const serviceOf = (s: ReadableSpan) => String(s.resource.attributes["service.nam
 
 async function traceOf(traceId: string, until: (spans: ReadableSpan[]) => boolean): Promise<ReadableSpan[]> {
   let spans: ReadableSpan[] = [];
-  await waitFor(async () => {
-    await flushTelemetry();
-    spans = exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
-    return until(spans);
-  }, 5_000, `spans of trace ${traceId}`);
+  await waitFor(
+    async () => {
+      await flushTelemetry();
+      spans = exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
+      return until(spans);
+    },
+    5_000,
+    `spans of trace ${traceId}`,
+  );
   return spans;
 }
 
@@ -43,11 +54,17 @@ describe("one trace per request across router, worker and discriminator", () => 
     const callerSpanId = "00f067aa0ba902b7";
     const h = newHeaders();
     h.set("traceparent", `00-${traceId}-${callerSpanId}-01`);
-    const msg = await t.nc.request("hadis.generate", encode({ prompt: routes.escalated, deadlineMs: 20_000 }), { timeout: 20_000, headers: h });
+    const msg = await t.nc.request("hadis.generate", encode({ prompt: routes.escalated, deadlineMs: 20_000 }), {
+      timeout: 20_000,
+      headers: h,
+    });
     const reply = readGenerateReply(msg);
     expect(reply.route).toBe("light->heavy");
 
-    const spans = await traceOf(traceId, (s) => s.some((x) => x.name === "hadis.generate") && s.filter((x) => x.name.startsWith("execute")).length >= 2);
+    const spans = await traceOf(
+      traceId,
+      (s) => s.some((x) => x.name === "hadis.generate") && s.filter((x) => x.name.startsWith("execute")).length >= 2,
+    );
     const byId = new Map(spans.map((s) => [s.spanContext().spanId, s]));
     const root = spans.find((s) => s.name === "hadis.generate")!;
     expect(root.parentSpanContext?.spanId).toBe(callerSpanId);
@@ -89,7 +106,9 @@ describe("one trace per request across router, worker and discriminator", () => 
     const exec = named(`execute ${DEFAULT_STATIC.light}`)[0];
     expect(exec.attributes["hadis.batch_size"]).toBeGreaterThanOrEqual(1);
     // The worker's batch span (its own trace) links to the item's stage span; the execute span links to the batch.
-    const batch = exporter.getFinishedSpans().find((s) => s.name === `batch ${DEFAULT_STATIC.light}` && s.links.some((l) => l.context.traceId === traceId));
+    const batch = exporter
+      .getFinishedSpans()
+      .find((s) => s.name === `batch ${DEFAULT_STATIC.light}` && s.links.some((l) => l.context.traceId === traceId));
     expect(batch).toBeDefined();
     expect(batch!.links.some((l) => l.context.spanId === light.spanContext().spanId)).toBe(true);
     expect(exec.links.map((l) => l.context.spanId)).toEqual([batch!.spanContext().spanId]);
@@ -103,7 +122,14 @@ describe("one trace per request across router, worker and discriminator", () => 
     const ask = async (traceparent: string) => {
       const h = newHeaders();
       h.set("traceparent", traceparent);
-      const body = { v: 1, requestId: "r-judge", prompt: "a cat", model: plan.pair.light, image: new Uint8Array([137, 80, 78, 71]), planEpoch: plan.epoch };
+      const body = {
+        v: 1,
+        requestId: "r-judge",
+        prompt: "a cat",
+        model: plan.pair.light,
+        image: new Uint8Array([137, 80, 78, 71]),
+        planEpoch: plan.epoch,
+      };
       await t.nc.request("hadis.judge", encode(body), { timeout: 5_000, headers: h });
     };
     await ask("00-not-a-trace-01");
@@ -126,11 +152,17 @@ describe("one trace per request across router, worker and discriminator", () => 
 
   it("a request without traceparent starts its own trace", async () => {
     const reply = await t.client.generate({ prompt: routes.heavy, deadlineMs: 20_000 });
-    await waitFor(async () => {
-      await flushTelemetry();
-      return exporter.getFinishedSpans().some((s) => s.name === "hadis.generate" && s.attributes["hadis.request_id"] === reply.requestId);
-    }, 5_000, "root span");
-    const root = exporter.getFinishedSpans().find((s) => s.name === "hadis.generate" && s.attributes["hadis.request_id"] === reply.requestId)!;
+    await waitFor(
+      async () => {
+        await flushTelemetry();
+        return exporter.getFinishedSpans().some((s) => s.name === "hadis.generate" && s.attributes["hadis.request_id"] === reply.requestId);
+      },
+      5_000,
+      "root span",
+    );
+    const root = exporter
+      .getFinishedSpans()
+      .find((s) => s.name === "hadis.generate" && s.attributes["hadis.request_id"] === reply.requestId)!;
     expect(root.parentSpanContext).toBeUndefined();
     expect(root.attributes["hadis.route"]).toBe("heavy");
   });
@@ -168,11 +200,14 @@ describe("the dashboard's span sink", () => {
     const sub = t.nc.subscribe(spanSinkSubject(), { callback: (_e, m) => void records.push(...(parseRaw(m.data) as SpanRecord[])) });
     try {
       const started = Date.now();
-      const replies = await Promise.all(Array.from({ length: 12 }, (_, i) => t.client.generate({ prompt: routes.escalated, seed: i, deadlineMs: 20_000 })));
+      const replies = await Promise.all(
+        Array.from({ length: 12 }, (_, i) => t.client.generate({ prompt: routes.escalated, seed: i, deadlineMs: 20_000 })),
+      );
       const elapsedS = (Date.now() - started) / 1000;
       expect(replies.every((r) => r.route === "light->heavy")).toBe(true);
       const ids = new Set(replies.map((r) => r.requestId));
-      const exportedRoots = () => all.getFinishedSpans().filter((s) => s.name === "hadis.generate" && ids.has(String(s.attributes["hadis.request_id"])));
+      const exportedRoots = () =>
+        all.getFinishedSpans().filter((s) => s.name === "hadis.generate" && ids.has(String(s.attributes["hadis.request_id"])));
       await waitFor(async () => (await flushTelemetry(), exportedRoots().length === 12), 5_000, "every root exported");
       // The sinks publish every 100 ms, each service on its own: wait until what reached the sink is
       // whole (a root for every trace, each from three services), then check it (a bounded wait).
@@ -180,7 +215,10 @@ describe("the dashboard's span sink", () => {
       const whole = () => {
         const rooted = new Set(records.filter((r) => r.n === "hadis.generate").map((r) => r.t));
         const sunkNow = new Set(records.map((r) => r.t).filter((id) => requestTraces.has(id)));
-        return sunkNow.size > 0 && [...sunkNow].every((id) => rooted.has(id) && new Set(records.filter((r) => r.t === id).map((r) => r.sv)).size === 3);
+        return (
+          sunkNow.size > 0 &&
+          [...sunkNow].every((id) => rooted.has(id) && new Set(records.filter((r) => r.t === id).map((r) => r.sv)).size === 3)
+        );
       };
       await waitFor(whole, 5_000, "whole traces at the sink").catch(() => undefined);
       const roots = records.filter((r) => r.n === "hadis.generate" && ids.has(String(r.a["hadis.request_id"])));

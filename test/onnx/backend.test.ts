@@ -1,8 +1,8 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { OnnxGenerationBackend } from "../../services/lib/onnx/generation-backend.ts";
-import { DEFAULT_MODEL_MAP } from "../../services/lib/onnx-setup.ts";
+import { OnnxGenerationBackend } from "../../services/onnx/generation-backend.ts";
+import { DEFAULT_MODEL_MAP } from "../../services/onnx/setup.ts";
 import { startSystem } from "../../services/system.ts";
 import { useTinyModels } from "../helpers/tiny-models.ts";
 
@@ -26,8 +26,14 @@ describe("OnnxGenerationBackend", () => {
     const b = backend(1);
     await expect(b.generate("sd15", [{ prompt: "a cat", seed: 1 }])).rejects.toThrow(/not loaded/);
     await b.load("sd15");
-    const images = await b.generate("sd15", [{ prompt: "a cat", seed: 1 }, { prompt: "a dog", seed: 2 }]);
-    expect(images.map((i) => [i.width, i.height])).toEqual([[64, 64], [64, 64]]);
+    const images = await b.generate("sd15", [
+      { prompt: "a cat", seed: 1 },
+      { prompt: "a dog", seed: 2 },
+    ]);
+    expect(images.map((i) => [i.width, i.height])).toEqual([
+      [64, 64],
+      [64, 64],
+    ]);
     await b.close();
     expect(b.loadedModels).toEqual([]);
   });
@@ -75,12 +81,17 @@ describe("the onnx backend's model map", () => {
     const modelMap = join(tiny.root, "map-without-large.json");
     writeFileSync(modelMap, JSON.stringify(map));
     // Nothing listens on port 1: the refusal comes before the first connection.
-    await expect(startSystem({ natsUrl: "nats://127.0.0.1:1", backend: "onnx", onnx: { modelMap, modelsDir: join(tiny.root, "models") } }))
-      .rejects.toThrow(/no export for sd35-large, which the profile pool has/);
+    await expect(
+      startSystem({ natsUrl: "nats://127.0.0.1:1", backend: "onnx", onnx: { modelMap, modelsDir: join(tiny.root, "models") } }),
+    ).rejects.toThrow(/no export for sd35-large, which the profile pool has/);
   });
 
   it("applies a request's settings: size, steps, guidance and negative prompt, one run per distinct settings", async () => {
-    const b = new OnnxGenerationBackend({ models: { sd15: { dir: tiny.dirs.sd15, steps: 2, guidanceScale: 7.5 }, sd3: { dir: tiny.dirs.sd3, steps: 2, guidanceScale: 3 } }, maxResident: 2, intraOpNumThreads: 1 });
+    const b = new OnnxGenerationBackend({
+      models: { sd15: { dir: tiny.dirs.sd15, steps: 2, guidanceScale: 7.5 }, sd3: { dir: tiny.dirs.sd3, steps: 2, guidanceScale: 3 } },
+      maxResident: 2,
+      intraOpNumThreads: 1,
+    });
     await b.load("sd15");
     await b.load("sd3");
     const same = { prompt: "a photo of a cat", seed: 5 };
@@ -110,4 +121,3 @@ describe("the onnx backend's model map", () => {
     await b.close();
   });
 });
-

@@ -3,10 +3,10 @@ import { join } from "node:path";
 import { inflateSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodePng, PNG_SIGNATURE } from "../../actors/diffusion/png.ts";
-import { guidanceRows, guidedPrediction, OnnxDiffusionPipeline, vaeDecoderInput } from "../../services/lib/onnx/pipeline.ts";
+import { guidanceRows, guidedPrediction, OnnxDiffusionPipeline, vaeDecoderInput } from "../../services/onnx/pipeline.ts";
 import { identityModel, maskedSd15TextEncoder, nanVaeDecoder, refinerUnet, type TinyModelDirs } from "../../tools/make-tiny-models.ts";
 import { imagesOf, useTinyModels } from "../helpers/tiny-models.ts";
-import { OnnxModel } from "../../services/lib/onnx/runtime.ts";
+import { OnnxModel } from "../../services/onnx/runtime.ts";
 
 const tiny = useTinyModels("pipeline");
 
@@ -80,10 +80,12 @@ describe.each([
   it("production settings: a batch of 4 matches single runs (bytewise when guided, within 2 levels otherwise)", async () => {
     const batch = await pipeline.generate(batchInputs);
     expect(batch).toHaveLength(4);
+    // Bytewise when guided (a difference of 0), within 2 levels otherwise.
+    const allowed = guided ? 0 : 2;
     for (let i = 0; i < batchInputs.length; i++) {
       const [single] = await pipeline.generate([batchInputs[i]]);
-      if (guided) expect(same(batch[i].image, single.image)).toBe(true);
-      else expect(maxPixelDiff(batch[i].image, single.image)).toBeLessThanOrEqual(2);
+      expect(maxPixelDiff(batch[i].image, single.image)).toBeLessThanOrEqual(allowed);
+      expect(same(batch[i].image, single.image) || !guided).toBe(true);
     }
   });
 
@@ -159,14 +161,18 @@ describe("OnnxDiffusionPipeline load-time validation", () => {
   it("refuses an SDXL refiner's UNet (time_ids of 5, with an aesthetic score) naming what is made", async () => {
     const dir = copyOf("sdxl", "sdxl-refiner");
     writeFileSync(join(dir, "unet", "model.onnx"), refinerUnet());
-    await expect(OnnxDiffusionPipeline.load(dir)).rejects.toThrow(/unet[/\\]model\.onnx: input "time_ids" has 5 values; only the SDXL base model's 6/);
+    await expect(OnnxDiffusionPipeline.load(dir)).rejects.toThrow(
+      /unet[/\\]model\.onnx: input "time_ids" has 5 values; only the SDXL base model's 6/,
+    );
   });
 
   it("refuses an SDXL text encoder without hidden_states outputs instead of conditioning on the wrong layer", async () => {
     const dir = copyOf("sdxl", "sdxl-no-hidden-states");
     // SD 1.x's encoder: last_hidden_state only, as an export made without output_hidden_states.
     cpSync(join(tiny.dirs.sd15, "text_encoder", "model.onnx"), join(dir, "text_encoder", "model.onnx"));
-    await expect(OnnxDiffusionPipeline.load(dir)).rejects.toThrow(/text_encoder[/\\]model\.onnx: an SDXL or SD3 text encoder needs its hidden_states\.N outputs/);
+    await expect(OnnxDiffusionPipeline.load(dir)).rejects.toThrow(
+      /text_encoder[/\\]model\.onnx: an SDXL or SD3 text encoder needs its hidden_states\.N outputs/,
+    );
   });
 
   it("says a transformer/ export that is not SD3's (Flux, PixArt) is not supported instead of only a missing unet", async () => {
@@ -182,7 +188,9 @@ describe("OnnxDiffusionPipeline load-time validation", () => {
     writeFileSync(join(dir, "vae_decoder", "model.onnx"), nanVaeDecoder());
     const broken = await OnnxDiffusionPipeline.load(dir);
     try {
-      await expect(broken.generate([{ prompt: "a photo of a cat", seed: 1 }])).rejects.toThrow(/vae_decoder[/\\]model\.onnx: output "sample" hold NaN \(at 0 of 12288\)/);
+      await expect(broken.generate([{ prompt: "a photo of a cat", seed: 1 }])).rejects.toThrow(
+        /vae_decoder[/\\]model\.onnx: output "sample" hold NaN \(at 0 of 12288\)/,
+      );
     } finally {
       await broken.release();
     }
@@ -202,10 +210,14 @@ describe("OnnxDiffusionPipeline load-time validation", () => {
   it("refuses a flow-matching scheduler for a UNet model, and any other for an SD3 transformer, naming the file", async () => {
     const unet = copyOf("sd15", "unet-flow-scheduler");
     cpSync(join(tiny.dirs.sd3, "scheduler", "scheduler_config.json"), join(unet, "scheduler", "scheduler_config.json"));
-    await expect(OnnxDiffusionPipeline.load(unet)).rejects.toThrow(/scheduler_config\.json: scheduler FlowMatchEulerDiscreteScheduler does not fit a UNet model/);
+    await expect(OnnxDiffusionPipeline.load(unet)).rejects.toThrow(
+      /scheduler_config\.json: scheduler FlowMatchEulerDiscreteScheduler does not fit a UNet model/,
+    );
     const sd3 = copyOf("sd3", "sd3-euler-scheduler");
     cpSync(join(tiny.dirs.sd15, "scheduler", "scheduler_config.json"), join(sd3, "scheduler", "scheduler_config.json"));
-    await expect(OnnxDiffusionPipeline.load(sd3)).rejects.toThrow(/scheduler EulerDiscreteScheduler does not fit a flow-matching \(SD3\) transformer, which needs FlowMatchEulerDiscreteScheduler/);
+    await expect(OnnxDiffusionPipeline.load(sd3)).rejects.toThrow(
+      /scheduler EulerDiscreteScheduler does not fit a flow-matching \(SD3\) transformer, which needs FlowMatchEulerDiscreteScheduler/,
+    );
     await expect(OnnxDiffusionPipeline.load(tiny.dirs.sd3, { scheduler: "DDIMScheduler" })).rejects.toThrow(/does not fit a flow-matching/);
   });
 

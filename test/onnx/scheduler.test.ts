@@ -168,18 +168,31 @@ describe("steps", () => {
   it("createScheduler rejects unknown classes (other flow-matching ones too), naming the supported ones", () => {
     const heun = { _class_name: "FlowMatchHeunDiscreteScheduler", num_train_timesteps: 1000, shift: 3 };
     expect(() => createScheduler(heun, 28)).toThrow(/unsupported scheduler class "FlowMatchHeunDiscreteScheduler"/);
-    expect(() => createScheduler(heun, 28)).toThrow(/supported: EulerDiscreteScheduler, .*LCMScheduler, FlowMatchEulerDiscreteScheduler.*only FlowMatchEulerDiscreteScheduler \(SD3, SD3\.5\) is implemented/);
+    expect(() => createScheduler(heun, 28)).toThrow(
+      /supported: EulerDiscreteScheduler, .*LCMScheduler, FlowMatchEulerDiscreteScheduler.*only FlowMatchEulerDiscreteScheduler \(SD3, SD3\.5\) is implemented/,
+    );
     expect(() => createScheduler({ ...SD, _class_name: "HeunDiscreteScheduler" }, 4)).toThrow(/"HeunDiscreteScheduler"/);
     expect(() => createScheduler(SD, 4)).toThrow(/no _class_name/);
   });
 
   it("createScheduler refuses options that change the sampling and are not implemented, instead of running without them", () => {
     const euler = { ...SD, _class_name: "EulerDiscreteScheduler" };
-    expect(() => createScheduler({ ...euler, use_karras_sigmas: true }, 4)).toThrow(/scheduler: use_karras_sigmas: true change the sampling/);
-    expect(() => createScheduler({ ...euler, timestep_type: "continuous", rescale_betas_zero_snr: true }, 4)).toThrow(/rescale_betas_zero_snr: true, timestep_type: "continuous"/);
+    expect(() => createScheduler({ ...euler, use_karras_sigmas: true }, 4)).toThrow(
+      /scheduler: use_karras_sigmas: true change the sampling/,
+    );
+    expect(() => createScheduler({ ...euler, timestep_type: "continuous", rescale_betas_zero_snr: true }, 4)).toThrow(
+      /rescale_betas_zero_snr: true, timestep_type: "continuous"/,
+    );
     expect(() => createScheduler({ ...SD, _class_name: "DDIMScheduler", thresholding: true }, 4)).toThrow(/thresholding: true/);
     // Their defaults, as SDXL's and SD-Turbo's configs spell them out, run.
-    const spelled = { ...euler, use_karras_sigmas: false, interpolation_type: "linear", timestep_type: "discrete", rescale_betas_zero_snr: false, final_sigmas_type: "zero" };
+    const spelled = {
+      ...euler,
+      use_karras_sigmas: false,
+      interpolation_type: "linear",
+      timestep_type: "discrete",
+      rescale_betas_zero_snr: false,
+      final_sigmas_type: "zero",
+    };
     expect(createScheduler(spelled, 4).kind).toBe(SchedulerKind.EulerDiscrete);
   });
 });
@@ -225,11 +238,18 @@ describe("flow-matching Euler (SD3, SD3.5: FlowMatchEulerDiscreteScheduler, shif
 
   it("refuses options that change the sampling and are not implemented (dynamic shifting is Flux's), and bad step counts", () => {
     expect(() => flowMatchScheduler({ ...SD35, use_dynamic_shifting: true }, 4)).toThrow(/use_dynamic_shifting: true change the sampling/);
-    expect(() => flowMatchScheduler({ ...SD35, invert_sigmas: true, stochastic_sampling: true }, 4)).toThrow(/invert_sigmas: true, stochastic_sampling: true/);
+    expect(() => flowMatchScheduler({ ...SD35, invert_sigmas: true, stochastic_sampling: true }, 4)).toThrow(
+      /invert_sigmas: true, stochastic_sampling: true/,
+    );
     expect(() => createScheduler({ ...SD35, use_karras_sigmas: true }, 4)).toThrow(/use_karras_sigmas: true/);
     expect(() => flowMatchScheduler({ ...SD35, shift_terminal: 0.1 }, 4)).toThrow(/shift_terminal: 0.1/);
     expect(() => flowMatchScheduler(SD35, 0)).toThrow(/steps must be a whole number from 1/);
     // Their defaults, spelled out as some configs do, run.
-    expect(flowMatchScheduler({ ...SD35, use_dynamic_shifting: false, invert_sigmas: false, shift_terminal: null, time_shift_type: "exponential" }, 2).timesteps).toHaveLength(2);
+    expect(
+      flowMatchScheduler(
+        { ...SD35, use_dynamic_shifting: false, invert_sigmas: false, shift_terminal: null, time_shift_type: "exponential" },
+        2,
+      ).timesteps,
+    ).toHaveLength(2);
   });
 });

@@ -1,8 +1,8 @@
 import { cpSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { OnnxDiffusionPipeline, vaeDecoderInput } from "../../services/lib/onnx/pipeline.ts";
-import { jointSequence } from "../../services/lib/onnx/sd3.ts";
+import { OnnxDiffusionPipeline, vaeDecoderInput } from "../../services/onnx/pipeline.ts";
+import { jointSequence } from "../../services/onnx/sd3.ts";
 import { METASPACE } from "../../actors/diffusion/unigram.ts";
 import { identityModel } from "../../tools/make-tiny-models.ts";
 import { imagesOf, useTinyModels } from "../helpers/tiny-models.ts";
@@ -58,7 +58,14 @@ describe("OnnxDiffusionPipeline on an SD3 export", () => {
   it("loads as sd3 with flow-matching Euler, diffusers' SD3 defaults (28 steps, guidance 7) and 64×64 images from the transformer's sample size", async () => {
     const p = await OnnxDiffusionPipeline.load(tiny.dirs.sd3, threads);
     try {
-      expect(p.info).toMatchObject({ family: "sd3", scheduler: "FlowMatchEulerDiscreteScheduler", height: 64, width: 64, steps: 28, guidanceScale: 7 });
+      expect(p.info).toMatchObject({
+        family: "sd3",
+        scheduler: "FlowMatchEulerDiscreteScheduler",
+        height: 64,
+        width: 64,
+        steps: 28,
+        guidanceScale: 7,
+      });
     } finally {
       await p.release();
     }
@@ -84,7 +91,10 @@ describe("OnnxDiffusionPipeline on an SD3 export", () => {
     for (const entry of json.model.vocab) if (entry[0] === `${METASPACE}cat`) entry[1] = -100;
     writeFileSync(file, JSON.stringify(json));
     const options = { steps: 2, guidanceScale: 4.5, ...threads };
-    const prompts = [{ prompt: "a photo of a cat", seed: 3 }, { prompt: "a photo of a dog", seed: 3 }];
+    const prompts = [
+      { prompt: "a photo of a cat", seed: 3 },
+      { prompt: "a photo of a dog", seed: 3 },
+    ];
     const [a, d] = await imagesOf(tiny.dirs.sd3, options, prompts);
     const [b, c] = await imagesOf(dir, options, prompts);
     expect(same(a.image, b.image)).toBe(false);
@@ -107,20 +117,26 @@ describe("OnnxDiffusionPipeline on an SD3 export", () => {
   it("refuses a Flux-style transformer by its inputs", async () => {
     const dir = copyOf("flux-like");
     writeFileSync(join(dir, "transformer", "model.onnx"), identityModel("img_ids", ["batch", "sequence", 3], "out_hidden_states"));
-    await expect(OnnxDiffusionPipeline.load(dir)).rejects.toThrow(/transformer[/\\]model\.onnx: inputs img_ids make this a Flux-style transformer/);
+    await expect(OnnxDiffusionPipeline.load(dir)).rejects.toThrow(
+      /transformer[/\\]model\.onnx: inputs img_ids make this a Flux-style transformer/,
+    );
   });
 
   it("names a pooled width the CLIP encoders do not give", async () => {
     const dir = copyOf("sd3-pooled-mismatch");
     // CLIP-L's encoder twice: its projection is 8 wide, so the pooled embeddings are 16, not the transformer's 20.
     cpSync(join(dir, "text_encoder", "model.onnx"), join(dir, "text_encoder_2", "model.onnx"));
-    await expect(OnnxDiffusionPipeline.load(dir)).rejects.toThrow(/transformer[/\\]model\.onnx: input "pooled_projections" has width 20, the CLIP encoders' text_embeds give 16/);
+    await expect(OnnxDiffusionPipeline.load(dir)).rejects.toThrow(
+      /transformer[/\\]model\.onnx: input "pooled_projections" has width 20, the CLIP encoders' text_embeds give 16/,
+    );
   });
 
   it("names a VAE whose latents have other channels than the transformer's", async () => {
     const dir = copyOf("sd3-vae-4");
     cpSync(join(tiny.dirs.sd15, "vae_decoder"), join(dir, "vae_decoder"), { recursive: true });
-    await expect(OnnxDiffusionPipeline.load(dir)).rejects.toThrow(/vae_decoder[/\\]model\.onnx: input "latent_sample" has 4 channels; the denoiser makes 16/);
+    await expect(OnnxDiffusionPipeline.load(dir)).rejects.toThrow(
+      /vae_decoder[/\\]model\.onnx: input "latent_sample" has 4 channels; the denoiser makes 16/,
+    );
   });
 
   it("needs sides in multiples of 16 (2×2 latent patches)", async () => {

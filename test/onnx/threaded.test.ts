@@ -3,9 +3,9 @@ import { cpSync, renameSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { waitFor } from "../helpers/processes.ts";
-import { OnnxGenerationBackend } from "../../services/lib/onnx/generation-backend.ts";
-import { OnnxClipJudge } from "../../services/lib/onnx/clip-judge.ts";
-import { ThreadedClipJudge, ThreadedGenerationBackend } from "../../services/lib/onnx/threaded.ts";
+import { OnnxGenerationBackend } from "../../services/onnx/generation-backend.ts";
+import { OnnxClipJudge } from "../../services/onnx/clip-judge.ts";
+import { ThreadedClipJudge, ThreadedGenerationBackend } from "../../services/onnx/threaded.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import { useTinyModels } from "../helpers/tiny-models.ts";
 
@@ -159,7 +159,10 @@ describe("ThreadedClipJudge", () => {
     const gen = new OnnxGenerationBackend(options());
     try {
       await gen.load("turbo");
-      const images = await gen.generate("turbo", [1, 2, 3, 4].map((seed) => ({ prompt: `a cat ${seed}`, seed })));
+      const images = await gen.generate(
+        "turbo",
+        [1, 2, 3, 4].map((seed) => ({ prompt: `a cat ${seed}`, seed })),
+      );
       const batch = images.map((img, i) => ({ prompt: `a cat ${i}`, model: "turbo", image: img.image }));
       const scores = await threaded.score(batch);
       expect(scores).toEqual(await local.score(batch));

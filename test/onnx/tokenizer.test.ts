@@ -90,8 +90,21 @@ describe("UnigramTokenizer (T5, SD3's third text encoder)", () => {
   const M = METASPACE;
   // <pad> 0, </s> 1, <unk> 2 as T5's; scores are log probabilities.
   const vocab: [string, number][] = [
-    ["<pad>", 0], ["</s>", 0], ["<unk>", 0], [M, -3], [`${M}a`, -2], [`${M}photo`, -4], [`${M}of`, -3], [`${M}cat`, -4],
-    [`${M}ab`, -10], ["bc", -2], ["c", -1], ["b", -5], ["a", -5], [`${M}x`, -4], ["y", -4],
+    ["<pad>", 0],
+    ["</s>", 0],
+    ["<unk>", 0],
+    [M, -3],
+    [`${M}a`, -2],
+    [`${M}photo`, -4],
+    [`${M}of`, -3],
+    [`${M}cat`, -4],
+    [`${M}ab`, -10],
+    ["bc", -2],
+    ["c", -1],
+    ["b", -5],
+    ["a", -5],
+    [`${M}x`, -4],
+    ["y", -4],
   ];
   const id = (piece: string) => vocab.findIndex(([p]) => p === piece);
   const t5 = (maxLength = 16) => new UnigramTokenizer(vocab, { unkId: 2, eosId: 1, padId: 0, maxLength });

@@ -13,7 +13,7 @@ import { parse, parseAllDocuments } from "yaml";
 import { subjects } from "../../contracts/subjects.ts";
 import { MAX_PAYLOAD_BYTES } from "../../contracts/envelope.ts";
 import { SERVICE_KINDS } from "../../services/system.ts";
-import { loadProfiles } from "../../services/lib/profiles.ts";
+import { loadProfiles } from "../../services/files/profiles.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const read = (...path: string[]) => readFileSync(join(ROOT, ...path), "utf8");
@@ -23,7 +23,11 @@ const KINDS = [...SERVICE_KINDS, "gateway"];
 let serveFlags: Map<string, boolean>;
 
 beforeAll(() => {
-  const help = spawnSync(process.execPath, ["--import", "tsx", "services/cli/main.ts", "serve", "--help"], { cwd: ROOT, encoding: "utf8", timeout: 60_000 });
+  const help = spawnSync(process.execPath, ["dist/services/cli/main.js", "serve", "--help"], {
+    cwd: ROOT,
+    encoding: "utf8",
+    timeout: 60_000,
+  });
   expect(help.status, help.stderr).toBe(0);
   serveFlags = new Map([...help.stdout.matchAll(/^\s+(?:-\w, )?(--[a-z][a-z-]*)( <[^>]+>)?/gm)].map((m) => [m[1], m[2] !== undefined]));
   expect(serveFlags.get("--nats")).toBe(true);
@@ -59,7 +63,8 @@ function knownVariables(): Set<string> {
     }
   };
   walk("services");
-  for (const role of [...SERVICE_KINDS, "client", "observer"]) for (const part of ["USER", "PASS"]) names.add(`HADIS_${role.toUpperCase().replace(/-/g, "_")}_NATS_${part}`);
+  for (const role of [...SERVICE_KINDS, "client", "observer"])
+    for (const part of ["USER", "PASS"]) names.add(`HADIS_${role.toUpperCase().replace(/-/g, "_")}_NATS_${part}`);
   return names;
 }
 
@@ -71,7 +76,9 @@ function probePort(kind: string, flags: Map<string, string | true>): number {
 }
 
 describe("Dockerfile", () => {
-  const lines = read("Dockerfile").split("\n").filter((l) => l.trim() && !l.trim().startsWith("#"));
+  const lines = read("Dockerfile")
+    .split("\n")
+    .filter((l) => l.trim() && !l.trim().startsWith("#"));
   const stages = lines.filter((l) => /^FROM /i.test(l));
   const last = lines.slice(lines.lastIndexOf(stages.at(-1)!));
 
@@ -85,7 +92,9 @@ describe("Dockerfile", () => {
     const pkg = JSON.parse(read("package.json")) as { scripts: Record<string, string> };
     expect(lines.some((l) => l.includes("npm run build"))).toBe(true);
     expect(pkg.scripts.build).toBeDefined();
-    const build = JSON.parse(read("tsconfig.build.json").replace(/^\s*\/\/.*$/gm, "")) as { compilerOptions: { outDir: string; rootDir?: string } };
+    const build = JSON.parse(read("tsconfig.build.json").replace(/^\s*\/\/.*$/gm, "")) as {
+      compilerOptions: { outDir: string; rootDir?: string };
+    };
     const entry = JSON.parse(last.find((l) => l.startsWith("ENTRYPOINT "))!.slice("ENTRYPOINT ".length)) as string[];
     expect(entry[0]).toBe("node");
     expect(entry[1]).toBe(join(build.compilerOptions.outDir.replace(/^\.\//, ""), "services/cli/main.js"));
@@ -98,7 +107,12 @@ describe("Dockerfile", () => {
 });
 
 describe("ops/compose", () => {
-  const compose = parse(read("ops/compose/compose.yaml"), { merge: true }) as { services: Record<string, { command?: string[]; environment?: Record<string, string>; ports?: string[]; healthcheck?: { test: string[] }; image?: string }> };
+  const compose = parse(read("ops/compose/compose.yaml"), { merge: true }) as {
+    services: Record<
+      string,
+      { command?: string[]; environment?: Record<string, string>; ports?: string[]; healthcheck?: { test: string[] }; image?: string }
+    >;
+  };
   const services = compose.services;
   const natsNodes = Object.keys(services).filter((n) => /^nats-\d$/.test(n));
 
@@ -123,36 +137,53 @@ describe("ops/compose", () => {
       expect(service.image).toBe("hadis-ts:local");
       const urls = String(flags.get("--nats")).split(",");
       expect(urls.map((u) => new URL(u).hostname).sort()).toEqual(natsNodes);
-      if (kind !== "gateway") expect(flags.get("--replicas"), `${name} replicates its streams on the three nodes`).toBe("3");
+      // Services replicate their streams on the three nodes; the gateway keeps none.
+      expect(flags.get("--replicas"), name).toBe(kind === "gateway" ? undefined : "3");
       // The health check asks /readyz on the port the process serves its probes on.
       const check = service.healthcheck!.test.join(" ");
       expect(check).toContain(`http://127.0.0.1:${Number(flags.get("--metrics-port"))}/readyz`);
-      if (kind === "gateway") expect(service.ports).toContain(`127.0.0.1:${flags.get("--http-port")}:${flags.get("--http-port")}`);
-      for (const variable of Object.keys(service.environment ?? {})) expect(known, `${name}: ${variable} is read by the code`).toContain(variable);
+      // Only the gateway is published, on loopback.
+      expect(service.ports ?? [], name).toEqual(
+        kind === "gateway" ? [`127.0.0.1:${flags.get("--http-port")}:${flags.get("--http-port")}`] : [],
+      );
+      for (const variable of Object.keys(service.environment ?? {}))
+        expect(known, `${name}: ${variable} is read by the code`).toContain(variable);
       const otlp = new URL(service.environment!.OTEL_EXPORTER_OTLP_ENDPOINT);
       expect(services[otlp.hostname], "the OTLP endpoint is a service of the file").toBeDefined();
     }
     expect([...kinds].sort()).toEqual([...KINDS].sort());
     // The collector receives OTLP/HTTP on the port the services send to.
     const collector = parse(read("ops/otel-collector.yaml")) as { receivers: { otlp: { protocols: { http: { endpoint: string } } } } };
-    expect(collector.receivers.otlp.protocols.http.endpoint.split(":")[1]).toBe(new URL(services.router.environment!.OTEL_EXPORTER_OTLP_ENDPOINT).port);
+    expect(collector.receivers.otlp.protocols.http.endpoint.split(":")[1]).toBe(
+      new URL(services.router.environment!.OTEL_EXPORTER_OTLP_ENDPOINT).port,
+    );
   });
 });
 
 describe("ops/k8s (Helm chart)", () => {
   const dir = "ops/k8s/hadis";
   const chart = parse(read(dir, "Chart.yaml")) as { dependencies: { name: string; repository: string; version: string }[] };
-  const values = parse(read(dir, "values.yaml")) as { nats: { fullnameOverride: string; config: { monitor: { port: number }; cluster: { replicas: number }; merge: { max_payload: number } } } } & Record<string, unknown>;
-  const manifests = readdirSync(join(ROOT, dir, "templates")).flatMap((file) =>
-    parseAllDocuments(read(dir, "templates", file)).map((doc) => {
-      expect(doc.errors, file).toEqual([]);
-      return { file, doc: doc.toJS() as Record<string, any> }; // eslint-disable-line @typescript-eslint/no-explicit-any
-    }),
+  const values = parse(read(dir, "values.yaml")) as {
+    nats: {
+      fullnameOverride: string;
+      config: { monitor: { port: number }; cluster: { replicas: number }; merge: { max_payload: number } };
+    };
+  } & Record<string, unknown>;
+  const parsed = readdirSync(join(ROOT, dir, "templates")).flatMap((file) =>
+    parseAllDocuments(read(dir, "templates", file)).map((doc) => ({ file, doc })),
   );
+  const manifests = parsed.map(({ file, doc }) => ({ file, doc: doc.toJS() as Record<string, any> })); // eslint-disable-line @typescript-eslint/no-explicit-any
+
+  it("has templates that parse as YAML", () => {
+    expect(parsed.length).toBeGreaterThan(3);
+    expect(parsed.filter(({ doc }) => doc.errors.length > 0).map(({ file, doc }) => `${file}: ${doc.errors.join("; ")}`)).toEqual([]);
+  });
   const byKind = (kind: string) => manifests.filter((m) => m.doc.kind === kind).map((m) => m.doc);
 
   it("takes NATS from its official Helm chart, clustered, with JetStream and the payload the images need", () => {
-    expect(chart.dependencies).toEqual([expect.objectContaining({ name: "nats", repository: "https://nats-io.github.io/k8s/helm/charts/" })]);
+    expect(chart.dependencies).toEqual([
+      expect.objectContaining({ name: "nats", repository: "https://nats-io.github.io/k8s/helm/charts/" }),
+    ]);
     expect(values.nats.config.cluster.replicas).toBe(3);
     expect(values.nats.config.merge.max_payload).toBeGreaterThanOrEqual(MAX_PAYLOAD_BYTES);
   });
@@ -177,12 +208,15 @@ describe("ops/k8s (Helm chart)", () => {
       expect(d.spec.template.spec.securityContext.runAsNonRoot).toBe(true);
       // The NATS chart's client service, by the name values.yaml gives it.
       expect(new URL(String(flags.get("--nats"))).hostname).toBe(values.nats.fullnameOverride);
-      if (kind !== "gateway") expect(flags.get("--replicas")).toBe(String(values.nats.config.cluster.replicas));
+      expect(flags.get("--replicas")).toBe(kind === "gateway" ? undefined : String(values.nats.config.cluster.replicas));
       expect(flags.get("--metrics-host")).toBe("0.0.0.0");
-      if (kind === "gateway") expect(flags.get("--http-host")).toBe("0.0.0.0");
+      expect(flags.get("--http-host")).toBe(kind === "gateway" ? "0.0.0.0" : undefined);
       const ports = new Map<string, number>(container.ports.map((p: { name: string; containerPort: number }) => [p.name, p.containerPort]));
       expect([...ports.values()]).toContain(Number(flags.get("--metrics-port")));
-      for (const [probe, path] of [["livenessProbe", "/healthz"], ["readinessProbe", "/readyz"]] as const) {
+      for (const [probe, path] of [
+        ["livenessProbe", "/healthz"],
+        ["readinessProbe", "/readyz"],
+      ] as const) {
         expect(container[probe].httpGet.path, `${kind} ${probe}`).toBe(path);
         expect(ports.get(container[probe].httpGet.port), `${kind} ${probe} port`).toBe(probePort(kind, flags));
       }
@@ -206,9 +240,15 @@ describe("ops/k8s (Helm chart)", () => {
     const triggers = scaled.spec.triggers as { type: string; metadata: Record<string, string> }[];
     expect(new Set(triggers.map((t) => t.type))).toEqual(new Set(["nats-jetstream"]));
     expect(new Set(triggers.map((t) => t.metadata.stream))).toEqual(new Set([s.names.workStream]));
-    expect(triggers.map((t) => t.metadata.consumer).sort()).toEqual(loadProfiles().pool.models.map((m) => s.names.workConsumer(m)).sort());
+    expect(triggers.map((t) => t.metadata.consumer).sort()).toEqual(
+      loadProfiles()
+        .pool.models.map((m) => s.names.workConsumer(m))
+        .sort(),
+    );
     for (const t of triggers) {
-      expect(t.metadata.natsServerMonitoringEndpoint).toMatch(new RegExp(`^${values.nats.fullnameOverride}-headless\\..*:${values.nats.config.monitor.port}$`));
+      expect(t.metadata.natsServerMonitoringEndpoint).toMatch(
+        new RegExp(`^${values.nats.fullnameOverride}-headless\\..*:${values.nats.config.monitor.port}$`),
+      );
       expect(Number(t.metadata.lagThreshold)).toBeGreaterThan(0);
     }
   });

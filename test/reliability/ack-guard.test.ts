@@ -7,16 +7,31 @@
  * memory queue, another item lands at the same sequence and is delivered, and the worker comes back.
  */
 import { afterAll, describe, expect, it } from "vitest";
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, watchConnection, type NatsConnection } from "../../services/lib/nats.ts";
-import { DEFAULT_WORK_QUEUE, WorkQueue } from "../../services/lib/work-queue.ts";
+import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
+import { connectNats, watchConnection, type NatsConnection } from "../../services/nats/connection.ts";
+import { DEFAULT_WORK_QUEUE, WorkQueue } from "../../services/nats/work-queue.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { subjects } from "../../contracts/subjects.ts";
+import { PROTOCOL_VERSION } from "../../contracts/messages.ts";
 import { startProxy, type Proxy } from "../helpers/proxy.ts";
 import { waitFor } from "../helpers/processes.ts";
 
 const QUEUE = { ...DEFAULT_WORK_QUEUE, storage: "memory" as const, ackWaitMs: 30_000 };
 const MODEL = "sdxl-lightning";
+/** A work item whose request id is `label`. */
+const workItem = (label: string) =>
+  encode({
+    v: PROTOCOL_VERSION,
+    requestId: label,
+    stage: "light",
+    prompt: "a cat",
+    seed: 1,
+    model: MODEL,
+    replyTo: "hadis.result.r",
+    enqueuedAtMs: Date.now(),
+    deadlineAtMs: Date.now() + 60_000,
+    planEpoch: 1,
+  });
 let server: LocalServer | undefined;
 let proxy: Proxy | undefined;
 const connections: NatsConnection[] = [];
@@ -35,7 +50,7 @@ describe("an acknowledgement held across a server restart", () => {
     const worker = await connectNats(proxy.url, "worker");
     const test = await connectNats(server.url, "test");
     connections.push(worker, test);
-    const first = await (await WorkQueue.open(test, subjects(), QUEUE)).publish(MODEL, encode({ n: 1 }), "first");
+    const first = await (await WorkQueue.open(test, subjects(), QUEUE)).publish(MODEL, workItem("first"), "first");
     const [delivery] = await (await WorkQueue.open(worker, subjects(), QUEUE)).pull(MODEL, 1, 2_000, new AbortController().signal);
     expect(delivery).toBeDefined();
     // The worker is cut off for 4 s; its item is done meanwhile: the ack waits for the reconnect.
@@ -48,7 +63,7 @@ describe("an acknowledgement held across a server restart", () => {
     server = await startNatsServer({ port });
     await waitFor(() => watchConnection(test).connected, 5_000, "the test's reconnect");
     const again = await WorkQueue.open(test, subjects(), QUEUE);
-    const second = await again.publish(MODEL, encode({ n: 2 }), "second");
+    const second = await again.publish(MODEL, workItem("second"), "second");
     expect(second.seq).toBe(first.seq); // another item at the sequence the held ack names
     // Delivered to the same consumer and not yet acknowledged: an ack of that sequence would remove it.
     expect(await again.pull(MODEL, 1, 2_000, new AbortController().signal)).toHaveLength(1);

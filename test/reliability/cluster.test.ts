@@ -10,10 +10,10 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { startCluster, type ClusterNode, type LocalCluster } from "../helpers/cluster.ts";
 import { generateCredentials, permissionViolations, secureConfigText } from "../helpers/secure.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { decode } from "../../contracts/envelope.ts";
 import { PlanSchema } from "../../contracts/messages.ts";
 
@@ -43,7 +43,10 @@ beforeAll(async () => {
   nc = await connectNats(cluster.urls, "test-admin", login("admin"));
   clientNc = await connectNats(cluster.urls, "test-client", login("client"));
   const end = Date.now() + 15_000;
-  while (Date.now() < end && !(system.workers?.agents.every((a) => a.status("x").state === "serving") && system.routers[0]?.plans.current)) {
+  while (
+    Date.now() < end &&
+    !(system.workers?.agents.every((a) => a.status("x").state === "serving") && system.routers[0]?.plans.current)
+  ) {
     await new Promise((r) => setTimeout(r, 50));
   }
 }, 90_000);
@@ -63,7 +66,12 @@ interface Outcome {
 }
 
 /** Offers `qps` for `seconds`, calling `at(elapsedMs)` hooks along the way. */
-async function offer(client: HadisClient, qps: number, seconds: number, hooks: { atMs: number; run: () => Promise<void> | void }[]): Promise<Outcome[]> {
+async function offer(
+  client: HadisClient,
+  qps: number,
+  seconds: number,
+  hooks: { atMs: number; run: () => Promise<void> | void }[],
+): Promise<Outcome[]> {
   const calls: Promise<Outcome>[] = [];
   const start = Date.now();
   const pendingHooks = [...hooks].sort((a, b) => a.atMs - b.atMs);
@@ -108,7 +116,10 @@ describe("3-node cluster fail-over", () => {
         await new Promise((r) => setTimeout(r, 1_000));
       }
     }
-    const leaders = { workStream: (await jsm.streams.info("HADIS_WORK")).cluster?.leader, planBucket: (await jsm.streams.info("KV_hadis-plan")).cluster?.leader };
+    const leaders = {
+      workStream: (await jsm.streams.info("HADIS_WORK")).cluster?.leader,
+      planBucket: (await jsm.streams.info("KV_hadis-plan")).cluster?.leader,
+    };
     const victimServices = (await cluster.connectionNames(victim)).filter((n) => n.startsWith("hadis-"));
     let killedAtMs = 0;
     const outcomes = await offer(client, 20, 14, [
@@ -128,7 +139,9 @@ describe("3-node cluster fail-over", () => {
     for (let i = 1; i < replyTimes.length; i++) longestGapMs = Math.max(longestGapMs, replyTimes[i] - replyTimes[i - 1]);
     const afterFailover = outcomes.filter((o) => o.sentMs >= killedAtMs + 5_000);
     const survivors = cluster.nodes.filter((n) => n !== victim);
-    const connectedAfter = (await Promise.all(survivors.map((n) => cluster.connectionNames(n)))).flat().filter((n) => n.startsWith("hadis-"));
+    const connectedAfter = (await Promise.all(survivors.map((n) => cluster.connectionNames(n))))
+      .flat()
+      .filter((n) => n.startsWith("hadis-"));
     console.log(
       JSON.stringify({
         victim: victim.name,

@@ -4,9 +4,9 @@
  * answered; the figures (offered, answered, lost, recovery time) are printed for the README.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import { decode } from "../../contracts/envelope.ts";
 import { ManagerPlanReplySchema, PlanSchema, type Plan } from "../../contracts/messages.ts";
 import { parseRaw } from "../../contracts/envelope.ts";
@@ -18,7 +18,14 @@ let client: HadisClient;
 const procs: Spawned[] = [];
 const COMMON = ["--time-scale", "0.01", "--storage", "file"];
 // One model, batches of 4: a batch of sd35-medium takes 4 × 13 s × 0.9 × 0.01 = 468 ms.
-const STATIC = JSON.stringify({ light: "sd35-medium", heavy: "sd35-medium", routerThreshold: 0, discThreshold: 0, lightBatchSize: 4, heavyBatchSize: 4 });
+const STATIC = JSON.stringify({
+  light: "sd35-medium",
+  heavy: "sd35-medium",
+  routerThreshold: 0,
+  discThreshold: 0,
+  lightBatchSize: 4,
+  heavyBatchSize: 4,
+});
 
 function spawn(args: string[]): Spawned {
   const p = spawnHadis([...args, "--nats", server.url, ...COMMON]);
@@ -32,7 +39,7 @@ async function currentPlan(): Promise<Plan> {
 }
 
 async function planFromKv(): Promise<Plan> {
-  const { openPlanBucket } = await import("../../services/lib/kv-buckets.ts");
+  const { openPlanBucket } = await import("../../services/nats/kv-buckets.ts");
   const { subjects } = await import("../../contracts/subjects.ts");
   const kv = await openPlanBucket(nc, subjects());
   const entry = await kv.get("current");
@@ -77,26 +84,34 @@ describe("faults", () => {
     const killedAt = Date.now();
     const results = await Promise.allSettled(calls);
     const answered = results.filter((r) => r.status === "fulfilled").length;
-    console.log(`worker kill: offered ${offered}, answered ${answered}, lost ${offered - answered}, last reply ${Date.now() - killedAt} ms after the kill`);
+    console.log(
+      `worker kill: offered ${offered}, answered ${answered}, lost ${offered - answered}, last reply ${Date.now() - killedAt} ms after the kill`,
+    );
     expect(answered).toBe(offered);
 
-    await waitFor(async () => {
-      const plan = await currentPlan();
-      return plan.epoch > epochBefore && Object.keys(plan.assignment).every((id) => id.startsWith("gpuB"));
-    }, 20_000, "re-plan without gpuA");
+    await waitFor(
+      async () => {
+        const plan = await currentPlan();
+        return plan.epoch > epochBefore && Object.keys(plan.assignment).every((id) => id.startsWith("gpuB"));
+      },
+      20_000,
+      "re-plan without gpuA",
+    );
   }, 90_000);
 
   it("the resource manager killed: serving continues on the last plan; a restarted manager carries on without a flap", async () => {
     const before = await planFromKv();
     manager.child.kill("SIGKILL");
     await manager.exited;
-    const during = await Promise.allSettled(Array.from({ length: 10 }, (_, i) => client.generate({ prompt: `a canoe ${i}`, deadlineMs: 20_000 })));
+    const during = await Promise.allSettled(
+      Array.from({ length: 10 }, (_, i) => client.generate({ prompt: `a canoe ${i}`, deadlineMs: 20_000 })),
+    );
     expect(during.filter((r) => r.status === "fulfilled").length).toBe(10);
     expect((await planFromKv()).epoch).toBe(before.epoch);
 
     // Every plan written from here on: a restarted manager that has not heard every worker yet
     // must not drop the unheard ones (they would unload, then reload a tick later).
-    const { openPlanBucket } = await import("../../services/lib/kv-buckets.ts");
+    const { openPlanBucket } = await import("../../services/nats/kv-buckets.ts");
     const { subjects } = await import("../../contracts/subjects.ts");
     const watch = await (await openPlanBucket(nc, subjects())).watch({ key: "current", include: "updates" });
     const written: Plan[] = [];
@@ -104,14 +119,18 @@ describe("faults", () => {
       for await (const e of watch) if (e.operation === "PUT") written.push(decode(PlanSchema, e.value, "plan"));
     })();
     manager = spawn(["serve", "resource-manager", "--policy", "static", "--static-config", STATIC]);
-    await waitFor(async () => {
-      try {
-        await currentPlan();
-        return true;
-      } catch {
-        return false;
-      }
-    }, 30_000, "manager back");
+    await waitFor(
+      async () => {
+        try {
+          await currentPlan();
+          return true;
+        } catch {
+          return false;
+        }
+      },
+      30_000,
+      "manager back",
+    );
     // Past its warm-up (a worker is dead only after 3 s of silence), a few ticks (0.5 s each here).
     await new Promise((r) => setTimeout(r, 5_000));
     watch.stop();
@@ -142,7 +161,9 @@ describe("faults", () => {
     const first = procs.find((p) => p !== second && p.output().includes("router.started"))!;
     const generatedBefore = await generations();
     const inFlight = Array.from({ length: 20 }, (_, i) =>
-      client.generate({ prompt: `a windmill ${i}`, idempotencyKey: `windmill-${i}`, deadlineMs: 20_000 }, { timeoutMs: 3_000 }).catch(() => null),
+      client
+        .generate({ prompt: `a windmill ${i}`, idempotencyKey: `windmill-${i}`, deadlineMs: 20_000 }, { timeoutMs: 3_000 })
+        .catch(() => null),
     );
     await new Promise((r) => setTimeout(r, 30));
     first.child.kill("SIGKILL");
@@ -150,13 +171,17 @@ describe("faults", () => {
     // The path under test: some requests were on the killed router and are answered on retry (about half of them go to each).
     expect(firstTry.filter((r) => !r).length).toBeGreaterThan(0);
     const retried = await Promise.all(
-      firstTry.map((reply, i) => reply ?? client.generate({ prompt: `a windmill ${i}`, idempotencyKey: `windmill-${i}`, deadlineMs: 20_000 })),
+      firstTry.map(
+        (reply, i) => reply ?? client.generate({ prompt: `a windmill ${i}`, idempotencyKey: `windmill-${i}`, deadlineMs: 20_000 }),
+      ),
     );
     expect(retried.every((r) => r.image.byteLength > 0)).toBe(true);
     // One model, no cascade: one generation per request, retries included.
     await new Promise((r) => setTimeout(r, 1_500)); // one heartbeat of servedTotal
     expect((await generations()) - generatedBefore).toBe(20);
-    console.log(`router kill: 20 offered, ${firstTry.filter(Boolean).length} answered at once, ${firstTry.filter((r) => !r).length} answered on retry, 0 lost`);
+    console.log(
+      `router kill: 20 offered, ${firstTry.filter(Boolean).length} answered at once, ${firstTry.filter((r) => !r).length} answered on retry, 0 lost`,
+    );
     const after = await Promise.all(Array.from({ length: 10 }, (_, i) => client.generate({ prompt: `a barn ${i}`, deadlineMs: 20_000 })));
     expect(after.every((r) => r.image.byteLength > 0)).toBe(true);
   }, 90_000);

@@ -11,12 +11,12 @@ import { Kvm } from "@nats-io/kv";
 import { pingServices, serviceStats, startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { fuzzPayloads, pooled, type FuzzCase, type FuzzKind } from "../helpers/fuzz.ts";
 import { waitFor } from "../helpers/processes.ts";
-import { newHeaders, type Msg } from "../../services/lib/nats.ts";
+import { newHeaders, type Msg } from "../../services/nats/connection.ts";
 import { decode, encode } from "../../contracts/envelope.ts";
 import { ErrorCodes } from "../../contracts/errors.ts";
 import { ServiceNames } from "../../contracts/subjects.ts";
-import { RouterStatsSchema, WorkerHeartbeatSchema, type Plan } from "../../contracts/messages.ts";
-import { metricsText } from "../../services/lib/metrics.ts";
+import { RouterStatsSchema, WorkerHeartbeatSchema } from "../../contracts/messages.ts";
+import { metricsText } from "../../services/telemetry/metrics.ts";
 import type { z } from "zod";
 
 /** The resource manager's count of refused control messages of a kind (this process's metrics). */
@@ -56,7 +56,10 @@ function goodTraffic(everyMs: number) {
   return async () => {
     clearInterval(timer);
     const settled = await Promise.allSettled(calls);
-    return { sent: settled.length, failed: settled.filter((s) => s.status === "rejected").map((s) => String((s as PromiseRejectedResult).reason)) };
+    return {
+      sent: settled.length,
+      failed: settled.filter((s) => s.status === "rejected").map((s) => String((s as PromiseRejectedResult).reason)),
+    };
   };
 }
 
@@ -97,7 +100,14 @@ async function fuzzRequests(subject: string, cases: Iterable<FuzzCase>, concurre
 async function workerDrops(): Promise<{ malformed: number; expired: number; wrongModel: number }> {
   const msg = await t.nc.request(`hadis.control.worker.${WORKER_PREFIX}`, new Uint8Array(), { timeout: 2_000 });
   const statuses = packr.unpack(msg.data) as { dropped: { malformed: number; expired: number; wrongModel: number } }[];
-  return statuses.reduce((s, w) => ({ malformed: s.malformed + w.dropped.malformed, expired: s.expired + w.dropped.expired, wrongModel: s.wrongModel + w.dropped.wrongModel }), { malformed: 0, expired: 0, wrongModel: 0 });
+  return statuses.reduce(
+    (s, w) => ({
+      malformed: s.malformed + w.dropped.malformed,
+      expired: s.expired + w.dropped.expired,
+      wrongModel: s.wrongModel + w.dropped.wrongModel,
+    }),
+    { malformed: 0, expired: 0, wrongModel: 0 },
+  );
 }
 
 describe("fuzzing every subject with malformed payloads", () => {
@@ -106,22 +116,38 @@ describe("fuzzing every subject with malformed payloads", () => {
     const stopGood = goodTraffic(100);
     const plan = t.system.manager!.plans.current!;
     figures.admission = plan.admission ?? null;
-    const served = Object.entries(plan.models).filter(([, a]) => a.workers > 0).map(([m]) => m);
+    const served = Object.entries(plan.models)
+      .filter(([, a]) => a.workers > 0)
+      .map(([m]) => m);
     const routerId = t.system.routers[0].routerId;
     let total = 0;
 
     // hadis.generate: msgpack and JSON.
-    const generate = await fuzzRequests("hadis.generate", [
-      ...fuzzPayloads({ v: 1, prompt: "a red bicycle", seed: 7, deadlineMs: 20_000, idempotencyKey: "k" }, 3_500, { seed: 11, hugeBytes: 128 * 1024 }),
-      ...fuzzPayloads({}, 500, { seed: 12, kinds: ["json"] }),
-      // Few in flight: the router's admission bound counts malformed requests too, and good ones must pass.
-    ], 16);
+    const generate = await fuzzRequests(
+      "hadis.generate",
+      [
+        ...fuzzPayloads({ v: 1, prompt: "a red bicycle", seed: 7, deadlineMs: 20_000, idempotencyKey: "k" }, 3_500, {
+          seed: 11,
+          hugeBytes: 128 * 1024,
+        }),
+        ...fuzzPayloads({}, 500, { seed: 12, kinds: ["json"] }),
+        // Few in flight: the router's admission bound counts malformed requests too, and good ones must pass.
+      ],
+      16,
+    );
     total += generate.sent;
     figures.generate = generate;
     expect(generate.failures).toEqual([]);
 
     // hadis.judge.
-    const judgeTemplate = { v: 1, requestId: "r1", prompt: "a cat", model: plan.pair.light, image: new Uint8Array([137, 80, 78, 71]), planEpoch: plan.epoch };
+    const judgeTemplate = {
+      v: 1,
+      requestId: "r1",
+      prompt: "a cat",
+      model: plan.pair.light,
+      image: new Uint8Array([137, 80, 78, 71]),
+      planEpoch: plan.epoch,
+    };
     const judge = await fuzzRequests("hadis.judge", fuzzPayloads(judgeTemplate, 2_000, { seed: 21, hugeBytes: 128 * 1024 }), 64);
     total += judge.sent;
     figures.judge = judge;
@@ -132,7 +158,23 @@ describe("fuzzing every subject with malformed payloads", () => {
     const dropsBefore = await workerDrops();
     const workCount = 2_000;
     let w = 0;
-    const workCases = [...fuzzPayloads({ v: 1, requestId: "r1", prompt: "a cat", seed: 1, model: served[0], replyTo: `hadis.result.${routerId}`, enqueuedAtMs: Date.now(), deadlineAtMs: Date.now() + 60_000, planEpoch: plan.epoch }, workCount, { seed: 31, hugeBytes: 64 * 1024 })];
+    const workCases = [
+      ...fuzzPayloads(
+        {
+          v: 1,
+          requestId: "r1",
+          prompt: "a cat",
+          seed: 1,
+          model: served[0],
+          replyTo: `hadis.result.${routerId}`,
+          enqueuedAtMs: Date.now(),
+          deadlineAtMs: Date.now() + 60_000,
+          planEpoch: plan.epoch,
+        },
+        workCount,
+        { seed: 31, hugeBytes: 64 * 1024 },
+      ),
+    ];
     await pooled(workCases, 50, async (c) => void (await js.publish(`hadis.work.${served[w++ % served.length]}`, c.data)));
     total += workCount;
     const dropDeadline = Date.now() + 30_000;
@@ -141,14 +183,32 @@ describe("fuzzing every subject with malformed payloads", () => {
       await new Promise((r) => setTimeout(r, 200));
       drops = await workerDrops();
     }
-    figures.work = { sent: workCount, models: served, droppedMalformed: drops.malformed - dropsBefore.malformed, droppedOther: drops.expired + drops.wrongModel - dropsBefore.expired - dropsBefore.wrongModel };
+    figures.work = {
+      sent: workCount,
+      models: served,
+      droppedMalformed: drops.malformed - dropsBefore.malformed,
+      droppedOther: drops.expired + drops.wrongModel - dropsBefore.expired - dropsBefore.wrongModel,
+    };
     expect(drops.malformed - dropsBefore.malformed).toBe(workCount);
 
     // Results to the router: counted as malformed.
-    const resultTemplate = { v: 1, ok: true, requestId: "no-such-request", model: plan.pair.light, workerId: "w", image: new Uint8Array([1]), width: 1, height: 1, batchSize: 1, queueWaitMs: 0, execMs: 1 };
+    const resultTemplate = {
+      v: 1,
+      ok: true,
+      requestId: "no-such-request",
+      model: plan.pair.light,
+      workerId: "w",
+      image: new Uint8Array([1]),
+      width: 1,
+      height: 1,
+      batchSize: 1,
+      queueWaitMs: 0,
+      execMs: 1,
+    };
     const malformedBefore = (await serviceStats(t.nc, ServiceNames.router)).endpoints[0].data.malformedResults as number;
     const resultCount = 1_000;
-    for (const c of fuzzPayloads(resultTemplate, resultCount, { seed: 41, hugeBytes: 64 * 1024 })) t.nc.publish(`hadis.result.${routerId}`, c.data);
+    for (const c of fuzzPayloads(resultTemplate, resultCount, { seed: 41, hugeBytes: 64 * 1024 }))
+      t.nc.publish(`hadis.result.${routerId}`, c.data);
     await t.nc.flush();
     total += resultCount;
     let malformedAfter = malformedBefore;
@@ -163,7 +223,19 @@ describe("fuzzing every subject with malformed payloads", () => {
     // Heartbeats and router stats: the resource manager counts every one it refuses (all that do
     // not decode as what their subject says they are) and acts on none of them.
     const [beats0, stats0] = [await rejected("heartbeat"), await rejected("router_stats")];
-    const beat = { v: 1, workerId: "fuzz-00", backend: "profile", model: plan.pair.light, state: "serving", batchSize: 1, inFlight: 0, servedTotal: 0, swapsTotal: 0, planEpoch: plan.epoch, sentAtMs: Date.now() };
+    const beat = {
+      v: 1,
+      workerId: "fuzz-00",
+      backend: "profile",
+      model: plan.pair.light,
+      state: "serving",
+      batchSize: 1,
+      inFlight: 0,
+      servedTotal: 0,
+      swapsTotal: 0,
+      planEpoch: plan.epoch,
+      sentAtMs: Date.now(),
+    };
     const beatCases = [...fuzzPayloads(beat, 500, { seed: 51 })];
     for (const c of beatCases) t.nc.publish("hadis.heartbeat.worker.fuzz-00", c.data);
     const stats = { v: 1, routerId: "fuzz", arrivals: 1_000_000, intervalMs: 1_000, inFlight: 0, sentAtMs: Date.now() };
@@ -174,8 +246,15 @@ describe("fuzzing every subject with malformed payloads", () => {
     const refusedBeats = beatCases.filter((c) => !decodes(WorkerHeartbeatSchema, c.data, (m) => m.workerId === "fuzz-00")).length;
     const refusedStats = statsCases.filter((c) => !decodes(RouterStatsSchema, c.data, (m) => m.routerId === "fuzz")).length;
     const countedBy = Date.now() + 10_000;
-    while (((await rejected("heartbeat")) - beats0 < refusedBeats || (await rejected("router_stats")) - stats0 < refusedStats) && Date.now() < countedBy) await new Promise((r) => setTimeout(r, 100));
-    figures.controlMessages = { heartbeats: { sent: beatCases.length, refused: refusedBeats }, routerStats: { sent: statsCases.length, refused: refusedStats } };
+    while (
+      ((await rejected("heartbeat")) - beats0 < refusedBeats || (await rejected("router_stats")) - stats0 < refusedStats) &&
+      Date.now() < countedBy
+    )
+      await new Promise((r) => setTimeout(r, 100));
+    figures.controlMessages = {
+      heartbeats: { sent: beatCases.length, refused: refusedBeats },
+      routerStats: { sent: statsCases.length, refused: refusedStats },
+    };
     expect(refusedBeats).toBeGreaterThan(400);
     expect((await rejected("heartbeat")) - beats0).toBe(refusedBeats);
     expect((await rejected("router_stats")) - stats0).toBe(refusedStats);
@@ -184,7 +263,8 @@ describe("fuzzing every subject with malformed payloads", () => {
     // so one that slipped through would be adopted and seen).
     const kv = await new Kvm(t.nc).open("hadis-plan");
     const planTemplate = { ...plan, epoch: plan.epoch + 1_000 } as Record<string, unknown>;
-    for (const optional of ["routerMode", "expectedFid", "degraded", "demandQps", "capacityQps", "admission"]) delete planTemplate[optional];
+    for (const optional of ["routerMode", "expectedFid", "degraded", "demandQps", "capacityQps", "admission"])
+      delete planTemplate[optional];
     const planCount = 100;
     for (const c of fuzzPayloads(planTemplate, planCount, { seed: 61, hugeBytes: 32 * 1024 })) await kv.put("current", c.data);
     total += planCount;

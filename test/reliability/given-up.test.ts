@@ -6,14 +6,14 @@
  * removes the item (a work-queue stream keeps an unacknowledged item until its max age).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
-import { DEFAULT_WORK_QUEUE, WorkQueue } from "../../services/lib/work-queue.ts";
-import { openPlanBucket } from "../../services/lib/kv-buckets.ts";
-import { HadisClient } from "../../services/lib/client.ts";
-import { metricsText } from "../../services/lib/metrics.ts";
+import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
+import { DEFAULT_WORK_QUEUE, WorkQueue } from "../../services/nats/work-queue.ts";
+import { openPlanBucket } from "../../services/nats/kv-buckets.ts";
+import { HadisClient } from "../../services/client/client.ts";
+import { metricsText } from "../../services/telemetry/metrics.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import { PROTOCOL_VERSION, type Plan } from "../../contracts/messages.ts";
@@ -34,10 +34,19 @@ beforeAll(async () => {
   nc = await connectNats(server.url, "test");
   // The test plays the resource manager: a plan whose workers are the test's "crashing worker" below.
   const plan: Plan = {
-    v: PROTOCOL_VERSION, epoch: 1, policy: "test", issuedAtMs: Date.now(), sloMs: 60_000, timeScale: 1,
-    pair: { light: LIGHT, heavy: "sd35-large" }, routerThreshold: 0, discThreshold: 0, heavyShare: 0,
+    v: PROTOCOL_VERSION,
+    epoch: 1,
+    policy: "test",
+    issuedAtMs: Date.now(),
+    sloMs: 60_000,
+    timeScale: 1,
+    pair: { light: LIGHT, heavy: "sd35-large" },
+    routerThreshold: 0,
+    discThreshold: 0,
+    heavyShare: 0,
     models: { [LIGHT]: { workers: 1, batchSize: 1 }, "sd35-large": { workers: 1, batchSize: 1 } },
-    assignment: { "ghost-0": LIGHT, "ghost-1": "sd35-large" }, reason: "test",
+    assignment: { "ghost-0": LIGHT, "ghost-1": "sd35-large" },
+    reason: "test",
   };
   await (await openPlanBucket(nc, subjects(), 1, "memory")).put("current", encode(plan));
 }, 60_000);
@@ -61,7 +70,10 @@ describe("an item no worker ever finished", () => {
       while (!stop.signal.aborted) deliveries += (await queue.pull(LIGHT, 1, 500, stop.signal).catch(() => [])).length;
     })();
     const started = Date.now();
-    const outcome = await client.generate({ prompt: "a red bicycle", seed: 1, deadlineMs: 15_000 }).then(() => null, (err: unknown) => err);
+    const outcome = await client.generate({ prompt: "a red bicycle", seed: 1, deadlineMs: 15_000 }).then(
+      () => null,
+      (err: unknown) => err,
+    );
     const ms = Date.now() - started;
     stop.abort();
     await crashing;

@@ -8,11 +8,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Packr } from "msgpackr";
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, watchConnection, type Msg, type NatsConnection } from "../../services/lib/nats.ts";
-import { HadisClient } from "../../services/lib/client.ts";
-import { startDiscriminator } from "../../services/discriminator/discriminator.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
+import { connectNats, watchConnection, type Msg, type NatsConnection } from "../../services/nats/connection.ts";
+import { HadisClient } from "../../services/client/client.ts";
+import { startDiscriminator } from "../../services/discriminator/main.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import type { RunningSystem } from "../../services/system.ts";
@@ -70,12 +70,21 @@ describe("verdicts and replies across a dropped connection", () => {
   it("a discriminator holds a verdict reached while its connection is down, and sends it once back", async () => {
     const s = buildSubjects("held-verdict");
     const release: (() => void)[] = [];
-    const judge = { kind: "slow", score: () => new Promise<number[]>((r) => release.push(() => r([0.7]))), thresholdFor: () => 0.5, close: async () => undefined };
+    const judge = {
+      kind: "slow",
+      score: () => new Promise<number[]>((r) => release.push(() => r([0.7]))),
+      thresholdFor: () => 0.5,
+      close: async () => undefined,
+    };
     const discNc = await connectNats(discProxy.url, "discriminator");
     const disc = await startDiscriminator({ nc: discNc, subjects: s, judge, models: ["m"], log: createLogger("test", "silent") });
     await discNc.flush(); // its subscription is at the server before this test's connection asks
     try {
-      const asked = nc.request(s.judge, encode({ v: 1, requestId: "r1", prompt: "a cat", model: "m", image: new Uint8Array([1]), planEpoch: 0 }), { timeout: 6_000 });
+      const asked = nc.request(
+        s.judge,
+        encode({ v: 1, requestId: "r1", prompt: "a cat", model: "m", image: new Uint8Array([1]), planEpoch: 0 }),
+        { timeout: 6_000 },
+      );
       await waitFor(() => release.length === 1, 5_000, "the image being judged");
       discProxy.cut(1_500);
       await waitFor(() => !watchConnection(discNc).connected, 2_000, "the discriminator's drop seen");
@@ -103,7 +112,7 @@ describe("verdicts and replies across a dropped connection", () => {
     expect(reply.score).toBe(0.93);
   }, 20_000);
 
-  it("a router asks the judge again on \"no responders\" just after its reconnect, while the judges reconnect too", async () => {
+  it('a router asks the judge again on "no responders" just after its reconnect, while the judges reconnect too', async () => {
     const asked: Msg[] = [];
     const first = nc.subscribe(front.subjects.judge, { callback: (_err, msg) => void asked.push(msg) });
     const answer = client.generate({ prompt: light, seed: 5, deadlineMs: 10_000 }, { timeoutMs: 9_000 });
@@ -143,7 +152,9 @@ describe("verdicts and replies across a dropped connection", () => {
   it("a router's demand report that falls while its connection is down goes with the next one, not lost", async () => {
     const router = front.routers[0];
     const arrivals: number[] = [];
-    const sub = nc.subscribe(front.subjects.routerStats(router.routerId), { callback: (_err, msg) => void arrivals.push(packr.unpack(msg.data).arrivals) });
+    const sub = nc.subscribe(front.subjects.routerStats(router.routerId), {
+      callback: (_err, msg) => void arrivals.push(packr.unpack(msg.data).arrivals),
+    });
     try {
       // Two reports first (one a second): what came before this test is reported by then.
       await waitFor(() => arrivals.length >= 2, 5_000, "two reports");
@@ -151,7 +162,8 @@ describe("verdicts and replies across a dropped connection", () => {
       const before = router.stats().received;
       const answers = [0, 1, 2, 3, 4].map((seed) => client.generate({ prompt: light, seed, deadlineMs: 10_000 }, { timeoutMs: 9_000 }));
       // Cut the moment the 5th arrives (a report sent between the two would count them before the cut).
-      for (const end = Date.now() + 5_000; router.stats().received < before + 5 && Date.now() < end; ) await new Promise((r) => setImmediate(r));
+      for (const end = Date.now() + 5_000; router.stats().received < before + 5 && Date.now() < end;)
+        await new Promise((r) => setImmediate(r));
       expect(router.stats().received).toBe(before + 5);
       routerProxy.cut(2_500); // over two reports' time
       for (const a of await Promise.all(answers)) expect(a.image.byteLength).toBeGreaterThan(0);

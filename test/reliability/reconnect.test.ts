@@ -5,9 +5,9 @@
  * again; the request is answered instead of waiting out its deadline.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import type { RunningSystem } from "../../services/system.ts";
 import { startTestServices } from "../helpers/system.ts";
 import { startProxy, type Proxy } from "../helpers/proxy.ts";
@@ -31,7 +31,16 @@ beforeAll(async () => {
   // At time scale 1 a worker loads sd3.5-large in 13.7 s (its profile's loadMs).
   // A 5 s ack wait (as by default; the tests' is 2 s): the worker's cut below is shorter, as a blip
   // is (past the ack wait the item is given out again whatever the worker sends).
-  back = await startTestServices(backProxy.url, { services: ["resource-manager", "worker", "discriminator"], workers: 2, timeScale: 1, workQueue: { storage: "memory", ackWaitMs: 5_000 } }, 30_000);
+  back = await startTestServices(
+    backProxy.url,
+    {
+      services: ["resource-manager", "worker", "discriminator"],
+      workers: 2,
+      timeScale: 1,
+      workQueue: { storage: "memory", ackWaitMs: 5_000 },
+    },
+    30_000,
+  );
   front = await startTestServices(proxy.url, { services: ["router"], timeScale: 1 });
   nc = await connectNats(server.url, "test");
 }, 60_000);

@@ -11,10 +11,10 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { PermissionViolationError } from "@nats-io/nats-core";
 import { generateCredentials, roleEnv, secureConfigText, startSecureServer, type Role, type SecureServer } from "../helpers/secure.ts";
-import { findNatsServer, startNatsServer } from "../../services/lib/nats-server.ts";
+import { findNatsServer, startNatsServer } from "../../services/nats/server.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import type { RunningSystem } from "../../services/system.ts";
 import { pingServices, startTestServices } from "../helpers/system.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
@@ -44,7 +44,9 @@ async function refused(violations: PermissionViolationError[], operation: "publi
     if (violations.some((v) => v.operation === operation && v.subject === subject)) return;
     await new Promise((r) => setTimeout(r, 20));
   }
-  throw new Error(`no permission violation for ${operation} ${subject}; saw ${violations.map((v) => `${v.operation} ${v.subject}`).join(", ") || "none"}`);
+  throw new Error(
+    `no permission violation for ${operation} ${subject}; saw ${violations.map((v) => `${v.operation} ${v.subject}`).join(", ") || "none"}`,
+  );
 }
 
 beforeAll(async () => {
@@ -67,7 +69,9 @@ describe("per-role permissions", () => {
     const heavy = await client.generate({ prompt: routes.heavy, deadlineMs: 20_000 });
     const escalated = await client.generate({ prompt: routes.escalated, deadlineMs: 20_000 });
     expect([light.route, heavy.route, escalated.route]).toEqual(["light", "heavy", "light->heavy"]);
-    const many = await Promise.all(Array.from({ length: 40 }, (_, i) => client.generate({ prompt: `a photo of thing ${i}`, deadlineMs: 20_000 })));
+    const many = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => client.generate({ prompt: `a photo of thing ${i}`, deadlineMs: 20_000 })),
+    );
     expect(many.every((r) => r.image.byteLength > 0)).toBe(true);
     expect(violations).toEqual([]);
     // No service role hit a permission it lacks while serving (the server logs every violation).
@@ -130,7 +134,10 @@ describe("per-role permissions", () => {
     // Through every service: a pull delivery to a worker, a judge request, plan watches.
     const asker = await as("client");
     const client = new HadisClient(asker.nc);
-    const replies = [await client.generate({ prompt: routes.escalated, deadlineMs: 20_000 }), await client.generate({ prompt: routes.heavy, deadlineMs: 20_000 })];
+    const replies = [
+      await client.generate({ prompt: routes.escalated, deadlineMs: 20_000 }),
+      await client.generate({ prompt: routes.heavy, deadlineMs: 20_000 }),
+    ];
     expect(replies.map((r) => r.route)).toEqual(["light->heavy", "heavy"]);
     await snoop.nc.flush();
     // Only the two replies to the other client's requests (the same user shares `_INBOX.>`).
@@ -149,7 +156,7 @@ describe("per-role permissions", () => {
 
   it("a router may read a stored result and a queued item (a keyed retry checks both)", async () => {
     const { Kvm } = await import("@nats-io/kv");
-    const { WorkQueue, DEFAULT_WORK_QUEUE } = await import("../../services/lib/work-queue.ts");
+    const { WorkQueue, DEFAULT_WORK_QUEUE } = await import("../../services/nats/work-queue.ts");
     const { subjects } = await import("../../contracts/subjects.ts");
     const r = await as("router");
     const results = await new Kvm(r.nc).open("hadis-results");
@@ -170,7 +177,9 @@ describe("per-role permissions", () => {
     await claimKeyFor(results, "claim-test", fingerprintOf("a red bicycle", undefined));
     expect(await results.get(claimKey("claim-test"))).not.toBeNull();
     const other = await as("router");
-    await expect(claimKeyFor(await new Kvm(other.nc).open("hadis-results"), "claim-test", fingerprintOf("a blue bicycle", undefined))).rejects.toMatchObject({ code: "invalid_request" });
+    await expect(
+      claimKeyFor(await new Kvm(other.nc).open("hadis-results"), "claim-test", fingerprintOf("a blue bicycle", undefined)),
+    ).rejects.toMatchObject({ code: "invalid_request" });
     await r.nc.flush();
     expect(r.violations).toEqual([]);
     // Images are the workers' to store.
@@ -214,7 +223,9 @@ describe("per-role permissions", () => {
   });
 
   it("refuses a wrong password and an anonymous connection", async () => {
-    await expect(connectNats(secure.server.url, "intruder", { user: "hadis-client", pass: "wrong", maxReconnectAttempts: 0, reconnect: false })).rejects.toThrow(/auth/i);
+    await expect(
+      connectNats(secure.server.url, "intruder", { user: "hadis-client", pass: "wrong", maxReconnectAttempts: 0, reconnect: false }),
+    ).rejects.toThrow(/auth/i);
     await expect(connectNats(secure.server.url, "anonymous", { maxReconnectAttempts: 0, reconnect: false })).rejects.toThrow(/auth/i);
   });
 });
@@ -222,8 +233,29 @@ describe("per-role permissions", () => {
 /** A folder with a self-signed certificate for 127.0.0.1 and localhost (`cert.pem`, `key.pem`); openssl makes it. */
 function selfSignedCertificate(): string {
   const dir = mkdtempSync(join(tmpdir(), "hadis-tls-"));
-  const made = spawnSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", join(dir, "key.pem"), "-out", join(dir, "cert.pem"), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"], { encoding: "utf8" });
-  if (made.status !== 0) throw new Error(`openssl could not make a test certificate (apt-get install openssl): ${made.error?.message ?? made.stderr}`);
+  const made = spawnSync(
+    "openssl",
+    [
+      "req",
+      "-x509",
+      "-newkey",
+      "rsa:2048",
+      "-nodes",
+      "-keyout",
+      join(dir, "key.pem"),
+      "-out",
+      join(dir, "cert.pem"),
+      "-days",
+      "1",
+      "-subj",
+      "/CN=127.0.0.1",
+      "-addext",
+      "subjectAltName=IP:127.0.0.1,DNS:localhost",
+    ],
+    { encoding: "utf8" },
+  );
+  if (made.status !== 0)
+    throw new Error(`openssl could not make a test certificate (apt-get install openssl): ${made.error?.message ?? made.stderr}`);
   return dir;
 }
 
@@ -246,10 +278,16 @@ describe("the operator configs", () => {
     const tls = `tls {\n  cert_file: "${join(dir, "cert.pem")}"\n  key_file: "${join(dir, "key.pem")}"\n  timeout: 2\n}`;
     const server = await startNatsServer({ env, extraConfig: secureConfigText(tls) });
     try {
-      const nc = await connectNats(`tls://127.0.0.1:${server.port}`, "tls-client", { user: credentials.client.user, pass: credentials.client.pass, tls: { caFile: join(dir, "cert.pem") } });
+      const nc = await connectNats(`tls://127.0.0.1:${server.port}`, "tls-client", {
+        user: credentials.client.user,
+        pass: credentials.client.pass,
+        tls: { caFile: join(dir, "cert.pem") },
+      });
       expect(nc.info?.tls_required).toBe(true);
       await nc.close();
-      await expect(connectNats(server.url, "plain", { user: credentials.client.user, pass: credentials.client.pass, tls: null, reconnect: false })).rejects.toThrow();
+      await expect(
+        connectNats(server.url, "plain", { user: credentials.client.user, pass: credentials.client.pass, tls: null, reconnect: false }),
+      ).rejects.toThrow();
     } finally {
       await server.stop();
       rmSync(dir, { recursive: true, force: true });
@@ -265,7 +303,11 @@ describe("the operator configs", () => {
     const server = await startNatsServer({ env, extraConfig: secureConfigText(tls) });
     const observer = { [roleEnv("observer").user]: credentials.observer.user, [roleEnv("observer").pass]: credentials.observer.pass };
     const status = async (tlsEnv: Record<string, string>) => {
-      const run = spawnHadis(["status", "--json", "--nats", `tls://127.0.0.1:${server.port}`], { ...observer, ...tlsEnv, HADIS_LOG: "error" });
+      const run = spawnHadis(["status", "--json", "--nats", `tls://127.0.0.1:${server.port}`], {
+        ...observer,
+        ...tlsEnv,
+        HADIS_LOG: "error",
+      });
       return { code: await run.exited, output: run.output() };
     };
     try {

@@ -58,26 +58,46 @@ describe("CLI option parsers", () => {
     ]);
     expect(unreadOptions("all", given)).toEqual([]);
     // The gateway reads its HTTP options (and the profiles, for /v1/models); the services do not.
-    expect(unreadOptions("gateway", [...given, { key: "httpPort", flag: "--http-port" }, { key: "profiles", flag: "--profiles" }])).toEqual([
-      "--workers does nothing for the gateway service (read by: worker)",
-      "--time-scale does nothing for the gateway service (read by: router, worker, discriminator, resource-manager)",
-      "--scorer does nothing for the gateway service (read by: router)",
-      "--storage does nothing for the gateway service (read by: router, worker, resource-manager)",
+    expect(unreadOptions("gateway", [...given, { key: "httpPort", flag: "--http-port" }, { key: "profiles", flag: "--profiles" }])).toEqual(
+      [
+        "--workers does nothing for the gateway service (read by: worker)",
+        "--time-scale does nothing for the gateway service (read by: router, worker, discriminator, resource-manager)",
+        "--scorer does nothing for the gateway service (read by: router)",
+        "--storage does nothing for the gateway service (read by: router, worker, resource-manager)",
+      ],
+    );
+    expect(unreadOptions("router", [{ key: "httpPort", flag: "--http-port" }])).toEqual([
+      "--http-port does nothing for the router service (read by: gateway)",
     ]);
-    expect(unreadOptions("router", [{ key: "httpPort", flag: "--http-port" }])).toEqual(["--http-port does nothing for the router service (read by: gateway)"]);
   });
 
-  it("a mistake on the command line: one line and a hint, or with --json one {\"error\"} object on stdout", async () => {
+  it('a mistake on the command line: one line and a hint, or with --json one {"error"} object on stdout', async () => {
     const plain = spawnHadis(["generate", "a dog", "--deadline-ms", "0"]);
     expect(await plain.exited).toBe(1);
-    expect(plain.output()).toContain(`error: option '--deadline-ms <ms>' argument '0' is invalid. "0" must be a whole number from 1 to 600,000`);
+    expect(plain.output()).toContain(
+      `error: option '--deadline-ms <ms>' argument '0' is invalid. "0" must be a whole number from 1 to 600,000`,
+    );
     expect(plain.output()).toContain("(add --help for the options)");
     expect(plain.output()).not.toContain("Usage:"); // the whole help scrolled the error away
     const json = spawnHadis(["generate", "a dog", "--deadline-ms", "0", "--json"]);
     expect(await json.exited).toBe(1);
-    expect(JSON.parse(json.output().trim())).toEqual({ error: { code: "client_error", retryable: false, message: `option '--deadline-ms <ms>' argument '0' is invalid. "0" must be a whole number from 1 to 600,000` } });
+    expect(JSON.parse(json.output().trim())).toEqual({
+      error: {
+        code: "client_error",
+        retryable: false,
+        message: `option '--deadline-ms <ms>' argument '0' is invalid. "0" must be a whole number from 1 to 600,000`,
+      },
+    });
     // A trace of 0 seconds was written, empty, with exit 0.
-    const empty = spawnHadis(["trace", "--from-hourly", "profiles/reference/traces/none.csv", "--out", "/tmp/hadis-unwritten-trace.txt", "--seconds", "0"]);
+    const empty = spawnHadis([
+      "trace",
+      "--from-hourly",
+      "profiles/reference/traces/none.csv",
+      "--out",
+      "/tmp/hadis-unwritten-trace.txt",
+      "--seconds",
+      "0",
+    ]);
     expect(await empty.exited).toBe(1);
     expect(empty.output()).toContain(`error: option '--seconds <n>' argument '0' is invalid. "0" must be a whole number, 1 or more`);
   }, 30_000);

@@ -1,11 +1,11 @@
 /** The client's wait for a serving system, against a real nats-server and a stand-in router. */
 import { afterEach, describe, expect, it } from "vitest";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
-import { replyError } from "../../services/lib/replies.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
+import { replyError } from "../../services/nats/replies.ts";
 import { startProxy, type Proxy } from "../helpers/proxy.ts";
 import { waitFor } from "../helpers/processes.ts";
 import { useNatsServer } from "../helpers/nats.ts";
-import { HadisClient } from "../../services/lib/client.ts";
+import { HadisClient } from "../../services/client/client.ts";
 import { HadisError, type ErrorCode } from "../../contracts/errors.ts";
 
 const t = useNatsServer("test-client-wait");
@@ -13,7 +13,9 @@ const t = useNatsServer("test-client-wait");
 /** A stand-in router that answers every request with `code`; `asked()` counts the requests. */
 async function refusing(code: ErrorCode) {
   let asked = 0;
-  const sub = t.nc.subscribe("hadis.generate", { callback: (_e, m) => void (asked++, replyError(m, new HadisError(code, `stand-in says ${code}`), "msgpack")) });
+  const sub = t.nc.subscribe("hadis.generate", {
+    callback: (_e, m) => void (asked++, replyError(m, new HadisError(code, `stand-in says ${code}`), "msgpack")),
+  });
   await t.nc.flush();
   return { unsubscribe: () => sub.unsubscribe(), asked: () => asked };
 }
@@ -71,7 +73,11 @@ describe("HadisClient across a dropped connection", () => {
   /** A stand-in router on `nc` that answers `overloaded` after `delayMs`. */
   async function slowRouter(nc: NatsConnection, delayMs: number) {
     let asked = 0;
-    subs.push(nc.subscribe("hadis.generate", { callback: (_e, m) => void (asked++, setTimeout(() => replyError(m, new HadisError("overloaded", "stand-in"), "msgpack"), delayMs)) }));
+    subs.push(
+      nc.subscribe("hadis.generate", {
+        callback: (_e, m) => void (asked++, setTimeout(() => replyError(m, new HadisError("overloaded", "stand-in"), "msgpack"), delayMs)),
+      }),
+    );
     await nc.flush();
     return { asked: () => asked };
   }
@@ -94,7 +100,9 @@ describe("HadisClient across a dropped connection", () => {
   it("sends a keyed request again when the connection drops before its reply", async () => {
     const client = await through("client");
     const stand = await slowRouter(t.nc, 1_000);
-    const reply = new HadisClient(client.nc).generate({ prompt: "a red bicycle", deadlineMs: 5_000, idempotencyKey: "cut-1" }).catch((e: unknown) => e);
+    const reply = new HadisClient(client.nc)
+      .generate({ prompt: "a red bicycle", deadlineMs: 5_000, idempotencyKey: "cut-1" })
+      .catch((e: unknown) => e);
     await waitFor(() => stand.asked() === 1, 2_000, "the request at the stand-in");
     client.proxy.cut(1_500); // the first answer comes while the client is away
     const err = await reply;
@@ -105,7 +113,9 @@ describe("HadisClient across a dropped connection", () => {
   it("does not send a request without a key twice, and says why no reply came", async () => {
     const client = await through("client");
     const stand = await slowRouter(t.nc, 1_000);
-    const reply = new HadisClient(client.nc).generate({ prompt: "a red bicycle", deadlineMs: 500 }, { timeoutMs: 3_000 }).catch((e: unknown) => e);
+    const reply = new HadisClient(client.nc)
+      .generate({ prompt: "a red bicycle", deadlineMs: 500 }, { timeoutMs: 3_000 })
+      .catch((e: unknown) => e);
     await waitFor(() => stand.asked() === 1, 2_000, "the request at the stand-in");
     client.proxy.cut(1_500); // its answer comes while the client is away
     const err = (await reply) as HadisError;
@@ -118,7 +128,9 @@ describe("HadisClient across a dropped connection", () => {
     const client = await through("client");
     client.proxy.cut(3_000);
     await new Promise((r) => setTimeout(r, 50));
-    const err = (await new HadisClient(client.nc).generate({ prompt: "a red bicycle" }, { timeoutMs: 600 }).catch((e: unknown) => e)) as HadisError;
+    const err = (await new HadisClient(client.nc)
+      .generate({ prompt: "a red bicycle" }, { timeoutMs: 600 })
+      .catch((e: unknown) => e)) as HadisError;
     expect(err.code).toBe("no_capacity");
     expect(err.message).toMatch(/not connected to NATS/);
   });
@@ -127,7 +139,9 @@ describe("HadisClient across a dropped connection", () => {
     const client = await through("client");
     await client.nc.close();
     const started = Date.now();
-    const err = (await new HadisClient(client.nc).generate({ prompt: "a red bicycle" }, { timeoutMs: 5_000 }).catch((e: unknown) => e)) as HadisError;
+    const err = (await new HadisClient(client.nc)
+      .generate({ prompt: "a red bicycle" }, { timeoutMs: 5_000 })
+      .catch((e: unknown) => e)) as HadisError;
     expect(err.code).toBe("internal");
     expect(err.message).toMatch(/closed/);
     expect(Date.now() - started).toBeLessThan(1_000);

@@ -5,10 +5,10 @@ import { Packr } from "msgpackr";
 import { HadisError } from "../../contracts/errors.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
-import { startDiscriminator } from "../../services/discriminator/discriminator.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { startDiscriminator } from "../../services/discriminator/main.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { useNatsServer } from "../helpers/nats.ts";
-import { metricsText } from "../../services/lib/metrics.ts";
+import { metricsText } from "../../services/telemetry/metrics.ts";
 
 const t = useNatsServer("discriminator-test");
 const packr = new Packr({ useRecords: false });
@@ -20,7 +20,11 @@ describe("discriminator", () => {
     const judge = { kind: "broken", score: async () => Promise.reject(failure), thresholdFor: () => 0, close: async () => undefined };
     const disc = await startDiscriminator({ nc: t.nc, subjects: s, judge, models: ["m"], log: createLogger("test", "error") });
     const ask = async () => {
-      const msg = await t.nc.request(s.judge, encode({ v: 1, requestId: "r1", prompt: "a cat", model: "m", image: new Uint8Array([1]), planEpoch: 0 }), { timeout: 5_000 });
+      const msg = await t.nc.request(
+        s.judge,
+        encode({ v: 1, requestId: "r1", prompt: "a cat", model: "m", image: new Uint8Array([1]), planEpoch: 0 }),
+        { timeout: 5_000 },
+      );
       return packr.unpack(msg.data).error as { code: string; message: string };
     };
     try {
@@ -37,9 +41,24 @@ describe("discriminator", () => {
   it("holds at most its in-flight limit of judge requests: past it, overloaded at once (the router then serves the light image)", async () => {
     const s = buildSubjects("disc-busy");
     const release: (() => void)[] = [];
-    const judge = { kind: "slow", score: () => new Promise<number[]>((r) => release.push(() => r([0.5]))), thresholdFor: () => 0, close: async () => undefined };
-    const disc = await startDiscriminator({ nc: t.nc, subjects: s, judge, models: ["m"], log: createLogger("test", "silent"), maxInFlight: 3 });
-    const ask = (i: number) => t.nc.request(s.judge, encode({ v: 1, requestId: `r${i}`, prompt: "a cat", model: "m", image: new Uint8Array([1]), planEpoch: 0 }), { timeout: 5_000 });
+    const judge = {
+      kind: "slow",
+      score: () => new Promise<number[]>((r) => release.push(() => r([0.5]))),
+      thresholdFor: () => 0,
+      close: async () => undefined,
+    };
+    const disc = await startDiscriminator({
+      nc: t.nc,
+      subjects: s,
+      judge,
+      models: ["m"],
+      log: createLogger("test", "silent"),
+      maxInFlight: 3,
+    });
+    const ask = (i: number) =>
+      t.nc.request(s.judge, encode({ v: 1, requestId: `r${i}`, prompt: "a cat", model: "m", image: new Uint8Array([1]), planEpoch: 0 }), {
+        timeout: 5_000,
+      });
     try {
       const held = [0, 1, 2].map(ask);
       await waitFor(() => release.length === 3, 5_000, "three requests held");
@@ -76,7 +95,19 @@ describe("discriminator", () => {
     const before = await expiredCount();
     const disc = await startDiscriminator({ nc: t.nc, subjects: s, judge, models: ["m"], log: createLogger("test", "silent") });
     const ask = (prompt: string, answerByMs?: number) =>
-      t.nc.request(s.judge, encode({ v: 1, requestId: prompt, prompt, model: "m", image: new Uint8Array([1]), planEpoch: 0, ...(answerByMs ? { answerByMs } : {}) }), { timeout: 5_000 });
+      t.nc.request(
+        s.judge,
+        encode({
+          v: 1,
+          requestId: prompt,
+          prompt,
+          model: "m",
+          image: new Uint8Array([1]),
+          planEpoch: 0,
+          ...(answerByMs ? { answerByMs } : {}),
+        }),
+        { timeout: 5_000 },
+      );
     try {
       const first = ask("first");
       await waitFor(() => release.length === 1, 5_000, "the first request scoring");

@@ -7,19 +7,33 @@
 import { describe, expect, it } from "vitest";
 import { failGivenUp } from "../../services/router/given-up.ts";
 import { PendingWork } from "../../services/router/pending.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import { waiting } from "../helpers/pending.ts";
 
 /** An advisory as nats-server 2.x sends it. */
-const advisory = (seq: number, stream = "HADIS_WORK") => new TextEncoder().encode(JSON.stringify({
-  type: "io.nats.jetstream.advisory.v1.max_deliver", id: "loQf9I6eDUdFTq5Htjoa8W", timestamp: "2026-12-02T00:44:34.070069447Z",
-  stream, consumer: "work-m", stream_seq: seq, deliveries: 5,
-}));
+const advisory = (seq: number, stream = "HADIS_WORK") =>
+  new TextEncoder().encode(
+    JSON.stringify({
+      type: "io.nats.jetstream.advisory.v1.max_deliver",
+      id: "loQf9I6eDUdFTq5Htjoa8W",
+      timestamp: "2026-12-02T00:44:34.070069447Z",
+      stream,
+      consumer: "work-m",
+      stream_seq: seq,
+      deliveries: 5,
+    }),
+  );
 
 function deps(pending: PendingWork) {
   const removed: number[] = [];
-  return { removed, queue: { remove: async (seq: number) => (removed.push(seq), true) }, pending, workStream: "HADIS_WORK", log: createLogger("test", "silent") };
+  return {
+    removed,
+    queue: { remove: async (seq: number) => (removed.push(seq), true) },
+    pending,
+    workStream: "HADIS_WORK",
+    log: createLogger("test", "silent"),
+  };
 }
 
 describe("an item JetStream gave up on", () => {

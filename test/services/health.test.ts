@@ -9,14 +9,14 @@ import { afterAll, describe, expect, it } from "vitest";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
+import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
-import { startMetricsServer, type MetricsServer } from "../../services/lib/metrics.ts";
-import { startDashboard, type RunningDashboard } from "../../services/dashboard/dashboard.ts";
-import { connectNats, type NatsConnection } from "../../services/lib/nats.ts";
+import { startMetricsServer, type MetricsServer } from "../../services/telemetry/metrics.ts";
+import { startDashboard, type RunningDashboard } from "../../services/dashboard/main.ts";
+import { connectNats, type NatsConnection } from "../../services/nats/connection.ts";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
-import { createLogger } from "../../services/lib/log.ts";
-import { STARTING, type Health } from "../../services/lib/health.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
+import { STARTING, type Health } from "../../services/telemetry/health.ts";
 
 const log = createLogger("test", "error");
 const dataDir = mkdtempSync(join(tmpdir(), "hadis-health-"));
@@ -76,7 +76,13 @@ describe("health probes", () => {
     expect(alone.health.checks.plan).toEqual({ ok: false, detail: "no plan yet: a router without one answers no_capacity" });
 
     // The other services publish a plan: ready.
-    rest = await startSystem({ natsUrl: server.url, services: ["resource-manager", "worker", "discriminator"], workers: 2, workQueue: { storage: "memory" }, log });
+    rest = await startSystem({
+      natsUrl: server.url,
+      services: ["resource-manager", "worker", "discriminator"],
+      workers: 2,
+      workQueue: { storage: "memory" },
+      log,
+    });
     await until(async () => (await readyz()).status === 200);
     expect((await readyz()).health.checks.plan.detail).toMatch(/^epoch \d+$/);
 

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { createHighsSolver, type HighsSolver } from "../../services/lib/highs-solver.ts";
+import { createHighsSolver, type HighsSolver } from "../../services/solver/highs-solver.ts";
 
 const knapsack = `Maximize
  obj: 30 chairs + 50 tables

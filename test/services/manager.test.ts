@@ -8,18 +8,18 @@ import { describe, expect, it } from "vitest";
 import { subjects as buildSubjects } from "../../contracts/subjects.ts";
 import { decode, encode } from "../../contracts/envelope.ts";
 import { PlanSchema, PROTOCOL_VERSION } from "../../contracts/messages.ts";
-import { loadProfiles } from "../../services/lib/profiles.ts";
-import type { Logger } from "../../services/lib/log.ts";
-import { metricsText } from "../../services/lib/metrics.ts";
-import { DEFAULT_WORK_QUEUE, WorkQueue } from "../../services/lib/work-queue.ts";
-import { openPlanBucket } from "../../services/lib/kv-buckets.ts";
+import { loadProfiles } from "../../services/files/profiles.ts";
+import type { Logger } from "../../services/telemetry/log.ts";
+import { metricsText } from "../../services/telemetry/metrics.ts";
+import { DEFAULT_WORK_QUEUE, WorkQueue } from "../../services/nats/work-queue.ts";
+import { openPlanBucket } from "../../services/nats/kv-buckets.ts";
 import { createPolicy } from "../../services/resource-manager/policies.ts";
-import { startResourceManager, type ResourceManagerOptions } from "../../services/resource-manager/manager.ts";
-import { writePlan } from "../../services/resource-manager/plan-store.ts";
+import { startResourceManager, type ResourceManagerOptions } from "../../services/resource-manager/main.ts";
+import { writePlan } from "../../services/nats/plan-store.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 import { startProxy } from "../helpers/proxy.ts";
 import { waitFor } from "../helpers/processes.ts";
-import { connectNats } from "../../services/lib/nats.ts";
+import { connectNats } from "../../services/nats/connection.ts";
 
 const t = useNatsServer("manager-test");
 const profiles = loadProfiles();
@@ -29,7 +29,10 @@ const WORKERS = ["gpu-0", "gpu-1"];
 function recordingLog(): Logger & { events: { level: string; event: string }[]; fields: Record<string, unknown>[] } {
   const events: { level: string; event: string }[] = [];
   const fields: Record<string, unknown>[] = [];
-  const at = (level: string) => (event: string, f: Record<string, unknown> = {}) => void (events.push({ level, event }), fields.push(f));
+  const at =
+    (level: string) =>
+    (event: string, f: Record<string, unknown> = {}) =>
+      void (events.push({ level, event }), fields.push(f));
   return { events, fields, debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
 }
 
@@ -54,7 +57,12 @@ function queue(failing: { on: boolean; purge?: boolean }, pending = 0): WorkQueu
   } as unknown as WorkQueue;
 }
 
-function options(prefix: string, log: Logger, failing: { on: boolean; purge?: boolean }, over: Partial<ResourceManagerOptions> = {}): ResourceManagerOptions {
+function options(
+  prefix: string,
+  log: Logger,
+  failing: { on: boolean; purge?: boolean },
+  over: Partial<ResourceManagerOptions> = {},
+): ResourceManagerOptions {
   return {
     nc: t.nc,
     subjects: buildSubjects(prefix),
@@ -84,10 +92,23 @@ function options(prefix: string, log: Logger, failing: { on: boolean; purge?: bo
 function beat(prefix: string, over: Record<string, Record<string, unknown>> = {}, only: readonly string[] = WORKERS): void {
   const s = buildSubjects(prefix);
   for (const workerId of only) {
-    t.nc.publish(s.workerHeartbeat(workerId), encode({
-      v: PROTOCOL_VERSION, workerId, backend: "profile", model: null, state: "idle", batchSize: 1, inFlight: 0, servedTotal: 0, swapsTotal: 0, planEpoch: 0, sentAtMs: Date.now(),
-      ...over[workerId],
-    }));
+    t.nc.publish(
+      s.workerHeartbeat(workerId),
+      encode({
+        v: PROTOCOL_VERSION,
+        workerId,
+        backend: "profile",
+        model: null,
+        state: "idle",
+        batchSize: 1,
+        inFlight: 0,
+        servedTotal: 0,
+        swapsTotal: 0,
+        planEpoch: 0,
+        sentAtMs: Date.now(),
+        ...over[workerId],
+      }),
+    );
   }
 }
 
@@ -108,7 +129,10 @@ describe("resource manager service", () => {
     try {
       await ticksThroughOutage(manager, "mgr-depth", failing);
       const said = log.events.filter((e) => e.event.startsWith("manager.queue_depth"));
-      expect(said).toEqual([{ level: "warn", event: "manager.queue_depth_unread" }, { level: "info", event: "manager.queue_depth_read_again" }]);
+      expect(said).toEqual([
+        { level: "warn", event: "manager.queue_depth_unread" },
+        { level: "info", event: "manager.queue_depth_read_again" },
+      ]);
       // The ticks still planned (the depths read as empty meanwhile).
       expect(manager.plans.current?.epoch).toBeGreaterThanOrEqual(1);
     } finally {
@@ -136,11 +160,18 @@ describe("resource manager service", () => {
 
   it("logs an observer that throws instead of failing the tick", async () => {
     const log = recordingLog();
-    const manager = await startResourceManager(options("mgr-observer", log, { on: false }, {
-      onTick: () => {
-        throw new Error("observer bug");
-      },
-    }));
+    const manager = await startResourceManager(
+      options(
+        "mgr-observer",
+        log,
+        { on: false },
+        {
+          onTick: () => {
+            throw new Error("observer bug");
+          },
+        },
+      ),
+    );
     try {
       beat("mgr-observer");
       await t.nc.flush();
@@ -217,7 +248,10 @@ describe("resource manager service", () => {
     const manager = await startResourceManager(options("mgr-bad", log, { on: false }));
     const s = buildSubjects("mgr-bad");
     const report = (subjectId: string, over: Record<string, unknown>) =>
-      t.nc.publish(s.routerStats(subjectId), encode({ v: PROTOCOL_VERSION, routerId: subjectId, arrivals: 5, intervalMs: 1_000, inFlight: 0, sentAtMs: Date.now(), ...over }));
+      t.nc.publish(
+        s.routerStats(subjectId),
+        encode({ v: PROTOCOL_VERSION, routerId: subjectId, arrivals: 5, intervalMs: 1_000, inFlight: 0, sentAtMs: Date.now(), ...over }),
+      );
     try {
       beat("mgr-bad");
       await t.nc.flush();
@@ -228,7 +262,22 @@ describe("resource manager service", () => {
       report("r1", { arrivals: 2 ** 53 - 1 });
       report("r2", { routerId: "r1" });
       report("r1", { routerId: "" });
-      t.nc.publish(s.workerHeartbeat("gpu-0"), encode({ v: PROTOCOL_VERSION, workerId: "ghost", backend: "profile", model: null, state: "idle", batchSize: 1, inFlight: 0, servedTotal: 0, swapsTotal: 0, planEpoch: 0, sentAtMs: Date.now() }));
+      t.nc.publish(
+        s.workerHeartbeat("gpu-0"),
+        encode({
+          v: PROTOCOL_VERSION,
+          workerId: "ghost",
+          backend: "profile",
+          model: null,
+          state: "idle",
+          batchSize: 1,
+          inFlight: 0,
+          servedTotal: 0,
+          swapsTotal: 0,
+          planEpoch: 0,
+          sentAtMs: Date.now(),
+        }),
+      );
       report("r1", {}); // a good one: 5 a second
       await t.nc.flush();
       const deadline = Date.now() + 3_000;
@@ -240,7 +289,9 @@ describe("resource manager service", () => {
       expect(out.snapshot.demandQps).toBeLessThanOrEqual(5);
       expect(Object.keys(manager.plans.current!.assignment).sort()).toEqual(WORKERS);
       // One warning for the five bad reports (the rest counted in the next, a minute on), one for the heartbeat.
-      const warned = log.events.map((e, i) => ({ ...log.fields[i], ...e }) as { level: string; event: string; error?: unknown }).filter((e) => e.level === "warn" && e.event.startsWith("manager.bad_"));
+      const warned = log.events
+        .map((e, i) => ({ ...log.fields[i], ...e }) as { level: string; event: string; error?: unknown })
+        .filter((e) => e.level === "warn" && e.event.startsWith("manager.bad_"));
       expect(warned.map((e) => e.event).sort()).toEqual(["manager.bad_heartbeat", "manager.bad_stats"]);
       expect(warned.find((e) => e.event === "manager.bad_heartbeat")!.error).toMatch(/sent as "ghost" on the subject of "gpu-0"/);
     } finally {
@@ -257,9 +308,17 @@ describe("resource manager service", () => {
       await manager.tick();
       const good = manager.plans.current!;
       const kv = await openPlanBucket(t.nc, buildSubjects("mgr-nan"));
-      await expect(writePlan(kv, "current", { ...good, epoch: good.epoch + 1, demandQps: Number.NaN })).rejects.toThrow(/^not writing epoch \d+: plan: demandQps: /);
+      await expect(writePlan(kv, "current", { ...good, epoch: good.epoch + 1, demandQps: Number.NaN })).rejects.toThrow(
+        /^not writing epoch \d+: plan: demandQps: /,
+      );
       expect(decode(PlanSchema, (await kv.get("current"))!.value, "plan").epoch).toBe(good.epoch);
       expect(await writePlan(kv, "current", { ...good, epoch: good.epoch + 1 })).toEqual({ written: true });
+      // A write that comes second gets the plan in force as a plan, for the manager to adopt as it is.
+      expect(await writePlan(kv, "current", { ...good, epoch: good.epoch + 1, reason: "late" })).toEqual({
+        written: false,
+        epoch: good.epoch + 1,
+        theirs: { ...good, epoch: good.epoch + 1 },
+      });
     } finally {
       await manager.stop();
     }
@@ -314,7 +373,8 @@ describe("resource manager service", () => {
       // The bucket's history has each epoch once.
       const kv = await openPlanBucket(t.nc, buildSubjects("mgr-two"));
       const epochs: number[] = [];
-      for await (const e of await kv.history({ key: "current" })) if (e.operation === "PUT") epochs.push(decode(PlanSchema, e.value, "plan").epoch);
+      for await (const e of await kv.history({ key: "current" }))
+        if (e.operation === "PUT") epochs.push(decode(PlanSchema, e.value, "plan").epoch);
       expect(epochs).toEqual([1]);
     } finally {
       await Promise.all(managers.map((m) => m.stop()));
@@ -348,7 +408,9 @@ describe("resource manager service", () => {
 
   it("hears no worker at all: plans with none, saying so in the plan and once in the log, and plans the workers again once heard", async () => {
     const log = recordingLog();
-    const manager = await startResourceManager(options("mgr-deaf", log, { on: false }, { silentAfterMs: 500, queue: queue({ on: false }, 7) }));
+    const manager = await startResourceManager(
+      options("mgr-deaf", log, { on: false }, { silentAfterMs: 500, queue: queue({ on: false }, 7) }),
+    );
     try {
       beat("mgr-deaf");
       await t.nc.flush();
@@ -400,17 +462,24 @@ describe("resource manager service", () => {
   it("after its connection comes back, waits as a restarted one does: a worker not yet heard from again is not dropped", async () => {
     const proxy = await startProxy(t.server.port);
     const nc = await connectNats(proxy.url, "manager-behind-proxy");
-    const manager = await startResourceManager({ ...options("mgr-reconnect", recordingLog(), { on: false }, { silentAfterMs: 2_000 }), nc });
+    const manager = await startResourceManager({
+      ...options("mgr-reconnect", recordingLog(), { on: false }, { silentAfterMs: 2_000 }),
+      nc,
+    });
     try {
       await nc.flush(); // its heartbeat subscription has reached the server
       // Ticks until both workers are planned (an automatic first tick may run before the beats came through the proxy).
-      await waitFor(async () => {
-        beat("mgr-reconnect");
-        await t.nc.flush();
-        await new Promise((r) => setTimeout(r, 100));
-        await manager.tick();
-        return Object.keys(manager.plans.current?.assignment ?? {}).length === WORKERS.length;
-      }, 10_000, "both workers planned");
+      await waitFor(
+        async () => {
+          beat("mgr-reconnect");
+          await t.nc.flush();
+          await new Promise((r) => setTimeout(r, 100));
+          await manager.tick();
+          return Object.keys(manager.plans.current?.assignment ?? {}).length === WORKERS.length;
+        },
+        10_000,
+        "both workers planned",
+      );
       const planned = manager.plans.current!;
       expect(Object.keys(planned.assignment).sort()).toEqual(WORKERS);
       const reconnected = (async () => {

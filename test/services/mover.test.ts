@@ -1,13 +1,12 @@
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, onTestFinished, vi } from "vitest";
 import { InMemorySpanExporter } from "@opentelemetry/sdk-trace-base";
 import { createMover } from "../../services/router/mover.ts";
 import { PendingWork, type PendingItem } from "../../services/router/pending.ts";
-import { configureTelemetry, ServiceTelemetry, shutdownTelemetry, SpanKind } from "../../services/lib/telemetry.ts";
-import { createLogger } from "../../services/lib/log.ts";
-import type { MsgHdrs } from "../../services/lib/nats.ts";
+import { configureTelemetry, ServiceTelemetry, shutdownTelemetry, SpanKind } from "../../services/telemetry/tracing.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
+import type { MsgHdrs } from "../../services/nats/connection.ts";
 import { PROTOCOL_VERSION, type Plan, type WorkItem, type WorkResult } from "../../contracts/messages.ts";
 import { encode } from "../../contracts/envelope.ts";
-import { waitFor } from "../helpers/processes.ts";
 
 afterAll(() => shutdownTelemetry());
 
@@ -49,7 +48,14 @@ function setup(removable: boolean, traced: boolean) {
   const pending = new PendingWork();
   const enqueued: PendingItem[] = [];
   const span = traced ? telemetry.start("light sd35-large-turbo", { kind: SpanKind.PRODUCER }) : undefined;
-  const entry: PendingItem = { item: { ...item }, stage: "light", seq: 7, resolve: () => undefined, reject: () => undefined, ...(span ? { span } : {}) };
+  const entry: PendingItem = {
+    item: { ...item },
+    stage: "light",
+    seq: 7,
+    resolve: () => undefined,
+    reject: () => undefined,
+    ...(span ? { span } : {}),
+  };
   pendingOf.set(entry, pending.wait(entry));
   const move = createMover({ queue, pending, telemetry, log: createLogger("test", "error"), afterEnqueue: (e) => void enqueued.push(e) });
   return { exporter, queue, entry, move, enqueued, span, pending };
@@ -138,11 +144,26 @@ describe("moving a keyed request's item (a retry may ride on another attempt's)"
     queue.remove = async (seq?: number) => (removed.push(seq ?? -1), true);
     const pending = new PendingWork();
     const results = emptyBucket();
-    const entry: PendingItem = { item: { ...item, requestId: KEYED, deadlineAtMs: Date.now() + 60_000 }, stage: "light", seq: 7, own, resolve: () => undefined, reject: () => undefined, settled: new Promise(() => undefined) };
+    const entry: PendingItem = {
+      item: { ...item, requestId: KEYED, deadlineAtMs: Date.now() + 60_000 },
+      stage: "light",
+      seq: 7,
+      own,
+      resolve: () => undefined,
+      reject: () => undefined,
+      settled: new Promise(() => undefined),
+    };
     pending.wait(entry);
     const enqueued: PendingItem[] = [];
     const telemetry = new ServiceTelemetry("hadis-router", null);
-    const move = createMover({ queue, pending, results: results as never, telemetry, log: createLogger("test", "error"), afterEnqueue: (e) => void enqueued.push(e) });
+    const move = createMover({
+      queue,
+      pending,
+      results: results as never,
+      telemetry,
+      log: createLogger("test", "error"),
+      afterEnqueue: (e) => void enqueued.push(e),
+    });
     return { queue, removed, entry, move, results, enqueued };
   }
 
@@ -158,6 +179,8 @@ describe("moving a keyed request's item (a retry may ride on another attempt's)"
   });
 
   it("a move that lands on a copy another attempt queued first rides on it, and queues its own once that copy's deadline passes", async () => {
+    vi.useFakeTimers(); // (the copy's deadline passes on a simulated clock)
+    onTestFinished(() => void vi.useRealTimers());
     const { queue, removed, entry, move, results } = keyedSetup(true);
     const moveId = `${KEYED}/light/sd35-medium`;
     // The other attempt moved first: its copy (seq 42) is due in 150 ms, before this request's deadline.
@@ -174,7 +197,10 @@ describe("moving a keyed request's item (a retry may ride on another attempt's)"
     // Its result comes through the bucket, not this router's inbox. (Before: no watch, no timer.)
     expect(results.watched).toEqual([`${KEYED}.light`]);
     // Once the copy ridden on is past its deadline with no image, this request queues its own.
-    await waitFor(() => entry.own === true, 2_000, "the rider's own copy");
+    await vi.advanceTimersByTimeAsync(149);
+    expect(entry.own).toBe(false);
+    await vi.advanceTimersByTimeAsync(100); // past its deadline and the ride margin (50 ms)
+    expect(entry.own).toBe(true);
     expect(queue.published.map((p) => p.msgId)).toEqual([moveId, moveId, `${moveId}@42`]);
     expect(entry.seq).toBe(203);
     expect(entry.item.model).toBe("sd35-medium");
@@ -213,8 +239,30 @@ describe("moving a keyed request's item (a retry may ride on another attempt's)"
     const pending = new PendingWork((seq) => void superseded.push(seq));
     const answers: string[] = [];
     // Riding (after a move that landed on another attempt's copy) on seq 42 for the new model.
-    pending.wait({ item: { ...item, requestId: KEYED, model: "sd35-medium" }, stage: "light", seq: 42, own: false, resolve: (o) => void answers.push(o.model), reject: () => undefined });
-    pending.deliver(encode({ v: PROTOCOL_VERSION, ok: true, requestId: KEYED, stage: "light", model: "sd35-large-turbo", workerId: "w", image: new Uint8Array([1]), width: 1, height: 1, batchSize: 1, queueWaitMs: 0, execMs: 1 } satisfies WorkResult));
+    pending.wait({
+      item: { ...item, requestId: KEYED, model: "sd35-medium" },
+      stage: "light",
+      seq: 42,
+      own: false,
+      resolve: (o) => void answers.push(o.model),
+      reject: () => undefined,
+    });
+    pending.deliver(
+      encode({
+        v: PROTOCOL_VERSION,
+        ok: true,
+        requestId: KEYED,
+        stage: "light",
+        model: "sd35-large-turbo",
+        workerId: "w",
+        image: new Uint8Array([1]),
+        width: 1,
+        height: 1,
+        batchSize: 1,
+        queueWaitMs: 0,
+        execMs: 1,
+      } satisfies WorkResult),
+    );
     expect(answers).toEqual(["sd35-large-turbo"]);
     expect(superseded).toEqual([]);
   });
@@ -222,14 +270,33 @@ describe("moving a keyed request's item (a retry may ride on another attempt's)"
 
 describe("a moved item answered by its old model after all", () => {
   const result = (model: string): Uint8Array =>
-    encode({ v: PROTOCOL_VERSION, ok: true, requestId: "req-1", stage: "light", model, workerId: "w", image: new Uint8Array([1]), width: 1, height: 1, batchSize: 1, queueWaitMs: 0, execMs: 1 } satisfies WorkResult);
+    encode({
+      v: PROTOCOL_VERSION,
+      ok: true,
+      requestId: "req-1",
+      stage: "light",
+      model,
+      workerId: "w",
+      image: new Uint8Array([1]),
+      width: 1,
+      height: 1,
+      batchSize: 1,
+      queueWaitMs: 0,
+      execMs: 1,
+    } satisfies WorkResult);
 
   it("has its copy for the new model removed (a batch that held it when the plan changed finished)", () => {
     const superseded: number[] = [];
     const pending = new PendingWork((seq) => void superseded.push(seq));
     const answers: string[] = [];
     // Moved: the item now names the new model and its copy's sequence.
-    pending.wait({ item: { ...item, model: "sd35-medium" }, stage: "light", seq: 12, resolve: (o) => void answers.push(o.model), reject: () => undefined });
+    pending.wait({
+      item: { ...item, model: "sd35-medium" },
+      stage: "light",
+      seq: 12,
+      resolve: (o) => void answers.push(o.model),
+      reject: () => undefined,
+    });
     pending.deliver(result("sd35-large-turbo"));
     expect(answers).toEqual(["sd35-large-turbo"]);
     expect(superseded).toEqual([12]);
@@ -239,8 +306,22 @@ describe("a moved item answered by its old model after all", () => {
     const superseded: number[] = [];
     const pending = new PendingWork((seq) => void superseded.push(seq));
     const outcomes: string[] = [];
-    pending.wait({ item: { ...item, model: "sd35-medium" }, stage: "light", seq: 12, resolve: (o) => void outcomes.push(`ok ${o.model}`), reject: () => void outcomes.push("failed") });
-    const failed = { v: PROTOCOL_VERSION, ok: false, requestId: "req-1", stage: "light", model: "sd35-large-turbo", workerId: "w", error: { code: "generation_failed", message: "thread exited", status: 500, retryable: true } };
+    pending.wait({
+      item: { ...item, model: "sd35-medium" },
+      stage: "light",
+      seq: 12,
+      resolve: (o) => void outcomes.push(`ok ${o.model}`),
+      reject: () => void outcomes.push("failed"),
+    });
+    const failed = {
+      v: PROTOCOL_VERSION,
+      ok: false,
+      requestId: "req-1",
+      stage: "light",
+      model: "sd35-large-turbo",
+      workerId: "w",
+      error: { code: "generation_failed", message: "thread exited", status: 500, retryable: true },
+    };
     pending.deliver(encode(failed));
     expect(outcomes).toEqual([]);
     expect(superseded).toEqual([]);

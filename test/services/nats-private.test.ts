@@ -1,12 +1,12 @@
 /**
- * The two private fields of nats.js this project reads (services/lib/nats-private.ts), checked
+ * The two private fields of nats.js this project reads (services/nats/private.ts), checked
  * against a real nats-server: an upgrade that renames or drops them fails here, not quietly in
  * production (a `connected` read as always true would publish into a dropped connection).
  */
 import { afterAll, describe, expect, it } from "vitest";
-import { connectNats } from "../../services/lib/nats.ts";
-import { connectedNow, connectionInboxPrefix } from "../../services/lib/nats-private.ts";
-import { startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
+import { connectNats } from "../../services/nats/connection.ts";
+import { connectedNow, connectionInboxPrefix } from "../../services/nats/private.ts";
+import { startNatsServer, type LocalServer } from "../../services/nats/server.ts";
 import { waitFor } from "../helpers/processes.ts";
 
 const servers: LocalServer[] = [];
@@ -14,7 +14,7 @@ afterAll(async () => {
   for (const s of servers) await s.stop();
 });
 
-describe("nats.js internals read by nats-private.ts", () => {
+describe("nats.js internals read by services/nats/private.ts", () => {
   it("the connected flag: true while up, false from the server's loss until the reconnect, false once closed", async () => {
     const first = await startNatsServer();
     servers.push(first);
@@ -48,7 +48,7 @@ describe("nats.js internals read by nats-private.ts", () => {
 
   it("throws, naming the module, on a connection without the fields it reads", () => {
     const alien = { isClosed: () => false } as never;
-    expect(() => connectedNow(alien)).toThrow(/nats-private\.ts/);
-    expect(() => connectionInboxPrefix(alien)).toThrow(/nats-private\.ts/);
+    expect(() => connectedNow(alien)).toThrow(/services\/nats\/private\.ts/);
+    expect(() => connectionInboxPrefix(alien)).toThrow(/services\/nats\/private\.ts/);
   });
 });

@@ -3,7 +3,7 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { findNatsServer, parseNatsServerVersion } from "../../services/lib/nats-server.ts";
+import { findNatsServer, parseNatsServerVersion } from "../../services/nats/server.ts";
 
 const saved = process.env.NATS_SERVER_BIN;
 afterEach(() => {
@@ -39,7 +39,9 @@ describe("findNatsServer", () => {
       process.env.NATS_SERVER_BIN = fine.bin;
       expect(findNatsServer()).toBe(fine.bin);
       process.env.NATS_SERVER_BIN = "/nonexistent/nats-server";
-      expect(() => findNatsServer()).toThrow(/^NATS_SERVER_BIN=\/nonexistent\/nats-server is not a nats-server that runs \(spawnSync \/nonexistent\/nats-server ENOENT\)$/);
+      expect(() => findNatsServer()).toThrow(
+        /^NATS_SERVER_BIN=\/nonexistent\/nats-server is not a nats-server that runs \(spawnSync \/nonexistent\/nats-server ENOENT\)$/,
+      );
     } finally {
       delete process.env.NATS_SERVER_BIN;
       for (const d of [old.dir, fine.dir]) rmSync(d, { recursive: true, force: true });

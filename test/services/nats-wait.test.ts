@@ -5,10 +5,10 @@
  * fails at once.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { freePort, startNatsServer, type LocalServer } from "../../services/lib/nats-server.ts";
-import { isJetStreamNotReady, isServerNotUp } from "../../services/lib/nats.ts";
+import { freePort, startNatsServer, type LocalServer } from "../../services/nats/server.ts";
+import { isJetStreamNotReady, isServerNotUp } from "../../services/nats/connection.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { connectTool } from "../../services/cli/tool-connection.ts";
 import { spawnHadis, stopSpawned, waitFor } from "../helpers/processes.ts";
 
@@ -44,16 +44,28 @@ describe("isJetStreamNotReady", () => {
     const noLeader = new Error("JetStream system temporarily unavailable");
     const wrapped = new Error("router did not start", { cause: new Error("insufficient resources") });
     expect([timeout, noLeader, wrapped].map(isJetStreamNotReady)).toEqual([true, true, true]);
-    expect([new Error("Authorization Violation"), new Error("stream name already in use with a different configuration"), undefined].map(isJetStreamNotReady)).toEqual([false, false, false]);
+    expect(
+      [new Error("Authorization Violation"), new Error("stream name already in use with a different configuration"), undefined].map(
+        isJetStreamNotReady,
+      ),
+    ).toEqual([false, false, false]);
   });
 });
 
 describe("a service started before its NATS server", () => {
   it("waits for it and serves once it is up", async () => {
     const port = await freePort();
-    const started = startSystem({ natsUrl: `nats://127.0.0.1:${port}`, services: ["router"], natsWaitMs: 20_000, log: createLogger("test", "error") }).then((s) => (system = s));
+    const started = startSystem({
+      natsUrl: `nats://127.0.0.1:${port}`,
+      services: ["router"],
+      natsWaitMs: 20_000,
+      log: createLogger("test", "error"),
+    }).then((s) => (system = s));
     let done = false;
-    void started.then(() => (done = true), () => (done = true));
+    void started.then(
+      () => (done = true),
+      () => (done = true),
+    );
     await new Promise((r) => setTimeout(r, 1_500));
     expect(done).toBe(false); // still waiting (before, it failed at once: connection refused)
     server = await startNatsServer({ port });
@@ -64,7 +76,15 @@ describe("a service started before its NATS server", () => {
   it("fails after its wait with what the connection said", async () => {
     const port = await freePort();
     const t0 = Date.now();
-    const err = await startSystem({ natsUrl: `nats://127.0.0.1:${port}`, services: ["router"], natsWaitMs: 2_000, log: createLogger("test", "error") }).then(() => null, (e: unknown) => e as Error);
+    const err = await startSystem({
+      natsUrl: `nats://127.0.0.1:${port}`,
+      services: ["router"],
+      natsWaitMs: 2_000,
+      log: createLogger("test", "error"),
+    }).then(
+      () => null,
+      (e: unknown) => e as Error,
+    );
     expect(err?.message).toMatch(/cannot reach NATS at nats:\/\/127\.0\.0\.1:\d+ \(connection refused\)/);
     expect(Date.now() - t0).toBeGreaterThanOrEqual(2_000);
     expect(Date.now() - t0).toBeLessThan(6_000);
@@ -73,7 +93,16 @@ describe("a service started before its NATS server", () => {
   it("fails at once when the server refuses its credentials (waiting would not mend that)", async () => {
     server = await startNatsServer({ extraConfig: 'authorization { user: "svc", password: "right" }' });
     const t0 = Date.now();
-    const err = await startSystem({ natsUrl: server.url, services: ["router"], natsWaitMs: 20_000, credentials: () => ({ user: "svc", pass: "wrong" }), log: createLogger("test", "error") }).then(() => null, (e: unknown) => e as Error);
+    const err = await startSystem({
+      natsUrl: server.url,
+      services: ["router"],
+      natsWaitMs: 20_000,
+      credentials: () => ({ user: "svc", pass: "wrong" }),
+      log: createLogger("test", "error"),
+    }).then(
+      () => null,
+      (e: unknown) => e as Error,
+    );
     expect(err?.message).toMatch(/cannot reach NATS at .*Authorization Violation.*are the credentials of svc right/i);
     expect(Date.now() - t0).toBeLessThan(5_000);
   }, 30_000);
@@ -100,6 +129,8 @@ describe("a command-line tool given a server list with a node down", () => {
       await nc.close();
     }
     const alsoDown = `nats://127.0.0.1:${await freePort()}`;
-    await expect(connectTool(`${down},${alsoDown}`, {}, "observer", "test-tool")).rejects.toThrow(/cannot reach NATS at .*,.* \(connection refused\)/);
+    await expect(connectTool(`${down},${alsoDown}`, {}, "observer", "test-tool")).rejects.toThrow(
+      /cannot reach NATS at .*,.* \(connection refused\)/,
+    );
   }, 60_000);
 });

@@ -2,8 +2,8 @@
 import { describe, expect, it } from "vitest";
 import { recoverLost, singleFlight } from "../../services/router/recover.ts";
 import { PendingWork } from "../../services/router/pending.ts";
-import { ServiceTelemetry } from "../../services/lib/telemetry.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { ServiceTelemetry } from "../../services/telemetry/tracing.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { waiting } from "../helpers/pending.ts";
 
 /** A queue whose `itemAt` and `publish` run `during` before they answer (the request answered or moved meanwhile). */
@@ -14,12 +14,21 @@ function queue(held: Record<number, boolean>, during: { itemAt?: () => void; pub
     published,
     removed,
     itemAt: async (seq: number) => (during.itemAt?.(), held[seq] ? new Uint8Array([1]) : null),
-    publish: async (_model: string, _data: Uint8Array, msgId: string) => (during.publish?.(), published.push(msgId), { seq: 200 + published.length, duplicate: false }),
+    publish: async (_model: string, _data: Uint8Array, msgId: string) => (
+      during.publish?.(),
+      published.push(msgId),
+      { seq: 200 + published.length, duplicate: false }
+    ),
     remove: async (seq: number) => (removed.push(seq), true),
   };
 }
 
-const deps = (pending: PendingWork, q: ReturnType<typeof queue>) => ({ queue: q, pending, telemetry: new ServiceTelemetry("hadis-router", null), log: createLogger("test", "silent") });
+const deps = (pending: PendingWork, q: ReturnType<typeof queue>) => ({
+  queue: q,
+  pending,
+  telemetry: new ServiceTelemetry("hadis-router", null),
+  log: createLogger("test", "silent"),
+});
 
 describe("recoverLost", () => {
   it("queues again an item gone from the stream, and leaves alone one still there", async () => {
@@ -83,7 +92,7 @@ describe("singleFlight", () => {
   it("runs one at a time, and once more after a run for calls that came during it", async () => {
     let runs = 0;
     let release: () => void = () => undefined;
-    const go = singleFlight(() => ((runs++), new Promise<void>((r) => (release = r))));
+    const go = singleFlight(() => (runs++, new Promise<void>((r) => (release = r))));
     go();
     go();
     go(); // during the first run: one more after it, not two

@@ -6,7 +6,15 @@
  * is let go once `REPLAY_MS` has passed, whether or not anything is sent after it.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { connectNats, REPLAY_MS, sendKept, sendWhenUp, watchConnection, type Msg, type NatsConnection } from "../../services/lib/nats.ts";
+import {
+  connectNats,
+  REPLAY_MS,
+  sendKept,
+  sendWhenUp,
+  watchConnection,
+  type Msg,
+  type NatsConnection,
+} from "../../services/nats/connection.ts";
 import { startProxy, type Proxy } from "../helpers/proxy.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 import { waitFor } from "../helpers/processes.ts";
@@ -25,7 +33,11 @@ afterEach(async () => {
  * `answer` while the proxy swallows what it sends, and is cut off `cutAfterMs` later. Resolves
  * with the reply's text, or null when none came within 4 s.
  */
-async function answerBeforeDrop(subject: string, answer: (nc: NatsConnection, msg: Msg) => void, cutAfterMs: number): Promise<string | null> {
+async function answerBeforeDrop(
+  subject: string,
+  answer: (nc: NatsConnection, msg: Msg) => void,
+  cutAfterMs: number,
+): Promise<string | null> {
   proxy = await startProxy(t.server.port);
   const nc = (responder = await connectNats(proxy.url, "responder"));
   let asked: Msg | undefined;
@@ -46,7 +58,11 @@ async function answerBeforeDrop(subject: string, answer: (nc: NatsConnection, ms
 
 describe("sends lost with a dropped socket", () => {
   it("a reply sent with sendKept goes again once reconnected", async () => {
-    const reply = await answerBeforeDrop("replay.a", (nc, msg) => sendKept(nc, () => void msg.respond(new TextEncoder().encode("yes"))), 100);
+    const reply = await answerBeforeDrop(
+      "replay.a",
+      (nc, msg) => sendKept(nc, () => void msg.respond(new TextEncoder().encode("yes"))),
+      100,
+    );
     expect(reply).toBe("yes");
   }, 10_000);
 
@@ -56,7 +72,11 @@ describe("sends lost with a dropped socket", () => {
   }, 10_000);
 
   it("one sent longer than REPLAY_MS before the drop is not sent again", async () => {
-    const reply = await answerBeforeDrop("replay.c", (nc, msg) => sendWhenUp(nc, () => msg.respond(new TextEncoder().encode("late"))), REPLAY_MS + 300);
+    const reply = await answerBeforeDrop(
+      "replay.c",
+      (nc, msg) => sendWhenUp(nc, () => msg.respond(new TextEncoder().encode("late"))),
+      REPLAY_MS + 300,
+    );
     expect(reply).toBeNull();
   }, 10_000);
 

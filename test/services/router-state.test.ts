@@ -2,15 +2,15 @@
 import { describe, expect, it } from "vitest";
 import { claimKeyFor, detached, IdempotencyCache } from "../../services/router/idempotency.ts";
 import { fingerprintOf } from "../../actors/request/idempotent.ts";
-import type { KV } from "../../services/lib/nats.ts";
-import { openResultsBucket, RESULTS_MAX_BYTES } from "../../services/lib/kv-buckets.ts";
+import type { KV } from "../../services/nats/connection.ts";
+import { openResultsBucket, RESULTS_MAX_BYTES } from "../../services/nats/kv-buckets.ts";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { PlanView } from "../../services/lib/plan-view.ts";
+import { PlanView } from "../../services/nats/plan-view.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { PROTOCOL_VERSION } from "../../contracts/messages.ts";
 import { subjects } from "../../contracts/subjects.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 
 describe("IdempotencyCache", () => {
   it("drops expired replies as new ones come, not only when their own key is asked again", () => {
@@ -126,10 +126,22 @@ describe("PlanView.waitForPlan", () => {
   it("waits for an epoch another service already follows, and gives what it holds when it does not come", async () => {
     const own = subjects("hview");
     const { view, kv } = await PlanView.open(t.nc, own, createLogger("test", "error"));
-    const plan = (epoch: number) => encode({
-      v: PROTOCOL_VERSION, epoch, policy: "t", issuedAtMs: 0, sloMs: 1000, timeScale: 1, pair: { light: "a", heavy: "b" },
-      routerThreshold: 0, discThreshold: 0.1 * epoch, heavyShare: 0, models: { a: { workers: 1, batchSize: 1 } }, assignment: { w: "a" }, reason: "",
-    });
+    const plan = (epoch: number) =>
+      encode({
+        v: PROTOCOL_VERSION,
+        epoch,
+        policy: "t",
+        issuedAtMs: 0,
+        sloMs: 1000,
+        timeScale: 1,
+        pair: { light: "a", heavy: "b" },
+        routerThreshold: 0,
+        discThreshold: 0.1 * epoch,
+        heavyShare: 0,
+        models: { a: { workers: 1, batchSize: 1 } },
+        assignment: { w: "a" },
+        reason: "",
+      });
     await kv.put(own.names.planKey, plan(1));
     expect((await view.waitForEpoch(1, 2_000))?.epoch).toBe(1);
     const started = Date.now();
@@ -143,10 +155,22 @@ describe("PlanView.waitForPlan", () => {
   it("a notice of an epoch its watch has not delivered re-opens the watch (one lost with a server would wait out its heartbeats)", async () => {
     const own = subjects("hnotice");
     const { view, kv } = await PlanView.open(t.nc, own, createLogger("test", "silent"));
-    const plan = (epoch: number) => encode({
-      v: PROTOCOL_VERSION, epoch, policy: "t", issuedAtMs: 0, sloMs: 1000, timeScale: 1, pair: { light: "a", heavy: "b" },
-      routerThreshold: 0, discThreshold: 0, heavyShare: 0, models: { a: { workers: 1, batchSize: 1 } }, assignment: { w: "a" }, reason: "",
-    });
+    const plan = (epoch: number) =>
+      encode({
+        v: PROTOCOL_VERSION,
+        epoch,
+        policy: "t",
+        issuedAtMs: 0,
+        sloMs: 1000,
+        timeScale: 1,
+        pair: { light: "a", heavy: "b" },
+        routerThreshold: 0,
+        discThreshold: 0,
+        heavyShare: 0,
+        models: { a: { workers: 1, batchSize: 1 } },
+        assignment: { w: "a" },
+        reason: "",
+      });
     await kv.put(own.names.planKey, plan(1));
     expect((await view.waitForEpoch(1, 2_000))?.epoch).toBe(1);
     // The watch dies unseen (its consumer gone with a server); epoch 2 is written and announced.

@@ -4,12 +4,23 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { unreadOptions } from "../../services/cli/serve.ts";
-import { defaultScorerFor } from "../../services/lib/router-scoring.ts";
+import { defaultScorerFor } from "../../services/files/router-scoring.ts";
 import { spawnHadis, stopSpawned } from "../helpers/processes.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "hadis-scorer-"));
 const malformed = join(dir, "difficulty-model.json");
-writeFileSync(malformed, JSON.stringify({ version: 1, kind: "hashed-ngram-linear", hashBits: 8, ngramOrders: [1], columns: [1, 2], pairs: [{ light: "a", heavy: "b", intercept: 0, weights: [1], scoreMean: 0, scoreStd: 1, use: true }], source: "t" }));
+writeFileSync(
+  malformed,
+  JSON.stringify({
+    version: 1,
+    kind: "hashed-ngram-linear",
+    hashBits: 8,
+    ngramOrders: [1],
+    columns: [1, 2],
+    pairs: [{ light: "a", heavy: "b", intercept: 0, weights: [1], scoreMean: 0, scoreStd: 1, use: true }],
+    source: "t",
+  }),
+);
 
 afterAll(() => stopSpawned());
 
@@ -34,6 +45,8 @@ describe("--scorer and --difficulty-model", () => {
   }, 60_000);
 
   it("`serve` says --difficulty-model is read by the router only", () => {
-    expect(unreadOptions("worker", [{ key: "difficultyModel", flag: "--difficulty-model" }])).toEqual(["--difficulty-model does nothing for the worker service (read by: router)"]);
+    expect(unreadOptions("worker", [{ key: "difficultyModel", flag: "--difficulty-model" }])).toEqual([
+      "--difficulty-model does nothing for the worker service (read by: router)",
+    ]);
   });
 });

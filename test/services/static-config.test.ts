@@ -5,7 +5,13 @@ describe("--static-config", () => {
   it("takes the fields it names over the default; another point of the table has no expected FID unless given", () => {
     expect(staticConfigFor("static", '{"lightBatchSize":4}')).toEqual({ ...DEFAULT_STATIC, lightBatchSize: 4 });
     const other = staticConfigFor("static", '{"light":"sdxl-lightning","heavy":"sd35-large","routerThreshold":0.3,"discThreshold":0.1}')!;
-    expect(other).toMatchObject({ light: "sdxl-lightning", heavy: "sd35-large", routerThreshold: 0.3, discThreshold: 0.1, lightBatchSize: 2 });
+    expect(other).toMatchObject({
+      light: "sdxl-lightning",
+      heavy: "sd35-large",
+      routerThreshold: 0.3,
+      discThreshold: 0.1,
+      lightBatchSize: 2,
+    });
     expect(other.expectedFid).toBeUndefined();
     expect(staticConfigFor("static", '{"light":"sdxl-lightning","expectedFid":21.5}')!.expectedFid).toBe(21.5);
     expect(staticConfigFor("static", undefined)).toBeUndefined();
@@ -25,7 +31,7 @@ describe("--static-config", () => {
 describe("createPolicy", () => {
   it("refuses at start a baseline whose models the pool lacks (it failed every tick)", async () => {
     const { createPolicy } = await import("../../services/resource-manager/policies.ts");
-    const { loadProfiles } = await import("../../services/lib/profiles.ts");
+    const { loadProfiles } = await import("../../services/files/profiles.ts");
     const profiles = loadProfiles();
     expect(() => createPolicy("clipper-heavy", profiles)).not.toThrow();
     const lacking = { ...profiles, byName: new Map([...profiles.byName].filter(([name]) => name !== "sd35-large")) };

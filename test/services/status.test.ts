@@ -9,7 +9,7 @@ import { formatStatus, readStatus, statusCommand } from "../../services/cli/stat
 import { toolCredentials } from "../../services/cli/credentials.ts";
 import { generateCommand } from "../../services/cli/generate.ts";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
-import { createLogger } from "../../services/lib/log.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { useNatsServer } from "../helpers/nats.ts";
 import { roleEnv, startSecureServer } from "../helpers/secure.ts";
 
@@ -22,21 +22,44 @@ afterAll(async () => {
 
 describe("hadis status", () => {
   it("marks a worker swapping to its planned model, one left out of the plan, one whose load failed, one whose batches fail and one that takes smaller batches", () => {
-    const beat = (workerId: string, model: string | null, state: string, extra = {}) => ({
-      v: 1, workerId, backend: "profile", model, state, batchSize: 1, inFlight: 0, servedTotal: 3, swapsTotal: 0, planEpoch: 7, sentAtMs: 0, ...extra,
-    }) as never;
+    const beat = (workerId: string, model: string | null, state: string, extra = {}) =>
+      ({
+        v: 1,
+        workerId,
+        backend: "profile",
+        model,
+        state,
+        batchSize: 1,
+        inFlight: 0,
+        servedTotal: 3,
+        swapsTotal: 0,
+        planEpoch: 7,
+        sentAtMs: 0,
+        ...extra,
+      }) as never;
     const text = formatStatus({
       manager: true,
       demandQps: 2,
       plan: {
-        v: 1, epoch: 7, policy: "hadis", issuedAtMs: 0, sloMs: 6_000, timeScale: 0.1, pair: { light: "a", heavy: "b" }, routerThreshold: 0.2, discThreshold: 0.1, heavyShare: 0.3,
-        models: { a: { workers: 1, batchSize: 2 }, b: { workers: 1, batchSize: 1 } }, assignment: { w1: "a", w2: "b" }, reason: "test",
+        v: 1,
+        epoch: 7,
+        policy: "hadis",
+        issuedAtMs: 0,
+        sloMs: 6_000,
+        timeScale: 0.1,
+        pair: { light: "a", heavy: "b" },
+        routerThreshold: 0.2,
+        discThreshold: 0.1,
+        heavyShare: 0.3,
+        models: { a: { workers: 1, batchSize: 2 }, b: { workers: 1, batchSize: 1 } },
+        assignment: { w1: "a", w2: "b" },
+        reason: "test",
       },
       workers: [
         beat("w1", "a", "serving"),
         beat("w2", null, "loading"),
         beat("w3", null, "failed", { failedModel: "c", lastError: "load c: missing model file" }),
-        beat("w4", "a", "failed", { failedModel: "a", lastError: "output \"sample\" has 4 channels, expected 3" }),
+        beat("w4", "a", "failed", { failedModel: "a", lastError: 'output "sample" has 4 channels, expected 3' }),
         beat("w5", "a", "serving", { batchCap: 1 }),
       ],
       routers: ["r-1"],
@@ -55,7 +78,15 @@ describe("hadis status", () => {
 
   it("says when no resource manager answers and no worker beats", async () => {
     const status = await readStatus(t.nc, buildSubjects(), 300, 300);
-    expect(status).toEqual({ manager: false, plan: null, demandQps: null, workers: [], routers: [], serving: false, notServing: ["no router answered $SRV.PING within 300 ms", "no worker heard within 300 ms"] });
+    expect(status).toEqual({
+      manager: false,
+      plan: null,
+      demandQps: null,
+      workers: [],
+      routers: [],
+      serving: false,
+      notServing: ["no router answered $SRV.PING within 300 ms", "no worker heard within 300 ms"],
+    });
     const text = formatStatus(status);
     expect(text).toMatch(/^not serving: no router answered \$SRV\.PING within 300 ms; no worker heard within 300 ms\n/);
     expect(text).toContain("no resource manager answered");
@@ -63,9 +94,17 @@ describe("hadis status", () => {
   });
 
   it("shows the plan in force and every worker of a running system", async () => {
-    system = await startSystem({ natsUrl: t.server.url, workers: 4, workerIdPrefix: "gpu", timeScale: 0.01, workQueue: { storage: "memory" }, log: createLogger("test", "error") });
+    system = await startSystem({
+      natsUrl: t.server.url,
+      workers: 4,
+      workerIdPrefix: "gpu",
+      timeScale: 0.01,
+      workQueue: { storage: "memory" },
+      log: createLogger("test", "error"),
+    });
     const plans = system.manager!.plans;
-    for (let i = 0; i < 200 && !(plans.current && system.workers!.agents.every((a) => a.status("x").state === "serving")); i++) await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 200 && !(plans.current && system.workers!.agents.every((a) => a.status("x").state === "serving")); i++)
+      await new Promise((r) => setTimeout(r, 50));
     const status = await readStatus(t.nc, buildSubjects(), 1_300);
     expect(status.manager).toBe(true);
     expect(status.plan?.epoch).toBe(plans.current!.epoch);
@@ -87,13 +126,21 @@ describe("hadis status as the observer role", () => {
   it("reads the plan and the workers with the observer's user and inbox, prints JSON, and exits 2 without a manager", async () => {
     const secure = await startSecureServer();
     const running = await startSystem({
-      natsUrl: secure.server.url, credentials: (kind) => secure.serviceCredentials(kind), workers: 2, workerIdPrefix: "obs",
-      timeScale: 0.01, workQueue: { storage: "memory" }, log: createLogger("test", "error"),
+      natsUrl: secure.server.url,
+      credentials: (kind) => secure.serviceCredentials(kind),
+      workers: 2,
+      workerIdPrefix: "obs",
+      timeScale: 0.01,
+      workQueue: { storage: "memory" },
+      log: createLogger("test", "error"),
     });
     let stopped = false;
     const out: string[] = [];
     const write = vi.spyOn(process.stdout, "write").mockImplementation((chunk) => (out.push(String(chunk)), true));
-    const env = { [roleEnv("observer").user]: secure.credentials.observer.user, [roleEnv("observer").pass]: secure.credentials.observer.pass };
+    const env = {
+      [roleEnv("observer").user]: secure.credentials.observer.user,
+      [roleEnv("observer").pass]: secure.credentials.observer.pass,
+    };
     try {
       for (let i = 0; i < 200 && !running.manager!.plans.current; i++) await new Promise((r) => setTimeout(r, 50));
       await statusCommand({ nats: secure.server.url, json: true, listenMs: 1_300 }, env);
@@ -106,7 +153,10 @@ describe("hadis status as the observer role", () => {
       expect(process.exitCode ?? 0).toBe(0);
       // hadis generate as the client role (HADIS_CLIENT_NATS_*): served.
       out.length = 0;
-      const clientEnv = { [roleEnv("client").user]: secure.credentials.client.user, [roleEnv("client").pass]: secure.credentials.client.pass };
+      const clientEnv = {
+        [roleEnv("client").user]: secure.credentials.client.user,
+        [roleEnv("client").pass]: secure.credentials.client.pass,
+      };
       await generateCommand("a red bicycle", { nats: secure.server.url, json: true }, clientEnv);
       expect(JSON.parse(out.join("")).route).toMatch(/^(light|heavy)$/);
       // Without credentials the secured server refuses it, saying where: on stderr, or as one JSON error with --json; exit 1.
@@ -119,14 +169,21 @@ describe("hadis status as the observer role", () => {
         process.exitCode = 0;
         out.length = 0;
         await generateCommand("a red bicycle", { nats: secure.server.url, json: true }, {});
-        expect(JSON.parse(out.join(""))).toMatchObject({ error: { code: "client_error", retryable: false, message: expect.stringMatching(/Authorization Violation/) } });
+        expect(JSON.parse(out.join(""))).toMatchObject({
+          error: { code: "client_error", retryable: false, message: expect.stringMatching(/Authorization Violation/) },
+        });
         expect(process.exitCode).toBe(1);
         process.exitCode = 0;
         // An --out that cannot be written is refused before anything is sent (no image made for nothing).
         const received = running.routers[0].stats().received;
         out.length = 0;
         await generateCommand("a red bicycle", { nats: secure.server.url, json: true, out: "/no/such/folder/a.png" }, clientEnv);
-        expect(JSON.parse(out.join(""))).toMatchObject({ error: { code: "client_error", message: expect.stringMatching(/cannot write --out .*no folder \/no\/such\/folder; nothing was sent/) } });
+        expect(JSON.parse(out.join(""))).toMatchObject({
+          error: {
+            code: "client_error",
+            message: expect.stringMatching(/cannot write --out .*no folder \/no\/such\/folder; nothing was sent/),
+          },
+        });
         expect(running.routers[0].stats().received).toBe(received);
         expect(process.exitCode).toBe(1);
         process.exitCode = 0;
@@ -153,8 +210,14 @@ describe("hadis status as the observer role", () => {
   it("refuses half a set of credentials, naming the missing one", () => {
     expect(() => toolCredentials({ HADIS_OBSERVER_NATS_USER: "o" }, "observer")).toThrow(/HADIS_OBSERVER_NATS_PASS is not set/);
     expect(toolCredentials({ HADIS_NATS_USER: "u", HADIS_NATS_PASS: "p" }, "observer")).toEqual({ user: "u", pass: "p" });
-    expect(toolCredentials({ HADIS_OBSERVER_NATS_USER: "o", HADIS_OBSERVER_NATS_PASS: "p" }, "observer")).toEqual({ user: "o", pass: "p", inboxPrefix: "_INBOX_observer" });
-    expect(toolCredentials({ HADIS_CLIENT_NATS_USER: "c", HADIS_CLIENT_NATS_PASS: "p", HADIS_NATS_USER: "u", HADIS_NATS_PASS: "q" }, "client")).toEqual({ user: "c", pass: "p" });
+    expect(toolCredentials({ HADIS_OBSERVER_NATS_USER: "o", HADIS_OBSERVER_NATS_PASS: "p" }, "observer")).toEqual({
+      user: "o",
+      pass: "p",
+      inboxPrefix: "_INBOX_observer",
+    });
+    expect(
+      toolCredentials({ HADIS_CLIENT_NATS_USER: "c", HADIS_CLIENT_NATS_PASS: "p", HADIS_NATS_USER: "u", HADIS_NATS_PASS: "q" }, "client"),
+    ).toEqual({ user: "c", pass: "p" });
     expect(() => toolCredentials({ HADIS_CLIENT_NATS_PASS: "p" }, "client")).toThrow(/HADIS_CLIENT_NATS_USER is not set/);
     expect(toolCredentials({}, "client")).toBeUndefined();
   });

@@ -5,7 +5,7 @@
  */
 import { afterAll, describe, expect, it } from "vitest";
 import { startSystem, type RunningSystem } from "../../services/system.ts";
-import type { Logger } from "../../services/lib/log.ts";
+import type { Logger } from "../../services/telemetry/log.ts";
 import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { waitFor } from "../helpers/processes.ts";
 
@@ -15,10 +15,25 @@ afterAll(async () => {
 });
 
 /** Workers on `t`'s server at `timeScale`, and the warnings they log. */
-async function workersAt(t: TestSystem, timeScale: number): Promise<{ system: RunningSystem; warnings: { event: string; fields: Record<string, unknown> }[] }> {
+async function workersAt(
+  t: TestSystem,
+  timeScale: number,
+): Promise<{ system: RunningSystem; warnings: { event: string; fields: Record<string, unknown> }[] }> {
   const warnings: { event: string; fields: Record<string, unknown> }[] = [];
-  const log: Logger = { debug: () => undefined, info: () => undefined, warn: (event, fields = {}) => void warnings.push({ event, fields }), error: () => undefined };
-  const system: RunningSystem = await startSystem({ natsUrl: t.server.url, services: ["worker"], workers: 1, timeScale, workQueue: { storage: "memory" }, log });
+  const log: Logger = {
+    debug: () => undefined,
+    info: () => undefined,
+    warn: (event, fields = {}) => void warnings.push({ event, fields }),
+    error: () => undefined,
+  };
+  const system: RunningSystem = await startSystem({
+    natsUrl: t.server.url,
+    services: ["worker"],
+    workers: 1,
+    timeScale,
+    workQueue: { storage: "memory" },
+    log,
+  });
   running.push({ stop: () => system.stop(2_000) });
   return { system, warnings };
 }

@@ -4,18 +4,23 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execFileSync } from "node:child_process";
-import { benchE1Command } from "../../services/cli/bench-e1.ts";
-import { DEFAULT_PROMPTS, DEFAULT_TRACE, reportPath } from "../../services/cli/e1-report.ts";
+import { benchE1Command } from "../../services/cli/research/bench-e1.ts";
+import { DEFAULT_PROMPTS, DEFAULT_TRACE, reportPath } from "../../services/cli/research/e1-report.ts";
 import { startTestSystem } from "../helpers/system.ts";
-import { freePort } from "../../services/lib/nats-server.ts";
+import { freePort } from "../../services/nats/server.ts";
 import { spawnHadis, stopSpawned, waitFor } from "../helpers/processes.ts";
 
 /** Runs bench e1 quietly on five arrivals; returns its JSON report. */
-async function benchReport(opts: Omit<Parameters<typeof benchE1Command>[0], "trace" | "prompts" | "json">): Promise<Record<string, unknown> & { systems: { name: string }[] }> {
+async function benchReport(
+  opts: Omit<Parameters<typeof benchE1Command>[0], "trace" | "prompts" | "json">,
+): Promise<Record<string, unknown> & { systems: { name: string }[] }> {
   const dir = mkdtempSync(join(tmpdir(), "hadis-bench-"));
   const trace = join(dir, "trace.txt");
   writeFileSync(trace, ["100,1", "200,2", "300,3", "400,4", "500,5"].join("\n") + "\n");
-  const quiet = [vi.spyOn(process.stdout, "write").mockImplementation(() => true), vi.spyOn(process.stderr, "write").mockImplementation(() => true)];
+  const quiet = [
+    vi.spyOn(process.stdout, "write").mockImplementation(() => true),
+    vi.spyOn(process.stderr, "write").mockImplementation(() => true),
+  ];
   try {
     await benchE1Command({ ...opts, trace, prompts: DEFAULT_PROMPTS, json: join(dir, "report.json") });
     return JSON.parse(readFileSync(join(dir, "report.json"), "utf8"));
@@ -43,13 +48,31 @@ describe("hadis bench e1, embedded", () => {
     const dir = mkdtempSync(join(tmpdir(), "hadis-bench-term-"));
     const trace = join(dir, "trace.txt");
     writeFileSync(trace, Array.from({ length: 600 }, (_, i) => `${i * 100},${i % 50}`).join("\n") + "\n");
-    const bench = spawnHadis(["bench", "e1", "--embedded", "--policy", "hadis", "--workers", "2", "--time-scale", "0.01", "--trace", trace]);
+    const bench = spawnHadis([
+      "bench",
+      "e1",
+      "--embedded",
+      "--policy",
+      "hadis",
+      "--workers",
+      "2",
+      "--time-scale",
+      "0.01",
+      "--trace",
+      trace,
+    ]);
     const natsChild = () => {
       try {
         // The server itself (`nats-server -c <conf>`), not the `nats-server --version` check made
         // just before it: that one is gone at once, and a pid read as 0 after it made `kill(0, 0)`
         // (this process's own group) read as a server still alive.
-        return Number(execFileSync("pgrep", ["-P", String(bench.child.pid), "-f", "nats-server -c "], { encoding: "utf8" }).trim().split("\n")[0]) || 0;
+        return (
+          Number(
+            execFileSync("pgrep", ["-P", String(bench.child.pid), "-f", "nats-server -c "], { encoding: "utf8" })
+              .trim()
+              .split("\n")[0],
+          ) || 0
+        );
       } catch {
         return 0;
       }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { mixFid, planFid, scoreRun, type FidLookup, type RequestRecord } from "../../actors/sim/scoring.ts";
-import { renderTable, summarize } from "../../services/cli/e1-report.ts";
+import { renderTable, summarize } from "../../services/cli/research/e1-report.ts";
 
 /** Two models: A alone 30, B alone 20, a mix falls linearly with B's share. */
 const fid: FidLookup = {
@@ -62,7 +62,15 @@ describe("scoreRun", () => {
   });
 
   it("mixes the two most served models, lighter one as light", () => {
-    expect(mixFid(new Map([["B", 3], ["A", 1]]), fid)).toBeCloseTo(30 - 10 * 0.75, 12);
+    expect(
+      mixFid(
+        new Map([
+          ["B", 3],
+          ["A", 1],
+        ]),
+        fid,
+      ),
+    ).toBeCloseTo(30 - 10 * 0.75, 12);
     expect(mixFid(new Map(), fid)).toBeNull();
     expect(planFid([], 0, 5_000)).toBeNull();
   });

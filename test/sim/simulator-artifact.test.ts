@@ -7,7 +7,7 @@ import { PROTOCOL_VERSION, type Plan } from "../../contracts/messages.ts";
 import { parseFidelity } from "../../actors/artifact/mechanisms.ts";
 import type { TickObservation, TickOutcome } from "../../actors/control/reconcile.ts";
 import { simulate, type SimConfig } from "../../actors/sim/simulator.ts";
-import { loadProfiles } from "../../services/lib/profiles.ts";
+import { loadProfiles } from "../../services/files/profiles.ts";
 
 const profiles = loadProfiles();
 const prompts = profiles.reference.prompts;
@@ -20,7 +20,21 @@ let epoch = 0;
 function plan(assignment: Record<string, string>, pair: Plan["pair"], discThreshold = 0): Plan {
   const models: Plan["models"] = {};
   for (const m of Object.values(assignment)) models[m] = { workers: (models[m]?.workers ?? 0) + 1, batchSize: 1 };
-  return { v: PROTOCOL_VERSION, epoch: ++epoch, policy: "scripted", issuedAtMs: 0, sloMs: 10_000, timeScale: 1, pair, routerThreshold: 0, discThreshold, heavyShare: 0, models, assignment, reason: "scripted" };
+  return {
+    v: PROTOCOL_VERSION,
+    epoch: ++epoch,
+    policy: "scripted",
+    issuedAtMs: 0,
+    sloMs: 10_000,
+    timeScale: 1,
+    pair,
+    routerThreshold: 0,
+    discThreshold,
+    heavyShare: 0,
+    models,
+    assignment,
+    reason: "scripted",
+  };
 }
 
 /** A control tick adopting each scripted plan at its time; it remembers what it was shown. */
@@ -36,20 +50,35 @@ function scripted(script: { atMs: number; plan: Plan }[], seen: TickObservation[
 
 function config(arrivalMs: number[], workers: number, control: SimConfig["control"], over: Partial<SimConfig> = {}): SimConfig {
   return {
-    policyName: "hadis", profiles, solve: () => Promise.reject(new Error("scripted plans only")),
-    scorer: { score: () => 0 }, threshold: { isHard: () => false },
+    policyName: "hadis",
+    profiles,
+    solve: () => Promise.reject(new Error("scripted plans only")),
+    scorer: { score: () => 0 },
+    threshold: { isHard: () => false },
     judge: { score: async (items: readonly unknown[]) => items.map(() => 1), thresholdFor: () => 0 },
-    arrivals: arrivalMs.map((atMs, i) => ({ atMs, promptIdx: i })), prompts, workers, sloMs: 10_000, timeScale: 1, seed: 1,
-    tickMs: 250, warmupMs: 1_000, judgeLatencyMs: 15, control, ...over,
+    arrivals: arrivalMs.map((atMs, i) => ({ atMs, promptIdx: i })),
+    prompts,
+    workers,
+    sloMs: 10_000,
+    timeScale: 1,
+    seed: 1,
+    tickMs: 250,
+    warmupMs: 1_000,
+    judgeLatencyMs: 15,
+    control,
+    ...over,
   };
 }
 
-const twoLightning = () => scripted([{ atMs: -1_000, plan: plan({ "w-00": LIGHTNING, "w-01": LIGHTNING }, { light: LIGHTNING, heavy: LIGHTNING }) }]);
+const twoLightning = () =>
+  scripted([{ atMs: -1_000, plan: plan({ "w-00": LIGHTNING, "w-01": LIGHTNING }, { light: LIGHTNING, heavy: LIGHTNING }) }]);
 
 describe("the artifact's mechanisms in the simulator", () => {
   it("dispatch: a query sent to a random worker can queue behind a busy one while the other idles; a shared queue never does", async () => {
     const latencies = async (mechanisms: string, seed: number) =>
-      (await simulate(config([5_000, 5_100], 2, twoLightning(), { seed, fidelity: parseFidelity("native", mechanisms) }))).records.map((r) => r.latencyMs);
+      (await simulate(config([5_000, 5_100], 2, twoLightning(), { seed, fidelity: parseFidelity("native", mechanisms) }))).records.map(
+        (r) => r.latencyMs,
+      );
     const shared = await Promise.all(Array.from({ length: 12 }, (_, s) => latencies("", s + 1)));
     const random = await Promise.all(Array.from({ length: 12 }, (_, s) => latencies("dispatch", s + 1)));
     expect(shared.every(([a, b]) => a === 500 && b === 500)).toBe(true);
@@ -80,7 +109,9 @@ describe("the artifact's mechanisms in the simulator", () => {
     expect(during.length).toBeGreaterThan(0);
     expect(during.every((o) => o.demandQps! > 5 && o.demandQps! <= 10 * 1.05)).toBe(true);
     const native: TickObservation[] = [];
-    await simulate(config(arrivals, 1, scripted([{ atMs: -1_000, plan: plan({ "w-00": MEDIUM }, { light: MEDIUM, heavy: MEDIUM }) }], native)));
+    await simulate(
+      config(arrivals, 1, scripted([{ atMs: -1_000, plan: plan({ "w-00": MEDIUM }, { light: MEDIUM, heavy: MEDIUM }) }], native)),
+    );
     expect(native.every((o) => o.demandQps === undefined)).toBe(true);
   });
 
@@ -89,16 +120,22 @@ describe("the artifact's mechanisms in the simulator", () => {
       { atMs: -1_000, plan: plan({ "w-00": LIGHTNING }, { light: LIGHTNING, heavy: LIGHTNING }) },
       { atMs: 10_000, plan: plan({ "w-00": LARGE }, { light: LARGE, heavy: LARGE }) },
     ]);
-    const run = await simulate(config([9_900, 9_950, 9_960], 1, script, { sloMs: 120_000, fidelity: parseFidelity("native", "dispatch,swaps") }));
+    const run = await simulate(
+      config([9_900, 9_950, 9_960], 1, script, { sloMs: 120_000, fidelity: parseFidelity("native", "dispatch,swaps") }),
+    );
     // The first runs on lightning (9,900 → 10,400); the two queued behind it then run on sd3.5-large.
     expect(run.records.map((r) => r.servedModel)).toEqual([LIGHTNING, LARGE, LARGE]);
     // Loaded at the first tick (−750) and as its running batch ends (10,400): no load time either way.
-    expect(run.loads.map((l) => [l.atMs, l.model])).toEqual([[-750, LIGHTNING], [10_400, LARGE]]);
+    expect(run.loads.map((l) => [l.atMs, l.model])).toEqual([
+      [-750, LIGHTNING],
+      [10_400, LARGE],
+    ]);
     expect(run.records[1].latencyMs).toBe(10_400 + 27_000 - 9_950);
   });
 
   it("latency: the light worker judges its own batch (10 ms) instead of a judge service one hop away", async () => {
-    const cascade = () => scripted([{ atMs: -1_000, plan: plan({ "w-00": LIGHTNING, "w-01": LARGE }, { light: LIGHTNING, heavy: LARGE }, 1e-6) }]);
+    const cascade = () =>
+      scripted([{ atMs: -1_000, plan: plan({ "w-00": LIGHTNING, "w-01": LARGE }, { light: LIGHTNING, heavy: LARGE }, 1e-6) }]);
     const onWorker = await simulate(config([9_000], 2, cascade(), { fidelity: parseFidelity("native", "latency") }));
     const service = await simulate(config([9_000], 2, cascade()));
     // Share 1e-6: the threshold is the lowest score, so the light image passes either way.

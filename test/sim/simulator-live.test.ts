@@ -9,8 +9,8 @@ import type { TickOutcome } from "../../actors/control/reconcile.ts";
 import { ProfileJudge } from "../../actors/judge/profile-judge.ts";
 import { FixedPercentileThreshold, ReferenceFeatureScorer } from "../../actors/routing/difficulty.ts";
 import { simulate, type SimConfig } from "../../actors/sim/simulator.ts";
-import { createInlineHighsSolver } from "../../services/lib/highs-solver.ts";
-import { loadProfiles } from "../../services/lib/profiles.ts";
+import { createInlineHighsSolver } from "../../services/solver/highs-solver.ts";
+import { loadProfiles } from "../../services/files/profiles.ts";
 
 const profiles = loadProfiles();
 const prompts = profiles.reference.prompts;
@@ -27,8 +27,19 @@ function plan(assignment: Record<string, string>, pair: Plan["pair"], discThresh
   const models: Plan["models"] = {};
   for (const m of Object.values(assignment)) models[m] = { workers: (models[m]?.workers ?? 0) + 1, batchSize: 1 };
   return {
-    v: PROTOCOL_VERSION, epoch: ++epoch, policy: "scripted", issuedAtMs: 0, sloMs: 120_000, timeScale: 1, pair,
-    routerThreshold: 0, discThreshold, heavyShare: 0, models, assignment, reason: "scripted",
+    v: PROTOCOL_VERSION,
+    epoch: ++epoch,
+    policy: "scripted",
+    issuedAtMs: 0,
+    sloMs: 120_000,
+    timeScale: 1,
+    pair,
+    routerThreshold: 0,
+    discThreshold,
+    heavyShare: 0,
+    models,
+    assignment,
+    reason: "scripted",
   };
 }
 
@@ -50,20 +61,40 @@ const escalateAll = { score: async (items: readonly unknown[]) => items.map(() =
 /** One request per `atMs`, on a 250 ms control tick starting at −750 ms, time scale 1. */
 function config(arrivalMs: number[], workers: number, control: SimConfig["control"], over: Partial<SimConfig> = {}): SimConfig {
   return {
-    policyName: "hadis", profiles, solve: () => Promise.reject(new Error("scripted plans only")), scorer: easy, threshold: never, judge: escalateAll,
-    arrivals: arrivalMs.map((atMs, i) => ({ atMs, promptIdx: i })), prompts, workers, sloMs: 120_000, timeScale: 1, seed: 1,
-    tickMs: 250, warmupMs: 1_000, judgeLatencyMs: 15, control, ...over,
+    policyName: "hadis",
+    profiles,
+    solve: () => Promise.reject(new Error("scripted plans only")),
+    scorer: easy,
+    threshold: never,
+    judge: escalateAll,
+    arrivals: arrivalMs.map((atMs, i) => ({ atMs, promptIdx: i })),
+    prompts,
+    workers,
+    sloMs: 120_000,
+    timeScale: 1,
+    seed: 1,
+    tickMs: 250,
+    warmupMs: 1_000,
+    judgeLatencyMs: 15,
+    control,
+    ...over,
   };
 }
 
 describe("simulate, as the live system", () => {
   it("a swap picks its target after the unload: A→B re-planned to C during the unload loads C only", async () => {
     // w-00 loads A (lightning) at −750; told B (turbo) at 3 000; told C (medium) at 3 250, while unloading A.
-    const run = await simulate(config([20_000], 1, scripted([
-      { atMs: -1_000, plan: plan({ "w-00": LIGHTNING }, { light: LIGHTNING, heavy: LIGHTNING }) },
-      { atMs: 3_000, plan: plan({ "w-00": TURBO }, { light: TURBO, heavy: TURBO }) },
-      { atMs: 3_250, plan: plan({ "w-00": MEDIUM }, { light: MEDIUM, heavy: MEDIUM }) },
-    ])));
+    const run = await simulate(
+      config(
+        [20_000],
+        1,
+        scripted([
+          { atMs: -1_000, plan: plan({ "w-00": LIGHTNING }, { light: LIGHTNING, heavy: LIGHTNING }) },
+          { atMs: 3_000, plan: plan({ "w-00": TURBO }, { light: TURBO, heavy: TURBO }) },
+          { atMs: 3_250, plan: plan({ "w-00": MEDIUM }, { light: MEDIUM, heavy: MEDIUM }) },
+        ]),
+      ),
+    );
     // Live (WorkerAgent.swap): unload A (0.5 s), then load what is wanted then: C, 8.3 s.
     expect(run.loads).toEqual([
       { atMs: -750 + 3_250, workerId: "w-00", model: LIGHTNING },
@@ -75,12 +106,21 @@ describe("simulate, as the live system", () => {
 
   it("a plan flipping back during the unload reloads the model it had, and nothing else", async () => {
     const a = plan({ "w-00": LIGHTNING }, { light: LIGHTNING, heavy: LIGHTNING });
-    const run = await simulate(config([20_000], 1, scripted([
-      { atMs: -1_000, plan: a },
-      { atMs: 3_000, plan: plan({ "w-00": TURBO }, { light: TURBO, heavy: TURBO }) },
-      { atMs: 3_250, plan: { ...a, epoch: ++epoch } },
-    ])));
-    expect(run.loads.map((l) => [l.atMs, l.model])).toEqual([[2_500, LIGHTNING], [3_000 + 500 + 3_250, LIGHTNING]]);
+    const run = await simulate(
+      config(
+        [20_000],
+        1,
+        scripted([
+          { atMs: -1_000, plan: a },
+          { atMs: 3_000, plan: plan({ "w-00": TURBO }, { light: TURBO, heavy: TURBO }) },
+          { atMs: 3_250, plan: { ...a, epoch: ++epoch } },
+        ]),
+      ),
+    );
+    expect(run.loads.map((l) => [l.atMs, l.model])).toEqual([
+      [2_500, LIGHTNING],
+      [3_000 + 500 + 3_250, LIGHTNING],
+    ]);
   });
 
   it("a light result that comes after the request moved to its heavy stage does not serve it", async () => {
@@ -88,12 +128,23 @@ describe("simulate, as the live system", () => {
     // worker: the item is copied to lightning (w-01), which answers at 8 500; the judge escalates
     // and the heavy item waits for w-00 on large. w-00's light result (20 550) is for the light
     // stage: live drops it (orphaned), and the request is served by large.
-    const run = await simulate(config([7_550], 2, scripted([
-      { atMs: -1_000, plan: plan({ "w-00": MEDIUM, "w-01": LIGHTNING }, { light: MEDIUM, heavy: LARGE }, 0.5) },
-      { atMs: 8_000, plan: plan({ "w-00": LARGE, "w-01": LIGHTNING }, { light: LIGHTNING, heavy: LARGE }, 0.5) },
-    ])));
+    const run = await simulate(
+      config(
+        [7_550],
+        2,
+        scripted([
+          { atMs: -1_000, plan: plan({ "w-00": MEDIUM, "w-01": LIGHTNING }, { light: MEDIUM, heavy: LARGE }, 0.5) },
+          { atMs: 8_000, plan: plan({ "w-00": LARGE, "w-01": LIGHTNING }, { light: LIGHTNING, heavy: LARGE }, 0.5) },
+        ]),
+      ),
+    );
     const [record] = run.records;
-    expect(record).toMatchObject({ outcome: "served", route: "light->heavy", servedModel: LARGE, models: { light: LIGHTNING, heavy: LARGE } });
+    expect(record).toMatchObject({
+      outcome: "served",
+      route: "light->heavy",
+      servedModel: LARGE,
+      models: { light: LIGHTNING, heavy: LARGE },
+    });
     // Light 0.5 s on lightning, judge, unload medium + load large + 27 s on large, after w-00's batch.
     expect(record.latencyMs).toBe(20_550 + 500 + 13_700 + 27_000 - 7_550);
     expect(run.wastedItems).toBe(1);
@@ -103,10 +154,18 @@ describe("simulate, as the live system", () => {
     // The first prompt is hard: straight to medium (13 s), which teaches the floor 13 s. The
     // second, easy, is rejected at 500 ms + 15 ms of its 13.4 s: 12.885 s left, under 13 s.
     const first = prompts[0];
-    const run = await simulate(config([20_000, 40_000], 2, scripted([
-      { atMs: -1_000, plan: plan({ "w-00": LIGHTNING, "w-01": MEDIUM }, { light: LIGHTNING, heavy: MEDIUM }, 0.5) },
-    ]), { sloMs: 13_400, scorer: { score: (p: string) => (p === first ? 1 : 0) }, threshold: { isHard: (score: number) => score > 0.5 } }));
-    expect(run.records.map((r) => [r.outcome, r.route, r.servedModel])).toEqual([["served", "heavy", MEDIUM], ["served", "light", LIGHTNING]]);
+    const run = await simulate(
+      config(
+        [20_000, 40_000],
+        2,
+        scripted([{ atMs: -1_000, plan: plan({ "w-00": LIGHTNING, "w-01": MEDIUM }, { light: LIGHTNING, heavy: MEDIUM }, 0.5) }]),
+        { sloMs: 13_400, scorer: { score: (p: string) => (p === first ? 1 : 0) }, threshold: { isHard: (score: number) => score > 0.5 } },
+      ),
+    );
+    expect(run.records.map((r) => [r.outcome, r.route, r.servedModel])).toEqual([
+      ["served", "heavy", MEDIUM],
+      ["served", "light", LIGHTNING],
+    ]);
     expect(run.escalationsSkipped).toBe(1);
     expect(run.records[1].latencyMs).toBe(500 + 15);
   });
@@ -115,11 +174,17 @@ describe("simulate, as the live system", () => {
     // The item runs on w-00 (medium) from 7 550; at 8 000 medium loses its worker and the item is
     // copied to lightning, whose worker is still loading; a second plan at 8 250 leaves it there.
     const moved = plan({ "w-00": LARGE, "w-01": LIGHTNING }, { light: LIGHTNING, heavy: LARGE });
-    const run = await simulate(config([7_550], 2, scripted([
-      { atMs: -1_000, plan: plan({ "w-00": MEDIUM }, { light: MEDIUM, heavy: MEDIUM }) },
-      { atMs: 8_000, plan: moved },
-      { atMs: 8_250, plan: { ...moved, epoch: ++epoch, discThreshold: 0 } },
-    ])));
+    const run = await simulate(
+      config(
+        [7_550],
+        2,
+        scripted([
+          { atMs: -1_000, plan: plan({ "w-00": MEDIUM }, { light: MEDIUM, heavy: MEDIUM }) },
+          { atMs: 8_000, plan: moved },
+          { atMs: 8_250, plan: { ...moved, epoch: ++epoch, discThreshold: 0 } },
+        ]),
+      ),
+    );
     expect(run.movedItems).toBe(1);
     expect(run.records[0]).toMatchObject({ outcome: "served", servedModel: LIGHTNING, latencyMs: 8_000 + 3_250 + 500 - 7_550 });
   });
@@ -129,10 +194,16 @@ describe("simulate, as the live system", () => {
     // worker and the item is copied to turbo, which w-00 loads after its batch (ready at 44 700).
     // The original answers at 30 500 and the judge escalates it to large (w-01, 27 s an image):
     // live, the turbo copy is removed at once; here it must not run while the request is on large.
-    const run = await simulate(config([30_000], 2, scripted([
-      { atMs: -1_000, plan: plan({ "w-00": LIGHTNING, "w-01": LARGE }, { light: LIGHTNING, heavy: LARGE }, 0.5) },
-      { atMs: 30_100, plan: plan({ "w-00": TURBO, "w-01": LARGE }, { light: TURBO, heavy: LARGE }, 0.5) },
-    ])));
+    const run = await simulate(
+      config(
+        [30_000],
+        2,
+        scripted([
+          { atMs: -1_000, plan: plan({ "w-00": LIGHTNING, "w-01": LARGE }, { light: LIGHTNING, heavy: LARGE }, 0.5) },
+          { atMs: 30_100, plan: plan({ "w-00": TURBO, "w-01": LARGE }, { light: TURBO, heavy: LARGE }, 0.5) },
+        ]),
+      ),
+    );
     expect(run.movedItems).toBe(1);
     expect(run.records[0]).toMatchObject({ outcome: "served", servedModel: LARGE });
     expect(run.loads.at(-1)).toMatchObject({ model: TURBO, atMs: 30_500 + 500 + 13_700 });
@@ -147,9 +218,20 @@ describe("simulate, as the live system", () => {
     const arrivals = Array.from({ length: 200 }, (_, i) => ({ atMs: i * 50, promptIdx: i }));
     // Time scale 0.02: a 500 ms tick, half the router's 1 s report; a 1 ms half-life shows each tick's sample.
     await simulate({
-      policyName: "hadis", profiles, solve: (lp, o) => solver.solve(lp, o), scorer, threshold: new FixedPercentileThreshold(scorer.referenceScores),
-      judge: new ProfileJudge(profiles, { latencyMs: 0, sleep: async () => undefined }), arrivals, prompts, workers: 4, sloMs: 2_000, timeScale: 0.02, seed: 1,
-      demandHalfLifeMs: 1, onTick: (outcome, nowMs) => demand.push({ atMs: nowMs, qps: outcome.snapshot.demandQps }),
+      policyName: "hadis",
+      profiles,
+      solve: (lp, o) => solver.solve(lp, o),
+      scorer,
+      threshold: new FixedPercentileThreshold(scorer.referenceScores),
+      judge: new ProfileJudge(profiles, { latencyMs: 0, sleep: async () => undefined }),
+      arrivals,
+      prompts,
+      workers: 4,
+      sloMs: 2_000,
+      timeScale: 0.02,
+      seed: 1,
+      demandHalfLifeMs: 1,
+      onTick: (outcome, nowMs) => demand.push({ atMs: nowMs, qps: outcome.snapshot.demandQps }),
     });
     const steady = demand.filter((d) => d.atMs >= 1_000 && d.atMs <= 10_000);
     expect(steady.length).toBeGreaterThan(15);

@@ -6,14 +6,15 @@ import { moveTarget, simulate, type SimConfig } from "../../actors/sim/simulator
 import { fidLookupFromProfiles, scoreRun } from "../../actors/sim/scoring.ts";
 import { formatTrace, traceFromHourly, ratePerSecond } from "../../actors/sim/trace.ts";
 import { parseTrace } from "../../actors/profile/reference.ts";
-import { createInlineHighsSolver, type HighsSolver } from "../../services/lib/highs-solver.ts";
-import { loadProfiles } from "../../services/lib/profiles.ts";
+import { createInlineHighsSolver, type HighsSolver } from "../../services/solver/highs-solver.ts";
+import { loadProfiles } from "../../services/files/profiles.ts";
 
 const profiles = loadProfiles();
 const prompts = profiles.reference.prompts;
 
 /** `n` arrivals evenly spaced at `qps`, prompts 0.. in order. */
-const steady = (n: number, qps: number) => Array.from({ length: n }, (_, i) => ({ atMs: Math.round((i * 1000) / qps), promptIdx: (i * 37) % prompts.length }));
+const steady = (n: number, qps: number) =>
+  Array.from({ length: n }, (_, i) => ({ atMs: Math.round((i * 1000) / qps), promptIdx: (i * 37) % prompts.length }));
 
 describe("simulate", () => {
   let solver: HighsSolver;

@@ -4,8 +4,21 @@
 const $ = (sel) => document.querySelector(sel);
 // Text from the services (and from anybody who can publish on their subjects): always escaped;
 // a value that is not a string, number or flag shows as nothing rather than throwing.
-const esc = (s) => (["string", "number", "boolean"].includes(typeof s) ? String(s) : "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
-const fmtMs = (ms) => (typeof ms !== "number" || !Number.isFinite(ms) ? "–" : ms >= 10_000 ? `${(ms / 1000).toFixed(1)} s` : ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : ms >= 10 ? `${ms.toFixed(0)} ms` : `${ms.toFixed(1)} ms`);
+const esc = (s) =>
+  (["string", "number", "boolean"].includes(typeof s) ? String(s) : "").replace(
+    /[&<>"']/g,
+    (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c],
+  );
+const fmtMs = (ms) =>
+  typeof ms !== "number" || !Number.isFinite(ms)
+    ? "–"
+    : ms >= 10_000
+      ? `${(ms / 1000).toFixed(1)} s`
+      : ms >= 1000
+        ? `${(ms / 1000).toFixed(2)} s`
+        : ms >= 10
+          ? `${ms.toFixed(0)} ms`
+          : `${ms.toFixed(1)} ms`;
 const fmtNum = (x, d = 1) => (typeof x !== "number" || Number.isNaN(x) ? "–" : x.toFixed(d));
 const pct = (x, d = 1) => (x == null ? "–" : `${(x * 100).toFixed(d)}%`);
 const PALETTE = ["#3ecf8e", "#ffb547", "#ff8fa3", "#5fd4e6", "#c3e88d", "#f78c6c"];
@@ -18,7 +31,14 @@ function modelColor(model) {
   if (!modelColors.has(model)) modelColors.set(model, PALETTE[modelColors.size % PALETTE.length]);
   return modelColors.get(model);
 }
-const STAGES = [["route", "route"], ["queue", "queue wait"], ["light", "light generation"], ["judge", "judge"], ["heavy", "heavy generation"], ["reply", "reply"]];
+const STAGES = [
+  ["route", "route"],
+  ["queue", "queue wait"],
+  ["light", "light generation"],
+  ["judge", "judge"],
+  ["heavy", "heavy generation"],
+  ["reply", "reply"],
+];
 
 /** The request shown in the trace panel: its trace, its root span (a caller's trace may hold several requests). */
 let selectedTrace = null;
@@ -60,7 +80,12 @@ function workerModel(w, plan) {
 }
 
 function lineChart(el, series, { yMax, fmt = (v) => v.toFixed(0), right } = {}) {
-  const W = 600, H = 180, L = 44, R = right ? 40 : 10, T = 10, B = 22;
+  const W = 600,
+    H = 180,
+    L = 44,
+    R = right ? 40 : 10,
+    T = 10,
+    B = 22;
   const n = Math.max(...series.map((s) => s.values.length), 2);
   const max = Math.max(yMax ?? 0, ...series.filter((s) => !s.right).flatMap((s) => s.values.filter((v) => v != null)), 1e-9);
   const top = niceMax(max);
@@ -73,8 +98,16 @@ function lineChart(el, series, { yMax, fmt = (v) => v.toFixed(0), right } = {}) 
     svg += `<line class="grid" x1="${L}" x2="${W - R}" y1="${y(v)}" y2="${y(v)}"/><text class="axis" x="${L - 6}" y="${y(v) + 3}" text-anchor="end">${fmt(v)}</text>`;
     if (right) svg += `<text class="axis" x="${W - R + 6}" y="${y((rmax * k) / 4, true) + 3}">${((rmax * k) / 4).toFixed(0)}</text>`;
   }
-  const ticks = [[0, "−5 min"], [0.25, ""], [0.5, "−2.5 min"], [0.75, ""], [1, "now"]];
-  for (const [f, label] of ticks) if (label) svg += `<text class="axis" x="${x(f * (n - 1))}" y="${H - 6}" text-anchor="${f === 0 ? "start" : f === 1 ? "end" : "middle"}">${label}</text>`;
+  const ticks = [
+    [0, "−5 min"],
+    [0.25, ""],
+    [0.5, "−2.5 min"],
+    [0.75, ""],
+    [1, "now"],
+  ];
+  for (const [f, label] of ticks)
+    if (label)
+      svg += `<text class="axis" x="${x(f * (n - 1))}" y="${H - 6}" text-anchor="${f === 0 ? "start" : f === 1 ? "end" : "middle"}">${label}</text>`;
   for (const s of series) {
     const pts = s.values.map((v, i) => (v == null ? null : `${x(i).toFixed(1)},${y(v, s.right).toFixed(1)}`));
     const d = pts.reduce((acc, p, i) => (p ? acc + (acc && pts[i - 1] ? "L" : "M") + p : acc), "");
@@ -120,21 +153,37 @@ function renderKpis(s) {
     ["Workers serving", `${serving}<small>/ ${s.workers.length}</small>`, serving < s.workers.length ? "warn" : "good"],
     ["Swaps in progress", `${swapping}`, swapping ? "warn" : ""],
   ];
-  $("#kpis").innerHTML = kpis.map(([l, val, cls]) => `<div class="kpi ${cls}"><div class="label">${l}</div><div class="value">${val}</div></div>`).join("");
+  $("#kpis").innerHTML = kpis
+    .map(([l, val, cls]) => `<div class="kpi ${cls}"><div class="label">${l}</div><div class="value">${val}</div></div>`)
+    .join("");
 }
 
 function renderCharts(s) {
-  const demand = smooth(s.series.map((b) => b.arrivals), 3);
-  const served = smooth(s.series.map((b) => b.served), 3);
-  lineChart($("#chart-qps"), [
-    { values: demand, color: "var(--warn)", fill: true },
-    { values: served, color: "var(--accent)" },
-  ], { fmt: (v) => (v >= 100 ? v.toFixed(0) : v.toFixed(1)) });
+  const demand = smooth(
+    s.series.map((b) => b.arrivals),
+    3,
+  );
+  const served = smooth(
+    s.series.map((b) => b.served),
+    3,
+  );
+  lineChart(
+    $("#chart-qps"),
+    [
+      { values: demand, color: "var(--warn)", fill: true },
+      { values: served, color: "var(--accent)" },
+    ],
+    { fmt: (v) => (v >= 100 ? v.toFixed(0) : v.toFixed(1)) },
+  );
   const ratio = s.series.map((b) => (b.answered ? b.violations / b.answered : null));
-  lineChart($("#chart-slo"), [
-    { values: s.series.map((b) => b.answered), color: "var(--muted)", right: true, width: 1, dash: true },
-    { values: ratio, color: "var(--bad)", fill: true },
-  ], { yMax: 0.05, fmt: (v) => `${(v * 100).toFixed(v < 0.1 ? 1 : 0)}%`, right: true });
+  lineChart(
+    $("#chart-slo"),
+    [
+      { values: s.series.map((b) => b.answered), color: "var(--muted)", right: true, width: 1, dash: true },
+      { values: ratio, color: "var(--bad)", fill: true },
+    ],
+    { yMax: 0.05, fmt: (v) => `${(v * 100).toFixed(v < 0.1 ? 1 : 0)}%`, right: true },
+  );
 }
 
 function renderPlan(s) {
@@ -144,7 +193,14 @@ function renderPlan(s) {
   for (const w of s.workers) {
     const model = workerModel(w, p);
     // Loading or unloading is a swap in progress; a failed or draining worker is neither serving nor swapping.
-    const kind = w.state === "serving" ? "serving" : w.state === "loading" || w.state === "unloading" ? "swapping" : w.state === "failed" || w.state === "draining" || w.state === "lost" ? "down" : null;
+    const kind =
+      w.state === "serving"
+        ? "serving"
+        : w.state === "loading" || w.state === "unloading"
+          ? "swapping"
+          : w.state === "failed" || w.state === "draining" || w.state === "lost"
+            ? "down"
+            : null;
     if (model && kind) (live[model] ??= { serving: 0, swapping: 0, down: 0 })[kind]++;
   }
   const models = Object.entries(p.models).sort((a, b) => b[1].workers - a[1].workers);
@@ -167,16 +223,19 @@ function renderPlan(s) {
 
 function renderWorkers(s) {
   $("#workers-hint").textContent = `${s.workers.length} heard from`;
-  $("#workers").innerHTML = s.workers.map((w) => {
-    const model = workerModel(w, s.plan);
-    return `
+  $("#workers").innerHTML =
+    s.workers
+      .map((w) => {
+        const model = workerModel(w, s.plan);
+        return `
     <div class="worker" style="border-left-color:${modelColor(model)}" title="${esc(w.workerId)}${w.state === "lost" ? ` — no heartbeat for over 3 s (last ${esc(w.lastState)}): the resource manager plans without it` : ""}${w.lastError ? " — " + esc(w.lastError) : ""}">
       <div class="id">${esc(w.workerId.split("-").slice(-2).join("-"))}</div>
       <div class="model">${esc(model ?? "—")}${w.state === "loading" && !w.model && model ? " <small>(loading)</small>" : ""}</div>
       <div><span class="badge ${esc(w.state)}">${esc(w.state)}</span></div>
       <div class="meta">batch ${w.batchSize} · served ${w.servedTotal}${w.swapsTotal ? ` · swaps ${w.swapsTotal}` : ""}</div>
     </div>`;
-  }).join("") || `<div class="empty">no heartbeats yet</div>`;
+      })
+      .join("") || `<div class="empty">no heartbeats yet</div>`;
 }
 
 function routeClass(r) {
@@ -189,7 +248,10 @@ function renderRequests(s) {
     const total = Math.max(r.totalMs, 0.001);
     const bars = r.stages
       .filter((st) => st.n === "route" || st.n === "reply" || st.n.startsWith("queue ") || st.n.startsWith("execute ") || st.n === "judge")
-      .map((st) => `<span class="st-${stageOf(st, st.stage, s.plan)}" style="left:${((st.o / total) * 100).toFixed(2)}%;width:${Math.max(0.4, (st.d / total) * 100).toFixed(2)}%"></span>`)
+      .map(
+        (st) =>
+          `<span class="st-${stageOf(st, st.stage, s.plan)}" style="left:${((st.o / total) * 100).toFixed(2)}%;width:${Math.max(0.4, (st.d / total) * 100).toFixed(2)}%"></span>`,
+      )
       .join("");
     const t = new Date(r.startMs).toLocaleTimeString([], { hour12: false });
     const slo = r.sloMet == null ? "" : r.sloMet ? `<span class="ok">met</span>` : `<span class="miss">missed</span>`;
@@ -207,11 +269,14 @@ async function showTrace(traceId, rootId) {
   selectedTrace = traceId;
   selectedRoot = rootId;
   if (fresh) shownSpans = -1;
-  document.querySelectorAll("#requests tbody tr").forEach((tr) => tr.classList.toggle("selected", tr.dataset.trace === traceId && tr.dataset.root === rootId));
+  document
+    .querySelectorAll("#requests tbody tr")
+    .forEach((tr) => tr.classList.toggle("selected", tr.dataset.trace === traceId && tr.dataset.root === rootId));
   const res = await fetch(`/api/trace/${encodeURIComponent(traceId)}`);
   if (selectedTrace !== traceId || selectedRoot !== rootId) return;
   if (!res.ok) {
-    $("#trace").innerHTML = `<h2>Trace <span class="tid">${esc(traceId)}</span></h2><div class="empty">this trace is no longer held (the dashboard keeps the latest 2,000 traces)</div>`;
+    $("#trace").innerHTML =
+      `<h2>Trace <span class="tid">${esc(traceId)}</span></h2><div class="empty">this trace is no longer held (the dashboard keeps the latest 2,000 traces)</div>`;
     shownSpans = 0;
     return;
   }
@@ -247,7 +312,8 @@ function drawTrace(traceId, rootId, spans) {
   const root = spans.find((s) => s.s === rootId) ?? spans.find((s) => s.n === "hadis.generate");
   const a = root?.a ?? {};
   const services = [...new Set(spans.map((s) => s.sv))];
-  const head = root ? `
+  const head = root
+    ? `
     <div class="head">
       <span>route <b class="route ${a["hadis.outcome"] === "ok" ? (a["hadis.route"] === "light" ? "light" : a["hadis.route"] === "heavy" ? "heavy" : "esc") : "err"}">${esc(a["hadis.route"] ?? a["hadis.outcome"])}</b></span>
       ${a["hadis.fallback"] ? `<span>fallback <b class="miss">${esc(a["hadis.fallback"])}</b></span>` : ""}
@@ -256,22 +322,33 @@ function drawTrace(traceId, rootId, spans) {
       <span>plan epoch <b>${esc(a["hadis.plan_epoch"])}</b></span>
       ${a["hadis.disc.score"] != null ? `<span>score <b>${Number(a["hadis.disc.score"]).toPrecision(3)}</b> vs <b>${Number(a["hadis.disc.threshold"]).toPrecision(3)}</b></span>` : ""}
       <span>deadline <b>${fmtMs(a["hadis.deadline_ms"])}</b></span>
-    </div>` : "";
-  const rows = ordered.map(({ s, depth, stage: served }) => {
-    const stage = stageOf(s, served, lastState?.plan);
-    return `<div class="wfrow ${s.s === selectedSpan ? "sel" : ""}" data-span="${esc(s.s)}">
+    </div>`
+    : "";
+  const rows = ordered
+    .map(({ s, depth, stage: served }) => {
+      const stage = stageOf(s, served, lastState?.plan);
+      return `<div class="wfrow ${s.s === selectedSpan ? "sel" : ""}" data-span="${esc(s.s)}">
       <div class="name" style="padding-left:${depth * 14}px">${esc(s.n)}<span class="svc">${esc(s.sv.replace(/^hadis-/, ""))}</span></div>
       <div class="track"><div class="bar st-${stage} ${s.e ? "err" : ""}" style="left:${(((s.st - t0) / total) * 100).toFixed(2)}%;width:${Math.max(0.3, (s.d / total) * 100).toFixed(2)}%"></div></div>
       <div class="dur">${fmtMs(s.d)}</div></div>`;
-  }).join("");
+    })
+    .join("");
   const sel = spans.find((s) => s.s === selectedSpan) ?? root;
-  const attrs = sel ? Object.entries({ service: sel.sv, span: sel.n, "span id": sel.s, ...(sel.e ? { error: sel.e } : {}), ...sel.a })
-    .map(([k, v]) => `<div><span class="k">${esc(k)}</span> = ${esc(Array.isArray(v) ? v.join(", ") : v)}</div>`).join("") : "";
-  $("#trace").innerHTML = `<h2>Trace <span class="tid">${esc(traceId)}</span> <span class="hint">${spans.length} spans · ${esc(services.map((x) => x.replace(/^hadis-/, "")).join(", "))}</span></h2>${head}<div class="waterfall">${rows}</div><div class="attrs">${attrs}</div>`;
-  $("#trace").querySelectorAll(".wfrow").forEach((row) => row.addEventListener("click", () => {
-    selectedSpan = row.dataset.span;
-    drawTrace(traceId, rootId, spans);
-  }));
+  const attrs = sel
+    ? Object.entries({ service: sel.sv, span: sel.n, "span id": sel.s, ...(sel.e ? { error: sel.e } : {}), ...sel.a })
+        .map(([k, v]) => `<div><span class="k">${esc(k)}</span> = ${esc(Array.isArray(v) ? v.join(", ") : v)}</div>`)
+        .join("")
+    : "";
+  $("#trace").innerHTML =
+    `<h2>Trace <span class="tid">${esc(traceId)}</span> <span class="hint">${spans.length} spans · ${esc(services.map((x) => x.replace(/^hadis-/, "")).join(", "))}</span></h2>${head}<div class="waterfall">${rows}</div><div class="attrs">${attrs}</div>`;
+  $("#trace")
+    .querySelectorAll(".wfrow")
+    .forEach((row) =>
+      row.addEventListener("click", () => {
+        selectedSpan = row.dataset.span;
+        drawTrace(traceId, rootId, spans);
+      }),
+    );
 }
 
 async function tick() {
@@ -280,7 +357,8 @@ async function tick() {
     const s = await res.json();
     lastState = s;
     $("#status").className = "status";
-    $("#status").innerHTML = `<span class="dot"></span>live · ${new Date(s.now).toLocaleTimeString([], { hour12: false })}${s.tracing ? "" : " · tracing off"}`;
+    $("#status").innerHTML =
+      `<span class="dot"></span>live · ${new Date(s.now).toLocaleTimeString([], { hour12: false })}${s.tracing ? "" : " · tracing off"}`;
     renderKpis(s);
     renderCharts(s);
     renderPlan(s);
@@ -310,7 +388,11 @@ $("#requests tbody").addEventListener("click", (e) => {
     shownSpans = -1; // drawn again even when it is the request on screen
     // The address names the request shown (a link to share; the reply's request id opens it).
     pendingAddress = null;
-    history.replaceState(null, "", tr.dataset.request ? `#request=${encodeURIComponent(tr.dataset.request)}` : `#trace=${encodeURIComponent(tr.dataset.trace)}`);
+    history.replaceState(
+      null,
+      "",
+      tr.dataset.request ? `#request=${encodeURIComponent(tr.dataset.request)}` : `#trace=${encodeURIComponent(tr.dataset.trace)}`,
+    );
     void showTrace(tr.dataset.trace, tr.dataset.root);
   }
 });
@@ -333,7 +415,8 @@ async function showAddressed() {
     pendingAddress = asked;
     selectedTrace = asked; // not replaced by the latest request meanwhile
     selectedRoot = null;
-    $("#trace").innerHTML = `<h2>Trace</h2><div class="empty">no request or trace <span class="tid">${esc(asked)}</span> is held yet (the dashboard keeps the latest 2,000 traces and lists the latest 300 requests)</div>`;
+    $("#trace").innerHTML =
+      `<h2>Trace</h2><div class="empty">no request or trace <span class="tid">${esc(asked)}</span> is held yet (the dashboard keeps the latest 2,000 traces and lists the latest 300 requests)</div>`;
     return;
   }
   pendingAddress = null;

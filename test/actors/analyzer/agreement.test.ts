@@ -4,8 +4,8 @@ import { pearson, spearman } from "../../../actors/analyzer/agreement.ts";
 import { featureVector, scoreVector } from "../../../actors/analyzer/score-model.ts";
 import { FEATURE_NAMES } from "../../../actors/profile/reference.ts";
 import { analyzeCommand } from "../../../services/cli/analyze.ts";
-import { loadPromptAnalyzer } from "../../../services/lib/analyzer-files.ts";
-import { loadProfiles } from "../../../services/lib/profiles.ts";
+import { loadPromptAnalyzer } from "../../../services/files/analyzer-files.ts";
+import { loadProfiles } from "../../../services/files/profiles.ts";
 
 describe("agreement with the reference router", () => {
   const { prompts, features } = loadProfiles().reference;
@@ -21,7 +21,13 @@ describe("agreement with the reference router", () => {
   it("every weighted feature but named entities correlates ≥ 0.85", () => {
     FEATURE_NAMES.forEach((name, k) => {
       if (name === "namedEntities") return; // weight 0.01; spaCy NER on lower-case text has no wink counterpart
-      expect(pearson(ours.map((v) => v[k]), features.map((v) => v[k])), name).toBeGreaterThan(0.85);
+      expect(
+        pearson(
+          ours.map((v) => v[k]),
+          features.map((v) => v[k]),
+        ),
+        name,
+      ).toBeGreaterThan(0.85);
     });
   });
 });

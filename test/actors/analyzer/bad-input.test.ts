@@ -2,7 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { MAX_PROMPT_CHARS, normalisePrompt } from "../../../actors/analyzer/analyzer.ts";
 import { FEATURE_NAMES } from "../../../actors/profile/reference.ts";
-import { loadPromptAnalyzer } from "../../../services/lib/analyzer-files.ts";
+import { loadPromptAnalyzer } from "../../../services/files/analyzer-files.ts";
 import { createWinkTagger } from "../../../actors/analyzer/tagger.ts";
 
 const analyzer = loadPromptAnalyzer();
@@ -37,7 +37,13 @@ describe("bad input", () => {
 
   it("emoji add no words, whatever their presentation selectors", () => {
     const plain = analyzer.analyzePrompt("a cat on a sofa");
-    for (const decorated of ["a cat on a sofa ❤", "a cat on a sofa ❤️", "a cat on a sofa ❤️❤️❤️❤️❤️❤️❤️❤️❤️❤️", "a cat 🛋️ on a sofa ☺︎", "a cat on a sofa 🏴\u{e0067}\u{e0062}\u{e0065}\u{e006e}\u{e0067}\u{e007f}"]) {
+    for (const decorated of [
+      "a cat on a sofa ❤",
+      "a cat on a sofa ❤️",
+      "a cat on a sofa ❤️❤️❤️❤️❤️❤️❤️❤️❤️❤️",
+      "a cat 🛋️ on a sofa ☺︎",
+      "a cat on a sofa 🏴\u{e0067}\u{e0062}\u{e0065}\u{e006e}\u{e0067}\u{e007f}",
+    ]) {
       expect(analyzer.analyzePrompt(decorated), decorated).toEqual(plain);
     }
   });

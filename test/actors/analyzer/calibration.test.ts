@@ -66,10 +66,24 @@ describe("fitLogistic", () => {
     const m = fitLogistic([[-1], [-2], [1], [2]], [0, 0, 1, 1], { l2: 0.01 });
     expect(Number.isFinite(m.weights[0])).toBe(true);
     expect(m.weights[0]).toBeGreaterThan(0);
-    expect(rocAuc([-1, -2, 1, 2].map((v) => m.intercept + m.weights[0] * v), [0, 0, 1, 1])).toBe(1);
+    expect(
+      rocAuc(
+        [-1, -2, 1, 2].map((v) => m.intercept + m.weights[0] * v),
+        [0, 0, 1, 1],
+      ),
+    ).toBe(1);
   });
   it("ignores a pure-noise feature (weight ≈ 0)", () => {
-    const x = [[1, 5], [2, 5], [3, 5], [4, 5], [1, -5], [2, -5], [3, -5], [4, -5]];
+    const x = [
+      [1, 5],
+      [2, 5],
+      [3, 5],
+      [4, 5],
+      [1, -5],
+      [2, -5],
+      [3, -5],
+      [4, -5],
+    ];
     const y = [0, 0, 1, 1, 0, 0, 1, 1];
     const m = fitLogistic(x, y, { l2: 1e-3 });
     expect(Math.abs(m.weights[1])).toBeLessThan(1e-6);
@@ -152,7 +166,9 @@ describe("logit-gap label", () => {
     expect(t[0]).toBeGreaterThan(10); // consistent: many standard errors
     // B: one image gains d, three gain 0 → mean d/4, s² = d²/4, SE = √(s²/4) = d/4: t = 1 whatever d is.
     expect(t[1]).toBeCloseTo(1, 4);
-    const rawGain = [0, 1].map((i) => (heavy.slice(4 * i, 4 * i + 4).reduce((s, x) => s + x, 0) - light.slice(4 * i, 4 * i + 4).reduce((s, x) => s + x, 0)) / 4);
+    const rawGain = [0, 1].map(
+      (i) => (heavy.slice(4 * i, 4 * i + 4).reduce((s, x) => s + x, 0) - light.slice(4 * i, 4 * i + 4).reduce((s, x) => s + x, 0)) / 4,
+    );
     expect(rawGain[1]).toBeGreaterThan(rawGain[0]);
     expect([...aboveLabels(t, 5)]).toEqual([1, 0]);
     expect([...hardLabels([0.001, 0.001], [0.004, 0.22575], 0.05)]).toEqual([0, 1]);
@@ -173,7 +189,11 @@ describe("k folds and L2 selection", () => {
     expect(kFolds(11, 3, 5)).toEqual(f);
     expect(f.map((x) => x.length).sort()).toEqual([3, 4, 4]);
     expect(f.flat().sort((a, b) => a - b)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
-    expect(kFolds([10, 20, 30, 40], 2, 1).flat().sort((a, b) => a - b)).toEqual([10, 20, 30, 40]);
+    expect(
+      kFolds([10, 20, 30, 40], 2, 1)
+        .flat()
+        .sort((a, b) => a - b),
+    ).toEqual([10, 20, 30, 40]);
   });
 
   /** Planted signal: hard when 0.8·x0 − 0.5·x1 + noise is above its median; x2 is pure noise. */
@@ -192,16 +212,33 @@ describe("k folds and L2 selection", () => {
     const { l2, cvAuc } = selectL2(x, y, train, grid, 5, 9);
     expect(selectL2(x, y, train, grid, 5, 9)).toEqual({ l2, cvAuc });
     expect(cvAuc).toBeGreaterThan(0.7);
-    const m = fitLogistic(train.map((i) => x[i]), train.map((i) => y[i]), { l2 });
+    const m = fitLogistic(
+      train.map((i) => x[i]),
+      train.map((i) => y[i]),
+      { l2 },
+    );
     expect(m.weights[0]).toBeGreaterThan(0);
     expect(m.weights[1]).toBeLessThan(0);
     expect(Math.abs(m.weights[2])).toBeLessThan(0.3 * Math.abs(m.weights[1]));
-    const truth = rocAuc(test.map((i) => 0.8 * x[i][0] - 0.5 * x[i][1]), test.map((i) => y[i]));
-    const learned = rocAuc(test.map((i) => linearScore(m, x[i])), test.map((i) => y[i]));
+    const truth = rocAuc(
+      test.map((i) => 0.8 * x[i][0] - 0.5 * x[i][1]),
+      test.map((i) => y[i]),
+    );
+    const learned = rocAuc(
+      test.map((i) => linearScore(m, x[i])),
+      test.map((i) => y[i]),
+    );
     expect(truth).toBeGreaterThan(0.75);
     expect(Math.abs(learned - truth)).toBeLessThan(0.02);
     // A wrong direction (the reference router's situation) is near chance.
-    expect(Math.abs(rocAuc(test.map((i) => x[i][2]), test.map((i) => y[i])) - 0.5)).toBeLessThan(0.07);
+    expect(
+      Math.abs(
+        rocAuc(
+          test.map((i) => x[i][2]),
+          test.map((i) => y[i]),
+        ) - 0.5,
+      ),
+    ).toBeLessThan(0.07);
   });
 });
 
@@ -216,7 +253,10 @@ describe("cascade and fold statistics", () => {
     expect(c.heavyShare).toBeCloseTo(0.5, 12);
     expect(c.wastedLight).toBeCloseTo(0.25, 12);
     // The router-only proxy is the cascade with no escalation.
-    expect(cascadeServed(router, light, light, heavy, 0.25, -Infinity).meanServed).toBeCloseTo(servedQuality(router, light, heavy, 0.25), 12);
+    expect(cascadeServed(router, light, light, heavy, 0.25, -Infinity).meanServed).toBeCloseTo(
+      servedQuality(router, light, heavy, 0.25),
+      12,
+    );
   });
   it("gives the expectation for a random router", () => {
     // Each prompt goes heavy with probability 0.25; prompts 0 and 1 are escalated whenever they run light.

@@ -9,10 +9,20 @@ import type { TaggedPrompt } from "../../../actors/analyzer/tagger.ts";
 const lexicons: AnalyzerLexicons = {
   // Rated below 2.5 in Brysbaert et al. (2014): a 1.46, the 1.43, is 1.59, with 2.0, of 1.67, its 1.9, and 1.52.
   abstractWords: new Set(["a", "the", "is", "with", "of", "its", "and", "idea"]),
-  commonWords: new Set("a the is with of its and on in to dog dogs cat ball red green grass field sits sitting standing next table s bone man house front woman wearing".split(" ")),
+  commonWords: new Set(
+    "a the is with of its and on in to dog dogs cat ball red green grass field sits sitting standing next table s bone man house front woman wearing".split(
+      " ",
+    ),
+  ),
   spatialTerms: parseSpatialTerms("in\non\nto\nwith\nnext to\nin front of\non top of\n"),
 };
-const model: ScoreModel = { means: new Float64Array(8), stds: new Float64Array(8).fill(1), weights: new Float64Array(8).fill(1), intercept: 0, source: "test" };
+const model: ScoreModel = {
+  means: new Float64Array(8),
+  stds: new Float64Array(8).fill(1),
+  weights: new Float64Array(8).fill(1),
+  intercept: 0,
+  source: "test",
+};
 const analyzer = createPromptAnalyzer(lexicons, model);
 const f = (p: string) => analyzer.analyzePrompt(p).features;
 

@@ -13,9 +13,9 @@ import { fitRarityOverrides } from "../../../actors/analyzer/rarity-fit.ts";
 import { fitNormalisation, parseScoreModel, scoreVector, toScoreModelFile } from "../../../actors/analyzer/score-model.ts";
 import { FEATURE_NAMES, REFERENCE_WEIGHTS } from "../../../actors/profile/reference.ts";
 import { meanStd } from "../../../actors/profile/stats.ts";
-import { loadProfiles } from "../../../services/lib/profiles.ts";
-import { ANALYZER_PATHS, loadScoreModel } from "../../../services/lib/analyzer-files.ts";
-import { DEFAULT_PROFILES_DIR } from "../../../services/lib/profiles.ts";
+import { loadProfiles } from "../../../services/files/profiles.ts";
+import { ANALYZER_PATHS, loadScoreModel } from "../../../services/files/analyzer-files.ts";
+import { DEFAULT_PROFILES_DIR } from "../../../services/files/profiles.ts";
 import { join } from "node:path";
 
 const file = {
@@ -41,7 +41,14 @@ describe("score model", () => {
     expect(() => parseScoreModel({ ...file, means: [Number.NaN, 0, 0, 0, 0, 0, 0, 0] })).toThrow();
   });
   it("a zero-spread feature contributes nothing", () => {
-    const m = fitNormalisation([[1, 1, 1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 1, 3]], REFERENCE_WEIGHTS, "t");
+    const m = fitNormalisation(
+      [
+        [1, 1, 1, 1, 1, 1, 1, 1],
+        [1, 1, 1, 1, 1, 1, 1, 3],
+      ],
+      REFERENCE_WEIGHTS,
+      "t",
+    );
     expect(scoreVector([99, 1, 1, 1, 1, 1, 1, 1], m)).toBeCloseTo(-0.01, 12); // only namedEntities varies
   });
   it("round-trips through the file form", () => {
@@ -61,7 +68,8 @@ describe("score model", () => {
 });
 
 describe("lexicon parsers", () => {
-  const csv = "Word,Bigram,Conc.M,Conc.SD,Unknown,Total,Percent_known,SUBTLEX,Dom_Pos\na,0,1.46,1,0,30,1,100,Article\ndog,0,4.9,1,0,30,1,100,Noun\nidea,0,1.6,1,0,30,1,100,Noun\nsea urchin,1,4.9,1,0,30,1,0,#N/A\nborder,0,2.5,1,0,30,1,0,Noun\n";
+  const csv =
+    "Word,Bigram,Conc.M,Conc.SD,Unknown,Total,Percent_known,SUBTLEX,Dom_Pos\na,0,1.46,1,0,30,1,100,Article\ndog,0,4.9,1,0,30,1,100,Noun\nidea,0,1.6,1,0,30,1,100,Noun\nsea urchin,1,4.9,1,0,30,1,0,#N/A\nborder,0,2.5,1,0,30,1,0,Noun\n";
   it("abstract words are single words rated strictly below 2.5", () => {
     expect([...parseAbstractWords(csv)].sort()).toEqual(["a", "idea"]);
   });
@@ -71,7 +79,14 @@ describe("lexicon parsers", () => {
     expect(d.has("sea urchin")).toBe(false);
   });
   it("common words sum case variants before the cut", () => {
-    const c = commonWordsFromCounts([{ word: "Paris", count: 200 }, { word: "paris", count: 200 }, { word: "rare", count: 10 }], 350);
+    const c = commonWordsFromCounts(
+      [
+        { word: "Paris", count: 200 },
+        { word: "paris", count: 200 },
+        { word: "rare", count: 10 },
+      ],
+      350,
+    );
     expect([...c]).toEqual(["paris"]);
   });
   it("spatial terms split into word sequences", () => {
@@ -88,7 +103,12 @@ describe("lexicon parsers", () => {
 describe("fitRarityOverrides", () => {
   it("flips a word whose label the reference counts contradict in several prompts", () => {
     // Base says "wooden" is rare; the reference says these prompts have no rare word.
-    const words = [["a", "wooden", "box"], ["wooden", "chair"], ["a", "box"], ["a", "zyx"]];
+    const words = [
+      ["a", "wooden", "box"],
+      ["wooden", "chair"],
+      ["a", "box"],
+      ["a", "zyx"],
+    ];
     const ref = [0, 0, 0, 1];
     const base = (w: string) => w === "wooden" || w === "zyx";
     const o = fitRarityOverrides({ words, referenceCounts: ref, rows: [0, 1, 2, 3], isRareBase: base, minGain: 2 });

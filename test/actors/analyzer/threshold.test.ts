@@ -32,7 +32,8 @@ describe("SlidingPercentileThreshold", () => {
 
   it("a score repeated through the window goes hard at the share, not all one way", () => {
     const draws = range(0, 999).map((i) => i / 1000);
-    const share = (t: SlidingPercentileThreshold, score: number, routerShare: number) => draws.filter((u) => t.isHard(score, routerShare, u)).length / draws.length;
+    const share = (t: SlidingPercentileThreshold, score: number, routerShare: number) =>
+      draws.filter((u) => t.isHard(score, routerShare, u)).length / draws.length;
     const same = new SlidingPercentileThreshold({ capacity: 200, minSamples: 200, reference: [] });
     for (let i = 0; i < 200; i++) same.observe(1);
     expect(share(same, 1, 0.1)).toBeCloseTo(0.1, 6);

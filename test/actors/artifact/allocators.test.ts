@@ -7,8 +7,8 @@ import { parseFidelity } from "../../../actors/artifact/mechanisms.ts";
 import { CLAIRVOYANT, policyFor } from "../../../actors/artifact/policies.ts";
 import { getPolicy } from "../../../actors/planner/policies.ts";
 import type { PlannerSnapshot } from "../../../actors/planner/snapshot.ts";
-import { createInlineHighsSolver, type HighsSolver } from "../../../services/lib/highs-solver.ts";
-import { loadProfiles } from "../../../services/lib/profiles.ts";
+import { createInlineHighsSolver, type HighsSolver } from "../../../services/solver/highs-solver.ts";
+import { loadProfiles } from "../../../services/files/profiles.ts";
 
 const profiles = loadProfiles();
 const workers = Array.from({ length: 16 }, (_, i) => ({ id: `w-${String(i).padStart(2, "0")}`, model: null }));
@@ -30,8 +30,19 @@ function snapshot(demand: number, queue: Record<string, number> = {}, current: P
 
 /** The plan in force with every worker on `model`, as INFaaS-Acc left it. */
 const infaasPlan = (model: string): Plan => ({
-  v: 1, epoch: 3, policy: "infaas-acc", issuedAtMs: 0, sloMs: 6_000, timeScale: 0.1, pair: { light: model, heavy: model },
-  routerThreshold: 0, discThreshold: 0, heavyShare: 0, models: { [model]: { workers: 16, batchSize: 1 } }, assignment: {}, reason: "",
+  v: 1,
+  epoch: 3,
+  policy: "infaas-acc",
+  issuedAtMs: 0,
+  sloMs: 6_000,
+  timeScale: 0.1,
+  pair: { light: model, heavy: model },
+  routerThreshold: 0,
+  discThreshold: 0,
+  heavyShare: 0,
+  models: { [model]: { workers: 16, batchSize: 1 } },
+  assignment: {},
+  reason: "",
 });
 
 describe("the artifact's rule-based allocators", () => {
@@ -125,17 +136,40 @@ describe("the artifact's controller step", () => {
   });
 
   it("hands workers out in registration order to the models in the allocator's order", () => {
-    const out = registrationOrderAssignment([{ id: "w-02", model: null }, { id: "w-00", model: "b" }, { id: "w-01", model: null }], { a: { workers: 2, batchSize: 1 }, b: { workers: 1, batchSize: 4 } });
+    const out = registrationOrderAssignment(
+      [
+        { id: "w-02", model: null },
+        { id: "w-00", model: "b" },
+        { id: "w-01", model: null },
+      ],
+      { a: { workers: 2, batchSize: 1 }, b: { workers: 1, batchSize: 4 } },
+    );
     expect(out).toEqual({ "w-00": "a", "w-01": "a", "w-02": "b" });
   });
 
   it("adopts the decision at once, and keeps the plan in force when the allocator fails", async () => {
-    const base = { nowMs: 5_000, demandQps: 3, signals: { demand: 3, queueLength: {}, arrivals: {} }, queueDepth: {}, workers: workers.slice(0, 2), current: null };
-    const config = { policyName: "x", profiles, solve: async () => ({ status: "Error", objective: null, columns: {}, solveMs: 0 }), sloMs: 6_000, timeScale: 0.1 };
+    const base = {
+      nowMs: 5_000,
+      demandQps: 3,
+      signals: { demand: 3, queueLength: {}, arrivals: {} },
+      queueDepth: {},
+      workers: workers.slice(0, 2),
+      current: null,
+    };
+    const config = {
+      policyName: "x",
+      profiles,
+      solve: async () => ({ status: "Error", objective: null, columns: {}, solveMs: 0 }),
+      sloMs: 6_000,
+      timeScale: 0.1,
+    };
     const first = await artifactTick(base, { ...config, policy: async (s) => clipperDecision(s, profiles, "light") });
     expect(first.plan?.epoch).toBe(1);
     expect(first.plan?.assignment).toEqual({ "w-00": "sdxl-lightning", "w-01": "sdxl-lightning" });
-    const failed = await artifactTick({ ...base, current: first.plan }, { ...config, policy: async () => ({ ...first.decision, solverStatus: "Error" }) });
+    const failed = await artifactTick(
+      { ...base, current: first.plan },
+      { ...config, policy: async () => ({ ...first.decision, solverStatus: "Error" }) },
+    );
     expect(failed.plan).toBeNull();
   });
 });

@@ -1,10 +1,18 @@
 import { describe, expect, it } from "vitest";
 import { artifactBatchKey, artifactExecMs, artifactPlannerMs } from "../../../actors/artifact/runtimes.ts";
-import { densify, dominantFidOf, mixFidOf, roundHalfEven, scoreArtifactRows, smooth, type ArtifactFidTables } from "../../../actors/artifact/scoring.ts";
+import {
+  densify,
+  dominantFidOf,
+  mixFidOf,
+  roundHalfEven,
+  scoreArtifactRows,
+  smooth,
+  type ArtifactFidTables,
+} from "../../../actors/artifact/scoring.ts";
 import type { LedgerRow } from "../../../actors/artifact/ledger.ts";
 import { ArtifactRouterThreshold, artifactQualified, percentileEntry, takeArtifactBatch } from "../../../actors/artifact/worker-rules.ts";
 import { artifactFidTables } from "../../../actors/artifact/score-run.ts";
-import { loadProfiles } from "../../../services/lib/profiles.ts";
+import { loadProfiles } from "../../../services/files/profiles.ts";
 
 const profiles = loadProfiles();
 const turbo = profiles.byName.get("sd35-large-turbo")!;
@@ -36,7 +44,13 @@ describe("an artifact worker's own decisions", () => {
   it("drops at dequeue a query whose elapsed time plus the forming batch's runtime passes 1.5 × SLO, and runs the rest", () => {
     // Elapsed times of queued queries, ms; runtime 1,000 ms a batch of any size; limit 9,000.
     const queue = [8_500, 1_000, 7_999, 8_001];
-    const { batch, dropped } = takeArtifactBatch(queue, 4, () => 1_000, (e) => e, 9_000);
+    const { batch, dropped } = takeArtifactBatch(
+      queue,
+      4,
+      () => 1_000,
+      (e) => e,
+      9_000,
+    );
     expect(batch).toEqual([1_000, 7_999]);
     expect(dropped).toEqual([8_500, 8_001]);
     expect(queue).toEqual([]);
@@ -44,10 +58,22 @@ describe("an artifact worker's own decisions", () => {
 
   it("checks each pop against the batch size min(batch, taken + queued): a short queue is checked at the smaller batch", () => {
     const seen: number[] = [];
-    takeArtifactBatch([0, 0], 8, (n) => (seen.push(n), 10), () => 0, 9_000);
+    takeArtifactBatch(
+      [0, 0],
+      8,
+      (n) => (seen.push(n), 10),
+      () => 0,
+      9_000,
+    );
     expect(seen).toEqual([2, 2]);
     const rest = [0, 0, 0];
-    const { batch } = takeArtifactBatch(rest, 2, () => 10, () => 0, 9_000);
+    const { batch } = takeArtifactBatch(
+      rest,
+      2,
+      () => 10,
+      () => 0,
+      9_000,
+    );
     expect(batch).toHaveLength(2);
     expect(rest).toHaveLength(1);
   });
@@ -92,7 +118,15 @@ describe("the artifact's scoring", () => {
   });
 
   it("scores whole windows of 5 rows, smoothed over 5 points, from the first row with an outcome when the run is long enough", () => {
-    const row = (atMs: number, total: number, bad: number, configFid: number | null = 20): LedgerRow => ({ atMs, succeed: total - bad, timeout: bad, drop: 0, total, arrivals: [0, total, 0, 0], configFid });
+    const row = (atMs: number, total: number, bad: number, configFid: number | null = 20): LedgerRow => ({
+      atMs,
+      succeed: total - bad,
+      timeout: bad,
+      drop: 0,
+      total,
+      arrivals: [0, total, 0, 0],
+      configFid,
+    });
     const rows = [row(0, 0, 0), row(1_000, 0, 0), ...Array.from({ length: 27 }, (_, i) => row(2_000 + i * 1_000, 10, i < 5 ? 10 : 0))];
     // `find_offset`: min(first row with an outcome, rows − length): a run shorter than the plot's
     // length is read from its first row, idle rows included.

@@ -3,7 +3,17 @@ import { ModelFailures } from "../../../actors/control/model-failures.ts";
 import { PROTOCOL_VERSION, type WorkerHeartbeat } from "../../../contracts/messages.ts";
 
 const beat = (workerId: string, state: WorkerHeartbeat["state"], failedModel?: string, model: string | null = null): WorkerHeartbeat => ({
-  v: PROTOCOL_VERSION, workerId, backend: "onnx", model, state, batchSize: 1, inFlight: 0, servedTotal: 0, swapsTotal: 0, planEpoch: 1, sentAtMs: 0,
+  v: PROTOCOL_VERSION,
+  workerId,
+  backend: "onnx",
+  model,
+  state,
+  batchSize: 1,
+  inFlight: 0,
+  servedTotal: 0,
+  swapsTotal: 0,
+  planEpoch: 1,
+  sentAtMs: 0,
   ...(failedModel ? { failedModel, lastError: `load ${failedModel}: missing model file` } : {}),
 });
 const LIVE = [...Array.from({ length: 16 }, (_, i) => `w${i}`), "big", "small1", "small2"];
@@ -117,7 +127,13 @@ describe("ModelFailures", () => {
     f.observe(beat("big", "serving", undefined, "x"), 0);
     f.observe(beat("small1", "failed", "x"), 0);
     f.observe(beat("small2", "failed", "x"), 0);
-    expect(f.unavailable(0, LIVE)).toEqual({ models: new Set(), workers: new Map([["small1", "x"], ["small2", "x"]]) });
+    expect(f.unavailable(0, LIVE)).toEqual({
+      models: new Set(),
+      workers: new Map([
+        ["small1", "x"],
+        ["small2", "x"],
+      ]),
+    });
     f.observe(beat("small1", "failed", "x"), 500); // the same bench: no longer
     expect(f.unavailable(1_499, LIVE).workers.has("small1")).toBe(true);
     expect(f.unavailable(1_500, LIVE).workers.has("small1")).toBe(false);
@@ -136,7 +152,12 @@ describe("ModelFailures", () => {
     // With "big" gone (dead: not live), the failures say the model is broken.
     f.observe(beat("small1", "failed", "x"), 11_000);
     f.observe(beat("small2", "failed", "x"), 11_000);
-    expect(f.unavailable(11_000, LIVE.filter((id) => id !== "big")).models).toEqual(new Set(["x"]));
+    expect(
+      f.unavailable(
+        11_000,
+        LIVE.filter((id) => id !== "big"),
+      ).models,
+    ).toEqual(new Set(["x"]));
   });
 
   it("a worker that drains forgets its failures: back with the same id, it is planned at once", () => {

@@ -6,15 +6,22 @@ import { admissionLimit, refusal } from "../../../actors/routing/admission.ts";
 import { getPolicy } from "../../../actors/planner/policies.ts";
 import type { PlanDecision } from "../../../actors/planner/decision.ts";
 import { createPolicy } from "../../../services/resource-manager/policies.ts";
-import { createInlineHighsSolver, type HighsSolver } from "../../../services/lib/highs-solver.ts";
-import { loadProfiles } from "../../../services/lib/profiles.ts";
+import { createInlineHighsSolver, type HighsSolver } from "../../../services/solver/highs-solver.ts";
+import { loadProfiles } from "../../../services/files/profiles.ts";
 
 const profiles = loadProfiles();
-const workers = (n: number, model: string | null = null) => Array.from({ length: n }, (_, i) => ({ id: `w${String(i).padStart(2, "0")}`, model }));
+const workers = (n: number, model: string | null = null) =>
+  Array.from({ length: n }, (_, i) => ({ id: `w${String(i).padStart(2, "0")}`, model }));
 
 /** A decision a scripted policy returns: the pair with [workers, batch size] for each of its models. */
 const scriptedDecision = (light: string, heavy: string, fid: number, [lw, lb]: [number, number], [hw, hb]: [number, number]) => ({
-  pair: { light, heavy }, routerThreshold: 0.2, discThreshold: 0.2, heavyShare: 0.36, expectedFid: fid, reason: `${light}>${heavy}`, degraded: 0,
+  pair: { light, heavy },
+  routerThreshold: 0.2,
+  discThreshold: 0.2,
+  heavyShare: 0.36,
+  expectedFid: fid,
+  reason: `${light}>${heavy}`,
+  degraded: 0,
   models: { [light]: { workers: lw, batchSize: lb }, [heavy]: { workers: hw, batchSize: hb } },
 });
 
@@ -40,9 +47,13 @@ describe("controlTick", () => {
     let seen: (string | null)[] = [];
     const scripted: TickConfig = {
       ...config("hadis"),
-      policy: async (snapshot) => ((seen = snapshot.workers.map((w) => w.model)), scriptedDecision("sd35-large-turbo", "sd35-medium", 22.0, [4, 1], [12, 1])),
+      policy: async (snapshot) => (
+        (seen = snapshot.workers.map((w) => w.model)),
+        scriptedDecision("sd35-large-turbo", "sd35-medium", 22.0, [4, 1], [12, 1])
+      ),
     };
-    const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 2, queueDepth: {}, workers: workers(16), current: null }, scripted)).plan!;
+    const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 2, queueDepth: {}, workers: workers(16), current: null }, scripted))
+      .plan!;
     expect(seen).toEqual(Array(16).fill(null)); // nothing in force yet: the heartbeats' models
     const reported = workers(16).map((w) => (w.id === "w00" ? { ...w, model: "sdxl-lightning" } : w));
     await controlTick(state, { nowMs: 1_000, arrivalsQps: 2, queueDepth: {}, workers: reported, current: first }, scripted);
@@ -53,13 +64,22 @@ describe("controlTick", () => {
   it("keeps workers mid-swap where the plan in force put them: the MILP moves none it need not (16 workers, 6 A / 10 B in force, 8 / 8 by heartbeat)", async () => {
     const state = newControlState(1_000);
     // The pair the MILP picks at 1 qps on 16 workers, so that it keeps it.
-    const A = "sd35-medium", B = "sd35-large";
+    const A = "sd35-medium",
+      B = "sd35-large";
     const scripted: TickConfig = { ...config("hadis"), policy: async () => scriptedDecision(A, B, 22.0, [6, 1], [10, 1]) };
-    const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 1, queueDepth: {}, workers: workers(16), current: null }, scripted)).plan!;
+    const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 1, queueDepth: {}, workers: workers(16), current: null }, scripted))
+      .plan!;
     // Heartbeats: the workers of A per the plan, but two of B's still report A (mid-swap).
-    const movingToB = Object.entries(first.assignment).filter(([, m]) => m === B).slice(0, 2).map(([id]) => id);
+    const movingToB = Object.entries(first.assignment)
+      .filter(([, m]) => m === B)
+      .slice(0, 2)
+      .map(([id]) => id);
     const beats = workers(16).map((w) => ({ ...w, model: movingToB.includes(w.id) ? A : first.assignment[w.id] }));
-    const milp = await controlTick(state, { nowMs: 60_000, arrivalsQps: 1, queueDepth: {}, workers: beats, current: first }, { ...config("hadis"), policy: getPolicy("hadis") });
+    const milp = await controlTick(
+      state,
+      { nowMs: 60_000, arrivalsQps: 1, queueDepth: {}, workers: beats, current: first },
+      { ...config("hadis"), policy: getPolicy("hadis") },
+    );
     const plan = milp.plan ?? first;
     expect(plan.pair).toEqual({ light: A, heavy: B });
     // It counts both swaps as under way: no worker of the plan in force moves to make up A's count.
@@ -74,34 +94,60 @@ describe("controlTick", () => {
    * asked 1 s later (dwell holds it). `light` and `heavy` are [workers, batch] of each; the
    * candidate's are `held` (the same by default).
    */
-  async function heldByDwell(n: number, qps: number, light: [number, number], heavy: [number, number], held: [[number, number], [number, number]] = [light, heavy]) {
+  async function heldByDwell(
+    n: number,
+    qps: number,
+    light: [number, number],
+    heavy: [number, number],
+    held: [[number, number], [number, number]] = [light, heavy],
+  ) {
     const state = newControlState(1_000);
     let next = scriptedDecision("sd35-large-turbo", "sd35-medium", 22.0, light, heavy);
     const scripted: TickConfig = { ...config("hadis"), policy: async () => next };
-    const first = (await controlTick(state, { nowMs: 0, arrivalsQps: qps, queueDepth: {}, workers: workers(n), current: null }, scripted)).plan!;
+    const first = (await controlTick(state, { nowMs: 0, arrivalsQps: qps, queueDepth: {}, workers: workers(n), current: null }, scripted))
+      .plan!;
     next = scriptedDecision("sd35-large-turbo", "sd35-large", 21.99, ...held);
-    const second = await controlTick(state, { nowMs: 1_000, arrivalsQps: qps, queueDepth: {}, workers: workers(n), current: first }, scripted);
+    const second = await controlTick(
+      state,
+      { nowMs: 1_000, arrivalsQps: qps, queueDepth: {}, workers: workers(n), current: first },
+      scripted,
+    );
     return { state, scripted, first, second };
   }
 
   it("issues epoch 1 naming every live worker, then holds when nothing changes", async () => {
     const state = newControlState(2_000);
-    const first = await controlTick(state, { nowMs: 0, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: null }, config("hadis"));
+    const first = await controlTick(
+      state,
+      { nowMs: 0, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: null },
+      config("hadis"),
+    );
     expect(first.plan?.epoch).toBe(1);
     expect(Object.keys(first.plan!.assignment)).toHaveLength(16);
     expect(first.plan!.policy).toBe("hadis");
     // The next tick counts the workers as holding epoch 1's models (they are loading them): at most
     // a batch size changes (swap costs no longer steer it: nothing moves), no worker.
-    const second = await controlTick(state, { nowMs: 2_000, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: first.plan }, config("hadis"));
-    if (second.plan) expect(second.plan.assignment).toEqual(first.plan!.assignment);
-    const again = await controlTick(state, { nowMs: 4_000, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: second.plan ?? first.plan }, config("hadis"));
+    const second = await controlTick(
+      state,
+      { nowMs: 2_000, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: first.plan },
+      config("hadis"),
+    );
+    // Whether or not a batch size changed (a new epoch then), the plan in force moves no worker.
+    expect((second.plan ?? first.plan!).assignment).toEqual(first.plan!.assignment);
+    const again = await controlTick(
+      state,
+      { nowMs: 4_000, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: second.plan ?? first.plan },
+      config("hadis"),
+    );
     expect(again.plan).toBeNull();
     expect(again.held).toBe("unchanged");
   });
 
   it("re-plans when demand rises (EWMA), moving workers and raising the epoch", async () => {
     const state = newControlState(1_000);
-    const low = (await controlTick(state, { nowMs: 0, arrivalsQps: 2, queueDepth: {}, workers: workers(16), current: null }, config("hadis"))).plan!;
+    const low = (
+      await controlTick(state, { nowMs: 0, arrivalsQps: 2, queueDepth: {}, workers: workers(16), current: null }, config("hadis"))
+    ).plan!;
     let current = low;
     let t = 0;
     let outcome;
@@ -120,17 +166,27 @@ describe("controlTick", () => {
 
   it("plans without a model that would not load, replacing a plan that uses it at once, and takes it back when listed no more", async () => {
     const state = newControlState(1_000);
-    const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: null }, config("hadis"))).plan!;
+    const first = (
+      await controlTick(state, { nowMs: 0, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: null }, config("hadis"))
+    ).plan!;
     const used = first.pair.heavy;
     // One second later, the same workers: damping alone would hold any new configuration this soon after the swaps.
-    const out = await controlTick(state, { nowMs: 1_000, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: first, unavailableModels: [used] }, config("hadis"));
+    const out = await controlTick(
+      state,
+      { nowMs: 1_000, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: first, unavailableModels: [used] },
+      config("hadis"),
+    );
     expect(out.plan).not.toBeNull();
     expect([out.plan!.pair.light, out.plan!.pair.heavy]).not.toContain(used);
     expect(out.plan!.models[used]?.workers ?? 0).toBe(0);
     expect(Object.values(out.plan!.assignment)).not.toContain(used);
     expect(Object.keys(out.plan!.assignment)).toHaveLength(16);
     expect(out.plan!.reason).toContain(`without ${used} (failing on workers)`);
-    const held = await controlTick(state, { nowMs: 2_000, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: out.plan, unavailableModels: [used] }, config("hadis"));
+    const held = await controlTick(
+      state,
+      { nowMs: 2_000, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: out.plan, unavailableModels: [used] },
+      config("hadis"),
+    );
     expect(held.plan).toBeNull();
     // Listed no more (its window passed): the planner may choose it again.
     let current = out.plan!;
@@ -144,20 +200,33 @@ describe("controlTick", () => {
   it("plans no batch above what a model's workers found runs", async () => {
     // Demand far past capacity: the degraded plan, all workers on the lightest model, batched.
     const state = newControlState(1_000);
-    let current = (await controlTick(state, { nowMs: 0, arrivalsQps: 300, queueDepth: {}, workers: workers(16), current: null }, config("hadis"))).plan!;
+    let current = (
+      await controlTick(state, { nowMs: 0, arrivalsQps: 300, queueDepth: {}, workers: workers(16), current: null }, config("hadis"))
+    ).plan!;
     for (let t = 1_000; t <= 20_000; t += 1_000) {
       const o = await controlTick(state, { nowMs: t, arrivalsQps: 300, queueDepth: {}, workers: workers(16), current }, config("hadis"));
       if (o.plan) current = o.plan;
     }
     const [model] = Object.entries(current.models).find(([, a]) => a.workers > 0 && a.batchSize > 1)!;
-    const out = await controlTick(state, { nowMs: 20_500, arrivalsQps: 300, queueDepth: {}, workers: workers(16), current, batchCaps: new Map([[model, 1]]) }, config("hadis"));
+    const out = await controlTick(
+      state,
+      { nowMs: 20_500, arrivalsQps: 300, queueDepth: {}, workers: workers(16), current, batchCaps: new Map([[model, 1]]) },
+      config("hadis"),
+    );
     expect(out.plan).not.toBeNull(); // (a new batch size moves no worker: damping lets it through)
     expect(out.plan!.models[model].workers).toBeGreaterThan(0);
     expect(out.plan!.models[model].batchSize).toBe(1);
     expect(out.plan!.reason).toContain(`batches ${model} ≤ 1 (workers' caps)`);
     // A plan that is kept (here: the solver fails) is kept within the caps too, on the same workers.
-    const broken: TickConfig = { ...config("hadis"), solve: async () => ({ status: "Error", objective: null, columns: {}, solveMs: 1, error: "worker thread gone" }) };
-    const kept = await controlTick(state, { nowMs: 21_000, arrivalsQps: 300, queueDepth: {}, workers: workers(16), current, batchCaps: new Map([[model, 1]]) }, broken);
+    const broken: TickConfig = {
+      ...config("hadis"),
+      solve: async () => ({ status: "Error", objective: null, columns: {}, solveMs: 1, error: "worker thread gone" }),
+    };
+    const kept = await controlTick(
+      state,
+      { nowMs: 21_000, arrivalsQps: 300, queueDepth: {}, workers: workers(16), current, batchCaps: new Map([[model, 1]]) },
+      broken,
+    );
     expect(kept.plan).not.toBeNull();
     expect(kept.plan!.models[model].batchSize).toBe(1);
     expect(kept.plan!.assignment).toEqual(current.assignment);
@@ -168,9 +237,14 @@ describe("controlTick", () => {
     for (const name of ["static", "fixed-pair"]) {
       const fixed: TickConfig = { ...config("hadis"), policyName: name, policy: createPolicy(name, profiles), fixedModels: true };
       const state = newControlState(1_000);
-      const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 4, queueDepth: {}, workers: workers(8), current: null }, fixed)).plan!;
+      const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 4, queueDepth: {}, workers: workers(8), current: null }, fixed))
+        .plan!;
       const used = first.pair.heavy;
-      const after = await controlTick(state, { nowMs: 1_000, arrivalsQps: 4, queueDepth: {}, workers: workers(8), current: first, unavailableModels: [used] }, fixed);
+      const after = await controlTick(
+        state,
+        { nowMs: 1_000, arrivalsQps: 4, queueDepth: {}, workers: workers(8), current: first, unavailableModels: [used] },
+        fixed,
+      );
       expect(after.plan, name).toBeNull();
       expect(after.held, name).toBe("unchanged");
     }
@@ -179,20 +253,33 @@ describe("controlTick", () => {
   it("a failing solver keeps the configuration in force, yet a dead worker leaves the plan at once", async () => {
     const state = newControlState(1_000);
     // (At a demand the plan still covers without one worker: one it does not is replaced, below.)
-    const plan = (await controlTick(state, { nowMs: 0, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: null }, config("hadis"))).plan!;
-    const broken: TickConfig = { ...config("hadis"), solve: async () => ({ status: "Error", objective: null, columns: {}, solveMs: 1, error: "worker thread gone" }) };
+    const plan = (
+      await controlTick(state, { nowMs: 0, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: null }, config("hadis"))
+    ).plan!;
+    const broken: TickConfig = {
+      ...config("hadis"),
+      solve: async () => ({ status: "Error", objective: null, columns: {}, solveMs: 1, error: "worker thread gone" }),
+    };
     const same = await controlTick(state, { nowMs: 1_000, arrivalsQps: 4, queueDepth: {}, workers: workers(16), current: plan }, broken);
     expect(same.plan).toBeNull();
     expect(same.held).toMatch(/solver Error: keeping epoch/);
     const dead = await controlTick(state, { nowMs: 2_000, arrivalsQps: 4, queueDepth: {}, workers: workers(15), current: plan }, broken);
     expect(dead.plan).not.toBeNull();
     expect(Object.keys(dead.plan!.assignment)).not.toContain("w15");
-    expect([dead.plan!.pair, dead.plan!.routerThreshold, dead.plan!.discThreshold]).toEqual([plan.pair, plan.routerThreshold, plan.discThreshold]);
+    expect([dead.plan!.pair, dead.plan!.routerThreshold, dead.plan!.discThreshold]).toEqual([
+      plan.pair,
+      plan.routerThreshold,
+      plan.discThreshold,
+    ]);
     // The dead worker's model counts one fewer (capacity and admission read these counts).
     const lost = plan.assignment.w15;
     expect(dead.plan!.models[lost].workers).toBe(plan.models[lost].workers - 1);
     // A worker that joins as one dies takes its place.
-    const replaced = await controlTick(state, { nowMs: 3_000, arrivalsQps: 4, queueDepth: {}, workers: [...workers(15), { id: "w-new", model: null }], current: plan }, broken);
+    const replaced = await controlTick(
+      state,
+      { nowMs: 3_000, arrivalsQps: 4, queueDepth: {}, workers: [...workers(15), { id: "w-new", model: null }], current: plan },
+      broken,
+    );
     expect(replaced.plan!.assignment["w-new"]).toBe(lost);
     expect(replaced.plan!.models[lost].workers).toBe(plan.models[lost].workers);
   });
@@ -212,11 +299,21 @@ describe("controlTick", () => {
   });
 
   it("…but when the dead worker was its model's last, the policy's configuration is adopted (no model of the pair left unserved)", async () => {
-    const { state, scripted, first, second } = await heldByDwell(3, 1, [2, 1], [1, 1], [[1, 1], [2, 1]]);
+    const { state, scripted, first, second } = await heldByDwell(
+      3,
+      1,
+      [2, 1],
+      [1, 1],
+      [
+        [1, 1],
+        [2, 1],
+      ],
+    );
     expect(second.plan).toBeNull();
     const mediumWorker = Object.entries(first.assignment).find(([, m]) => m === "sd35-medium")![0];
     const alive = workers(3).filter((w) => w.id !== mediumWorker);
-    const after = (await controlTick(state, { nowMs: 2_000, arrivalsQps: 1, queueDepth: {}, workers: alive, current: first }, scripted)).plan!;
+    const after = (await controlTick(state, { nowMs: 2_000, arrivalsQps: 1, queueDepth: {}, workers: alive, current: first }, scripted))
+      .plan!;
     expect(after.pair).toEqual({ light: "sd35-large-turbo", heavy: "sd35-large" });
     for (const m of [after.pair.light, after.pair.heavy]) expect(after.models[m].workers).toBeGreaterThanOrEqual(1);
   });
@@ -227,7 +324,11 @@ describe("controlTick", () => {
     expect(second.plan).toBeNull();
     // A medium worker dies inside the dwell: 3 left carry 2.31 qps, short of 2.88.
     const mediumWorker = Object.entries(first.assignment).find(([, m]) => m === "sd35-medium")![0];
-    const out = await controlTick(state, { nowMs: 2_000, arrivalsQps: 8, queueDepth: {}, workers: workers(8).filter((w) => w.id !== mediumWorker), current: first }, scripted);
+    const out = await controlTick(
+      state,
+      { nowMs: 2_000, arrivalsQps: 8, queueDepth: {}, workers: workers(8).filter((w) => w.id !== mediumWorker), current: first },
+      scripted,
+    );
     expect(out.verdict?.adopt).toBe(true);
     expect(out.verdict?.reason).toMatch(/sd35-medium capacity 2\.3 qps < load 2\.9 qps/);
     expect(out.plan!.pair).toEqual({ light: "sd35-large-turbo", heavy: "sd35-large" });
@@ -237,11 +338,26 @@ describe("controlTick", () => {
     const state = newControlState(1_000);
     let next: PlanDecision = { ...scriptedDecision("sd35-large-turbo", "sd35-medium", 22.0, [2, 1], [1, 1]) };
     const scripted: TickConfig = { ...config("hadis"), policy: async () => next };
-    const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 0, queueDepth: {}, workers: workers(3), current: null }, scripted)).plan!;
+    const first = (await controlTick(state, { nowMs: 0, arrivalsQps: 0, queueDepth: {}, workers: workers(3), current: null }, scripted))
+      .plan!;
     const mediumWorker = Object.entries(first.assignment).find(([, m]) => m === "sd35-medium")![0];
     // The solver fails as the heavy model's only worker dies: its degraded answer, every worker on one model.
-    next = { pair: { light: "sd35-large-turbo", heavy: "sd35-large-turbo" }, routerThreshold: 0, discThreshold: 0, heavyShare: 0, expectedFid: 23.5, reason: "degraded", degraded: 1, solverStatus: "Error", models: { "sd35-large-turbo": { workers: 2, batchSize: 1 } } };
-    const out = await controlTick(state, { nowMs: 1_000, arrivalsQps: 0, queueDepth: {}, workers: workers(3).filter((w) => w.id !== mediumWorker), current: first }, scripted);
+    next = {
+      pair: { light: "sd35-large-turbo", heavy: "sd35-large-turbo" },
+      routerThreshold: 0,
+      discThreshold: 0,
+      heavyShare: 0,
+      expectedFid: 23.5,
+      reason: "degraded",
+      degraded: 1,
+      solverStatus: "Error",
+      models: { "sd35-large-turbo": { workers: 2, batchSize: 1 } },
+    };
+    const out = await controlTick(
+      state,
+      { nowMs: 1_000, arrivalsQps: 0, queueDepth: {}, workers: workers(3).filter((w) => w.id !== mediumWorker), current: first },
+      scripted,
+    );
     expect(out.plan).not.toBeNull();
     for (const m of [out.plan!.pair.light, out.plan!.pair.heavy]) expect(out.plan!.models[m]?.workers ?? 0).toBeGreaterThanOrEqual(1);
   });
@@ -253,7 +369,11 @@ describe("controlTick", () => {
     expect(quiet.plan).toBeNull();
     // ...and still held when the light model's workers find batches above 2 fail: the plan in
     // force goes out again at batch 2, nobody moved, the held configuration not adopted.
-    const out = await controlTick(state, { nowMs: 2_000, arrivalsQps: 1, queueDepth: {}, workers: workers(8), current: first, batchCaps: new Map([["sd35-large-turbo", 2]]) }, scripted);
+    const out = await controlTick(
+      state,
+      { nowMs: 2_000, arrivalsQps: 1, queueDepth: {}, workers: workers(8), current: first, batchCaps: new Map([["sd35-large-turbo", 2]]) },
+      scripted,
+    );
     expect(out.verdict?.adopt).toBe(false);
     expect(out.plan).not.toBeNull();
     expect(out.plan!.epoch).toBe(first.epoch + 1);
@@ -264,14 +384,30 @@ describe("controlTick", () => {
     expect(out.swapped).toEqual([]);
     expect(out.plan!.reason).toContain("batches sd35-large-turbo ≤ 2 (workers' caps)");
     // Within the caps now: the next tick holds again.
-    const after = await controlTick(state, { nowMs: 3_000, arrivalsQps: 1, queueDepth: {}, workers: workers(8), current: out.plan, batchCaps: new Map([["sd35-large-turbo", 2]]) }, scripted);
+    const after = await controlTick(
+      state,
+      {
+        nowMs: 3_000,
+        arrivalsQps: 1,
+        queueDepth: {},
+        workers: workers(8),
+        current: out.plan,
+        batchCaps: new Map([["sd35-large-turbo", 2]]),
+      },
+      scripted,
+    );
     expect(after.plan).toBeNull();
   });
 
   it("a failing solver does not keep a plan that no longer covers the demand", async () => {
     const state = newControlState(1_000);
-    const plan = (await controlTick(state, { nowMs: 0, arrivalsQps: 2, queueDepth: {}, workers: workers(16), current: null }, config("hadis"))).plan!;
-    const broken: TickConfig = { ...config("hadis"), solve: async () => ({ status: "Error", objective: null, columns: {}, solveMs: 1, error: "worker thread gone" }) };
+    const plan = (
+      await controlTick(state, { nowMs: 0, arrivalsQps: 2, queueDepth: {}, workers: workers(16), current: null }, config("hadis"))
+    ).plan!;
+    const broken: TickConfig = {
+      ...config("hadis"),
+      solve: async () => ({ status: "Error", objective: null, columns: {}, solveMs: 1, error: "worker thread gone" }),
+    };
     let current = plan;
     let out;
     for (let t = 1_000; t <= 30_000; t += 1_000) {
@@ -285,16 +421,28 @@ describe("controlTick", () => {
 
   it("starts the dwell of a worker that joins, so the next tick does not move it while it loads", async () => {
     const state = newControlState(1_000);
-    const plan = (await controlTick(state, { nowMs: 0, arrivalsQps: 4, queueDepth: {}, workers: workers(15), current: null }, config("hadis"))).plan!;
-    const joined = await controlTick(state, { nowMs: 5_000, arrivalsQps: 4, queueDepth: {}, workers: [...workers(15), { id: "w-new", model: null }], current: plan }, config("hadis"));
+    const plan = (
+      await controlTick(state, { nowMs: 0, arrivalsQps: 4, queueDepth: {}, workers: workers(15), current: null }, config("hadis"))
+    ).plan!;
+    const joined = await controlTick(
+      state,
+      { nowMs: 5_000, arrivalsQps: 4, queueDepth: {}, workers: [...workers(15), { id: "w-new", model: null }], current: plan },
+      config("hadis"),
+    );
     expect(joined.plan!.assignment["w-new"]).toBeDefined();
     expect(state.lastSwapAtMs["w-new"]).toBe(5_000);
   });
 
   it("reflects a dead worker at once", async () => {
     const state = newControlState(1_000);
-    const plan = (await controlTick(state, { nowMs: 0, arrivalsQps: 10, queueDepth: {}, workers: workers(16), current: null }, config("hadis"))).plan!;
-    const next = await controlTick(state, { nowMs: 1_000, arrivalsQps: 10, queueDepth: {}, workers: workers(15), current: plan }, config("hadis"));
+    const plan = (
+      await controlTick(state, { nowMs: 0, arrivalsQps: 10, queueDepth: {}, workers: workers(16), current: null }, config("hadis"))
+    ).plan!;
+    const next = await controlTick(
+      state,
+      { nowMs: 1_000, arrivalsQps: 10, queueDepth: {}, workers: workers(15), current: plan },
+      config("hadis"),
+    );
     expect(next.plan).not.toBeNull();
     expect(Object.keys(next.plan!.assignment)).not.toContain("w15");
     expect(next.plan!.epoch).toBe(plan.epoch + 1);
@@ -304,7 +452,11 @@ describe("controlTick", () => {
   });
 
   it("stamps random routing on Proteus plans", async () => {
-    const out = await controlTick(newControlState(1_000), { nowMs: 0, arrivalsQps: 30, queueDepth: {}, workers: workers(16), current: null }, config("proteus"));
+    const out = await controlTick(
+      newControlState(1_000),
+      { nowMs: 0, arrivalsQps: 30, queueDepth: {}, workers: workers(16), current: null },
+      config("proteus"),
+    );
     expect(out.plan!.routerMode).toBe("random");
     expect(out.plan!.discThreshold).toBe(0);
   });
@@ -313,7 +465,11 @@ describe("controlTick", () => {
 describe("staticDecision", () => {
   const latency = (m: string) => ({ a: 100, b: 1000 })[m as "a" | "b"];
   it("splits workers by the GPU time each model needs", () => {
-    const d = staticDecision({ light: "a", heavy: "b", routerThreshold: 0.2, discThreshold: 0.2, lightBatchSize: 1, heavyBatchSize: 1 }, latency, 10);
+    const d = staticDecision(
+      { light: "a", heavy: "b", routerThreshold: 0.2, discThreshold: 0.2, lightBatchSize: 1, heavyBatchSize: 1 },
+      latency,
+      10,
+    );
     // light 0.8 × 100 = 80, heavy 0.36 × 1000 = 360 → light ≈ 10 × 80/440 = 1.8 → 2
     expect(d.models).toEqual({ a: { workers: 2, batchSize: 1 }, b: { workers: 8, batchSize: 1 } });
     expect(d.heavyShare).toBeCloseTo(heavyShareOf(0.2, 0.2));
@@ -321,7 +477,11 @@ describe("staticDecision", () => {
   });
 
   it("with one worker, serves and routes everything on the heavy model (no traffic to a light model nobody serves)", () => {
-    const d = staticDecision({ light: "a", heavy: "b", routerThreshold: 0.2, discThreshold: 0.2, lightBatchSize: 1, heavyBatchSize: 1, expectedFid: 20 }, latency, 1);
+    const d = staticDecision(
+      { light: "a", heavy: "b", routerThreshold: 0.2, discThreshold: 0.2, lightBatchSize: 1, heavyBatchSize: 1, expectedFid: 20 },
+      latency,
+      1,
+    );
     expect(d.models).toEqual({ b: { workers: 1, batchSize: 1 } });
     expect(d.pair).toEqual({ light: "b", heavy: "b" });
     expect([d.routerThreshold, d.discThreshold, d.heavyShare]).toEqual([0, 0, 1]);
@@ -329,7 +489,14 @@ describe("staticDecision", () => {
   });
 
   it("as a policy, uses the live worker count", async () => {
-    const d = await staticPolicy({ light: "sd35-large-turbo", heavy: "sd35-medium", routerThreshold: 0.2, discThreshold: 0.2, lightBatchSize: 2, heavyBatchSize: 1 })(
+    const d = await staticPolicy({
+      light: "sd35-large-turbo",
+      heavy: "sd35-medium",
+      routerThreshold: 0.2,
+      discThreshold: 0.2,
+      lightBatchSize: 2,
+      heavyBatchSize: 1,
+    })(
       { nowMs: 0, demandQps: 0, queueDepth: {}, queueDelayMs: {}, workers: workers(4), current: null, sloMs: 6000, timeScale: 0.1 },
       profiles,
       async () => ({ status: "Error", objective: null, columns: {}, solveMs: 0 }),
@@ -339,7 +506,19 @@ describe("staticDecision", () => {
 });
 
 describe("WorkerInventory", () => {
-  const beat = (id: string, state: "serving" | "draining" = "serving") => ({ v: 1 as const, workerId: id, backend: "profile", model: "a", state, batchSize: 1, inFlight: 0, servedTotal: 0, swapsTotal: 0, planEpoch: 1, sentAtMs: 0 });
+  const beat = (id: string, state: "serving" | "draining" = "serving") => ({
+    v: 1 as const,
+    workerId: id,
+    backend: "profile",
+    model: "a",
+    state,
+    batchSize: 1,
+    inFlight: 0,
+    servedTotal: 0,
+    swapsTotal: 0,
+    planEpoch: 1,
+    sentAtMs: 0,
+  });
   it("forgets workers silent too long and those that say they leave", () => {
     const inv = new WorkerInventory();
     inv.observe(beat("w1"), 0);
@@ -353,7 +532,15 @@ describe("WorkerInventory", () => {
 describe("resuming and admission", () => {
   it("a restarted manager resumes demand and dwell from the plan in force: no flap", async () => {
     const solver = await createInlineHighsSolver();
-    const config: TickConfig = { policyName: "hadis", policy: getPolicy("hadis"), profiles, solve: (lp, o) => solver.solve(lp, o), sloMs: 6_000, timeScale: 0.1, queueSafety: 1.5 };
+    const config: TickConfig = {
+      policyName: "hadis",
+      policy: getPolicy("hadis"),
+      profiles,
+      solve: (lp, o) => solver.solve(lp, o),
+      sloMs: 6_000,
+      timeScale: 0.1,
+      queueSafety: 1.5,
+    };
     const first = newControlState(2_000);
     let plan = (await controlTick(first, { nowMs: 0, arrivalsQps: 40, queueDepth: {}, workers: workers(16), current: null }, config)).plan!;
     for (let t = 1_000; t <= 10_000; t += 1_000) {
@@ -371,8 +558,23 @@ describe("resuming and admission", () => {
 
   it("sets capacity from the tightest model and admission from capacity × deadline", async () => {
     const solver = await createInlineHighsSolver();
-    const config: TickConfig = { policyName: "clipper-light", policy: getPolicy("clipper-light"), profiles, solve: (lp, o) => solver.solve(lp, o), sloMs: 6_000, timeScale: 0.1, queueSafety: 1.5, admissionHeadroom: 1.5 };
-    const plan = (await controlTick(newControlState(1_000), { nowMs: 0, arrivalsQps: 10, queueDepth: {}, workers: workers(16), current: null, routers: 2 }, config)).plan!;
+    const config: TickConfig = {
+      policyName: "clipper-light",
+      policy: getPolicy("clipper-light"),
+      profiles,
+      solve: (lp, o) => solver.solve(lp, o),
+      sloMs: 6_000,
+      timeScale: 0.1,
+      queueSafety: 1.5,
+      admissionHeadroom: 1.5,
+    };
+    const plan = (
+      await controlTick(
+        newControlState(1_000),
+        { nowMs: 0, arrivalsQps: 10, queueDepth: {}, workers: workers(16), current: null, routers: 2 },
+        config,
+      )
+    ).plan!;
     const model = profiles.byName.get(plan.pair.light)!;
     const batch = plan.models[plan.pair.light].batchSize;
     const perWorker = (batch * 1000) / (model.latencyMsByBatch[String(batch)] * 0.1);

@@ -14,7 +14,9 @@ function gatedJudge(fail?: (prompt: string) => boolean) {
   const score = (batch: readonly JudgeInput[]) => {
     calls.push(batch.map((b) => b.prompt));
     return new Promise<number[]>((resolve, reject) => {
-      gates.push(() => (fail && batch.some((b) => fail(b.prompt)) ? reject(new Error("bad image")) : resolve(batch.map((b) => b.prompt.length))));
+      gates.push(() =>
+        fail && batch.some((b) => fail(b.prompt)) ? reject(new Error("bad image")) : resolve(batch.map((b) => b.prompt.length)),
+      );
     });
   };
   const release = async () => {
@@ -46,7 +48,10 @@ describe("JudgeQueue", () => {
     let expired = 0;
     const q = new JudgeQueue(judge.score, { concurrency: 1, maxBatch: 8, now: () => now, onExpired: (n) => (expired += n) });
     const first = q.submit(image("first"), 100);
-    const late = q.submit(image("late"), 50).then(() => null, (e: unknown) => e as HadisError);
+    const late = q.submit(image("late"), 50).then(
+      () => null,
+      (e: unknown) => e as HadisError,
+    );
     const live = q.submit(image("live"), 1_000);
     await flush();
     now = 60; // the first call took past the second image's answer-by time
@@ -63,7 +68,9 @@ describe("JudgeQueue", () => {
     let now = 0;
     const q = new JudgeQueue(judge.score, { concurrency: 1, maxBatch: 4, now: () => now });
     const blocker = q.submit(image("x"));
-    const results = [q.submit(image("ok1")), q.submit(image("bad")), q.submit(image("ok2"), 10), q.submit(image("ok3"))].map((p) => p.catch((e: unknown) => e as Error));
+    const results = [q.submit(image("ok1")), q.submit(image("bad")), q.submit(image("ok2"), 10), q.submit(image("ok3"))].map((p) =>
+      p.catch((e: unknown) => e as Error),
+    );
     await flush();
     await judge.release(); // x
     expect(judge.calls.at(-1)).toEqual(["ok1", "bad", "ok2", "ok3"]);
@@ -93,7 +100,12 @@ describe("JudgeQueue", () => {
     let now = 0;
     const q = new JudgeQueue(judge.score, { concurrency: 1, maxBatch: 3, now: () => now });
     const first = q.submit(image("x"));
-    const late = [1, 2].map((i) => q.submit(image(`late${i}`), 10).then(() => null, (e: unknown) => (e as HadisError).code));
+    const late = [1, 2].map((i) =>
+      q.submit(image(`late${i}`), 10).then(
+        () => null,
+        (e: unknown) => (e as HadisError).code,
+      ),
+    );
     const live = ["a", "bb", "ccc", "dddd"].map((p) => q.submit(image(p), 1_000));
     await flush();
     now = 20;

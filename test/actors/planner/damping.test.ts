@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { Plan } from "../../../contracts/messages.ts";
 import { dampPlan, planShortfall } from "../../../actors/planner/damping.ts";
-import { loadProfiles } from "../../../services/lib/profiles.ts";
+import { loadProfiles } from "../../../services/files/profiles.ts";
 
 const profiles = loadProfiles();
 const ids = Array.from({ length: 16 }, (_, i) => `w${i}`);
@@ -32,9 +32,23 @@ function plan(over: Partial<Plan> & { split: [string, number][] }): Plan {
   };
 }
 
-const current = plan({ split: [["sd35-medium", 8], ["sd35-large", 8]], expectedFid: 19.77 });
+const current = plan({
+  split: [
+    ["sd35-medium", 8],
+    ["sd35-large", 8],
+  ],
+  expectedFid: 19.77,
+});
 const moveTwo = (fid: number) =>
-  plan({ split: [["sd35-medium", 6], ["sd35-large", 10]], routerThreshold: 0.5, heavyShare: 0.5, expectedFid: fid });
+  plan({
+    split: [
+      ["sd35-medium", 6],
+      ["sd35-large", 10],
+    ],
+    routerThreshold: 0.5,
+    heavyShare: 0.5,
+    expectedFid: fid,
+  });
 
 describe("dampPlan", () => {
   it("adopts the first plan and plans that move nobody", () => {
@@ -67,7 +81,10 @@ describe("dampPlan", () => {
 
   it("adopts another policy's plan at once, and a rule-driven policy's step past dwell whatever its FID", () => {
     const other = { ...moveTwo(25.2), policy: "clipper-light" };
-    expect(dampPlan({ current, candidate: other, lastSwapAtMs: {}, nowMs: 0, demandQps: 1, profiles })).toMatchObject({ adopt: true, reason: expect.stringMatching(/policy changed/) });
+    expect(dampPlan({ current, candidate: other, lastSwapAtMs: {}, nowMs: 0, demandQps: 1, profiles })).toMatchObject({
+      adopt: true,
+      reason: expect.stringMatching(/policy changed/),
+    });
     // INFaaS-Acc stepping down to a less accurate variant under queue pressure (the current plan still has capacity).
     const infaas = { ...current, policy: "infaas-acc" };
     const down = { ...moveTwo(21), policy: "infaas-acc" };
@@ -78,20 +95,47 @@ describe("dampPlan", () => {
   it("always adopts when the current plan falls short, even within dwell", () => {
     // 8 medium + 8 large cannot carry 30 qps.
     expect(planShortfall(current, 30, profiles)).toMatch(/capacity/);
-    const lighter = plan({ split: [["sd35-large-turbo", 4], ["sd35-medium", 12]], expectedFid: 22.5 });
-    const v = dampPlan({ current, candidate: lighter, lastSwapAtMs: Object.fromEntries(ids.map((id) => [id, 0])), nowMs: 1, demandQps: 30, profiles });
+    const lighter = plan({
+      split: [
+        ["sd35-large-turbo", 4],
+        ["sd35-medium", 12],
+      ],
+      expectedFid: 22.5,
+    });
+    const v = dampPlan({
+      current,
+      candidate: lighter,
+      lastSwapAtMs: Object.fromEntries(ids.map((id) => [id, 0])),
+      nowMs: 1,
+      demandQps: 30,
+      profiles,
+    });
     expect(v.adopt).toBe(true);
     expect(v.reason).toMatch(/falls short/);
   });
 
   it("always leaves a degraded plan for a feasible one", () => {
     const degraded = plan({ split: [["sdxl-lightning", 16]], expectedFid: 29.75, degraded: 1, routerThreshold: 0, heavyShare: 0 });
-    const v = dampPlan({ current: degraded, candidate: moveTwo(19.3), lastSwapAtMs: Object.fromEntries(ids.map((id) => [id, 0])), nowMs: 1, demandQps: 1, profiles });
+    const v = dampPlan({
+      current: degraded,
+      candidate: moveTwo(19.3),
+      lastSwapAtMs: Object.fromEntries(ids.map((id) => [id, 0])),
+      nowMs: 1,
+      demandQps: 1,
+      profiles,
+    });
     expect(v.adopt).toBe(true);
   });
 
   it("flags a slowest path over the SLO as a shortfall", () => {
-    const slow = plan({ split: [["sd35-medium", 8], ["sd35-large", 8]], discThreshold: 0.5, heavyShare: 0.6 });
+    const slow = plan({
+      split: [
+        ["sd35-medium", 8],
+        ["sd35-large", 8],
+      ],
+      discThreshold: 0.5,
+      heavyShare: 0.6,
+    });
     expect(planShortfall(slow, 0.5, profiles, { "sd35-large": 3000 })).toMatch(/slowest path/);
     expect(planShortfall(slow, 0.5, profiles)).toBeNull();
   });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { GridRow } from "../../../actors/profile/reference.ts";
 import { compareFront, paretoCsv, paretoFront } from "../../../actors/planner/pareto.ts";
-import { loadProfiles } from "../../../services/lib/profiles.ts";
+import { loadProfiles } from "../../../services/files/profiles.ts";
 
 const row = (r: number, d: number, latencyS: number, fid: number): GridRow => ({
   lightId: 0,

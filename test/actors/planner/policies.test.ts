@@ -4,8 +4,8 @@ import { assignWorkers } from "../../../actors/planner/assignment.ts";
 import { decisionToPlan } from "../../../actors/planner/decision.ts";
 import { getPolicy, infaasDecision, POLICY_NAMES } from "../../../actors/planner/policies.ts";
 import type { PlannerSnapshot } from "../../../actors/planner/snapshot.ts";
-import { createInlineHighsSolver, type HighsSolver } from "../../../services/lib/highs-solver.ts";
-import { loadProfiles } from "../../../services/lib/profiles.ts";
+import { createInlineHighsSolver, type HighsSolver } from "../../../services/solver/highs-solver.ts";
+import { loadProfiles } from "../../../services/files/profiles.ts";
 
 const profiles = loadProfiles();
 let solver: HighsSolver;
@@ -34,13 +34,17 @@ describe("policies", () => {
         const d = await getPolicy(name)(s, profiles, solver.solve);
         const counts = Object.fromEntries(Object.entries(d.models).map(([m, a]) => [m, a.workers]));
         const assignment = assignWorkers(s.workers, {}, counts);
-        const plan = PlanSchema.parse(decisionToPlan(d, { epoch: 1, policy: name, issuedAtMs: 0, sloMs: s.sloMs, timeScale: s.timeScale, assignment }));
+        const plan = PlanSchema.parse(
+          decisionToPlan(d, { epoch: 1, policy: name, issuedAtMs: 0, sloMs: s.sloMs, timeScale: s.timeScale, assignment }),
+        );
         const total = Object.values(plan.models).reduce((t, m) => t + m.workers, 0);
         expect(total).toBe(16);
         expect(Object.keys(plan.assignment)).toHaveLength(16);
         for (const m of Object.keys(plan.models)) expect(profiles.byName.has(m)).toBe(true);
         expect(plan.models[plan.pair.light]?.workers ?? 0).toBeGreaterThan(0);
-        if (plan.pair.light !== plan.pair.heavy && plan.heavyShare > 0) expect(plan.models[plan.pair.heavy].workers).toBeGreaterThan(0);
+        // A cascade that escalates anything has heavy workers (a single model, or no escalation, needs none).
+        const escalates = plan.pair.light !== plan.pair.heavy && plan.heavyShare > 0;
+        expect(escalates ? (plan.models[plan.pair.heavy]?.workers ?? 0) > 0 : true).toBe(true);
         expect(Number.isFinite(d.expectedFid)).toBe(true);
       });
     }
@@ -63,13 +67,20 @@ describe("policies", () => {
   });
 
   it("hadis is at least as good as its ablations at every demand", async () => {
+    const worse: string[] = [];
+    let compared = 0;
     for (const demand of [1, 8, 30, 64]) {
       const h = await getPolicy("hadis")(snapshot(demand), profiles, solver.solve);
       for (const other of ["router-only", "disc-only", "fixed-pair"]) {
         const o = await getPolicy(other)(snapshot(demand), profiles, solver.solve);
-        if (o.degraded === 0) expect(h.expectedFid, `${other} at ${demand}`).toBeLessThanOrEqual(o.expectedFid + 1e-9);
+        // (An ablation that cannot carry the demand degrades: nothing to compare its FID with.)
+        if (o.degraded !== 0) continue;
+        compared++;
+        if (h.expectedFid > o.expectedFid + 1e-9) worse.push(`${other} at ${demand}: hadis ${h.expectedFid} > ${o.expectedFid}`);
       }
     }
+    expect(worse).toEqual([]);
+    expect(compared).toBeGreaterThanOrEqual(6);
   });
 
   it("infaas-acc steps down under queue pressure and up when there is headroom", () => {

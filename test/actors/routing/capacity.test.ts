@@ -4,10 +4,25 @@ import { capacityRefusal, NO_WORKER_RETRY_MS, WorkerSightings } from "../../../a
 import type { Plan } from "../../../contracts/messages.ts";
 
 const plan = (models: Record<string, number>, assignment: Record<string, string> = {}): Plan => ({
-  v: 1, epoch: 4, policy: "static", issuedAtMs: 0, sloMs: 6_000, timeScale: 0.1, pair: { light: "a", heavy: "b" }, routerThreshold: 0.2, discThreshold: 0.1, heavyShare: 0.3,
-  models: Object.fromEntries(Object.entries(models).map(([m, workers]) => [m, { workers, batchSize: 1 }])), assignment, reason: "test plan",
+  v: 1,
+  epoch: 4,
+  policy: "static",
+  issuedAtMs: 0,
+  sloMs: 6_000,
+  timeScale: 0.1,
+  pair: { light: "a", heavy: "b" },
+  routerThreshold: 0.2,
+  discThreshold: 0.1,
+  heavyShare: 0.3,
+  models: Object.fromEntries(Object.entries(models).map(([m, workers]) => [m, { workers, batchSize: 1 }])),
+  assignment,
+  reason: "test plan",
 });
-const beat = (workerId: string, model: string | null, state: "serving" | "loading" | "draining" = "serving") => ({ workerId, model, state });
+const beat = (workerId: string, model: string | null, state: "serving" | "loading" | "draining" = "serving") => ({
+  workerId,
+  model,
+  state,
+});
 
 describe("capacityRefusal", () => {
   it("refuses work on a model the plan in force gives no worker, saying so, with a retry hint", () => {
@@ -16,7 +31,9 @@ describe("capacityRefusal", () => {
     expect(err?.message).toBe("no worker serves b: the plan in force (epoch 4) gives it none (test plan)");
     expect(err?.details).toMatchObject({ retryAfterMs: NO_WORKER_RETRY_MS, model: "b" });
     expect(capacityRefusal("a", plan({ a: 1, b: 0 }), null, 0)).toBeNull();
-    expect(capacityRefusal("a", plan({ a: 0, b: 0 }), null, 0)?.message).toBe("no worker is serving: the plan in force (epoch 4) has none (test plan)");
+    expect(capacityRefusal("a", plan({ a: 0, b: 0 }), null, 0)?.message).toBe(
+      "no worker is serving: the plan in force (epoch 4) has none (test plan)",
+    );
   });
 
   it("judges nothing from heartbeats until it has listened as long as a worker may be silent, and again after a reconnect", () => {

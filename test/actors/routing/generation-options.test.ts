@@ -1,7 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { checkGenerationOptions, misfit, servingModels, withQuality, type ModelRanges } from "../../../actors/routing/generation-options.ts";
+import {
+  checkGenerationOptions,
+  misfit,
+  servingModels,
+  withQuality,
+  type ModelRanges,
+} from "../../../actors/routing/generation-options.ts";
 import { HadisError } from "../../../contracts/errors.ts";
-import { loadProfiles } from "../../../services/lib/profiles.ts";
+import { loadProfiles } from "../../../services/files/profiles.ts";
 import type { RouteDecision } from "../../../actors/request/types.ts";
 
 const profiles = loadProfiles();
@@ -28,17 +34,31 @@ describe("generation settings against the models that may serve them", () => {
   it("accepts what the profiles list and refuses the rest, naming the field and the range", () => {
     expect(misfit({ width: 1024, height: 1024, steps: 30, guidanceScale: 4 }, rangesOf("sd35-large"))).toBeNull();
     expect(misfit({ negativePrompt: "blurry" }, rangesOf("sdxl-lightning"))).toBeNull(); // accepted; the reply says it was not used
-    expect(misfit({ width: 1000, height: 1000 }, rangesOf("sd35-large"))).toMatchObject({ field: "width", reason: expect.stringContaining("1000x1000 is not a size sd35-large makes (1024x1024, ") });
-    expect(misfit({ steps: 90 }, rangesOf("sd35-large"))).toEqual({ field: "steps", reason: "steps 90 is outside sd35-large's range 10 to 80" });
-    expect(misfit({ guidanceScale: 4 }, rangesOf("sdxl-lightning"))).toEqual({ field: "guidanceScale", reason: "guidanceScale 4 is outside sdxl-lightning's range 0 to 1" });
-    expect(misfit({ steps: 4 }, { name: "bare" })).toEqual({ field: "steps", reason: "bare takes no steps (its profile lists no generation options)" });
+    expect(misfit({ width: 1000, height: 1000 }, rangesOf("sd35-large"))).toMatchObject({
+      field: "width",
+      reason: expect.stringContaining("1000x1000 is not a size sd35-large makes (1024x1024, "),
+    });
+    expect(misfit({ steps: 90 }, rangesOf("sd35-large"))).toEqual({
+      field: "steps",
+      reason: "steps 90 is outside sd35-large's range 10 to 80",
+    });
+    expect(misfit({ guidanceScale: 4 }, rangesOf("sdxl-lightning"))).toEqual({
+      field: "guidanceScale",
+      reason: "guidanceScale 4 is outside sdxl-lightning's range 0 to 1",
+    });
+    expect(misfit({ steps: 4 }, { name: "bare" })).toEqual({
+      field: "steps",
+      reason: "bare takes no steps (its profile lists no generation options)",
+    });
   });
 
   it("with auto, a setting only one model of the pair supports is refused with a hint to pin it", () => {
     const e = refusal(() => checkGenerationOptions({ steps: 30 }, undefined, PAIR, rangesOf));
     expect(e.code).toBe("invalid_request");
     expect(e.details).toMatchObject({ field: "steps", model: PAIR.light });
-    expect(e.message).toBe(`steps 30 is outside sd35-large-turbo's range 1 to 8; with quality "auto" either sd35-large-turbo (light) or sd35-large (heavy) may serve it: ask for quality "best" to have sd35-large serve it`);
+    expect(e.message).toBe(
+      `steps 30 is outside sd35-large-turbo's range 1 to 8; with quality "auto" either sd35-large-turbo (light) or sd35-large (heavy) may serve it: ask for quality "best" to have sd35-large serve it`,
+    );
     // Pinned to the model that supports it: accepted.
     expect(() => checkGenerationOptions({ steps: 30 }, "best", PAIR, rangesOf)).not.toThrow();
     const pinned = refusal(() => checkGenerationOptions({ steps: 30 }, "fast", PAIR, rangesOf));

@@ -9,9 +9,9 @@ import { FixedPercentileThreshold, type ModelPair } from "../../../actors/routin
 import { LearnedDifficultyScorer, learnedLiveThreshold } from "../../../actors/routing/learned-scorer.ts";
 import { decideRoute } from "../../../actors/routing/route-policy.ts";
 import { PROTOCOL_VERSION, type Plan } from "../../../contracts/messages.ts";
-import { ANALYZER_PATHS, loadDifficultyModel } from "../../../services/lib/analyzer-files.ts";
-import { DEFAULT_PROFILES_DIR, loadProfiles } from "../../../services/lib/profiles.ts";
-import { routerScoring } from "../../../services/lib/router-scoring.ts";
+import { ANALYZER_PATHS, loadDifficultyModel } from "../../../services/files/analyzer-files.ts";
+import { DEFAULT_PROFILES_DIR, loadProfiles } from "../../../services/files/profiles.ts";
+import { routerScoring } from "../../../services/files/router-scoring.ts";
 import { readFileSync, writeFileSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 
@@ -25,11 +25,15 @@ describe("the shipped difficulty model", () => {
 
   it("covers every pair of the pool, lighter first", () => {
     const names = profiles.models.map((m) => m.name);
-    for (let l = 0; l < names.length; l++) for (let h = l + 1; h < names.length; h++) expect(model.pairs.has(`${names[l]}→${names[h]}`)).toBe(true);
+    for (let l = 0; l < names.length; l++)
+      for (let h = l + 1; h < names.length; h++) expect(model.pairs.has(`${names[l]}→${names[h]}`)).toBe(true);
   });
 
   it("scores the reference prompts out of sample (cross-fitted), not with the model that learned them", () => {
-    const images = (id: number) => parseDiscriminatorImageScores(readFileSync(join(DEFAULT_PROFILES_DIR, "reference", "discriminator", `scores_model_${id}.txt`), "utf8"));
+    const images = (id: number) =>
+      parseDiscriminatorImageScores(
+        readFileSync(join(DEFAULT_PROFILES_DIR, "reference", "discriminator", `scores_model_${id}.txt`), "utf8"),
+      );
     const q = pairQuality(images(2), images(3));
     const sorted = Float64Array.from(q.gapT).sort();
     const median = sorted[sorted.length >> 1];
@@ -37,11 +41,17 @@ describe("the shipped difficulty model", () => {
     const prompts = profiles.reference.prompts;
     const crossFitted = new LearnedDifficultyScorer(model, lengthScorer, prompts);
     expect(crossFitted.crossFitted).toBe(true);
-    const heldOutAuc = rocAuc(prompts.map((p) => crossFitted.score(p, MEDIUM_LARGE)), hard);
+    const heldOutAuc = rocAuc(
+      prompts.map((p) => crossFitted.score(p, MEDIUM_LARGE)),
+      hard,
+    );
     // Without the reference list the scorer cannot know them: the fitted model scores them in sample.
     const inSample = new LearnedDifficultyScorer(model, lengthScorer, []);
     expect(inSample.crossFitted).toBe(false);
-    const inSampleAuc = rocAuc(prompts.map((p) => inSample.score(p, MEDIUM_LARGE)), hard);
+    const inSampleAuc = rocAuc(
+      prompts.map((p) => inSample.score(p, MEDIUM_LARGE)),
+      hard,
+    );
     expect(heldOutAuc).toBeGreaterThan(0.6);
     expect(heldOutAuc).toBeLessThan(0.72);
     expect(inSampleAuc).toBeGreaterThan(heldOutAuc + 0.05);
@@ -51,7 +61,11 @@ describe("the shipped difficulty model", () => {
     const scorer = new LearnedDifficultyScorer(model, lengthScorer, profiles.reference.prompts);
     const prompts = profiles.reference.prompts;
     const first = prompts.map((p) => scorer.score(p, MEDIUM_LARGE));
-    const again = new LearnedDifficultyScorer(loadDifficultyModel(join(DEFAULT_PROFILES_DIR, ANALYZER_PATHS.difficultyModel)), lengthScorer, prompts);
+    const again = new LearnedDifficultyScorer(
+      loadDifficultyModel(join(DEFAULT_PROFILES_DIR, ANALYZER_PATHS.difficultyModel)),
+      lengthScorer,
+      prompts,
+    );
     expect(prompts.map((p) => again.score(p, MEDIUM_LARGE))).toEqual(first);
     const mean = first.reduce((s, v) => s + v, 0) / first.length;
     const sd = Math.sqrt(first.reduce((s, v) => s + (v - mean) ** 2, 0) / first.length);
@@ -133,7 +147,10 @@ describe("routerScoring", () => {
     expect(Number.isFinite(scorer.score("a cat on a mat", MEDIUM_LARGE))).toBe(true);
     const dir = mkdtempSync(join(tmpdir(), "hadis-dm-"));
     const bad = join(dir, "bad.json");
-    writeFileSync(bad, JSON.stringify({ version: 1, kind: "hashed-ngram-linear", hashBits: 4, ngramOrders: [1], columns: [1], pairs: [], source: "x" }));
+    writeFileSync(
+      bad,
+      JSON.stringify({ version: 1, kind: "hashed-ngram-linear", hashBits: 4, ngramOrders: [1], columns: [1], pairs: [], source: "x" }),
+    );
     expect(() => routerScoring("learned", profiles, { difficultyModelPath: bad })).toThrow(new RegExp(`difficulty model ${bad}: pairs`));
   });
 });
@@ -141,7 +158,21 @@ describe("routerScoring", () => {
 describe("decideRoute with a per-pair scorer", () => {
   it("scores each prompt under the plan's pair", () => {
     const seen: (ModelPair | undefined)[] = [];
-    const plan: Plan = { v: PROTOCOL_VERSION, epoch: 1, policy: "test", issuedAtMs: 0, sloMs: 1_000, timeScale: 1, pair: { light: "l", heavy: "h" }, routerThreshold: 0.5, discThreshold: 0.2, heavyShare: 0.5, models: {}, assignment: {}, reason: "test" };
+    const plan: Plan = {
+      v: PROTOCOL_VERSION,
+      epoch: 1,
+      policy: "test",
+      issuedAtMs: 0,
+      sloMs: 1_000,
+      timeScale: 1,
+      pair: { light: "l", heavy: "h" },
+      routerThreshold: 0.5,
+      discThreshold: 0.2,
+      heavyShare: 0.5,
+      models: {},
+      assignment: {},
+      reason: "test",
+    };
     decideRoute(plan, "a cat", "req-1", { score: (_p, pair) => (seen.push(pair), 1) }, new FixedPercentileThreshold([0, 2]));
     expect(seen).toEqual([{ light: "l", heavy: "h" }]);
   });

@@ -2,7 +2,16 @@ import { describe, expect, it } from "vitest";
 import { BatchRecord, CAP_RUNS_TO_GROW } from "../../../actors/worker/batch-record.ts";
 import type { SplitOutcome } from "../../../actors/worker/bisect.ts";
 
-const ran = (over: Partial<SplitOutcome<unknown>>): SplitOutcome<unknown> => ({ failed: [], notRun: [], dropped: [], served: 0, runs: 1, whole: false, largestRun: 0, ...over });
+const ran = (over: Partial<SplitOutcome<unknown>>): SplitOutcome<unknown> => ({
+  failed: [],
+  notRun: [],
+  dropped: [],
+  served: 0,
+  runs: 1,
+  whole: false,
+  largestRun: 0,
+  ...over,
+});
 const failedAll = (n: number) => ran({ failed: Array.from({ length: n }, () => ({ item: null, error: new Error("x") })), runs: 2 * n - 1 });
 
 describe("BatchRecord", () => {

@@ -7,9 +7,14 @@ function setup(fails: (items: readonly number[]) => boolean, stopAfterRuns = Inf
   const served: number[][] = [];
   const attempt = async (items: readonly number[]) => {
     seen.push([...items]);
-    return fails(items) ? { ok: false as const, error: new Error(`failed ${items.join(",")}`) } : { ok: true as const, results: items.map((i) => i * 10) };
+    return fails(items)
+      ? { ok: false as const, error: new Error(`failed ${items.join(",")}`) }
+      : { ok: true as const, results: items.map((i) => i * 10) };
   };
-  const ports = { served: (items: readonly number[], results: number[]) => void served.push(results), stopped: () => seen.length >= stopAfterRuns };
+  const ports = {
+    served: (items: readonly number[], results: number[]) => void served.push(results),
+    stopped: () => seen.length >= stopAfterRuns,
+  };
   return { seen, served, go: (items: number[]) => runSplitting(items, attempt, ports) };
 }
 
@@ -33,7 +38,12 @@ describe("runSplitting", () => {
   it("runs a batch too big in parts that fit, however small", async () => {
     const t = setup((items) => items.length > 2);
     const run = await t.go([1, 2, 3, 4, 5, 6, 7, 8]);
-    expect(t.served).toEqual([[10, 20], [30, 40], [50, 60], [70, 80]]);
+    expect(t.served).toEqual([
+      [10, 20],
+      [30, 40],
+      [50, 60],
+      [70, 80],
+    ]);
     expect([run.failed.length, run.served, run.runs, run.largestRun]).toEqual([0, 8, 7, 2]);
   });
 
@@ -48,7 +58,11 @@ describe("runSplitting", () => {
   it("splits no further once stopped: a failed part fails, parts not run are said", async () => {
     const t = setup((items) => items.length > 1, 3);
     const run = await t.go([1, 2, 3, 4, 5, 6, 7, 8]);
-    expect(t.seen).toEqual([[1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 3, 4], [1, 2]]);
+    expect(t.seen).toEqual([
+      [1, 2, 3, 4, 5, 6, 7, 8],
+      [1, 2, 3, 4],
+      [1, 2],
+    ]);
     expect(run.failed.map((f) => f.item)).toEqual([1, 2]);
     expect(run.notRun).toEqual([3, 4, 5, 6, 7, 8]);
   });
@@ -56,17 +70,20 @@ describe("runSplitting", () => {
   it("does not run again what `keep` leaves out after a failure (a deadline passed meanwhile), and counts it dropped", async () => {
     const seen: number[][] = [];
     let expired = new Set<number>();
-    const run = await runSplitting([1, 2, 3, 4], async (items) => {
-      seen.push([...items]);
-      if (items.length === 4) {
-        expired = new Set([2, 3]); // the failed run took long enough for two deadlines to pass
-        return { ok: false as const, error: new Error("out of memory") };
-      }
-      return { ok: true as const, results: items.map((i) => i * 10) };
-    }, { served: () => undefined, stopped: () => false, keep: (items) => items.filter((i) => !expired.has(i)) });
+    const run = await runSplitting(
+      [1, 2, 3, 4],
+      async (items) => {
+        seen.push([...items]);
+        if (items.length === 4) {
+          expired = new Set([2, 3]); // the failed run took long enough for two deadlines to pass
+          return { ok: false as const, error: new Error("out of memory") };
+        }
+        return { ok: true as const, results: items.map((i) => i * 10) };
+      },
+      { served: () => undefined, stopped: () => false, keep: (items) => items.filter((i) => !expired.has(i)) },
+    );
     expect(seen).toEqual([[1, 2, 3, 4], [1], [4]]);
     expect(run.dropped).toEqual([2, 3]);
     expect([run.served, run.failed.length, run.notRun.length]).toEqual([2, 0, 0]);
   });
 });
-

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ProfileGenerationBackend } from "../../../actors/worker/profile-backend.ts";
 import { optionsKey, runInOptionGroups } from "../../../actors/worker/option-groups.ts";
-import { loadProfiles } from "../../../services/lib/profiles.ts";
+import { loadProfiles } from "../../../services/files/profiles.ts";
 
 const profiles = loadProfiles();
 
@@ -20,7 +20,9 @@ describe("the profile backend with per-request settings", () => {
     await b.load("sd35-large");
     waits.length = 0;
     const [plain] = await b.generate("sd35-large", [{ prompt: "a", seed: 1 }]);
-    const [fewer] = await b.generate("sd35-large", [{ prompt: "a", seed: 1, options: { steps: 25, guidanceScale: 3, negativePrompt: "fog" } }]);
+    const [fewer] = await b.generate("sd35-large", [
+      { prompt: "a", seed: 1, options: { steps: 25, guidanceScale: 3, negativePrompt: "fog" } },
+    ]);
     // sd3.5-large is profiled at 27 s for 50 steps: 25 steps wait half of it.
     expect(waits).toEqual([27_000, 13_500]);
     expect(plain.applied).toEqual({ steps: 50, width: 16, height: 16, negativePrompt: false, emulated: true });
@@ -52,10 +54,16 @@ describe("the profile backend with per-request settings", () => {
   it("groups by settings whatever their key order", async () => {
     expect(optionsKey({ steps: 4, width: 8, height: 8 })).toBe(optionsKey({ height: 8, width: 8, steps: 4 }));
     const runs: number[] = [];
-    await runInOptionGroups([{ prompt: "a", seed: 1, options: { steps: 4, guidanceScale: 1 } }, { prompt: "b", seed: 1, options: { guidanceScale: 1, steps: 4 } }], async (_o, part) => {
-      runs.push(part.length);
-      return part.map(() => ({ image: new Uint8Array(), width: 1, height: 1 }));
-    });
+    await runInOptionGroups(
+      [
+        { prompt: "a", seed: 1, options: { steps: 4, guidanceScale: 1 } },
+        { prompt: "b", seed: 1, options: { guidanceScale: 1, steps: 4 } },
+      ],
+      async (_o, part) => {
+        runs.push(part.length);
+        return part.map(() => ({ image: new Uint8Array(), width: 1, height: 1 }));
+      },
+    );
     expect(runs).toEqual([2]);
   });
 });
