@@ -129,6 +129,9 @@ export async function startNatsServer(opts: LocalServerOptions = {}): Promise<Lo
   // The data dir first: its own leftover (a start killed with SIGKILL) holds the port too.
   const stoppedLeftover = await claimDataDir(dataDir, confPath, pidPath, ownerPath);
   const port = opts.port && opts.port > 0 ? opts.port : await freePort();
+  // A stopped leftover's listening socket can outlive the moment its process stopped counting as
+  // running (exiting, its command line already gone): give the port a few seconds to come free.
+  if (stoppedLeftover && opts.port) for (let i = 0; i < 50 && (await portInUse(port)); i++) await new Promise((r) => setTimeout(r, 100));
   if (opts.port && (await portInUse(port))) {
     const leftover = leftoverOnPort(port);
     throw new ConfigurationError(
