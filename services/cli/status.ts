@@ -135,6 +135,8 @@ export function formatStatus(s: SystemStatus): string {
     for (const [model, a] of Object.entries(p.models))
       lines.push(`  ${model}: ${a.workers} worker${a.workers === 1 ? "" : "s"}, batch ${a.batchSize}`);
     lines.push(`  reason: ${p.reason}`);
+    // Under --fidelity artifact (or --mechanisms) every service follows the mechanisms the plan names.
+    if (p.mechanisms?.length) lines.push(`  the paper artifact's mechanisms in force: ${p.mechanisms.join(", ")}`);
   }
   const states = new Map<string, number>();
   for (const w of s.workers) states.set(w.state, (states.get(w.state) ?? 0) + 1);

@@ -74,6 +74,29 @@ describe("hadis status", () => {
     expect(text).toMatch(/w1 +a +serving +batch 1 +served 3 +epoch 7\n/);
     expect(text).toMatch(/w2 .*loading .*plan: b\n/);
     expect(text).toMatch(/w3 .*failed .*not in the plan \(benched, or joined since\); failed to load c\n/);
+    expect(text).not.toContain("mechanisms in force");
+  });
+
+  it("names the artifact's mechanisms a plan puts in force", () => {
+    const plan = {
+      v: 1 as const,
+      epoch: 3,
+      policy: "hadis",
+      issuedAtMs: 0,
+      sloMs: 6_000,
+      timeScale: 0.1,
+      pair: { light: "a", heavy: "a" },
+      routerThreshold: 0,
+      discThreshold: 0,
+      heavyShare: 0,
+      models: { a: { workers: 1, batchSize: 1 } },
+      assignment: { w1: "a" },
+      reason: "artifact milp",
+      routerMode: "workers" as const,
+      mechanisms: ["dispatch", "drops"],
+    };
+    const text = formatStatus({ manager: true, demandQps: null, plan, workers: [], routers: [], serving: false, notServing: ["x"] });
+    expect(text).toContain("  the paper artifact's mechanisms in force: dispatch, drops\n");
   });
 
   it("says when no resource manager answers and no worker beats", async () => {
