@@ -8,6 +8,10 @@
  *                                                    hourly-shape traces of other QPS ranges and seeds
  *   node --import tsx bench/fidelity.ts sweep        our design swept in load (32-128 QPS peaks): every
  *                                                    policy, a quality/SLO frontier per load
+ *   node --import tsx bench/fidelity.ts plus         hadis-plus against HADIS and the clairvoyant bound
+ *   node --import tsx bench/fidelity.ts ablation     hadis-plus's changes, each added to HADIS and each
+ *                                                    left out of hadis-plus
+ *   node --import tsx bench/fidelity.ts held-out     hadis-plus against HADIS on 20 traces (seeds 2-5)
  *
  * Each writes bench/results/fidelity-<name>.json and prints a markdown table.
  */
@@ -22,6 +26,7 @@ import { frontierSpec, renderPng, type FrontierPoint } from "../services/cli/res
 import { DEFAULT_PROMPTS, DEFAULT_TRACE, RESULTS_DIR } from "../services/cli/research/e1-report.ts";
 import { memoizedAnalyzer, runSimulation } from "../services/cli/research/sim.ts";
 import { loadProfiles } from "../services/files/profiles.ts";
+import type { ScorerKind } from "../services/files/scorer-kinds.ts";
 import { writeResult } from "./lib.ts";
 
 const SIX = ["clipper-light", "clipper-heavy", "infaas-acc", "proteus", "diffserve", "hadis"];
@@ -59,11 +64,19 @@ interface Cell {
   degraded: number;
 }
 
-async function run(workload: Workload, policies: readonly string[], fidelity: Fidelity, seed = 1): Promise<Cell[]> {
+/**
+ * A policy to run: its name, or (the ablation) a label for a policy run with another scorer or
+ * with the deadline-aware cascade turned on or off apart from it.
+ */
+type PolicySpec = string | { label: string; policy: string; scorer?: ScorerKind; deadlineAware?: boolean };
+
+async function run(workload: Workload, specs: readonly PolicySpec[], fidelity: Fidelity, seed = 1): Promise<Cell[]> {
   const cells: Cell[] = [];
-  for (const policy of policies) {
+  for (const spec of specs) {
+    const { label, policy, ...variant } = typeof spec === "string" ? { label: spec, policy: spec } : spec;
     const sim = await runSimulation({
       policy,
+      ...variant,
       profiles,
       analyzer,
       arrivals: workload.arrivals,
@@ -85,7 +98,7 @@ async function run(workload: Workload, policies: readonly string[], fidelity: Fi
       profiles,
     });
     cells.push({
-      policy,
+      policy: label,
       sloViolationRatio: s.sloViolationRatio,
       fid: s.fid,
       ...(s.pooled ? { pooled: s.pooled } : {}),
@@ -223,12 +236,20 @@ async function sweep(): Promise<void> {
 }
 
 /** hadis-plus against HADIS and the clairvoyant bound: the anchor, the load sweep's traces and a step in demand, both fidelities. */
+/** hadis-plus's workloads: the anchor, the load sweep's peaks, and a step in demand. */
+function plusWorkloads(): Workload[] {
+  return [
+    anchor,
+    ...[32, 64, 96, 128].map((q) => hourlyTrace(q, 1)),
+    {
+      name: "step 8 -> 48 qps at 120 s, 300 s",
+      arrivals: stepTrace({ lowQps: 8, highQps: 48, stepAtS: 120, seconds: 300, seed: 1, promptCount: prompts.length }),
+    },
+  ];
+}
+
 async function plus(): Promise<void> {
-  const workloads: Workload[] = [anchor, ...[32, 64, 96, 128].map((q) => hourlyTrace(q, 1))];
-  workloads.push({
-    name: "step 8 -> 48 qps at 120 s, 300 s",
-    arrivals: stepTrace({ lowQps: 8, highQps: 48, stepAtS: 120, seconds: 300, seed: 1, promptCount: prompts.length }),
-  });
+  const workloads = plusWorkloads();
   const results: { workload: string; fidelity: string; cells: Cell[]; verdict: Record<string, boolean | number> }[] = [];
   for (const fidelity of [NATIVE, ARTIFACT]) {
     for (const w of workloads) {
@@ -274,7 +295,84 @@ async function plus(): Promise<void> {
   );
 }
 
-const commands: Record<string, () => Promise<void>> = { mechanisms, artifact, sweep, plus };
+/**
+ * hadis-plus's three changes (swap pricing in the MILP, the learned router, the deadline-aware
+ * cascade), each added to HADIS alone and each left out of hadis-plus, on hadis-plus's workloads.
+ */
+const ABLATION: PolicySpec[] = [
+  "hadis",
+  { label: "hadis + learned", policy: "hadis", scorer: "learned" },
+  { label: "hadis + deadline", policy: "hadis", deadlineAware: true },
+  { label: "hadis + swap pricing", policy: "hadis-plus", scorer: "analyzer", deadlineAware: false },
+  { label: "plus − swap pricing", policy: "hadis", scorer: "learned", deadlineAware: true },
+  { label: "plus − learned", policy: "hadis-plus", scorer: "analyzer" },
+  { label: "plus − deadline", policy: "hadis-plus", deadlineAware: false },
+  "hadis-plus",
+];
+
+async function ablation(): Promise<void> {
+  const labels = ABLATION.map((a) => (typeof a === "string" ? a : a.label));
+  const results: { workload: string; fidelity: string; cells: Cell[] }[] = [];
+  for (const fidelity of [NATIVE, ARTIFACT])
+    for (const w of plusWorkloads()) results.push({ workload: w.name, fidelity: fidelity.name, cells: await run(w, ABLATION, fidelity) });
+  console.log(`| fidelity | trace | ${labels.join(" | ")} |\n|---|---|${labels.map(() => "---").join("|")}|`);
+  for (const r of results) {
+    const cell = (l: string) => {
+      const c = byName(r.cells, l);
+      return `${f4(c.sloViolationRatio)} / ${f2(c.fid)} / ${c.swaps}`;
+    };
+    console.log(`| ${r.fidelity} | ${r.workload} | ${labels.map(cell).join(" | ")} |`);
+  }
+  console.log(
+    `wrote ${writeResult("fidelity-ablation", { workers: 16, sloMs: 6_000, timeScale: 0.1, cell: "SLO violation ratio / FID / swaps", results })}`,
+  );
+}
+
+/**
+ * hadis-plus against HADIS on traces nobody looked at while building it: the load sweep's peaks
+ * and the step, seeds 2-5 (hadis-plus was built looking at seed 1), native fidelity. Per trace,
+ * the issue's three claims; in total, the violations summed and the medians of the differences.
+ */
+async function heldOut(): Promise<void> {
+  const rows: { workload: string; hadis: Cell; plus: Cell; claims: { violations: boolean; fid: boolean; swaps: boolean } }[] = [];
+  for (const seed of [2, 3, 4, 5]) {
+    const workloads: Workload[] = [
+      ...[32, 64, 96, 128].map((q) => hourlyTrace(q, seed)),
+      {
+        name: `step 8 -> 48 qps at 120 s seed ${seed}`,
+        arrivals: stepTrace({ lowQps: 8, highQps: 48, stepAtS: 120, seconds: 300, seed, promptCount: prompts.length }),
+      },
+    ];
+    for (const w of workloads) {
+      const [h, p] = await run(w, ["hadis", "hadis-plus"], NATIVE);
+      const violations = h.sloViolationRatio > 0 ? p.sloViolationRatio <= h.sloViolationRatio / 2 : p.sloViolationRatio === 0 && p.fid < h.fid;
+      rows.push({ workload: w.name, hadis: h, plus: p, claims: { violations, fid: p.fid <= h.fid, swaps: p.swaps < h.swaps } });
+    }
+  }
+  console.log("| trace | hadis | hadis-plus | swaps h / + | claims met |\n|---|---|---|---|---|");
+  for (const r of rows) {
+    const met = Object.entries(r.claims).filter(([, ok]) => ok).map(([k]) => k);
+    console.log(
+      `| ${r.workload} | ${f4(r.hadis.sloViolationRatio)} / ${f2(r.hadis.fid)} | ${f4(r.plus.sloViolationRatio)} / ${f2(r.plus.fid)} | ${r.hadis.swaps} / ${r.plus.swaps} | ${met.length === 3 ? "all" : met.join(", ") || "none"} |`,
+    );
+  }
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)];
+  const count = (k: "violations" | "fid" | "swaps") => rows.filter((r) => r.claims[k]).length;
+  const summary = {
+    traces: rows.length,
+    allClaims: rows.filter((r) => r.claims.violations && r.claims.fid && r.claims.swaps).length,
+    violationsClaim: count("violations"),
+    fidNotWorse: count("fid"),
+    fewerSwaps: count("swaps"),
+    violationSum: { hadis: rows.reduce((a, r) => a + r.hadis.sloViolationRatio, 0), plus: rows.reduce((a, r) => a + r.plus.sloViolationRatio, 0) },
+    medianFidDelta: median(rows.map((r) => r.plus.fid - r.hadis.fid)),
+    medianSwapDelta: median(rows.map((r) => r.plus.swaps - r.hadis.swaps)),
+  };
+  console.log(JSON.stringify(summary));
+  console.log(`wrote ${writeResult("fidelity-held-out", { workers: 16, sloMs: 6_000, timeScale: 0.1, fidelity: "native", summary, rows })}`);
+}
+
+const commands: Record<string, () => Promise<void>> = { mechanisms, artifact, sweep, plus, ablation, "held-out": heldOut };
 const name = process.argv[2] ?? "";
 if (!commands[name]) {
   console.error(`usage: node --import tsx bench/fidelity.ts ${Object.keys(commands).join("|")}`);

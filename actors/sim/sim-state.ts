@@ -190,7 +190,7 @@ export function newSimState(config: SimConfig): SimState {
     worstFid: Math.max(...tableOf(config.policyName, profiles).map((r) => r.fid)),
     giveUpAfterMs: drops ? 2 * sloMs : sloMs,
     startLimitMs: admissionFactor(config.policyName, fidelity) * sloMs,
-    deadlineAware: config.policyName === "hadis-plus" || config.policyName === "clairvoyant",
+    deadlineAware: config.deadlineAware ?? (config.policyName === "hadis-plus" || config.policyName === "clairvoyant"),
     seconds: 0,
     allocateEvery: Math.round(allocationPeriodMs(timeScale) / 1_000),
   };

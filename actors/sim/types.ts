@@ -60,6 +60,11 @@ export interface SimConfig {
    * the trace will bring over the coming window), qps at a time.
    */
   demandOracle?: (nowMs: number) => number;
+  /**
+   * hadis-plus's deadline-aware cascade on or off (default: on for hadis-plus and the clairvoyant
+   * bound, off otherwise); the ablation bench turns it on and off apart from the policy.
+   */
+  deadlineAware?: boolean;
   /** The manager's control tick (default `controlTick`); tests script plans with a fake. */
   control?: typeof controlTick;
   /** Called after every control tick (diagnostics), like the manager's `onTick`. */

@@ -44,7 +44,7 @@ export function memoizedAnalyzer(analyzer: PromptAnalyzer = loadPromptAnalyzer()
 /** Inputs of one simulated policy run with the live defaults (the rest of `SimConfig` is derived). */
 export type SimRunInput = Pick<
   SimConfig,
-  "profiles" | "arrivals" | "prompts" | "workers" | "sloMs" | "timeScale" | "seed" | "purgeFinished" | "fidelity"
+  "profiles" | "arrivals" | "prompts" | "workers" | "sloMs" | "timeScale" | "seed" | "purgeFinished" | "fidelity" | "deadlineAware"
 > & {
   policy: string;
   analyzer: PromptAnalyzer;
