@@ -3,9 +3,12 @@
  * preview and whose light image the judge rejects gets two messages (the light image, then the
  * heavy one); one whose light image is accepted, or one that did not ask, gets one. Read as a
  * plain NATS client would (its own inbox, the `Hadis-Final` header), with `HadisClient`, as a job,
- * and through the HTTP gateway's Server-Sent Events.
+ * through the HTTP gateway's Server-Sent Events, and with `hadis generate --preview`.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { readSse } from "../helpers/http.ts";
@@ -15,6 +18,7 @@ import { connectNats, newHeaders, newInbox, type Msg, type NatsConnection } from
 import { loadProfiles } from "../../services/files/profiles.ts";
 import { createLogger } from "../../services/telemetry/log.ts";
 import { readGenerateReply } from "../../services/client/client.ts";
+import { generateCommand, previewPathOf } from "../../services/cli/generate.ts";
 import { encode } from "../../contracts/envelope.ts";
 import { Headers, subjects as buildSubjects } from "../../contracts/subjects.ts";
 import type { GenerateReplyRead, GenerateRequest } from "../../contracts/messages.ts";
@@ -192,5 +196,53 @@ describe("POST /v1/generate with Accept: text/event-stream", () => {
     });
     expect(res.status).toBe(200);
     expect(await res.json()).toMatchObject({ route: "light->heavy", servedBy: DEFAULT_STATIC.heavy });
+  });
+});
+
+describe("hadis generate --preview", () => {
+  /** Runs the command, its stdout captured. */
+  async function generate(prompt: string, opts: { out?: string; json?: boolean }): Promise<string> {
+    const out: string[] = [];
+    const write = vi.spyOn(process.stdout, "write").mockImplementation((chunk) => (out.push(String(chunk)), true));
+    try {
+      await generateCommand(prompt, { nats: t.server.url, deadlineMs: 20_000, preview: true, ...opts }, {});
+    } finally {
+      write.mockRestore();
+    }
+    expect(process.exitCode ?? 0).toBe(0);
+    return out.join("");
+  }
+
+  it("prints and saves the preview (out.preview.png), then the final image (out.png), saying which is which", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hadis-preview-"));
+    try {
+      const out = join(dir, "out.png");
+      expect(previewPathOf(out)).toBe(join(dir, "out.preview.png"));
+      const text = await generate(routes.escalated, { out });
+      expect(text).toMatch(
+        new RegExp(`^preview: ${DEFAULT_STATIC.light}'s image, rejected by the discriminator; the heavy model is making the final one\n`),
+      );
+      expect(text).toContain(`saved to ${join(dir, "out.preview.png")}`);
+      expect(text).toMatch(new RegExp(`\nfinal: ${DEFAULT_STATIC.heavy}'s image\nrequest \\w+: light->heavy → ${DEFAULT_STATIC.heavy}`));
+      for (const file of ["out.preview.png", "out.png"]) expect(readFileSync(join(dir, file)).subarray(1, 4).toString()).toBe("PNG");
+
+      // Accepted: one image, no preview line, no preview file.
+      const accepted = await generate(routes.light, { out: join(dir, "light.png") });
+      expect(accepted).toMatch(/^request \w+: light → /);
+      expect(() => readFileSync(join(dir, "light.preview.png"))).toThrow(/ENOENT/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("with --json prints one object per message, the preview's final: false", async () => {
+    const lines = (await generate(routes.escalated, { json: true }))
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(lines.map((l) => [l.final, l.servedBy])).toEqual([
+      [false, DEFAULT_STATIC.light],
+      [true, DEFAULT_STATIC.heavy],
+    ]);
   });
 });
