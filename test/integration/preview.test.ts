@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
-import { readSse } from "../helpers/http.ts";
+import { jsonSchemaValidator, readSse } from "../helpers/http.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
 import { startGateway, type RunningGateway } from "../../services/gateway/main.ts";
 import { connectNats, newHeaders, newInbox, type Msg, type NatsConnection } from "../../services/nats/connection.ts";
@@ -167,6 +167,16 @@ describe("POST /v1/generate with Accept: text/event-stream", () => {
     expect(preview).toMatchObject({ final: false, servedBy: DEFAULT_STATIC.light, route: "light" });
     expect(final).toMatchObject({ final: true, servedBy: DEFAULT_STATIC.heavy, route: "light->heavy" });
     for (const e of [preview, final]) expect(Buffer.from(e.image, "base64").subarray(1, 4).toString()).toBe("PNG");
+    // Both are what the OpenAPI document says a generate reply is, and the document names the stream.
+    const doc = (await (await fetch(`${base}/openapi.json`)).json()) as {
+      paths: Record<string, { post: { responses: Record<string, { content: object }> } }>;
+      components: { schemas: Record<string, object> };
+    };
+    expect(Object.keys(doc.paths["/v1/generate"].post.responses["200"].content)).toContain("text/event-stream");
+    const ajv = jsonSchemaValidator();
+    for (const [name, schema] of Object.entries(doc.components.schemas)) ajv.addSchema(schema, `#/components/schemas/${name}`);
+    const replySchema = ajv.getSchema("#/components/schemas/GenerateReply")!;
+    for (const e of [preview, final]) expect(replySchema(e), JSON.stringify(replySchema.errors)).toBe(true);
   });
 
   it("streams the final event alone when the light image is accepted, or the caller turned the preview off", async () => {
