@@ -4,7 +4,8 @@
  * its tunables and its drop counts. Apart from `worker-agent.ts`, which runs the loop over them.
  */
 import type { WorkItem, WorkResult } from "../../contracts/messages.ts";
-import type { GenerationBackend } from "./backend.ts";
+import type { GenerationBackend, JudgeBackend } from "./backend.ts";
+import type { WorkerJudgement } from "./worker-judge.ts";
 
 /**
  * One work item pulled from a work queue, read and checked by the queue (an item that does not
@@ -48,6 +49,8 @@ export interface WorkerPorts {
   /** Sends a result to the router that queued the item. */
   publishResult(replyTo: string, result: WorkResult): void;
   backend: GenerationBackend;
+  /** A judge on this worker: light images whose items ask for a verdict are judged here, right after their batch (none: never). */
+  judge?: JudgeBackend;
   now(): number;
   sleep(ms: number): Promise<void>;
   log(event: string, fields: Record<string, unknown>): void;
@@ -71,6 +74,8 @@ export interface BatchObserver {
 export interface BatchObservation {
   /** The batch ended (its results are published); `error` when it failed: all its items, or those in `failed` (indexes), when given. */
   ended(endedMs: number, error?: string, failed?: ReadonlySet<number>): void;
+  /** Images of the batch were judged on the worker (before their results went out). */
+  judged?(judgement: WorkerJudgement): void;
 }
 
 /** Tunables of the worker loop. */
