@@ -3,9 +3,8 @@
  * (the ports a service, the simulator or a test supplies), what an observer of its batches sees,
  * its tunables and its drop counts. Apart from `worker-agent.ts`, which runs the loop over them.
  */
-import type { WorkItem, WorkResult } from "../../contracts/messages.ts";
+import type { WorkerVerdict, WorkItem, WorkResult } from "../../contracts/messages.ts";
 import type { GenerationBackend, JudgeBackend } from "./backend.ts";
-import type { WorkerJudgement } from "./worker-judge.ts";
 
 /**
  * One work item pulled from a work queue, read and checked by the queue (an item that does not
@@ -76,6 +75,14 @@ export interface BatchObservation {
   ended(endedMs: number, error?: string, failed?: ReadonlySet<number>): void;
   /** Images of the batch were judged on the worker (before their results went out). */
   judged?(judgement: WorkerJudgement): void;
+}
+
+/** The verdicts a worker gave on one part of a batch, for the observer (spans, the verdict metric). */
+export interface WorkerJudgement {
+  entries: readonly BatchEntry[];
+  verdicts: readonly WorkerVerdict[];
+  startedMs: number;
+  endedMs: number;
 }
 
 /** Tunables of the worker loop. */

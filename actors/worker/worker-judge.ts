@@ -9,18 +9,10 @@
 import type { Plan, WorkerVerdict } from "../../contracts/messages.ts";
 import { acceptsLight } from "../judge/verdict.ts";
 import type { GeneratedImage, JudgeBackend } from "./backend.ts";
-import type { BatchEntry } from "./ports.ts";
+import type { BatchEntry, WorkerJudgement } from "./ports.ts";
 
 /** An image with the worker's verdict on it, when it was judged here. */
 export type JudgedImage = GeneratedImage & { verdict?: WorkerVerdict };
-
-/** The verdicts given on one part of a batch, for the observer (spans, the verdict metric). */
-export interface WorkerJudgement {
-  entries: readonly BatchEntry[];
-  verdicts: readonly WorkerVerdict[];
-  startedMs: number;
-  endedMs: number;
-}
 
 /** A worker's judge, following the plan's escalation share. */
 export class WorkerJudge {
