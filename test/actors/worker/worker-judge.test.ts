@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { WorkerAgent } from "../../../actors/worker/worker-agent.ts";
 import type { GenerationBackend, JudgeBackend } from "../../../actors/worker/backend.ts";
-import type { WorkerJudgement } from "../../../actors/worker/worker-judge.ts";
+import type { WorkerJudgement } from "../../../actors/worker/ports.ts";
 import type { WorkItem, WorkResult } from "../../../contracts/messages.ts";
 import { FakeQueue, item, plan, settled, until } from "../../helpers/worker-fakes.ts";
 
