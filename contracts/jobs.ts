@@ -20,6 +20,8 @@ export const JobEventKinds = {
   lightDone: "light_done",
   judged: "judged",
   heavyRunning: "heavy_running",
+  /** The light image the judge rejected, while the heavy model makes the final one (a job that asked for `preview`). */
+  preview: "preview",
   done: "done",
   failed: "failed",
 } as const;
@@ -84,21 +86,24 @@ export const JobEventSchema = z.discriminatedUnion("kind", [
   }),
   z.strictObject({ ...base, kind: z.literal(JobEventKinds.judged), score: z.number(), threshold: z.number(), accept: z.boolean() }),
   z.strictObject({ ...base, kind: z.literal(JobEventKinds.heavyRunning), model: z.string(), escalated: z.boolean() }),
+  z.strictObject({ ...base, kind: z.literal(JobEventKinds.preview), result: GenerateReplySchema }),
   z.strictObject({ ...base, kind: z.literal(JobEventKinds.done), result: GenerateReplySchema }),
   z.strictObject({ ...base, kind: z.literal(JobEventKinds.failed), error: wireError }),
 ]);
 /** A job event. */
 export type JobEvent = z.infer<typeof JobEventSchema>;
 
-/** A job event as a client reads it: a `done` event's reply as `GenerateReplyReadSchema` reads replies. */
+/** A job event as a client reads it: a `preview` or `done` event's reply as `GenerateReplyReadSchema` reads replies. */
 export type JobEventRead =
-  Exclude<JobEvent, { kind: "done" }> | (Omit<Extract<JobEvent, { kind: "done" }>, "result"> & { result: GenerateReplyRead });
+  | Exclude<JobEvent, { kind: "done" | "preview" }>
+  | (Omit<Extract<JobEvent, { kind: "done" | "preview" }>, "result"> & { result: GenerateReplyRead });
 
 /** Each kind's schema as a client reads it: fields a newer router adds are dropped, not refused. */
 const READ_SCHEMAS: ReadonlyMap<string, z.ZodType> = new Map(
   JobEventSchema.options.map((o) => {
     const kind = o.shape.kind.value;
-    return [kind, kind === JobEventKinds.done ? z.object({ ...o.shape, result: GenerateReplyReadSchema }) : z.object(o.shape)] as const;
+    const carriesReply = kind === JobEventKinds.done || kind === JobEventKinds.preview;
+    return [kind, carriesReply ? z.object({ ...o.shape, result: GenerateReplyReadSchema }) : z.object(o.shape)] as const;
   }),
 );
 

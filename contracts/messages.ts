@@ -138,6 +138,12 @@ export const GenerateRequestSchema = z
     ...GenerationOptionsSchema.shape,
     /** `auto` (default), `fast` (the plan's light model) or `best` (its heavy model). */
     quality: z.enum([Qualities.auto, Qualities.fast, Qualities.best]).optional(),
+    /**
+     * Preview, then upgrade: when the judge rejects the light image and the heavy model is asked,
+     * that light image is sent at once (`final: false`), before the final reply. Absent or false:
+     * one reply, as ever.
+     */
+    preview: z.boolean().optional(),
   })
   .superRefine(sizeGivenWhole);
 /** A validated generate request. */
@@ -203,6 +209,12 @@ export const GenerateReplySchema = z.strictObject({
   fallback: z.enum(Object.values(Fallbacks) as [Fallback, ...Fallback[]]).optional(),
   /** What the serving worker applied (settings, size; `emulated` for the profile backend). */
   applied: AppliedOptionsSchema.optional(),
+  /**
+   * Only when the request asked for a preview: false on the preview (the light image the judge
+   * rejected, sent while the heavy model makes the final one), true on the last message. Absent:
+   * the only reply.
+   */
+  final: z.boolean().optional(),
 });
 /** A generate reply. */
 export type GenerateReply = z.infer<typeof GenerateReplySchema>;

@@ -160,6 +160,12 @@ export const Headers = {
   traceparent: "traceparent",
   tracestate: "tracestate",
   msgId: "Nats-Msg-Id",
+  /**
+   * On each reply to a request that asked for a preview: `false` on the preview, `true` on the
+   * last message (an error reply included). A client of any language reads replies until one that
+   * does not say `false`.
+   */
+  final: "Hadis-Final",
 } as const;
 
 /** Content types accepted on `hadis.generate`. */

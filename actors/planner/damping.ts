@@ -4,9 +4,10 @@
  *
  * Rule, in order: the first plan, a plan that moves no worker, a feasible plan replacing a
  * degraded one, and any plan replacing one that no longer covers demand or the SLO are
- * always adopted. Otherwise every moved worker must have dwelt `minDwellMs` since its last
- * swap, and the FID gain must pay for the swap: gain ≥ minFidGain + fidPerLostCapacity ×
- * (GPU time lost to unload + load, scaled) / (workers × horizonMs).
+ * always adopted, except that a plan short only by its queues (capacity enough, a backlog)
+ * is kept while the workers the candidate moves dwell. Otherwise every moved worker must have
+ * dwelt `minDwellMs` since its last swap, and the FID gain must pay for the swap: gain ≥
+ * minFidGain + fidPerLostCapacity × (GPU time lost to unload + load, scaled) / (workers × horizonMs).
  */
 import type { Plan } from "../../contracts/messages.ts";
 import { batchLatencyMs, type ProfileSet } from "../profile/profile-set.ts";
@@ -113,17 +114,23 @@ export function dampPlan(input: DampingInput): DampingVerdict {
   // The operator chose another policy (a manager restarted with --policy): its plans, at once.
   if (candidate.policy !== current.policy) return adopt(`policy changed: ${current.policy} → ${candidate.policy}`, swaps, gain);
   if ((current.degraded ?? 0) > 0 && (candidate.degraded ?? 0) === 0) return adopt("leaves the degraded plan", swaps, gain);
-  const shortfall = planShortfall(current, input.demandQps, profiles, input.queueDelayMs);
-  if (shortfall) return adopt(`current plan falls short: ${shortfall}`, swaps, gain);
-
   const scale = candidate.timeScale;
   const o = input.options ?? {};
   const minDwellMs = o.minDwellMs ?? 120_000 * scale;
+  const moved = swappedWorkers(before, candidate.assignment);
+  const dwelling = moved.filter((id) => input.lastSwapAtMs[id] !== undefined && nowMs - input.lastSwapAtMs[id] < minDwellMs);
+
+  const shortfall = planShortfall(current, input.demandQps, profiles, input.queueDelayMs);
+  // A plan that covers the demand but falls short only by the queues it has now (a backlog, often
+  // left by the swaps that brought it in: workers loading serve nothing) drains them if kept;
+  // replacing it moves workers again and feeds the backlog (on an 8-model pool HADIS swapped
+  // between two pairs every tick so). Such a shortfall does not override the dwell.
+  const queuesOnly = shortfall !== null && planShortfall(current, input.demandQps, profiles) === null;
+  if (shortfall && !(queuesOnly && dwelling.length > 0)) return adopt(`current plan falls short: ${shortfall}`, swaps, gain);
+
   const horizonMs = o.horizonMs ?? 120_000 * scale;
   const perLost = o.fidPerLostCapacity ?? 2;
   const minGain = o.minFidGain ?? 0.02;
-  const moved = swappedWorkers(before, candidate.assignment);
-  const dwelling = moved.filter((id) => input.lastSwapAtMs[id] !== undefined && nowMs - input.lastSwapAtMs[id] < minDwellMs);
   let lostMs = 0;
   for (const id of moved) {
     const from = profiles.byName.get(before[id]);
@@ -134,7 +141,12 @@ export function dampPlan(input: DampingInput): DampingVerdict {
   const requiredGain = minGain + perLost * (lostMs / (workers * horizonMs));
   const base = { swaps, fidGain: gain, requiredGain, dwelling };
   if (dwelling.length > 0) {
-    return { ...base, adopt: false, reason: `held: ${dwelling.length} of ${swaps} moved workers within ${minDwellMs.toFixed(0)} ms dwell` };
+    const why = shortfall ? ` (the plan in force falls short only by its queues: ${shortfall})` : "";
+    return {
+      ...base,
+      adopt: false,
+      reason: `held: ${dwelling.length} of ${swaps} moved workers within ${minDwellMs.toFixed(0)} ms dwell${why}`,
+    };
   }
   // A policy that follows a rule of its own, not an FID objective (INFaaS-Acc steps down under
   // queue pressure, to a less accurate variant on purpose): dwell is its only damping.

@@ -1,7 +1,7 @@
 /** Turns a request's outcome into the `hadis.generate` reply, or the typed error to send. */
 import { HadisError } from "../../contracts/errors.ts";
 import { Fallbacks, Routes, MAX_DEADLINE_MS, PROTOCOL_VERSION, type Fallback, type GenerateReply } from "../../contracts/messages.ts";
-import { NO_TIME_TO_JUDGE, type RequestOutcome } from "./types.ts";
+import { NO_TIME_TO_JUDGE, type PreviewEvent, type RequestOutcome } from "./types.ts";
 
 /** The reply for a served request; throws the request's error otherwise. */
 export function buildReply(outcome: RequestOutcome, requestId: string, seed: number): GenerateReply {
@@ -30,6 +30,22 @@ export function buildReply(outcome: RequestOutcome, requestId: string, seed: num
     ...(fallback ? { fallback } : {}),
     ...(image.applied ? { applied: image.applied } : {}),
   };
+}
+
+/**
+ * The preview message of a request that asked for one: the light image the judge rejected, as a
+ * reply of its own (route `light`, its score under the threshold) marked `final: false`.
+ */
+export function buildPreview(preview: PreviewEvent, requestId: string, seed: number): GenerateReply {
+  return { ...buildReply(preview.outcome, requestId, seed), final: false };
+}
+
+/**
+ * The reply as sent to its caller: marked `final: true` when the caller asked for a preview (it
+ * reads messages until that one), left as it is otherwise (one reply, as ever).
+ */
+export function finalReply(reply: GenerateReply, previewAsked: boolean): GenerateReply {
+  return previewAsked ? { ...reply, final: true } : reply;
 }
 
 /** Why a served request's image is not the one the cascade meant (`Fallbacks`); undefined when it is. */

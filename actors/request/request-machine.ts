@@ -5,10 +5,20 @@
  * judging are invoked actors the service provides. One clock (`RequestClock`) runs a request: the
  * actor's timers (the deadline) and the time the machine reads (its stage timings) alike.
  */
-import { and, assign, createActor, fromPromise, setup } from "xstate";
+import { and, assign, createActor, enqueueActions, fromPromise, setup } from "xstate";
 import { asHadisError, HadisError } from "../../contracts/errors.ts";
 import { Qualities, Routes, type GenerationOptions, type Quality, type StageTimings } from "../../contracts/messages.ts";
-import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RequestOutcome, RouteCall, RouteDecision, Stage } from "./types.ts";
+import type {
+  GenerateCall,
+  GenerateOutcome,
+  JudgeCall,
+  JudgeOutcome,
+  PreviewEvent,
+  RequestOutcome,
+  RouteCall,
+  RouteDecision,
+  Stage,
+} from "./types.ts";
 import { REPLY_MARGIN_MS } from "./types.ts";
 
 /** Input of one request machine. */
@@ -40,6 +50,13 @@ export interface RequestInput {
   workDeadlineAtMs?: number;
   /** An escalated request is served its light image as the deadline nears (default true; the artifact has no such fallback). */
   lightFallback?: boolean;
+  /**
+   * The caller asked to see the light image before the final one: when the judge rejects it and
+   * the heavy model is asked, the machine emits a `preview` event with it (and only then: an
+   * accepted light image, a hard prompt, or a rejection the heavy model has no time for ends in
+   * one image, which the final reply carries).
+   */
+  preview?: boolean;
 }
 
 interface Context extends RequestInput {
@@ -82,7 +99,7 @@ const willJudge = (ctx: Context) => !ctx.decision!.skipJudge && ctx.heavyError =
 
 /** The request machine; provide `route`, `generate` and `judge` actors before use. */
 export const RequestMachine = setup({
-  types: {} as { context: Context; input: RequestInput; output: RequestOutcome },
+  types: {} as { context: Context; input: RequestInput; output: RequestOutcome; emitted: PreviewEvent },
   actors: {
     route: missing("route") as unknown as ReturnType<typeof fromPromise<RouteDecision, RouteCall>>,
     generate: missing("generate") as unknown as ReturnType<typeof fromPromise<GenerateOutcome, GenerateCall>>,
@@ -110,6 +127,10 @@ export const RequestMachine = setup({
     }),
     finishTotal: assign({
       timings: ({ context }) => ({ ...context.timings, totalMs: Math.max(0, context.now() - context.receivedAtMs) }),
+    }),
+    // Escalating with a light image in hand: a caller who asked sees it now, not after the heavy stage.
+    previewLight: enqueueActions(({ context, enqueue }) => {
+      if (context.preview) enqueue.emit({ type: "preview", outcome: previewOf(context) });
     }),
   },
 }).createMachine({
@@ -182,7 +203,7 @@ export const RequestMachine = setup({
       always: [
         { guard: "skipJudge", target: "accepted" },
         { guard: ({ context }) => context.light?.verdict?.accept === true, target: "accepted", actions: "takeWorkerVerdict" },
-        { guard: and(["judgedOnWorker", "heavyFits"]), target: "heavy", actions: "takeWorkerVerdict" },
+        { guard: and(["judgedOnWorker", "heavyFits"]), target: "heavy", actions: ["takeWorkerVerdict", "previewLight"] },
         { guard: "judgedOnWorker", target: "accepted", actions: ["takeWorkerVerdict", assign({ escalationSkipped: true })] },
         { target: "judging" },
       ],
@@ -211,10 +232,13 @@ export const RequestMachine = setup({
           {
             guard: "heavyFits",
             target: "heavy",
-            actions: assign({
-              judge: ({ event }) => event.output,
-              timings: ({ context }) => ({ ...context.timings, judgeMs: context.now() - context.stageStartMs }),
-            }),
+            actions: [
+              assign({
+                judge: ({ event }) => event.output,
+                timings: ({ context }) => ({ ...context.timings, judgeMs: context.now() - context.stageStartMs }),
+              }),
+              "previewLight",
+            ],
           },
           {
             // Rejected, but the heavy model cannot answer in the time left: the light image it is.
@@ -349,6 +373,19 @@ function outcomeOf(ctx: Context): RequestOutcome {
     ...(ctx.heavyError !== undefined ? { heavyError: ctx.heavyError } : {}),
     ...(ctx.heavyLate ? { heavyLate: true } : {}),
     timings: ctx.timings,
+  };
+}
+
+/** The light image the judge rejected, as a served outcome of its own: what a preview carries (its total: the time so far). */
+function previewOf(ctx: Context): PreviewEvent["outcome"] {
+  return {
+    ok: true,
+    route: Routes.light,
+    image: ctx.light!,
+    models: { light: ctx.light!.model },
+    decision: ctx.decision!,
+    judge: ctx.judge,
+    timings: { ...ctx.timings, totalMs: Math.max(0, ctx.now() - ctx.receivedAtMs) },
   };
 }
 

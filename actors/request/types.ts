@@ -111,6 +111,15 @@ export type RequestOutcome =
       heavyError?: string;
     };
 
+/**
+ * What the request machine emits when it escalates a request that asked for a preview: the light
+ * image the judge rejected, as a served outcome (route `light`, its verdict, the timings so far).
+ */
+export interface PreviewEvent {
+  type: "preview";
+  outcome: Extract<RequestOutcome, { ok: true }>;
+}
+
 /** Why a light image was not judged when the request had no time left for it (not a failure of the judge). */
 export const NO_TIME_TO_JUDGE = "no time left before the deadline to judge the light image";
 

@@ -1,6 +1,9 @@
-/** `hadis generate "<prompt>"`: one request, printed as a summary or as JSON. */
+/**
+ * `hadis generate "<prompt>"`: one request, printed as a summary or as JSON; with `--preview`, the
+ * light image the judge rejected first (printed, saved next to `--out`), then the final one.
+ */
 import { accessSync, constants, existsSync, statSync, writeFileSync } from "node:fs";
-import { dirname, resolve } from "node:path";
+import { dirname, extname, resolve } from "node:path";
 import { HadisError } from "../../contracts/errors.ts";
 import type { Fallback, GenerateReplyRead } from "../../contracts/messages.ts";
 import { HadisClient } from "../client/client.ts";
@@ -16,24 +19,39 @@ export interface GenerateCommandOptions {
   idempotencyKey?: string;
   out?: string;
   json?: boolean;
+  /** Ask for the light image as soon as it exists when the judge rejects it (saved to `previewPathOf(out)`), then the final one. */
+  preview?: boolean;
+}
+
+/** Where `--preview` saves the preview next to `--out`: `out.png` → `out.preview.png` (`out` → `out.preview`). */
+export function previewPathOf(out: string): string {
+  const ext = extname(out);
+  return `${out.slice(0, out.length - ext.length)}.preview${ext}`;
 }
 
 /**
  * Sends the prompt and prints how it was served; exits 1 on an error reply or a local failure.
- * With `--json` every outcome is one JSON object on stdout (`{"error": …}` for failures).
+ * With `--json` every outcome is one JSON object on stdout (`{"error": …}` for failures); with
+ * `--preview` a preview comes first, as an object (`"final": false`) or a summary of its own.
  */
 export async function generateCommand(prompt: string, opts: GenerateCommandOptions, env: NodeJS.ProcessEnv = process.env): Promise<void> {
   let nc: NatsConnection | null = null;
   try {
     // Checked before the request: a GPU's image must not be made for a file that cannot be written.
     if (opts.out) checkWritable(opts.out);
+    if (opts.out && opts.preview) checkWritable(previewPathOf(opts.out));
     nc = await connectTool(opts.nats, env, "client", "hadis-cli");
-    const reply = await new HadisClient(nc).generate({
-      prompt,
-      ...(opts.deadlineMs !== undefined ? { deadlineMs: opts.deadlineMs } : {}),
-      ...(opts.seed !== undefined ? { seed: opts.seed } : {}),
-      ...(opts.idempotencyKey !== undefined ? { idempotencyKey: opts.idempotencyKey } : {}),
-    });
+    let previewed = false;
+    const reply = await new HadisClient(nc).generate(
+      {
+        prompt,
+        ...(opts.deadlineMs !== undefined ? { deadlineMs: opts.deadlineMs } : {}),
+        ...(opts.seed !== undefined ? { seed: opts.seed } : {}),
+        ...(opts.idempotencyKey !== undefined ? { idempotencyKey: opts.idempotencyKey } : {}),
+        ...(opts.preview ? { preview: true } : {}),
+      },
+      { onPreview: (preview) => void ((previewed = true), showPreview(preview, opts)) },
+    );
     let unsaved: string | null = null;
     if (opts.out) {
       try {
@@ -50,6 +68,7 @@ export async function generateCommand(prompt: string, opts: GenerateCommandOptio
       return;
     }
     if (unsaved) process.stderr.write(`${unsaved} (the reply follows)\n`);
+    if (previewed) process.stdout.write(`final: ${reply.servedBy}'s image\n`);
     process.stdout.write(summary(reply, unsaved ? null : (opts.out ?? null)));
   } catch (err) {
     if (err instanceof ToolFailure) return reportToolFailure(err, opts.json);
@@ -64,6 +83,31 @@ export async function generateCommand(prompt: string, opts: GenerateCommandOptio
   } finally {
     await nc?.close();
   }
+}
+
+/**
+ * Prints (and saves, with `--out`) a preview as it comes: the light image, rejected by the judge,
+ * while the heavy model makes the final one. One that cannot be saved is said, not fatal: the
+ * final image is what the command is for.
+ */
+function showPreview(preview: GenerateReplyRead, opts: GenerateCommandOptions): void {
+  const path = opts.out ? previewPathOf(opts.out) : null;
+  let unsaved: string | null = null;
+  if (path) {
+    try {
+      writeFileSync(path, preview.image);
+    } catch (err) {
+      unsaved = `cannot write the preview to ${path}: ${(err as Error).message}`;
+    }
+  }
+  if (opts.json) {
+    process.stdout.write(JSON.stringify({ ...preview, image: { bytes: preview.image.byteLength, format: preview.imageFormat } }) + "\n");
+    if (unsaved) process.stderr.write(`${unsaved}\n`);
+    return;
+  }
+  if (unsaved) process.stderr.write(`${unsaved} (the preview follows)\n`);
+  process.stdout.write(`preview: ${preview.servedBy}'s image, rejected by the discriminator; the heavy model is making the final one\n`);
+  process.stdout.write(summary(preview, unsaved ? null : path));
 }
 
 /** Refuses an `--out` path whose folder is missing or read-only, or that names a folder or a read-only file. */

@@ -166,6 +166,10 @@ program
   )
   .option("--out <file>", "write the PNG here")
   .option("--json", "print the reply as one JSON object (image as its byte length)")
+  .option(
+    "--preview",
+    "when the discriminator rejects the light image, print (and save next to --out, as <name>.preview.png) that image at once, then the heavy model's final one; with --json, one object per message",
+  )
   // With --json, a mistake on the command line is one {"error": …} object on stdout too, as every other failure.
   .configureOutput(jsonErrorsWhen(process.argv.includes("--json")))
   .action(async (prompt, opts) => {

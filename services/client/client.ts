@@ -17,6 +17,7 @@ import {
   type RequestAttempt,
 } from "../nats/connection.ts";
 import { readJob, type FollowOptions } from "../nats/job-stream.ts";
+import { requestReplies } from "../nats/request-replies.ts";
 
 /** Reads a generate reply message: the reply, or the typed error it carries. */
 export function readGenerateReply(msg: Msg): GenerateReplyRead {
@@ -36,6 +37,29 @@ export function readGenerateReply(msg: Msg): GenerateReplyRead {
     // A reply that cannot be read is the system's fault, not the caller's request's: not a 400.
     throw new HadisError("internal", `the router's reply could not be read: ${(err as Error).message}`, {}, { cause: err });
   }
+}
+
+/**
+ * Whether a reply message ends its request's answer: any but a preview (`Hadis-Final: false`), so
+ * an error reply, or a router that sends no such header, ends it too.
+ */
+export function isFinalMessage(msg: Pick<Msg, "headers">): boolean {
+  return headerOf(msg.headers, Headers.final).trim().toLowerCase() !== "false";
+}
+
+/** Options of `HadisClient.generate`. */
+export interface GenerateOptions {
+  /** How long to wait for the (final) reply, ms (default `replyWaitMs`). */
+  timeoutMs?: number;
+  /** Send the request as JSON (default msgpack). */
+  json?: boolean;
+  /** Headers to send with it (a `traceparent`, say). */
+  headers?: MsgHdrs;
+  /**
+   * With `preview: true` in the request: hears the preview (the light image the judge rejected,
+   * `final: false`) while the heavy model makes the final image, which `generate` resolves with.
+   */
+  onPreview?: (preview: GenerateReplyRead) => void;
 }
 
 /**
@@ -67,11 +91,12 @@ export class HadisClient {
     this.subject = this.subjects.generate;
   }
 
-  /** Sends one request; resolves with the reply or rejects with a HadisError. `headers` (a `traceparent`, say) go with it. */
-  async generate(
-    request: GenerateRequest,
-    opts: { timeoutMs?: number; json?: boolean; headers?: MsgHdrs } = {},
-  ): Promise<GenerateReplyRead> {
+  /**
+   * Sends one request; resolves with the reply or rejects with a HadisError. `headers` (a
+   * `traceparent`, say) go with it. A request with `preview: true` is read to its final reply,
+   * `opts.onPreview` hearing the preview before it.
+   */
+  async generate(request: GenerateRequest, opts: GenerateOptions = {}): Promise<GenerateReplyRead> {
     const timeout = opts.timeoutMs ?? replyWaitMs(request);
     const end = Date.now() + timeout;
     const link = watchConnection(this.nc);
@@ -84,7 +109,7 @@ export class HadisClient {
       if (!link.connected && !(await link.untilConnected(end - Date.now()))) {
         throw new HadisError("no_capacity", `not connected to NATS: no reply within ${timeout} ms`, { retryAfterMs: 1_000 });
       }
-      const attempt = await this.send(asked, opts.json ?? false, Math.max(1, end - Date.now()), keyed, opts.headers);
+      const attempt = await this.send(asked, opts.json ?? false, Math.max(1, end - Date.now()), keyed, opts.headers, opts.onPreview);
       if (attempt === "dropped") {
         // Sent again with the time the caller has left (a retry's deadline may be shorter: the key names the same work).
         dropped = true;
@@ -115,12 +140,37 @@ export class HadisClient {
     }
   }
 
-  /** One request on the wire; with `resendOnDrop`, ends as "dropped" when the connection drops first. */
-  private send(request: GenerateRequest, json: boolean, timeout: number, resendOnDrop: boolean, extra?: MsgHdrs): Promise<RequestAttempt> {
+  /**
+   * One request on the wire, to its final reply (a preview before it goes to `onPreview`); with
+   * `resendOnDrop`, ends as "dropped" when the connection drops first.
+   */
+  private send(
+    request: GenerateRequest,
+    json: boolean,
+    timeout: number,
+    resendOnDrop: boolean,
+    extra?: MsgHdrs,
+    onPreview?: (preview: GenerateReplyRead) => void,
+  ): Promise<RequestAttempt> {
     const headers = newHeaders();
     for (const [name, values] of extra ?? []) for (const value of values) headers.append(name, value);
     headers.set(Headers.contentType, json ? ContentTypes.json : ContentTypes.msgpack);
-    return requestAttempt(this.nc, this.subject, json ? encodeJson(request) : encode(request), { timeout, headers }, resendOnDrop);
+    const data = json ? encodeJson(request) : encode(request);
+    if (!request.preview) return requestAttempt(this.nc, this.subject, data, { timeout, headers }, resendOnDrop);
+    const reading = {
+      isLast: isFinalMessage,
+      onEarlier: (msg: Msg) => {
+        // A preview that cannot be read is skipped: the final reply, which is waited for, says the rest.
+        let preview: GenerateReplyRead;
+        try {
+          preview = readGenerateReply(msg);
+        } catch {
+          return;
+        }
+        onPreview?.(preview);
+      },
+    };
+    return requestReplies(this.nc, this.subject, data, { timeout, headers }, reading, resendOnDrop);
   }
 
   /**

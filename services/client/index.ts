@@ -4,7 +4,7 @@
  * types, subjects and errors, so another project calls HADIS with the same checks the services
  * apply. The JSON Schemas of the public messages ship too (`hadis-ts/schemas/<Name>.json`).
  */
-export { HadisClient, readGenerateReply, replyWaitMs } from "./client.ts";
+export { HadisClient, isFinalMessage, readGenerateReply, replyWaitMs, type GenerateOptions } from "./client.ts";
 export { connectNats, type NatsConnection } from "../nats/connection.ts";
 export type { FollowOptions } from "../nats/job-stream.ts";
 export {

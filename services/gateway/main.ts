@@ -1,5 +1,5 @@
 /**
- * The HTTP gateway: `POST /v1/generate`, `POST /v1/jobs`, `GET /v1/jobs/<id>` (JSON or Server-Sent
+ * The HTTP gateway: `POST /v1/generate` (JSON, PNG, or Server-Sent Events: a preview, then the final reply), `POST /v1/jobs`, `GET /v1/jobs/<id>` (JSON or Server-Sent
  * Events), `GET /v1/models`, `GET /openapi.json` and the probes, over Node's own `http`. It is a
  * NATS client like any other (`HadisClient` on `hadis.generate` and `hadis.jobs.submit`, the jobs
  * stream, the manager's plan endpoint): no shortcut into the services. Bad input is refused here,
@@ -22,6 +22,7 @@ import { listenUrl } from "../telemetry/metrics.ts";
 import type { NatsConnection } from "../nats/connection.ts";
 import { hostAllowed } from "../dashboard/main.ts";
 import { BASE_HEADERS, readJsonBody, sendError, sendJson, sendReply, wantsPng } from "./http.ts";
+import { streamGenerate, SSE_HEADERS, wantsEventStream } from "./generate-stream.ts";
 import { checkGatewayRequest } from "./intake.ts";
 import { openApiDocument } from "./openapi.ts";
 import { GatewayTraces } from "./tracing.ts";
@@ -96,7 +97,17 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   }
 
   async function generate(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const request = checkGatewayRequest(await readJsonBody(req, maxBody));
+    const checked = checkGatewayRequest(await readJsonBody(req, maxBody));
+    if (wantsEventStream(req.headers.accept)) {
+      await limited(() =>
+        traces.around(req, res, "POST /v1/generate", (headers) =>
+          streamGenerate(client, res, checked, { ...(headers ? { headers } : {}), keepaliveMs: SSE_KEEPALIVE_MS }),
+        ),
+      );
+      return;
+    }
+    // One answer only: a preview would have no one to read it, so none is asked (the final reply is the answer).
+    const { preview: _unread, ...request } = checked;
     const png = wantsPng(req.headers.accept);
     await limited(() =>
       traces.around(req, res, "POST /v1/generate", async (headers) => {
@@ -143,12 +154,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     try {
       // The first read refuses an unknown job: an error answer, before the stream starts.
       let next = await events.next();
-      res.writeHead(200, {
-        ...BASE_HEADERS,
-        "Content-Type": "text/event-stream; charset=utf-8",
-        Connection: "keep-alive",
-        "X-Accel-Buffering": "no",
-      });
+      res.writeHead(200, SSE_HEADERS);
       res.write(`: job ${id}\n\n`);
       keepalive = setInterval(() => res.write(": keep-alive\n\n"), SSE_KEEPALIVE_MS);
       for (; !next.done; next = await events.next()) {

@@ -89,16 +89,22 @@ export function openApiDocument(version: string): Record<string, unknown> {
               name: "Accept",
               in: "header",
               required: false,
-              description: "image/png for the PNG with the reply's fields in X-Hadis-* headers; JSON otherwise",
+              description:
+                "image/png for the PNG with the reply's fields in X-Hadis-* headers; text/event-stream for Server-Sent Events (a preview, then the final reply); JSON otherwise",
               schema: { type: "string" },
             },
           ],
           requestBody: { required: true, content: json("GenerateRequest") },
           responses: {
             "200": {
-              description: "the image: the JSON reply (image base64-encoded), or the PNG",
+              description:
+                "the image: the JSON reply (image base64-encoded), or the PNG; with Accept: text/event-stream, Server-Sent Events whose data is a GenerateReply as JSON: `preview` (the light image the discriminator rejected, final: false; only when the request is escalated and `preview` is not false), then `final` (final: true), or `error` (an ErrorReply) in its place; the stream closes after it. The body's `preview` is on by default there, and not sent otherwise (one answer: the final reply)",
               headers: PNG_HEADERS,
-              content: { ...json("GenerateReply"), "image/png": { schema: { type: "string", contentMediaType: "image/png" } } },
+              content: {
+                ...json("GenerateReply"),
+                "image/png": { schema: { type: "string", contentMediaType: "image/png" } },
+                "text/event-stream": { schema: { type: "string" } },
+              },
             },
             ...errors(400, 404, 413, 429, 500, 503, 504),
           },

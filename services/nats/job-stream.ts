@@ -172,8 +172,13 @@ async function firstEvent(jsm: JetStreamManager, stream: string, subject: string
 function decodeEvent(data: Uint8Array, contentType: string | undefined): JobEventRead | null {
   const json = (contentType ?? "").startsWith(ContentTypes.json);
   const raw = parseRaw(data, json ? "json" : "msgpack") as Record<string, unknown>;
-  // A JSON `done` event carries its image base64-encoded.
-  if (json && raw.kind === "done" && raw.result && typeof (raw.result as { image?: unknown }).image === "string") {
+  // A JSON `done` or `preview` event carries its image base64-encoded.
+  if (
+    json &&
+    (raw.kind === "done" || raw.kind === "preview") &&
+    raw.result &&
+    typeof (raw.result as { image?: unknown }).image === "string"
+  ) {
     raw.result = { ...(raw.result as object), image: new Uint8Array(Buffer.from((raw.result as { image: string }).image, "base64")) };
   }
   return readJobEvent(raw);

@@ -87,18 +87,23 @@ export function requestEncoding(msg: Pick<Msg, "headers" | "data">): Encoding {
   return looksLikeJson(msg.data) ? "json" : "msgpack";
 }
 
-function contentHeaders(encoding: Encoding): MsgHdrs {
+/** A reply's headers: its encoding, and `Hadis-Final` when the caller asked for a preview (`final` given). */
+function contentHeaders(encoding: Encoding, final?: boolean): MsgHdrs {
   const h = natsHeaders();
   h.set(Headers.contentType, encoding === "json" ? ContentTypes.json : ContentTypes.msgpack);
+  if (final !== undefined) h.set(Headers.final, String(final));
   return h;
 }
 
-/** Replies with a message in the caller's encoding. */
-export function replyWith(msg: Msg, body: unknown, encoding: Encoding): boolean {
+/**
+ * Replies with a message in the caller's encoding. `final` (a request that asked for a preview,
+ * whose caller reads several messages) is said in the `Hadis-Final` header.
+ */
+export function replyWith(msg: Msg, body: unknown, encoding: Encoding, final?: boolean): boolean {
   if (!msg.reply) return false;
   const data = encodeAs(body, encoding);
   try {
-    return msg.respond(data, { headers: contentHeaders(encoding) });
+    return msg.respond(data, { headers: contentHeaders(encoding, final) });
   } catch (err) {
     throw isPayloadTooLarge(err) ? payloadTooLarge("the reply", data.byteLength) : err;
   }
@@ -127,13 +132,14 @@ export function maxPayloadWarning(nc: NatsConnection): string | null {
 
 /**
  * Replies with a typed error: `Nats-Service-Error` / `Nats-Service-Error-Code` headers and the
- * typed error body in the caller's encoding.
+ * typed error body in the caller's encoding; `Hadis-Final: true` with `final` (an error ends a
+ * request that asked for a preview as a reply does).
  */
-export function replyError(msg: Msg | ServiceMsg, err: unknown, encoding: Encoding): boolean {
+export function replyError(msg: Msg | ServiceMsg, err: unknown, encoding: Encoding, final?: true): boolean {
   if (!msg.reply) return false;
   const e = asHadisError(err);
   const body = encodeAs(toWireError(e, PROTOCOL_VERSION), encoding);
-  const h = contentHeaders(encoding);
+  const h = contentHeaders(encoding, final);
   // A message may quote what the caller sent; a header value may not hold CR or LF (the body keeps them).
   const text = `${e.code}: ${e.message}`.replace(/[\r\n]+/g, " ");
   if ("respondError" in msg) return msg.respondError(e.status, text, body, { headers: h });

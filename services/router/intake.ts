@@ -13,7 +13,7 @@ import type { Subjects } from "../../contracts/subjects.ts";
 import { fingerprintOf, keyedRequestId, keyedSeed, keyReused } from "../../actors/request/idempotent.ts";
 import type { RequestClock } from "../../actors/request/request-machine.ts";
 import type { Progress } from "../../actors/request/progress.ts";
-import { sloOutcome } from "../../actors/request/reply.ts";
+import { finalReply, sloOutcome } from "../../actors/request/reply.ts";
 import { refusal } from "../../actors/routing/admission.ts";
 import { planMechanisms } from "../../actors/artifact/mechanisms.ts";
 import { ARTIFACT_SLO_FACTOR } from "../../actors/artifact/worker-rules.ts";
@@ -71,6 +71,10 @@ interface Serving {
   onChecked?: (deadlineMs: number) => Promise<void>;
   /** Hears the request's progress (a job publishes it). */
   onProgress?: (steps: Progress[]) => void;
+  /** The request asked for a preview: its caller reads messages until the one marked final. */
+  preview?: boolean;
+  /** Sends the preview (the light image the judge rejected) while the heavy model makes the final image. */
+  onPreview?: (preview: GenerateReply) => void;
 }
 
 /** The router's intake over its stages. */
@@ -78,6 +82,7 @@ export function createIntake(o: IntakeOptions): RouterIntake {
   const { nc, plans, tally, traces, log, clock } = o;
   const counters = tally.counters;
   const keyUnchecked = throttled(log, "warn", "router.idempotency_key_unchecked");
+  const previewLost = throttled(log, "warn", "router.preview_lost");
   const sloMs = () => plans.current?.sloMs ?? o.defaultSloMs;
   let accepting = true;
   const shuttingDown = () => new HadisError("overloaded", "router is shutting down", { retryAfterMs: 100 });
@@ -86,6 +91,7 @@ export function createIntake(o: IntakeOptions): RouterIntake {
   async function serve(body: unknown, root: RequestSpan | null, serving: Serving): Promise<GenerateReply> {
     // The schema owns every rule of the request, the prompt's too (trimmed, not blank, not too long).
     const request = validate(GenerateRequestSchema, body, "generate request");
+    serving.preview = request.preview === true;
     const prompt = request.prompt;
     const { options, quality } = askedSettings(request, plans.current, o.rangesOf);
     await serving.onChecked?.(deadlineOf(request, sloMs()));
@@ -129,9 +135,13 @@ export function createIntake(o: IntakeOptions): RouterIntake {
           deadlineMs,
           ...(options ? { options } : {}),
           ...(quality ? { quality } : {}),
+          ...(request.preview ? { preview: true } : {}),
           ...drops,
         },
-        serving.onProgress,
+        {
+          ...(serving.onProgress ? { onProgress: serving.onProgress } : {}),
+          ...(serving.onPreview ? { onPreview: serving.onPreview } : {}),
+        },
       );
     };
     if (!key) return run();
@@ -187,13 +197,23 @@ export function createIntake(o: IntakeOptions): RouterIntake {
       serving.onChecked = async (deadlineMs) => {
         job = await beginJob(msg, { stream: jobs, subjects: o.subjects, log }, encoding, Date.now() + deadlineMs);
         serving.onProgress = (steps) => job!.progress(steps);
+        serving.onPreview = (preview) => job!.preview(preview);
       };
+    } else {
+      // A preview is a reply of its own to the caller's inbox, held through a drop as the final
+      // one is; one that cannot be sent is not the request's failure (the final reply follows).
+      serving.onPreview = (preview) =>
+        void sendKeptWhenUp(nc, () => void replyWith(msg, preview, encoding, false)).catch((err: unknown) =>
+          previewLost({ requestId: preview.requestId, error: (err as Error).message }),
+        );
     }
     try {
       encoding = requestEncoding(msg);
       if (!accepting) throw shuttingDown();
       const reply = await serve(parseRaw(msg.data, encoding), root, serving);
-      if (job) return await finishJob(job as JobRun, reply, root, serving);
+      // Marked final for a caller that asked for a preview (the idempotency cache keeps it unmarked).
+      const sent = finalReply(reply, serving.preview === true);
+      if (job) return await finishJob(job as JobRun, sent, root, serving);
       // Held while the connection is down (back within 10 s): nats.js would drop it, and the caller
       // still waits. Sent again after a drop that comes just after it (lost with the socket, maybe).
       await whenUp(nc);
@@ -204,7 +224,7 @@ export function createIntake(o: IntakeOptions): RouterIntake {
           })
         : null;
       try {
-        sendKept(nc, () => void replyWith(msg, reply, encoding));
+        sendKept(nc, () => void replyWith(msg, sent, encoding, serving.preview ? true : undefined));
       } catch (err) {
         if (replySpan) endWithError(replySpan, err);
         throw err;
@@ -218,7 +238,7 @@ export function createIntake(o: IntakeOptions): RouterIntake {
       try {
         // A job's submitter had its answer: its error is the job's last event.
         if (job) await (job as JobRun).failed(err);
-        else await sendKeptWhenUp(nc, () => void replyError(msg, err, encoding));
+        else await sendKeptWhenUp(nc, () => void replyError(msg, err, encoding, serving.preview ? true : undefined));
       } finally {
         // Counted and its trace ended even when the reply cannot be sent (a closing connection).
         finish(root, serving, null, err);

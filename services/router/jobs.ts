@@ -19,6 +19,8 @@ export interface JobRun {
   readonly jobId: string;
   /** Progress of the request (routed, light done, judged, heavy running). */
   progress(steps: readonly Progress[]): void;
+  /** The preview a job that asked for one gets as it escalates: the `preview` event. */
+  preview(reply: GenerateReply): void;
   /** The result: the `done` event. */
   done(reply: GenerateReply): Promise<void>;
   /** The typed error: the `failed` event. */
@@ -66,6 +68,7 @@ export async function beginJob(
         void publish(event(kind, fields as never));
       }
     },
+    preview: (reply) => void publish(event(JobEventKinds.preview, { result: reply })),
     done: (reply) => publish(event(JobEventKinds.done, { result: reply })),
     failed: (err) => publish(event(JobEventKinds.failed, { error: toWireError(asHadisError(err), PROTOCOL_VERSION).error })),
   };

@@ -8,9 +8,9 @@ import type { HadisError } from "../../contracts/errors.ts";
 import type { GenerateReply, GenerationOptions, Quality } from "../../contracts/messages.ts";
 import type { Subjects } from "../../contracts/subjects.ts";
 import { createRequestActor, RequestMachine, type RequestClock } from "../../actors/request/request-machine.ts";
-import { buildReply } from "../../actors/request/reply.ts";
+import { buildPreview, buildReply } from "../../actors/request/reply.ts";
 import { progressBetween, type Progress, type ProgressView } from "../../actors/request/progress.ts";
-import { NO_TIME_TO_JUDGE } from "../../actors/request/types.ts";
+import { NO_TIME_TO_JUDGE, type PreviewEvent } from "../../actors/request/types.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
 import type { ModelRanges } from "../../actors/routing/generation-options.ts";
 import { throttled, type Logger } from "../telemetry/log.ts";
@@ -62,12 +62,22 @@ export interface AcceptedRequest {
    * carries this deadline (1.5 × SLO from the start) instead of the request's.
    */
   artifactDrops?: { workDeadlineAtMs: number };
+  /** The caller asked to see the light image the judge rejects before the final one (`hooks.onPreview` hears it). */
+  preview?: boolean;
+}
+
+/** What hears a request while it runs. */
+export interface StageHooks {
+  /** Each step of progress (a job publishes them). */
+  onProgress?: (steps: Progress[]) => void;
+  /** The preview, sent while the heavy model makes the final image (a request with `preview`, escalated). */
+  onPreview?: (preview: GenerateReply) => void;
 }
 
 /** Runs accepted requests. */
 export interface RequestStages {
-  /** Runs `request` to its reply, or throws its typed error; `onProgress` hears each step. */
-  run(request: AcceptedRequest, onProgress?: (steps: Progress[]) => void): Promise<GenerateReply>;
+  /** Runs `request` to its reply, or throws its typed error; `hooks` hear its progress and its preview. */
+  run(request: AcceptedRequest, hooks?: StageHooks): Promise<GenerateReply>;
   /** Fails each request still running with `err` (at a stop whose grace ran out): each gets a typed error reply. */
   abandonAll(err: HadisError): void;
 }
@@ -107,7 +117,7 @@ export function createStages(o: StagesOptions): RequestStages {
   const running = new Set<(err: HadisError) => void>();
 
   return {
-    async run(request, onProgress) {
+    async run(request, { onProgress, onPreview } = {}) {
       const { requestId, seed, receivedAtMs, deadlineMs } = request;
       const asked = { ...(request.options ? { options: request.options } : {}), ...(request.quality ? { quality: request.quality } : {}) };
       const drops = request.artifactDrops
@@ -121,14 +131,24 @@ export function createStages(o: StagesOptions): RequestStages {
         deadlineAtMs: receivedAtMs + deadlineMs,
         ...drops,
         ...asked,
+        ...(request.preview && onPreview ? { preview: true } : {}),
       });
       const outcome = toPromise(actor);
-      if (onProgress) {
+      // The machine emits its preview inside the transition that escalates; it is sent with that
+      // transition's snapshot, after the verdict and before the heavy stage starts (a job's events).
+      let preview: PreviewEvent | undefined;
+      if (request.preview && onPreview) actor.on("preview", (event) => void (preview = event));
+      if (onProgress || (request.preview && onPreview)) {
         let before: ProgressView | undefined;
         actor.subscribe((snapshot) => {
-          const steps = progressBetween(before, snapshot);
+          const steps = onProgress ? progressBetween(before, snapshot) : [];
           before = snapshot;
-          if (steps.length > 0) onProgress(steps);
+          const heavyAt = steps.findIndex((step) => step.kind === "heavy_running");
+          const cut = preview === undefined || heavyAt < 0 ? steps.length : heavyAt;
+          if (cut > 0) onProgress!(steps.slice(0, cut));
+          if (preview !== undefined) onPreview!(buildPreview(preview, requestId, seed));
+          preview = undefined;
+          if (cut < steps.length) onProgress!(steps.slice(cut));
         });
       }
       actor.start();

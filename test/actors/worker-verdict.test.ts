@@ -20,6 +20,8 @@ interface Scenario {
   skipJudge?: boolean;
   quality?: "fast";
   heavyFloorMs?: number;
+  /** The caller asked for the light image as a preview when it is escalated. */
+  preview?: boolean;
 }
 
 /** Runs one request on a simulated clock: light takes 100 ms (50 of it executing), heavy 200 ms, the judge 10 ms. */
@@ -82,7 +84,10 @@ async function run(s: Scenario) {
     deadlineAtMs: 10_000,
     heavyFloorMs: () => s.heavyFloorMs ?? 0,
     ...(s.quality ? { quality: s.quality } : {}),
+    ...(s.preview ? { preview: true } : {}),
   });
+  const previews: string[] = [];
+  actor.on("preview", (event) => void previews.push(event.outcome.ok ? event.outcome.image.model : "error"));
   actor.start();
   const done = toPromise(actor) as Promise<RequestOutcome>;
   for (let t = 0; t < 20_000 && actor.getSnapshot().status === "active"; t += 5) {
@@ -90,7 +95,7 @@ async function run(s: Scenario) {
     await Promise.resolve();
     clock.increment(5);
   }
-  return { outcome: await done, calls, generated };
+  return { outcome: await done, calls, generated, previews };
 }
 
 describe("RequestMachine with a verdict judged on the worker", () => {
@@ -115,6 +120,12 @@ describe("RequestMachine with a verdict judged on the worker", () => {
     const { outcome, calls } = await run({ workerVerdict: { accept: false, judgeMs: 5 } });
     expect(calls).toEqual(["route", "generate:l", "generate:h"]);
     expect(outcome).toMatchObject({ ok: true, route: "light->heavy", judge: { accept: false } });
+  });
+
+  it("sends the light image as a preview when the worker's verdict escalates it, as on the judge's", async () => {
+    const { outcome, previews } = await run({ workerVerdict: { accept: false, judgeMs: 5 }, preview: true });
+    expect(previews).toEqual(["l"]);
+    expect(outcome).toMatchObject({ ok: true, route: "light->heavy" });
   });
 
   it("serves the light image on a rejecting worker verdict when the heavy model cannot answer in the time left", async () => {

@@ -5,6 +5,7 @@
 import { performance } from "node:perf_hooks";
 import { basename } from "node:path";
 import type { PromptAnalysis, PromptAnalyzer } from "../../../actors/analyzer/analyzer.ts";
+import type { MilpSolution, SolveFn } from "../../../actors/planner/solver.ts";
 import { ProfileJudge } from "../../../actors/judge/profile-judge.ts";
 import { simulate, type SimConfig, type SimResult } from "../../../actors/sim/simulator.ts";
 import { fidLookupFromProfiles } from "../../../actors/sim/scoring.ts";
@@ -44,23 +45,43 @@ export function memoizedAnalyzer(analyzer: PromptAnalyzer = loadPromptAnalyzer()
 /** Inputs of one simulated policy run with the live defaults (the rest of `SimConfig` is derived). */
 export type SimRunInput = Pick<
   SimConfig,
-  "profiles" | "arrivals" | "prompts" | "workers" | "sloMs" | "timeScale" | "seed" | "purgeFinished" | "fidelity" | "deadlineAware"
+  | "profiles"
+  | "arrivals"
+  | "prompts"
+  | "workers"
+  | "sloMs"
+  | "timeScale"
+  | "seed"
+  | "purgeFinished"
+  | "fidelity"
+  | "deadlineAware"
+  | "control"
 > & {
   policy: string;
   analyzer: PromptAnalyzer;
   /** The router's scorer (default `analyzer`) and, for `learned`, its model file. */
   scorer?: ScorerKind;
   difficultyModel?: string;
+  /** Told the wall time of every MILP solve, ms (the scale bench's timing; the solve runs inline, so wall is the planner's cost). */
+  onSolve?: (wallMs: number, solution: MilpSolution) => void;
 };
 
 /** Simulates one policy with a fresh router threshold, judge and solver. */
 export async function runSimulation(input: SimRunInput): Promise<SimResult> {
   const solver = await createInlineHighsSolver();
-  const { policy, analyzer, scorer, difficultyModel, ...given } = input;
+  const { policy, analyzer, scorer, difficultyModel, onSolve, ...given } = input;
+  const solve: SolveFn = onSolve
+    ? async (lp, o) => {
+        const started = performance.now();
+        const solution = await solver.solve(lp, o);
+        onSolve(performance.now() - started, solution);
+        return solution;
+      }
+    : (lp, o) => solver.solve(lp, o);
   return simulate({
     ...given,
     policyName: policy,
-    solve: (lp, o) => solver.solve(lp, o),
+    solve,
     ...routerScoring(scorer ?? defaultScorerFor(policy), input.profiles, {
       analyzer,
       ...(difficultyModel ? { difficultyModelPath: difficultyModel } : {}),

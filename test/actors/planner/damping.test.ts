@@ -114,6 +114,30 @@ describe("dampPlan", () => {
     expect(v.reason).toMatch(/falls short/);
   });
 
+  it("holds a plan that falls short only by its queues while the workers it would move dwell, and replaces it once they have", () => {
+    // Enough capacity for 1 qps, but a backlog on the heavy model puts the slowest path over the SLO.
+    const backlog = { "sd35-large": 5_000 };
+    expect(planShortfall(current, 1, profiles)).toBeNull();
+    expect(planShortfall(current, 1, profiles, backlog)).toMatch(/slowest path/);
+    const candidate = moveTwo(19.3);
+    const dwelling = { w6: 10_000, w7: 10_000 };
+    const held = dampPlan({ current, candidate, lastSwapAtMs: dwelling, nowMs: 12_000, demandQps: 1, queueDelayMs: backlog, profiles });
+    expect(held).toMatchObject({ adopt: false, dwelling: ["w6", "w7"] });
+    expect(held.reason).toMatch(/falls short only by its queues: slowest path/);
+    // Past the dwell, the shortfall replaces it whatever the FID gain.
+    const later = dampPlan({
+      current,
+      candidate: moveTwo(19.9),
+      lastSwapAtMs: dwelling,
+      nowMs: 22_001,
+      demandQps: 1,
+      queueDelayMs: backlog,
+      profiles,
+    });
+    expect(later).toMatchObject({ adopt: true, reason: expect.stringMatching(/falls short/) });
+    // A capacity shortfall overrides the dwell (the previous test): the backlog would only grow.
+  });
+
   it("always leaves a degraded plan for a feasible one", () => {
     const degraded = plan({ split: [["sdxl-lightning", 16]], expectedFid: 29.75, degraded: 1, routerThreshold: 0, heavyShare: 0 });
     const v = dampPlan({
