@@ -259,6 +259,12 @@ export const WorkItemSchema = z.strictObject({
   planEpoch: z.number().int().nonnegative(),
   /** The caller's generation settings, checked against the model's profile by the router (absent: the model's own). */
   options: GenerationOptionsSchema.optional(),
+  /**
+   * The router will judge this light image: a worker that holds a judge scores it right after the
+   * batch and sends the verdict with the result (no hop to the discriminator). Absent: no verdict,
+   * so a router that does not read one is never sent one.
+   */
+  wantsVerdict: z.literal(true).optional(),
 });
 /** A work item. */
 export type WorkItem = z.infer<typeof WorkItemSchema>;
@@ -295,6 +301,8 @@ export const WorkResultSchema = z.discriminatedUnion("ok", [
     execMs: nonNegMs,
     /** What the backend applied (workers before it send none). */
     applied: AppliedOptionsSchema.optional(),
+    /** The worker's own verdict on the image, when the item wanted one and the worker could judge it. */
+    verdict: z.lazy(() => WorkerVerdictSchema).optional(),
   }),
   z.strictObject({
     v: version,
@@ -337,6 +345,11 @@ export const JudgeReplySchema = z.strictObject({
 });
 /** A judge reply. */
 export type JudgeReply = z.infer<typeof JudgeReplySchema>;
+
+/** A verdict a worker gave on the light image it made: a judge reply's fields, carried in the work result. */
+export const WorkerVerdictSchema = JudgeReplySchema.omit({ v: true });
+/** A worker's verdict. */
+export type WorkerVerdict = z.infer<typeof WorkerVerdictSchema>;
 
 /** Workers and batch size the plan gives one model. */
 export const ModelAllocationSchema = z.strictObject({

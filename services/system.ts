@@ -77,6 +77,12 @@ export interface SystemOptions {
   zeroLatency?: boolean;
   /** `profile` (default) emulates GPUs from profiles; `onnx` runs real ONNX pipelines. */
   backend?: "profile" | "onnx";
+  /**
+   * Workers judge the light images they make and send the verdict with the image; routers ask
+   * them to (default: on for the profile backend, off for onnx, docs/design.md). Off: every
+   * verdict is the discriminator's.
+   */
+  judgeOnWorker?: boolean;
   /** For the onnx backend: the model map file and the folder of model exports. */
   onnx?: { modelMap?: string; modelsDir: string; maxResident?: number; warmUp?: boolean };
   policy?: string;
@@ -171,6 +177,14 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
     return nc;
   };
   const logFor = (service: string) => opts.log ?? createLogger(service);
+  // On for the profile backend, where a judge costs nothing; each onnx worker would load a CLIP session of its own.
+  const judgeOnWorker = opts.judgeOnWorker ?? opts.backend !== "onnx";
+  const profileJudge = (backendOf?: () => ProfileGenerationBackend | undefined) =>
+    new ProfileJudge(profiles, {
+      latencyMs: opts.zeroLatency ? 0 : profiles.pool.judge.latencyMs * timeScale,
+      // Under the artifact's latency the batch already slept its judging (`ARTIFACT_JUDGE_MS`): not twice.
+      sleep: (ms) => (backendOf?.()?.artifact.latency ? Promise.resolve() : sleep(ms)),
+    });
   const started: { kind: ServiceKind; service: RunningService }[] = [];
   const closers: (() => Promise<void>)[] = [];
   // Loaded only for the onnx backend: a profile-driven process never loads the ONNX side.
@@ -251,12 +265,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
     }
     if (kinds.has("discriminator")) {
       const nc = await connect("hadis-discriminator", "discriminator");
-      const judge = onnx
-        ? await onnx.judge()
-        : new ProfileJudge(profiles, {
-            latencyMs: opts.zeroLatency ? 0 : profiles.pool.judge.latencyMs * timeScale,
-            sleep: (ms) => sleep(ms),
-          });
+      const judge = onnx ? await onnx.judge() : profileJudge();
       started.push({
         kind: "discriminator",
         service: await startDiscriminator({ nc, subjects, judge, models: profiles.pool.models, log: logFor("discriminator") }),
@@ -264,16 +273,23 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
     }
     if (kinds.has("worker")) {
       const nc = await connect("hadis-worker", "worker");
+      const profileBackends: ProfileGenerationBackend[] = [];
       const workers = await startWorkers({
         nc,
         subjects,
         queue: await WorkQueue.open(nc, subjects, queueOptions),
         count: opts.workers ?? 16,
         idPrefix: opts.workerIdPrefix,
-        backend: () =>
+        backend: (i) =>
           onnx
             ? onnx.generationBackend()
-            : new ProfileGenerationBackend({ models: profiles.byName, timeScale, sleep: (ms) => sleep(ms), zeroLatency: opts.zeroLatency }),
+            : (profileBackends[i] = new ProfileGenerationBackend({
+                models: profiles.byName,
+                timeScale,
+                sleep: (ms) => sleep(ms),
+                zeroLatency: opts.zeroLatency,
+              })),
+        ...(judgeOnWorker ? { judge: (i: number) => (onnx ? onnx.judge() : profileJudge(() => profileBackends[i])) } : {}),
         ...(onnx || opts.zeroLatency ? {} : { timeScale }),
         log: logFor("worker"),
       });
@@ -307,6 +323,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
           jobs: { replicas: queueOptions.replicas, storage: queueOptions.storage },
           log: logFor("router"),
           ...(opts.judgeTimeoutMs !== undefined ? { judgeTimeoutMs: opts.judgeTimeoutMs } : {}),
+          ...(judgeOnWorker ? {} : { workerVerdicts: false }),
         });
         system.routers.push(router);
         started.push({ kind: "router", service: router });

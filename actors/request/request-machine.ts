@@ -5,7 +5,7 @@
  * judging are invoked actors the service provides. One clock (`RequestClock`) runs a request: the
  * actor's timers (the deadline) and the time the machine reads (its stage timings) alike.
  */
-import { assign, createActor, enqueueActions, fromPromise, setup } from "xstate";
+import { and, assign, createActor, enqueueActions, fromPromise, setup } from "xstate";
 import { asHadisError, HadisError } from "../../contracts/errors.ts";
 import { Qualities, Routes, type GenerationOptions, type Quality, type StageTimings } from "../../contracts/messages.ts";
 import type {
@@ -90,8 +90,12 @@ const missing = (name: string) =>
 
 const generationTime = (ctx: Context, out: GenerateOutcome) => {
   const wallMs = ctx.now() - ctx.stageStartMs;
-  return { execMs: out.execMs, waitMs: Math.max(0, wallMs - out.execMs) };
+  // A worker that judged the image spent that time too: it is the judge stage's, not the queue's.
+  return { execMs: out.execMs, waitMs: Math.max(0, wallMs - out.execMs - (out.verdict?.judgeMs ?? 0)) };
 };
+
+/** The light image will be judged: the plan escalates some, and the heavy model has not already failed this request. */
+const willJudge = (ctx: Context) => !ctx.decision!.skipJudge && ctx.heavyError === undefined;
 
 /** The request machine; provide `route`, `generate` and `judge` actors before use. */
 export const RequestMachine = setup({
@@ -109,11 +113,18 @@ export const RequestMachine = setup({
   },
   guards: {
     // Nothing to judge for: the plan escalates nothing, or the heavy model already failed this request.
-    skipJudge: ({ context }) => context.decision!.skipJudge || context.heavyError !== undefined,
+    skipJudge: ({ context }) => !willJudge(context),
+    // The worker judged the light image where it was made: its verdict stands in for the judge call.
+    judgedOnWorker: ({ context }) => context.light?.verdict !== undefined,
     heavyFits: ({ context }) => context.deadlineAtMs - context.now() >= (context.heavyFloorMs?.(context.decision!.pair.heavy) ?? 0),
   },
   actions: {
     markStage: assign(({ context }, params: { stage: Stage }) => ({ stageStartMs: context.now(), stage: params.stage })),
+    // The worker's verdict that came with the light image, taken as the judge's (its time as the judge stage's).
+    takeWorkerVerdict: assign(({ context }) => {
+      const { judgeMs, ...judge } = context.light!.verdict!;
+      return { judge, timings: { ...context.timings, judgeMs } };
+    }),
     finishTotal: assign({
       timings: ({ context }) => ({ ...context.timings, totalMs: Math.max(0, context.now() - context.receivedAtMs) }),
     }),
@@ -171,6 +182,7 @@ export const RequestMachine = setup({
           deadlineAtMs: context.workDeadlineAtMs ?? context.deadlineAtMs,
           planEpoch: context.decision!.planEpoch,
           ...(context.options ? { options: context.options } : {}),
+          ...(willJudge(context) ? { wantsVerdict: true } : {}),
         }),
         onDone: {
           target: "lightDone",
@@ -186,7 +198,15 @@ export const RequestMachine = setup({
       },
     },
     lightDone: {
-      always: [{ guard: "skipJudge", target: "accepted" }, { target: "judging" }],
+      // A verdict that came with the image is acted on as the judge's would be (accept, escalate, or
+      // serve the light image when the heavy model cannot answer in time); none: ask the judge.
+      always: [
+        { guard: "skipJudge", target: "accepted" },
+        { guard: ({ context }) => context.light?.verdict?.accept === true, target: "accepted", actions: "takeWorkerVerdict" },
+        { guard: and(["judgedOnWorker", "heavyFits"]), target: "heavy", actions: ["takeWorkerVerdict", "previewLight"] },
+        { guard: "judgedOnWorker", target: "accepted", actions: ["takeWorkerVerdict", assign({ escalationSkipped: true })] },
+        { target: "judging" },
+      ],
     },
     judging: {
       entry: { type: "markStage", params: { stage: "judge" } },

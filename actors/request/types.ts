@@ -43,6 +43,8 @@ export interface GenerateCall {
   planEpoch: number;
   /** The caller's generation settings (absent: the model's own). */
   options?: GenerationOptions;
+  /** A light image the machine will judge: the worker may judge it where it is made and send the verdict along. */
+  wantsVerdict?: boolean;
 }
 
 /** A generated image and how long it took on the worker. */
@@ -57,6 +59,8 @@ export interface GenerateOutcome {
   execMs: number;
   /** What the worker applied (settings, size), when it says. */
   applied?: AppliedOptions;
+  /** The worker's verdict on this image (asked with `wantsVerdict`, given by a worker that holds a judge): no judge call is made. */
+  verdict?: JudgeOutcome & { judgeMs: number };
 }
 
 /** What the judge actor gets. */

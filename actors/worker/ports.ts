@@ -3,8 +3,8 @@
  * (the ports a service, the simulator or a test supplies), what an observer of its batches sees,
  * its tunables and its drop counts. Apart from `worker-agent.ts`, which runs the loop over them.
  */
-import type { WorkItem, WorkResult } from "../../contracts/messages.ts";
-import type { GenerationBackend } from "./backend.ts";
+import type { WorkerVerdict, WorkItem, WorkResult } from "../../contracts/messages.ts";
+import type { GenerationBackend, JudgeBackend } from "./backend.ts";
 
 /**
  * One work item pulled from a work queue, read and checked by the queue (an item that does not
@@ -48,6 +48,8 @@ export interface WorkerPorts {
   /** Sends a result to the router that queued the item. */
   publishResult(replyTo: string, result: WorkResult): void;
   backend: GenerationBackend;
+  /** A judge on this worker: light images whose items ask for a verdict are judged here, right after their batch (none: never). */
+  judge?: JudgeBackend;
   now(): number;
   sleep(ms: number): Promise<void>;
   log(event: string, fields: Record<string, unknown>): void;
@@ -71,6 +73,16 @@ export interface BatchObserver {
 export interface BatchObservation {
   /** The batch ended (its results are published); `error` when it failed: all its items, or those in `failed` (indexes), when given. */
   ended(endedMs: number, error?: string, failed?: ReadonlySet<number>): void;
+  /** Images of the batch were judged on the worker (before their results went out). */
+  judged?(judgement: WorkerJudgement): void;
+}
+
+/** The verdicts a worker gave on one part of a batch, for the observer (spans, the verdict metric). */
+export interface WorkerJudgement {
+  entries: readonly BatchEntry[];
+  verdicts: readonly WorkerVerdict[];
+  startedMs: number;
+  endedMs: number;
 }
 
 /** Tunables of the worker loop. */

@@ -16,8 +16,8 @@ import {
   type WorkResult,
   type WorkerState,
 } from "../../contracts/messages.ts";
-import type { GeneratedImage } from "./backend.ts";
-import type { BatchEntry, Delivery, DropCounts, WorkerOptions, WorkerPorts, WorkLane } from "./ports.ts";
+import { WorkerJudge, type JudgedImage } from "./worker-judge.ts";
+import type { BatchEntry, BatchObservation, Delivery, DropCounts, WorkerOptions, WorkerPorts, WorkLane } from "./ports.ts";
 import { planMechanisms, type ArtifactMechanism } from "../artifact/mechanisms.ts";
 
 /**
@@ -75,18 +75,28 @@ export class WorkerAgent {
   readonly dropped: DropCounts = { expired: 0, wrongModel: 0 };
   /** Batches some items of which failed, alone (their items handed back or answered with `generation_failed`). */
   failedBatches = 0;
+  private readonly judge: WorkerJudge | null;
 
   constructor(
     readonly id: string,
     private readonly ports: WorkerPorts,
     private readonly options: WorkerOptions,
-  ) {}
+  ) {
+    this.judge = ports.judge
+      ? new WorkerJudge(
+          ports.judge,
+          () => ports.now(),
+          (event, fields) => ports.log(event, { workerId: id, ...fields }),
+        )
+      : null;
+  }
 
   /** Takes a plan snapshot; stale epochs are ignored. Returns true if it was applied. */
   applyPlan(plan: Plan): boolean {
     if (plan.epoch < this.planEpoch) return false;
     this.planEpoch = plan.epoch;
     this.mechanisms = planMechanisms(plan);
+    this.judge?.follow(plan);
     if (this.ports.backend.artifact)
       this.ports.backend.artifact = { latency: this.mechanisms.has("latency"), swaps: this.mechanisms.has("swaps") };
     const model = plan.assignment[this.id] ?? null;
@@ -153,11 +163,12 @@ export class WorkerAgent {
     return this.model && this.record.failing(after) ? this.model : null;
   }
 
-  /** One run of the backend on `part`: its images, or why it failed. */
+  /** One run of the backend on `part`: its images (judged here when asked and a judge is held), or why it failed. */
   private async generate(
     model: string,
     part: readonly BatchEntry[],
-  ): Promise<{ ok: true; results: GeneratedImage[] } | { ok: false; error: Error }> {
+    observed?: BatchObservation,
+  ): Promise<{ ok: true; results: JudgedImage[] } | { ok: false; error: Error }> {
     try {
       const made = await this.ports.backend.generate(
         model,
@@ -165,7 +176,8 @@ export class WorkerAgent {
       );
       if (made.length !== part.length)
         throw new HadisError("generation_failed", `the backend made ${made.length} images for a batch of ${part.length}`);
-      return { ok: true, results: made };
+      if (!this.judge) return { ok: true, results: made };
+      return { ok: true, results: await this.judge.attach(model, part, made, (j) => this.observing(() => observed?.judged?.(j))) };
     } catch (err) {
       return { ok: false, error: asHadisError(err) };
     }
@@ -274,7 +286,7 @@ export class WorkerAgent {
       ticker = setIntervalPort(this.ports, this.options.workingEveryMs, () => batch.forEach((b) => b.delivery.working()));
       observed = this.observing(() => this.ports.observer?.started(this.id, model, batch, startedMs));
       let partStartedMs = startedMs;
-      run = await runSplitting(batch, (part) => ((partStartedMs = this.ports.now()), this.generate(model, part)), {
+      run = await runSplitting(batch, (part) => ((partStartedMs = this.ports.now()), this.generate(model, part, observed)), {
         // Each part's images go out as soon as it ran, timed as its own batch.
         served: (part, images) => this.answer(model, part, images, partStartedMs),
         stopped: () => this.stopping || this.desiredModel !== model,
@@ -364,7 +376,7 @@ export class WorkerAgent {
   }
 
   /** Publishes a batch's images and acknowledges its items. */
-  private answer(model: string, batch: readonly BatchEntry[], images: GeneratedImage[], startedMs: number): void {
+  private answer(model: string, batch: readonly BatchEntry[], images: JudgedImage[], startedMs: number): void {
     const execMs = this.ports.now() - startedMs;
     batch.forEach(({ item, delivery }, i) => {
       this.ports.publishResult(item.replyTo, {
@@ -379,8 +391,10 @@ export class WorkerAgent {
         height: images[i].height,
         batchSize: batch.length,
         queueWaitMs: Math.max(0, startedMs - item.enqueuedAtMs),
-        execMs,
+        // The judging is timed apart (the judge stage's): the generation's time alone.
+        execMs: Math.max(0, execMs - (images[i].verdict?.judgeMs ?? 0)),
         ...(images[i].applied ? { applied: images[i].applied } : {}),
+        ...(images[i].verdict ? { verdict: images[i].verdict } : {}),
       });
       delivery.ack();
     });

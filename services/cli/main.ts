@@ -52,6 +52,15 @@ const runOptions = (cmd: Command) =>
     .option("--difficulty-model <file>", "with --scorer learned: the model file (default <profiles>/analyzer/difficulty-model.json)")
     .addOption(new Option("--backend <kind>", "worker and judge backend").choices(["profile", "onnx"]).default("profile"))
     .option("--zero-latency", "profile backends do not wait (overhead benchmarks)")
+    .addOption(
+      new Option(
+        "--judge-on-worker <when>",
+        "workers judge the light images they make and send the verdict with the image (no discriminator hop); auto: on for the profile backend, off for onnx (docs/design.md)",
+      )
+        .choices(["auto", "on", "off"])
+        .env("HADIS_JUDGE_ON_WORKER")
+        .default("auto"),
+    )
     .option("--model-map <file>", "onnx backend: pool model name → export folder (default profiles/onnx/tiny-pool.json)")
     .option(
       "--models-dir <dir>",

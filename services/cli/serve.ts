@@ -44,6 +44,8 @@ export interface RunOptions {
   fidelity?: string;
   /** Artifact mechanisms on (or `-name` off) on top of the fidelity. */
   mechanisms?: string;
+  /** `on`, `off`, or `auto` (the backend's default): workers judge the light images they make. */
+  judgeOnWorker?: string;
 }
 
 /**
@@ -93,6 +95,7 @@ const READ_BY: Partial<Record<keyof RunOptions | keyof GatewayCliOptions | "repl
   mechanisms: ["resource-manager"],
   backend: ["worker", "discriminator"],
   zeroLatency: ["worker", "discriminator"],
+  judgeOnWorker: ["router", "worker"],
   modelMap: ["worker", "discriminator"],
   modelsDir: ["worker", "discriminator"],
   storage: ["router", "worker", "resource-manager"],
@@ -138,6 +141,7 @@ function backendOptions(opts: RunOptions) {
     ...(opts.difficultyModel ? { difficultyModel: opts.difficultyModel } : {}),
     backend: opts.backend as "profile" | "onnx",
     onnx: { modelMap: opts.modelMap, modelsDir: opts.modelsDir ?? ".hadis/models" },
+    ...(opts.judgeOnWorker === "on" || opts.judgeOnWorker === "off" ? { judgeOnWorker: opts.judgeOnWorker === "on" } : {}),
   };
 }
 

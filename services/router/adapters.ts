@@ -49,6 +49,8 @@ export interface RouterActorDeps {
   threshold: HardnessThreshold;
   resultsSubject: string;
   judgeTimeoutMs: number;
+  /** Light items the machine will judge ask their worker for its verdict (default true); false: every verdict is the discriminator's. */
+  workerVerdicts?: boolean;
   /** How long a request waits for the first plan before failing. */
   planWaitMs: number;
   log: Logger;
@@ -184,6 +186,7 @@ export function routerActors(deps: RouterActorDeps) {
       deadlineAtMs: input.deadlineAtMs,
       planEpoch: input.planEpoch,
       ...(input.options ? { options: input.options } : {}),
+      ...(input.wantsVerdict && deps.workerVerdicts !== false ? { wantsVerdict: true as const } : {}),
     };
     let cancel: () => void = () => {};
     let entry = { seq: 0 } as PendingItem;
@@ -203,6 +206,8 @@ export function routerActors(deps: RouterActorDeps) {
         // batch size and times: the stage says only which model served (a moved item's differs).
         pending.resolve = (outcome: GenerateOutcome) => {
           stage.setAttribute("hadis.served_model", outcome.model);
+          // Its `judge` span is the worker's then (a child of this one), and no judge call follows.
+          if (outcome.verdict) stage.setAttribute("hadis.judged_on", "worker");
           stage.end();
           resolve(outcome);
         };

@@ -41,6 +41,12 @@ export interface RouterOptions {
   log: Logger;
   routerId?: string;
   judgeTimeoutMs?: number;
+  /**
+   * Light items the router will judge ask their worker to judge the image where it is made
+   * (default true): a worker holding a judge sends its verdict with the image and no judge call
+   * follows. False: every verdict is the discriminator's (workers of an older version refuse the field).
+   */
+  workerVerdicts?: boolean;
   statsEveryMs?: number;
   version?: string;
   /** Bytes of replies the router remembers by idempotency key (default `IDEMPOTENCY_BYTES`). */
@@ -105,6 +111,7 @@ export async function startRouter(opts: RouterOptions): Promise<RunningRouter> {
     onEnqueued: (model) => tally.enqueued(model),
     resultsSubject,
     judgeTimeoutMs: opts.judgeTimeoutMs ?? 10_000,
+    ...(opts.workerVerdicts === false ? { workerVerdicts: false } : {}),
     rangesOf,
     traces,
     clock,

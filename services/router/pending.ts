@@ -102,6 +102,7 @@ export class PendingWork {
         queueWaitMs: result.queueWaitMs,
         execMs: result.execMs,
         ...(result.applied ? { applied: result.applied } : {}),
+        ...(result.verdict ? { verdict: result.verdict } : {}),
       });
     } else {
       entry.reject(fromWireError({ v: PROTOCOL_VERSION, error: result.error as never }));

@@ -39,6 +39,8 @@ export interface StagesOptions {
   onEnqueued?: (model: string) => void;
   resultsSubject: string;
   judgeTimeoutMs: number;
+  /** Light items ask their worker for its verdict (default true). */
+  workerVerdicts?: boolean;
   rangesOf: (model: string) => ModelRanges;
   traces: RequestTraces;
   clock: RequestClock;
@@ -96,6 +98,7 @@ export function createStages(o: StagesOptions): RequestStages {
       threshold: o.threshold,
       resultsSubject: o.resultsSubject,
       judgeTimeoutMs: o.judgeTimeoutMs,
+      ...(o.workerVerdicts === false ? { workerVerdicts: false } : {}),
       rangesOf: o.rangesOf,
       planWaitMs: 2_000,
       log,

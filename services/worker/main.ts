@@ -8,7 +8,7 @@ import type { RefusedWorkItem } from "../../contracts/work-items.ts";
 import { isKeyed, resultKey } from "../../actors/request/idempotent.ts";
 import { PROTOCOL_VERSION, type WorkResult } from "../../contracts/messages.ts";
 import { ServiceNames, type Subjects } from "../../contracts/subjects.ts";
-import type { GenerationBackend } from "../../actors/worker/backend.ts";
+import type { GenerationBackend, JudgeBackend } from "../../actors/worker/backend.ts";
 import { errorResult, WorkerAgent, type WorkerOptions } from "../../actors/worker/worker-agent.ts";
 import type { Logger } from "../telemetry/log.ts";
 import { newInbox, sendWhenUp, type NatsConnection } from "../nats/connection.ts";
@@ -30,6 +30,11 @@ export interface WorkersOptions {
   count: number;
   /** One backend per worker (a GPU holds its own models). */
   backend: (index: number) => GenerationBackend;
+  /**
+   * One judge per worker, to judge the light images it makes where they are (items that ask for
+   * a verdict); absent: the workers judge nothing and routers ask the discriminator.
+   */
+  judge?: (index: number) => JudgeBackend | Promise<JudgeBackend>;
   log: Logger;
   /** Worker ids are `<idPrefix>-<index>`. */
   idPrefix?: string;
@@ -53,8 +58,16 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
   const results = await openResultsBucket(nc, subjects);
   const backends: GenerationBackend[] = [];
   const agents: WorkerAgent[] = [];
+  const judges: JudgeBackend[] = [];
+  try {
+    for (let i = 0; opts.judge && i < opts.count; i++) judges.push(await opts.judge(i));
+  } catch (err) {
+    plans.close();
+    await Promise.all(judges.map((j) => j.close().catch(() => undefined)));
+    throw err;
+  }
   const telemetry = new ServiceTelemetry(ServiceNames.worker, nc, prefix);
-  const observer = workerObserver(telemetry, subjects);
+  const observer = workerObserver(telemetry, subjects, judges[0]?.kind);
   const publishResult = (replyTo: string, result: WorkResult): void =>
     // A result published while the connection is down would be dropped (its router would wait for
     // the item to run again after the ack wait): it is sent once the connection is back.
@@ -113,6 +126,7 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
           publishResult,
           observer,
           backend,
+          ...(judges[i] ? { judge: judges[i] } : {}),
           now: spanClockMs, // epoch ms on the spans' clock: a batch's spans start at its start
           sleep: (ms) => sleep(ms),
           log: (event, fields) => log.info(event, fields),
@@ -129,11 +143,16 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
       name: ServiceNames.worker,
       version: opts.version ?? "0.1.0",
       description: `HADIS workers (${opts.count} × ${kind} backend)`,
-      metadata: { workers: agents.map((a) => a.id).join(","), backend: kind, protocol: String(PROTOCOL_VERSION) },
+      metadata: {
+        workers: agents.map((a) => a.id).join(","),
+        backend: kind,
+        protocol: String(PROTOCOL_VERSION),
+        judge: judges[0]?.kind ?? "none",
+      },
     });
   } catch (err) {
     plans.close();
-    await Promise.all(backends.map((b) => b.close().catch(() => undefined)));
+    await Promise.all([...backends, ...judges].map((b) => b.close().catch(() => undefined)));
     throw err;
   }
   let warnedScale: number | undefined;
@@ -174,7 +193,7 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
     handler: (_err, msg) =>
       msg.respond(encode(agents.map((a) => ({ ...a.status(kind), dropped: { ...a.dropped, malformed: malformed.get(a.id) ?? 0 } })))),
   });
-  log.info("workers.started", { count: opts.count, prefix, backend: kind });
+  log.info("workers.started", { count: opts.count, prefix, backend: kind, judge: judges[0]?.kind ?? "none" });
 
   return {
     name: ServiceNames.worker,
@@ -188,7 +207,7 @@ export async function startWorkers(opts: WorkersOptions): Promise<RunningWorkers
       beat();
       await service.stop().catch(() => undefined);
       await telemetry.close();
-      await Promise.all(backends.map((b) => b.close().catch(() => undefined)));
+      await Promise.all([...backends, ...judges].map((b) => b.close().catch(() => undefined)));
       log.info("workers.stopped", { prefix });
     },
   };

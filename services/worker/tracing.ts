@@ -3,11 +3,14 @@
  * that received it) and an `execute <model>` span (its processing), both children of the router's
  * stage span carried in the work item's `traceparent`, with the messaging semantic conventions
  * (the model's work subject, its JetStream consumer, the item's message id); per batch one
- * `batch <model>` span linked to every item. Batch sizes go to the metrics.
+ * `batch <model>` span linked to every item; per light image judged on the worker a `judge` span
+ * (`hadis.judged_on: worker`) under the same parent, where the discriminator's would be. Batch
+ * sizes and verdicts go to the metrics.
  */
 import type { BatchObservation, BatchObserver } from "../../actors/worker/worker-agent.ts";
 import { Headers, type Subjects } from "../../contracts/subjects.ts";
-import { recordBatch } from "../telemetry/metrics.ts";
+import { recordBatch, recordVerdict } from "../telemetry/metrics.ts";
+import type { WorkerJudgement } from "../../actors/worker/ports.ts";
 import {
   messagingAttributes,
   SpanKind,
@@ -18,10 +21,12 @@ import {
   type SpanContext,
 } from "../telemetry/tracing.ts";
 
-const NO_TRACE: BatchObservation = { ended: () => undefined };
+/** Counts the verdicts given on the worker (as the discriminator counts its own). */
+const countVerdicts = (j: WorkerJudgement) => j.verdicts.forEach((v) => recordVerdict(v.accept));
+const NO_TRACE: BatchObservation = { ended: () => undefined, judged: countVerdicts };
 
-/** A batch observer for the worker service. */
-export function workerObserver(telemetry: ServiceTelemetry, subjects: Subjects): BatchObserver {
+/** A batch observer for the worker service; `judgeKind` names the judge the workers hold, when they do. */
+export function workerObserver(telemetry: ServiceTelemetry, subjects: Subjects, judgeKind?: string): BatchObserver {
   return {
     started(workerId, model, batch, startedMs) {
       recordBatch(model, batch.length);
@@ -51,6 +56,7 @@ export function workerObserver(telemetry: ServiceTelemetry, subjects: Subjects):
       const batchLinks: Link[] = [{ context: batchSpan.spanContext() }];
       /** Each item's execute span (its queue span has ended), with the item's index in the batch. */
       const items: [Span, number][] = [];
+      const parentOf = new Map(batch.map((entry, i) => [entry.item, parents[i]]));
       batch.forEach((entry, i) => {
         const parent = parents[i];
         if (!parent) return;
@@ -85,6 +91,34 @@ export function workerObserver(telemetry: ServiceTelemetry, subjects: Subjects):
           };
           end(batchSpan, true);
           for (const [span, i] of items) end(span, !failed || failed.has(i));
+        },
+        judged(judgement) {
+          countVerdicts(judgement);
+          judgement.entries.forEach(({ item }, k) => {
+            const parent = parentOf.get(item);
+            if (!parent) return;
+            const verdict = judgement.verdicts[k];
+            const span = telemetry.start(
+              "judge",
+              {
+                kind: SpanKind.INTERNAL,
+                startTime: judgement.startedMs,
+                attributes: {
+                  "hadis.judged_on": "worker",
+                  "hadis.worker_id": workerId,
+                  "hadis.model": model,
+                  "hadis.request_id": item.requestId,
+                  ...(judgeKind ? { "hadis.judge.backend": judgeKind } : {}),
+                  "hadis.disc.score": verdict.score,
+                  "hadis.disc.threshold": verdict.threshold,
+                  "hadis.disc.accept": verdict.accept,
+                  "hadis.plan_epoch": verdict.planEpoch,
+                },
+              },
+              parent,
+            );
+            span.end(judgement.endedMs);
+          });
         },
       };
     },

@@ -16,7 +16,8 @@ let t: TestSystem;
 beforeAll(async () => {
   configureTelemetry({ enabled: true, exporters: [exporter], spanSink: false, otlpUrl: null });
   // No discriminator service: a stand-in below takes every judge request and never answers.
-  t = await startTestSystem({ services: ["router", "worker", "resource-manager"] });
+  // Workers that judge nothing: every verdict is asked of the judge.
+  t = await startTestSystem({ services: ["router", "worker", "resource-manager"], judgeOnWorker: false });
 });
 afterAll(async () => {
   await t?.stop();

@@ -29,7 +29,8 @@ let dashboard: RunningDashboard;
 let browser: Browser | undefined;
 
 beforeAll(async () => {
-  t = await startTestSystem({ policy: "static" });
+  // The discriminator's judge span, a service of its own in the waterfall.
+  t = await startTestSystem({ policy: "static", judgeOnWorker: false });
   dashNc = await connectNats(t.server.url, "hadis-dashboard");
   dashboard = await startDashboard({ nc: dashNc, subjects: t.system.subjects, port: 0, log: createLogger("dashboard", "error") });
 });

@@ -36,7 +36,8 @@ beforeAll(async () => {
   await new Promise<void>((r) => receiver.listen(0, "127.0.0.1", () => r()));
   process.env.OTEL_BSP_SCHEDULE_DELAY = "50";
   configureTelemetry({ enabled: true, spanSink: false, otlpUrl: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/v1/traces` });
-  t = await startTestSystem({ policy: "static" });
+  // The discriminator's judge span (the worker's is test/integration/judge-on-worker.test.ts's).
+  t = await startTestSystem({ policy: "static", judgeOnWorker: false });
 });
 afterAll(async () => {
   await t?.stop();

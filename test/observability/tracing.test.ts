@@ -23,7 +23,7 @@ let t: TestSystem;
 beforeAll(async () => {
   configureTelemetry({ enabled: true, exporters: [exporter], spanSink: false, otlpUrl: null });
   // The static policy keeps the (light, heavy) pair the prompts below were chosen for.
-  t = await startTestSystem({ policy: "static" });
+  t = await startTestSystem({ policy: "static", judgeOnWorker: false });
 });
 afterAll(async () => {
   await t?.stop();
@@ -243,7 +243,7 @@ describe("the dashboard's span sink", () => {
 describe("a stopped system's tracing", () => {
   it("leaves no span sink behind (each held its connection and buffered spans for as long as the process ran)", async () => {
     const before = spanSinkCount();
-    const other = await startTestSystem({ policy: "static" });
+    const other = await startTestSystem({ policy: "static", judgeOnWorker: false });
     try {
       const routes = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThreshold, DEFAULT_STATIC.discThreshold);
       await other.client.generate({ prompt: routes.escalated, deadlineMs: 20_000 });

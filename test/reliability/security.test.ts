@@ -51,7 +51,8 @@ async function refused(violations: PermissionViolationError[], operation: "publi
 
 beforeAll(async () => {
   secure = await startSecureServer();
-  system = await startTestServices(secure.server.url, { credentials: (kind) => secure.serviceCredentials(kind) });
+  // Judge requests go through the discriminator (workers judge nothing): its permissions are tested too.
+  system = await startTestServices(secure.server.url, { credentials: (kind) => secure.serviceCredentials(kind), judgeOnWorker: false });
 });
 
 afterAll(async () => {
