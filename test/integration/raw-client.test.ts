@@ -18,7 +18,8 @@ const routes = promptsByRoute(DEFAULT_STATIC.light, DEFAULT_STATIC.routerThresho
 
 beforeAll(async () => {
   // Time scale 0.01: a heavy image (sd3.5-medium) takes 130 ms, far above what a handler's synchronous part takes.
-  t = await startTestSystem({ workers: 2, timeScale: 0.01 });
+  // The discriminator judges (the workers do not): its $SRV.STATS count its verdicts.
+  t = await startTestSystem({ workers: 2, timeScale: 0.01, judgeOnWorker: false });
   raw = await RawNatsClient.open(t.server.url);
 }, 30_000);
 afterAll(async () => {

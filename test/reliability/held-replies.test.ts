@@ -40,8 +40,9 @@ beforeAll(async () => {
   routerProxy = await startProxy(server.port);
   discProxy = await startProxy(server.port);
   // No discriminator: this test answers the router's judge requests.
-  back = await startTestServices(server.url, { services: ["resource-manager", "worker"] });
-  front = await startTestServices(routerProxy.url, { services: ["router"], judgeTimeoutMs: JUDGE_WAIT_MS });
+  // Verdicts come from the discriminator here (the workers do not judge): its hop is what is cut.
+  back = await startTestServices(server.url, { services: ["resource-manager", "worker"], judgeOnWorker: false });
+  front = await startTestServices(routerProxy.url, { services: ["router"], judgeTimeoutMs: JUDGE_WAIT_MS, judgeOnWorker: false });
   nc = await connectNats(server.url, "test");
   client = new HadisClient(nc);
 }, 30_000);
