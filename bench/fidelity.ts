@@ -345,13 +345,16 @@ async function heldOut(): Promise<void> {
     ];
     for (const w of workloads) {
       const [h, p] = await run(w, ["hadis", "hadis-plus"], NATIVE);
-      const violations = h.sloViolationRatio > 0 ? p.sloViolationRatio <= h.sloViolationRatio / 2 : p.sloViolationRatio === 0 && p.fid < h.fid;
+      const violations =
+        h.sloViolationRatio > 0 ? p.sloViolationRatio <= h.sloViolationRatio / 2 : p.sloViolationRatio === 0 && p.fid < h.fid;
       rows.push({ workload: w.name, hadis: h, plus: p, claims: { violations, fid: p.fid <= h.fid, swaps: p.swaps < h.swaps } });
     }
   }
   console.log("| trace | hadis | hadis-plus | swaps h / + | claims met |\n|---|---|---|---|---|");
   for (const r of rows) {
-    const met = Object.entries(r.claims).filter(([, ok]) => ok).map(([k]) => k);
+    const met = Object.entries(r.claims)
+      .filter(([, ok]) => ok)
+      .map(([k]) => k);
     console.log(
       `| ${r.workload} | ${f4(r.hadis.sloViolationRatio)} / ${f2(r.hadis.fid)} | ${f4(r.plus.sloViolationRatio)} / ${f2(r.plus.fid)} | ${r.hadis.swaps} / ${r.plus.swaps} | ${met.length === 3 ? "all" : met.join(", ") || "none"} |`,
     );
@@ -364,12 +367,17 @@ async function heldOut(): Promise<void> {
     violationsClaim: count("violations"),
     fidNotWorse: count("fid"),
     fewerSwaps: count("swaps"),
-    violationSum: { hadis: rows.reduce((a, r) => a + r.hadis.sloViolationRatio, 0), plus: rows.reduce((a, r) => a + r.plus.sloViolationRatio, 0) },
+    violationSum: {
+      hadis: rows.reduce((a, r) => a + r.hadis.sloViolationRatio, 0),
+      plus: rows.reduce((a, r) => a + r.plus.sloViolationRatio, 0),
+    },
     medianFidDelta: median(rows.map((r) => r.plus.fid - r.hadis.fid)),
     medianSwapDelta: median(rows.map((r) => r.plus.swaps - r.hadis.swaps)),
   };
   console.log(JSON.stringify(summary));
-  console.log(`wrote ${writeResult("fidelity-held-out", { workers: 16, sloMs: 6_000, timeScale: 0.1, fidelity: "native", summary, rows })}`);
+  console.log(
+    `wrote ${writeResult("fidelity-held-out", { workers: 16, sloMs: 6_000, timeScale: 0.1, fidelity: "native", summary, rows })}`,
+  );
 }
 
 const commands: Record<string, () => Promise<void>> = { mechanisms, artifact, sweep, plus, ablation, "held-out": heldOut };

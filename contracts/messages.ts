@@ -5,6 +5,7 @@
 import { TOKEN } from "./subjects.ts";
 import { z } from "zod";
 import { MAX_DEADLINE_MS, MAX_IDEMPOTENCY_KEY_CHARS, MAX_SEED, MAX_SERVICE_ID_CHARS } from "./limits.ts";
+import { AdmissionSchema } from "./admission.ts";
 import { CallerPromptSchema, isBlankPrompt, MAX_PROMPT_CHARS, promptChars, refuseLongText, type RefusalParams } from "./prompt.ts";
 
 export { CallerPromptSchema, isBlankPrompt, MAX_PROMPT_CHARS, promptChars, type RefusalParams };
@@ -215,6 +216,8 @@ export const GenerateReplySchema = z.strictObject({
    * the only reply.
    */
   final: z.boolean().optional(),
+  /** hadis-plus's admission of the request (its choice and the path estimate it chose on); absent under other policies. */
+  admission: AdmissionSchema.optional(),
 });
 /** A generate reply. */
 export type GenerateReply = z.infer<typeof GenerateReplySchema>;

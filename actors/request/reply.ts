@@ -29,6 +29,7 @@ export function buildReply(outcome: RequestOutcome, requestId: string, seed: num
     timings: outcome.timings,
     ...(fallback ? { fallback } : {}),
     ...(image.applied ? { applied: image.applied } : {}),
+    ...(decision.admission ? { admission: decision.admission } : {}),
   };
 }
 

@@ -116,7 +116,10 @@ export const RequestMachine = setup({
     skipJudge: ({ context }) => !willJudge(context),
     // The worker judged the light image where it was made: its verdict stands in for the judge call.
     judgedOnWorker: ({ context }) => context.light?.verdict !== undefined,
-    heavyFits: ({ context }) => context.deadlineAtMs - context.now() >= (context.heavyFloorMs?.(context.decision!.pair.heavy) ?? 0),
+    // hadis-plus's admission may have ruled the heavy stage out already ("light": a rejected image is served).
+    heavyFits: ({ context }) =>
+      context.decision!.admission?.choice !== "light" &&
+      context.deadlineAtMs - context.now() >= (context.heavyFloorMs?.(context.decision!.pair.heavy) ?? 0),
   },
   actions: {
     markStage: assign(({ context }, params: { stage: Stage }) => ({ stageStartMs: context.now(), stage: params.stage })),
@@ -148,6 +151,7 @@ export const RequestMachine = setup({
           requestId: context.requestId,
           ...(context.quality ? { quality: context.quality } : {}),
           ...(context.options ? { options: context.options } : {}),
+          leftMs: Math.max(0, context.deadlineAtMs - context.now()),
         }),
         onDone: [
           {
@@ -369,12 +373,15 @@ function outcomeOf(ctx: Context): RequestOutcome {
     decision,
     judge: ctx.judge,
     judgeError: ctx.judgeError,
-    ...(ctx.escalationSkipped ? { escalationSkipped: true } : {}),
+    ...(ctx.escalationSkipped || admittedLightOnly(decision) ? { escalationSkipped: true } : {}),
     ...(ctx.heavyError !== undefined ? { heavyError: ctx.heavyError } : {}),
     ...(ctx.heavyLate ? { heavyLate: true } : {}),
     timings: ctx.timings,
   };
 }
+
+/** A prompt routed hard that hadis-plus's admission sent to the light model, unjudged (the heavy one had no time). */
+const admittedLightOnly = (d: RouteDecision) => d.admission?.choice === "light" && d.skipJudge;
 
 /** The light image the judge rejected, as a served outcome of its own: what a preview carries (its total: the time so far). */
 function previewOf(ctx: Context): PreviewEvent["outcome"] {

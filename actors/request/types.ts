@@ -1,4 +1,5 @@
 /** Values the request machine exchanges with the actors the service provides. */
+import type { Admission } from "../../contracts/admission.ts";
 import type { AppliedOptions, GenerationOptions, Quality, Route, StageTimings } from "../../contracts/messages.ts";
 
 /** A routing decision for one prompt under the plan in force. */
@@ -19,6 +20,11 @@ export interface RouteDecision {
   /** True when light images are served without judging (the plan escalates none). */
   skipJudge: boolean;
   planEpoch: number;
+  /**
+   * hadis-plus's admission (its choice and estimate). "light": a rejected light image is served
+   * (`no_time_for_heavy`); for a prompt routed hard, the light model's image unjudged, the same way.
+   */
+  admission?: Admission;
 }
 
 /** What the route actor gets. */
@@ -29,6 +35,8 @@ export interface RouteCall {
   quality?: Quality;
   /** The caller's generation settings: the route actor checks them against the models that may serve. */
   options?: GenerationOptions;
+  /** Time left to the request's deadline, ms (hadis-plus's admission weighs the path ahead against it). */
+  leftMs?: number;
 }
 
 /** What the generate actor gets. */
@@ -91,7 +99,7 @@ export type RequestOutcome =
       decision: RouteDecision;
       judge?: JudgeOutcome;
       judgeError?: string;
-      /** The judge rejected the light image, and the time left could not fit the heavy model. */
+      /** The judge rejected the light image (or hadis-plus's admission sent a hard prompt to the light model), and the time left could not fit the heavy model. */
       escalationSkipped?: boolean;
       /** The heavy generation failed (its error): the light image is served, made before it (escalated) or after (a hard prompt). */
       heavyError?: string;

@@ -3,6 +3,10 @@
  * live depth, batch latency, judge), whether the light stage is worth running and whether a
  * rejected light image can still be remade by the heavy model in time. Pure: estimates in, choices out.
  */
+import type { Admission, AdmissionChoice } from "../../contracts/admission.ts";
+import type { RouteDecision } from "../request/types.ts";
+
+export type { Admission, AdmissionChoice };
 
 /** How long a generation of one model would take if queued now, ms: the batches ahead of it, then its own. */
 export function stageEstimateMs(queued: number, workers: number, batchSize: number, batchLatencyMs: number): number {
@@ -20,15 +24,6 @@ export interface PathEstimate {
   /** Heavy generation, queue included, ms. */
   heavyMs: number;
 }
-
-/** What the admission decides for a request the router sends to the light model. */
-export type AdmissionChoice =
-  /** Light, judge, and the heavy model if rejected: everything fits. */
-  | "cascade"
-  /** Straight to the heavy model: light and heavy cannot both fit, the heavy alone does, and it has room. */
-  | "heavy"
-  /** Light only: a rejected image is served as it is (degraded), since the heavy model could not remake it in time. */
-  | "light";
 
 /** The admission's choice for a light-routed request with `leftMs` to its deadline. */
 export function admissionChoice(leftMs: number, path: PathEstimate, heavyHasRoom: boolean): AdmissionChoice {
@@ -48,4 +43,33 @@ export function escalationFits(leftMs: number, heavyMs: number): boolean {
  */
 export function hardFallsBackToLight(leftMs: number, path: Pick<PathEstimate, "lightMs" | "heavyMs">): boolean {
   return path.heavyMs > leftMs && path.lightMs <= leftMs;
+}
+
+/** An estimate for a stage no worker serves (ms): finite, so that it travels in msgpack, JSON and traces alike. */
+export const UNSERVED_MS = 86_400_000;
+
+/**
+ * The admission of a request the router routed (`hard`: straight to the heavy model) under a
+ * cascade plan: a hard prompt stays on the heavy model unless only the light one can answer in
+ * time ("light": served unjudged, degraded); a light-routed one takes `admissionChoice`.
+ */
+export function admit(hard: boolean, leftMs: number, path: PathEstimate, heavyHasRoom: boolean): Admission {
+  const finite = (ms: number) => Math.round(Math.min(ms, UNSERVED_MS));
+  const choice: AdmissionChoice = hard
+    ? hardFallsBackToLight(leftMs, path)
+      ? "light"
+      : "heavy"
+    : admissionChoice(leftMs, path, heavyHasRoom);
+  return { choice, leftMs: finite(leftMs), lightMs: finite(path.lightMs), judgeMs: finite(path.judgeMs), heavyMs: finite(path.heavyMs) };
+}
+
+/**
+ * A routing decision as its admission leaves it: a light-routed prompt sent straight to the heavy
+ * model ("heavy"), a hard prompt sent to the light model unjudged ("light"), otherwise as routed;
+ * the admission rides along (the request machine reads "light" as: serve the light image).
+ */
+export function admitted(decision: RouteDecision, admission: Admission): RouteDecision {
+  if (!decision.hard && admission.choice === "heavy") return { ...decision, hard: true, admission };
+  if (decision.hard && admission.choice === "light") return { ...decision, hard: false, skipJudge: true, admission };
+  return { ...decision, admission };
 }

@@ -4,7 +4,7 @@
  * deadline-aware cascade choosing per request from the path ahead.
  */
 import { refusal } from "../routing/admission.ts";
-import { admissionChoice, hardFallsBackToLight } from "../routing/deadline-aware.ts";
+import { admit } from "../routing/deadline-aware.ts";
 import { decideRoute } from "../routing/route-policy.ts";
 import { estimateMs, heavyHasRoom, isCascade, sloDeadline, type SimState } from "./sim-state.ts";
 import { enqueue, finish } from "./sim-requests.ts";
@@ -22,30 +22,23 @@ export function arrive(s: SimState, req: SimRequest): void {
   const reference = s.reference;
   const scorer = reference ? { score: () => reference.referenceScores[req.seqIndex] } : s.config.scorer;
   req.decision = decideRoute(plan, req.prompt, req.id, scorer, s.artifactThreshold ?? s.config.threshold);
-  if (
-    s.deadlineAware &&
-    req.decision.hard &&
-    isCascade(plan) &&
-    hardFallsBackToLight(sloDeadline(s, req) - s.now, {
-      lightMs: estimateMs(s, req.decision.pair.light),
-      heavyMs: estimateMs(s, req.decision.pair.heavy),
-    })
-  ) {
-    // hadis-plus: the heavy model cannot answer in time, the light one can: its image, degraded.
-    s.result.admissions.light++;
-    req.decision = { ...req.decision, hard: false, skipJudge: true };
-    req.degraded = true;
-  } else if (s.deadlineAware && !req.decision.hard && isCascade(plan) && !req.decision.skipJudge) {
-    // hadis-plus's admission: the whole path (light, judge, heavy if rejected) against the time left.
+  if (s.deadlineAware && isCascade(plan) && (req.decision.hard || !req.decision.skipJudge)) {
+    // hadis-plus's admission: the path ahead (light, judge, heavy if rejected) against the time left.
     const { light, heavy } = req.decision.pair;
-    const choice = admissionChoice(
-      sloDeadline(s, req) - s.now,
-      { lightMs: estimateMs(s, light), judgeMs: s.workerJudge ? 0 : s.judgeLatencyMs, heavyMs: estimateMs(s, heavy) },
-      heavyHasRoom(s, heavy),
-    );
-    s.result.admissions[choice]++;
-    if (choice === "heavy") req.decision = { ...req.decision, hard: true };
-    else if (choice === "light") req.lightOnly = true;
+    const path = { lightMs: estimateMs(s, light), judgeMs: s.workerJudge ? 0 : s.judgeLatencyMs, heavyMs: estimateMs(s, heavy) };
+    const { choice } = admit(req.decision.hard, sloDeadline(s, req) - s.now, path, heavyHasRoom(s, heavy));
+    if (req.decision.hard) {
+      if (choice === "light") {
+        // The heavy model cannot answer in time, the light one can: its image, unjudged, degraded.
+        s.result.admissions.light++;
+        req.decision = { ...req.decision, hard: false, skipJudge: true };
+        req.degraded = true;
+      }
+    } else {
+      s.result.admissions[choice]++;
+      if (choice === "heavy") req.decision = { ...req.decision, hard: true };
+      else if (choice === "light") req.lightOnly = true;
+    }
   }
   // Under random dispatch every query enters at a light worker, which counts it even when its router sends it on.
   if (req.decision.hard && s.dispatch && isCascade(plan)) s.ledger.arrival(plan.pair.light);

@@ -8,7 +8,7 @@ import { moveTarget, type PendingItem, type PendingWork } from "./pending.ts";
 import { isKeyed, resultKey } from "../../actors/request/idempotent.ts";
 import { enqueueError, queueEntry, rideOn, storedResult } from "./keyed-work.ts";
 import { decode, encode, parseRaw } from "../../contracts/envelope.ts";
-import { JudgeReplySchema, PROTOCOL_VERSION, type Plan, type WorkItem } from "../../contracts/messages.ts";
+import { JudgeReplySchema, PROTOCOL_VERSION, Qualities, type Plan, type WorkItem } from "../../contracts/messages.ts";
 import { Headers, type Subjects } from "../../contracts/subjects.ts";
 import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RouteCall, RouteDecision } from "../../actors/request/types.ts";
 import { checkGenerationOptions, withQuality, type ModelRanges } from "../../actors/routing/generation-options.ts";
@@ -32,6 +32,8 @@ import type { WorkQueue } from "../nats/work-queue.ts";
 import type { PlanView } from "../nats/plan-view.ts";
 import { endWithError, messagingAttributes, SpanKind, spanClockMs } from "../telemetry/tracing.ts";
 import type { GenerationFloor } from "../../actors/routing/generation-floor.ts";
+import { admit, admitted } from "../../actors/routing/deadline-aware.ts";
+import type { PathEstimator } from "./path-estimate.ts";
 import type { RequestTraces } from "./tracing.ts";
 
 /** What the router's actors need. */
@@ -58,6 +60,8 @@ export interface RouterActorDeps {
   traces?: RequestTraces;
   /** Learns each model's fastest recent generation (the request machine's escalation check). */
   floor?: GenerationFloor;
+  /** hadis-plus's estimate of the path ahead (its admission); absent: no admission. */
+  paths?: PathEstimator;
   /** The artifact's router (reference features, its percentile rule), for HADIS and its ablations under its `hadis` mechanism. */
   artifactScoring?: { scorer: DifficultyScorer; threshold: HardnessThreshold };
   /** The learned router, for hadis-plus's plans. */
@@ -115,7 +119,21 @@ function workerLane(plan: Plan, model: string): { worker: string } | undefined {
   return ids.length > 0 ? { worker: ids[Math.floor(Math.random() * ids.length)] } : undefined;
 }
 
-/** The route, generate and judge actors bound to NATS. */
+/**
+ * hadis-plus's admission of a routed request (`admit`), when the plan in force is hadis-plus's
+ * cascade and the caller pinned no model: the decision as admitted, carrying its admission.
+ */
+function admitUnder(plan: Plan, decision: RouteDecision, input: RouteCall, paths: PathEstimator | undefined): RouteDecision {
+  const pinned = input.quality !== undefined && input.quality !== Qualities.auto;
+  if (!paths || input.leftMs === undefined || pinned || plan.policy !== "hadis-plus" || plan.pair.light === plan.pair.heavy)
+    return decision;
+  if (!decision.hard && decision.skipJudge) return decision;
+  const { light, heavy } = decision.pair;
+  const path = { lightMs: paths.stageMs(plan, light), judgeMs: paths.judgeMs(), heavyMs: paths.stageMs(plan, heavy) };
+  return admitted(decision, admit(decision.hard, input.leftMs, path, paths.hasRoom(plan, heavy)));
+}
+
+/** The route actor, the generate and judge actors bound to NATS. */
 export function routerActors(deps: RouterActorDeps) {
   const route = fromPromise<RouteDecision, RouteCall>(async ({ input }) => {
     const stage = deps.traces?.stage(input.requestId, "route", SpanKind.INTERNAL);
@@ -141,6 +159,17 @@ export function routerActors(deps: RouterActorDeps) {
         ),
         input.quality,
       );
+      const admitted = admitUnder(plan, decision, input, deps.paths);
+      if (admitted.admission) {
+        const a = admitted.admission;
+        stage?.setAttributes({
+          "hadis.admission.choice": a.choice,
+          "hadis.admission.left_ms": a.leftMs,
+          "hadis.admission.light_ms": a.lightMs,
+          "hadis.admission.judge_ms": a.judgeMs,
+          "hadis.admission.heavy_ms": a.heavyMs,
+        });
+      }
       stage?.setAttributes({
         "hadis.route.hard": decision.hard,
         "hadis.difficulty": decision.difficulty,
@@ -151,7 +180,7 @@ export function routerActors(deps: RouterActorDeps) {
         "hadis.skip_judge": decision.skipJudge,
       });
       stage?.end();
-      return decision;
+      return admitted;
     } catch (err) {
       if (stage) endWithError(stage, err);
       throw err;
@@ -263,6 +292,7 @@ export function routerActors(deps: RouterActorDeps) {
     }
     const outcome = await result;
     deps.floor?.observe(outcome.model, outcome.execMs);
+    if (outcome.verdict) deps.paths?.observeJudge(outcome.verdict.judgeMs);
     return outcome;
   });
 
@@ -272,7 +302,8 @@ export function routerActors(deps: RouterActorDeps) {
     const traced = deps.traces?.context(input.requestId);
     // Not waited for past the deadline: a judge that has not answered by then costs the verdict,
     // not the light image already made (the machine serves it when the judge fails).
-    const timeout = Math.min(deps.judgeTimeoutMs, input.deadlineAtMs - Date.now() - REPLY_MARGIN_MS);
+    const askedAtMs = Date.now();
+    const timeout = Math.min(deps.judgeTimeoutMs, input.deadlineAtMs - askedAtMs - REPLY_MARGIN_MS);
     if (timeout < 1) throw new HadisError("judge_failed", NO_TIME_TO_JUDGE);
     const reply = await askJudge(
       deps.nc,
@@ -294,6 +325,7 @@ export function routerActors(deps: RouterActorDeps) {
       throw isWireError(body) ? fromWireError(body) : new HadisError("judge_failed", headerOf(reply.headers, Headers.serviceError));
     }
     const verdict = decode(JudgeReplySchema, reply.data, "judge reply");
+    deps.paths?.observeJudge(Date.now() - askedAtMs);
     return { score: verdict.score, threshold: verdict.threshold, accept: verdict.accept };
   });
 

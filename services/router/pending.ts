@@ -132,4 +132,11 @@ export class PendingWork {
   waiting(): PendingItem[] {
     return [...this.items.values()];
   }
+
+  /** How many generations of `model` this router waits on (queued, or in a batch running now). */
+  waitingFor(model: string): number {
+    let n = 0;
+    for (const entry of this.items.values()) if (entry.item.model === model) n++;
+    return n;
+  }
 }

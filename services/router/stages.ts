@@ -104,13 +104,19 @@ export function createStages(o: StagesOptions): RequestStages {
       log,
       traces: o.traces,
       floor: work.floor,
+      paths: work.paths,
       capacity: work.capacity,
       ...(o.artifactScoring ? { artifactScoring: o.artifactScoring } : {}),
       ...(o.learnedScoring ? { learnedScoring: o.learnedScoring } : {}),
       ...(o.onEnqueued ? { onEnqueued: o.onEnqueued } : {}),
     }),
   });
-  const heavyFloorMs = (model: string) => work.floor.floorMs(model);
+  // The least time the heavy model needs, for the escalation check: its fastest recent generation;
+  // under hadis-plus's plans the path ahead (the batches queued before it, then its own).
+  const heavyFloorMs = (model: string) => {
+    const plan = o.plans.current;
+    return plan?.policy === "hadis-plus" ? work.paths.stageMs(plan, model) : work.floor.floorMs(model);
+  };
   /** A judge outage fails every light request's verdict: one line a minute says so (the metric counts each). */
   const judgeFailed = throttled(log, "warn", "router.judge_failed");
   /** The abandon hook of each request running. */

@@ -19,6 +19,7 @@ import { watchCapacity } from "./capacity-watch.ts";
 import { failGivenUp } from "./given-up.ts";
 import { createMover } from "./mover.ts";
 import { moveTarget, PendingWork, type PendingItem } from "./pending.ts";
+import { pathEstimator, type PathEstimator } from "./path-estimate.ts";
 import { recoverLost, RECOVER_AFTER_MS, singleFlight } from "./recover.ts";
 
 /** What the router's queued work needs. */
@@ -42,6 +43,8 @@ export interface RouterWork {
   readonly results: KV;
   /** Each model's fastest recent generation: a rejected light image is escalated only if the time left covers it. */
   readonly floor: GenerationFloor;
+  /** hadis-plus's estimate of the path ahead of a request (its admission and escalation check). */
+  readonly paths: PathEstimator;
   /** Called once an item's publish is acknowledged: an item queued for a model the plan just left is moved. */
   afterEnqueue(entry: PendingItem): void;
   /** The refusal for work on a model no worker serves now, or null. */
@@ -123,6 +126,7 @@ export async function startRouterWork(o: RouterWorkOptions): Promise<RouterWork>
     pending,
     results,
     floor,
+    paths: pathEstimator(pending, floor),
     afterEnqueue,
     capacity: workers.refusal,
     stopSweeping: () => clearInterval(sweepTimer),

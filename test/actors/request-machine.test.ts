@@ -13,6 +13,8 @@ import type {
 } from "../../actors/request/types.ts";
 import type { GenerationOptions } from "../../contracts/messages.ts";
 import { HadisError } from "../../contracts/errors.ts";
+import type { Admission } from "../../contracts/admission.ts";
+import { admitted } from "../../actors/routing/deadline-aware.ts";
 
 const PAIR = { light: "light-m", heavy: "heavy-m" };
 
@@ -31,6 +33,8 @@ interface Scenario {
   options?: GenerationOptions;
   /** The artifact's drops: no light image before the deadline, and work carrying this deadline. */
   artifactDrops?: { workDeadlineAtMs: number };
+  /** hadis-plus's admission, applied to the routed decision as the router's route actor does. */
+  admission?: Admission;
 }
 
 /** Runs one request on a simulated clock; returns the outcome and what the actors saw. */
@@ -44,7 +48,7 @@ async function run(s: Scenario) {
       route: fromPromise<RouteDecision, RouteCall>(async ({ input }) => {
         calls.push("route");
         seen.route = input;
-        return {
+        const decision = {
           hard: s.hard,
           difficulty: s.hard ? 2 : -1,
           routerThreshold: 0.2,
@@ -52,6 +56,7 @@ async function run(s: Scenario) {
           skipJudge: s.skipJudge ?? false,
           planEpoch: 7,
         };
+        return s.admission ? admitted(decision, s.admission) : decision;
       }),
       generate: fromPromise<GenerateOutcome, GenerateCall>(async ({ input }) => {
         calls.push(`generate:${input.model}`);
@@ -278,5 +283,40 @@ describe("RequestMachine", () => {
     // Without the pin the same failure is served by the light model (the behaviour callers who did not pin keep).
     const unpinned = await run({ hard: true, failModel: PAIR.heavy });
     expect(unpinned.calls).toEqual(["route", "generate:heavy-m", "generate:light-m"]);
+  });
+
+  describe("under hadis-plus's admission", () => {
+    const estimate = { leftMs: 900, lightMs: 100, judgeMs: 10, heavyMs: 2_700 };
+
+    it("tells the route actor the time left, and serves a rejected light image when the admission ruled the heavy stage out", async () => {
+      const { outcome, calls, seen } = await run({
+        hard: false,
+        accept: false,
+        deadlineMs: 900,
+        admission: { choice: "light", ...estimate },
+      });
+      expect(seen.route?.leftMs).toBe(900);
+      expect(calls).toEqual(["route", "generate:light-m", "judge:light-m"]);
+      expect(outcome.ok && outcome.escalationSkipped).toBe(true);
+      const reply = buildReply(outcome, "r1", 1);
+      expect(reply.fallback).toBe("no_time_for_heavy");
+      expect(reply.admission).toEqual({ choice: "light", ...estimate });
+    });
+
+    it("escalates as ever when the admission chose the whole cascade", async () => {
+      const { outcome, calls } = await run({ hard: false, accept: false, admission: { choice: "cascade", ...estimate, leftMs: 10_000 } });
+      expect(calls).toEqual(["route", "generate:light-m", "judge:light-m", "generate:heavy-m"]);
+      expect(buildReply(outcome, "r1", 1)).toMatchObject({ route: "light->heavy", admission: { choice: "cascade" } });
+    });
+
+    it("sends a light-routed prompt straight to the heavy model, and a hard one to the light model unjudged, marked", async () => {
+      const straight = await run({ hard: false, admission: { choice: "heavy", ...estimate } });
+      expect(straight.calls).toEqual(["route", "generate:heavy-m"]);
+      expect(buildReply(straight.outcome, "r1", 1)).toMatchObject({ route: "heavy", admission: { choice: "heavy" } });
+      const fallen = await run({ hard: true, admission: { choice: "light", ...estimate } });
+      expect(fallen.calls).toEqual(["route", "generate:light-m"]);
+      const reply = buildReply(fallen.outcome, "r1", 1);
+      expect(reply).toMatchObject({ route: "light", servedBy: "light-m", fallback: "no_time_for_heavy", admission: { choice: "light" } });
+    });
   });
 });

@@ -34,3 +34,37 @@ describe("a hard prompt under hadis-plus", () => {
     expect(hardFallsBackToLight(100, { lightMs: 130, heavyMs: 4_860 })).toBe(false);
   });
 });
+
+describe("hadis-plus's admission, as the reply carries it", () => {
+  const decision = { hard: false, difficulty: 0, routerThreshold: 0.2, pair: { light: "l", heavy: "h" }, skipJudge: false, planEpoch: 3 };
+
+  it("chooses from the path and the time left, with the estimate rounded and a stage without workers finite", async () => {
+    const { admit, UNSERVED_MS } = await import("../../../actors/routing/deadline-aware.ts");
+    expect(admit(false, 6_000.4, { lightMs: 130, judgeMs: 2, heavyMs: 2_700 }, true)).toEqual({
+      choice: "cascade",
+      leftMs: 6_000,
+      lightMs: 130,
+      judgeMs: 2,
+      heavyMs: 2_700,
+    });
+    expect(admit(false, 3_000, { lightMs: 130, judgeMs: 2, heavyMs: 2_900 }, true).choice).toBe("heavy");
+    expect(admit(false, 3_000, { lightMs: 130, judgeMs: 2, heavyMs: 2_900 }, false).choice).toBe("light");
+    // A hard prompt: the heavy model unless only the light one can answer in time.
+    expect(admit(true, 3_000, { lightMs: 130, judgeMs: 2, heavyMs: 2_900 }, false).choice).toBe("heavy");
+    const none = admit(true, 3_000, { lightMs: 130, judgeMs: 2, heavyMs: Number.POSITIVE_INFINITY }, false);
+    expect(none).toMatchObject({ choice: "light", heavyMs: UNSERVED_MS });
+  });
+
+  it("turns the routed decision accordingly, the admission riding along", async () => {
+    const { admitted } = await import("../../../actors/routing/deadline-aware.ts");
+    const estimate = { leftMs: 1, lightMs: 1, judgeMs: 1, heavyMs: 1 };
+    expect(admitted(decision, { choice: "heavy", ...estimate })).toMatchObject({ hard: true, skipJudge: false });
+    expect(admitted({ ...decision, hard: true }, { choice: "light", ...estimate })).toMatchObject({ hard: false, skipJudge: true });
+    expect(admitted(decision, { choice: "light", ...estimate })).toMatchObject({
+      hard: false,
+      skipJudge: false,
+      admission: { choice: "light" },
+    });
+    expect(admitted(decision, { choice: "cascade", ...estimate })).toEqual({ ...decision, admission: { choice: "cascade", ...estimate } });
+  });
+});

@@ -1,0 +1,40 @@
+/**
+ * hadis-plus's view of the path ahead of a request, for its admission and its escalation check
+ * (`actors/routing/deadline-aware.ts` decides): the generations this router waits on per model,
+ * times the routers the plan counts (each router sees only its own: an even share is assumed), the
+ * plan's workers and batch size for the model, and the fastest recent generation of the model (and
+ * of the judge) as its batch latency. What waits includes what is running: an estimate on the safe side.
+ */
+import type { Plan } from "../../contracts/messages.ts";
+import { stageEstimateMs } from "../../actors/routing/deadline-aware.ts";
+import { GenerationFloor } from "../../actors/routing/generation-floor.ts";
+import type { PendingWork } from "./pending.ts";
+
+/** The path estimate of one router. */
+export interface PathEstimator {
+  /** A generation of `model` queued now: the rounds of batches ahead of it, then its own, ms. */
+  stageMs(plan: Plan, model: string): number;
+  /** Whether `model` has no backlog beyond one round of its batches. */
+  hasRoom(plan: Plan, model: string): boolean;
+  /** The fastest recent verdict (the discriminator's round trip, or a worker's judging), ms; 0 before any. */
+  judgeMs(): number;
+  observeJudge(ms: number): void;
+}
+
+/** The estimator over a router's waiting work and the generation times it has seen. */
+export function pathEstimator(pending: PendingWork, floor: GenerationFloor): PathEstimator {
+  const judge = new GenerationFloor();
+  const queued = (plan: Plan, model: string) => pending.waitingFor(model) * Math.max(1, plan.admission?.routers ?? 1);
+  return {
+    stageMs(plan, model) {
+      const a = plan.models[model];
+      return stageEstimateMs(queued(plan, model), a?.workers ?? 0, a?.batchSize ?? 1, floor.floorMs(model));
+    },
+    hasRoom(plan, model) {
+      const a = plan.models[model];
+      return a !== undefined && queued(plan, model) < a.workers * a.batchSize;
+    },
+    judgeMs: () => judge.floorMs("judge"),
+    observeJudge: (ms) => judge.observe("judge", ms),
+  };
+}
