@@ -34,6 +34,7 @@ import { endWithError, messagingAttributes, SpanKind, spanClockMs } from "../tel
 import type { GenerationFloor } from "../../actors/routing/generation-floor.ts";
 import { admit, admitted } from "../../actors/routing/deadline-aware.ts";
 import type { PathEstimator } from "./path-estimate.ts";
+import { recordAdmission } from "../telemetry/metrics.ts";
 import type { RequestTraces } from "./tracing.ts";
 
 /** What the router's actors need. */
@@ -162,6 +163,7 @@ export function routerActors(deps: RouterActorDeps) {
       const admitted = admitUnder(plan, decision, input, deps.paths);
       if (admitted.admission) {
         const a = admitted.admission;
+        recordAdmission(a.choice);
         stage?.setAttributes({
           "hadis.admission.choice": a.choice,
           "hadis.admission.left_ms": a.leftMs,

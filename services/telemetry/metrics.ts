@@ -59,6 +59,12 @@ const escalationsSkipped = new Counter({
   help: "Light images the discriminator rejected but the router served: the time left could not fit the heavy model.",
   registers: [registry],
 });
+const admissions = new Counter({
+  name: "hadis_router_admissions_total",
+  help: "hadis-plus's admissions by choice: the whole cascade, straight to the heavy model, or the light image only.",
+  labelNames: ["choice"] as const,
+  registers: [registry],
+});
 const judgeFailures = new Counter({
   name: "hadis_judge_failures_total",
   help: "Light images served unjudged because the judge failed or had not answered 25 ms before the request's deadline.",
@@ -214,6 +220,11 @@ export function recordVerdict(accept: boolean): void {
 /** Records a rejected light image served because the heavy model could not answer in time. */
 export function recordEscalationSkipped(): void {
   escalationsSkipped.inc();
+}
+
+/** Counts one of hadis-plus's admissions (`cascade`, `heavy` or `light`). */
+export function recordAdmission(choice: string): void {
+  admissions.inc({ choice });
 }
 
 /** Counts a light image served unjudged because the judge failed or did not answer in time. */

@@ -62,6 +62,8 @@ export interface ReplayResult {
   planLog: PlanLog[];
   /** Workers reassigned by plan changes during the replay. */
   planSwaps: number;
+  /** hadis-plus's admissions of the requests served, by choice (the replies' `admission`). */
+  admissions: Record<string, number>;
   interrupted: boolean;
   /** The policy of the system replayed against (its first plan's). */
   policy: string;
@@ -139,6 +141,7 @@ export async function replayTrace(opts: {
   const deadlineMs = Math.round(sloMs * (opts.deadlineSlos ?? 1));
   t0 = performance.now();
   let sent = 0;
+  const admissions: Record<string, number> = {};
   for (let i = 0; i < opts.arrivals.length && !opts.stopped(); i++) {
     const a = opts.arrivals[i];
     const wait = a.atMs - (performance.now() - t0);
@@ -166,6 +169,7 @@ export async function replayTrace(opts: {
             heavyFromMs,
           };
           if (latencyMs > sloMs) violations++;
+          if (reply.admission) admissions[reply.admission.choice] = (admissions[reply.admission.choice] ?? 0) + 1;
         },
         (err) => {
           const code = asHadisError(err).code;
@@ -191,6 +195,7 @@ export async function replayTrace(opts: {
     plans,
     planLog,
     planSwaps,
+    admissions,
     interrupted: sent < opts.arrivals.length,
     policy: first.policy,
     sloMs,
@@ -199,6 +204,12 @@ export async function replayTrace(opts: {
     workers: Object.keys(first.assignment).length,
     seen,
   };
+}
+
+/** hadis-plus's admissions as a run's line says them ("" when no reply carried one). */
+function admissionsLine(admissions: Record<string, number>): string {
+  const said = Object.entries(admissions).map(([choice, n]) => `${choice} ${n}`);
+  return said.length > 0 ? `; admissions: ${said.join(", ")}` : "";
 }
 
 /** The artifact controller's rows of a live replay (its scoring reads them; ignored under pooled scoring). */
@@ -332,7 +343,7 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
         });
         systems.push(summarize(name, score, swaps, run.planLog));
         process.stderr.write(
-          `${name}: ${run.records.length} requests, ${run.planLog.length} plans${run.interrupted ? " (interrupted)" : ""}\n`,
+          `${name}: ${run.records.length} requests, ${run.planLog.length} plans${run.interrupted ? " (interrupted)" : ""}${admissionsLine(run.admissions)}\n`,
         );
       } finally {
         await stopAll();
