@@ -129,7 +129,8 @@ function checkWritable(path: string): void {
 /** What each fallback means, for the summary line. */
 const FALLBACK_TEXT: Record<Fallback, string> = {
   heavy_failed: "the light image, served because the heavy model failed it",
-  no_time_for_heavy: "the light image, served because the discriminator rejected it but the time left could not fit the heavy model",
+  no_time_for_heavy:
+    "the light image, served because the time left could not fit the heavy model (the discriminator rejected it, or hadis-plus's admission sent a hard prompt to the light model)",
   heavy_late: "the light image, served because the heavy image had not come as the deadline neared",
   judge_failed: "the light image, served because the discriminator could not judge it",
   no_time_to_judge: "the light image, served because no time was left to judge it",
@@ -146,10 +147,17 @@ function summary(reply: GenerateReplyRead, saved: string | null): string {
       ...(reply.fallback
         ? [`  ${FALLBACK_TEXT[reply.fallback as Fallback] ?? "not the image the cascade meant"} (fallback ${reply.fallback})`]
         : []),
+      ...(reply.admission ? [`  ${admissionText(reply.admission)}`] : []),
       `  image ${reply.width}x${reply.height} PNG, ${reply.image.byteLength} bytes, seed ${reply.seed}${saved ? `, saved to ${saved}` : ""}`,
       `  timings ms: route ${t.routeMs.toFixed(1)}, queue ${t.queueWaitMs.toFixed(1)}, light ${t.lightMs.toFixed(1)}, judge ${t.judgeMs.toFixed(1)}, heavy ${t.heavyMs.toFixed(1)}, total ${t.totalMs.toFixed(1)}`,
     ].join("\n") + "\n"
   );
+}
+
+/** hadis-plus's admission as a line: its choice and the estimate it was made on. */
+function admissionText(a: NonNullable<GenerateReplyRead["admission"]>): string {
+  const choice = { cascade: "the whole cascade", heavy: "straight to the heavy model", light: "the light image only" }[a.choice];
+  return `admission: ${choice} (${a.leftMs} ms left; estimated light ${a.lightMs}, judge ${a.judgeMs}, heavy ${a.heavyMs} ms)`;
 }
 
 /** An error reply as a line, with what the caller can act on: the field at fault, when to retry. */

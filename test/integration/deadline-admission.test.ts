@@ -6,9 +6,10 @@
  * hard prompt's light image, are served marked `no_time_for_heavy`. Every reply under hadis-plus
  * carries the choice and the estimate it was made on.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
+import { generateCommand } from "../../services/cli/generate.ts";
 
 let t: TestSystem;
 beforeAll(async () => {
@@ -59,5 +60,16 @@ describe("hadis-plus's admission in the live router", () => {
       admission: { choice: "light" },
     });
     expect(hard.score).toBeUndefined();
+
+    // `hadis generate` says what the admission chose and on what estimate.
+    const out: string[] = [];
+    const write = vi.spyOn(process.stdout, "write").mockImplementation((chunk) => (out.push(String(chunk)), true));
+    try {
+      await generateCommand(prompts.heavy, { nats: t.server.url, deadlineMs: tight }, {});
+    } finally {
+      write.mockRestore();
+    }
+    expect(out.join("")).toMatch(/admission: the light image only \(\d+ ms left; estimated light \d+, judge \d+, heavy \d+ ms\)/);
+    expect(out.join("")).toContain("hadis-plus's admission sent a hard prompt to the light model) (fallback no_time_for_heavy)");
   }, 60_000);
 });
