@@ -13,8 +13,9 @@ import { generateCommand } from "../../services/cli/generate.ts";
 
 let t: TestSystem;
 beforeAll(async () => {
-  // The reference scorer (the helper's default), so that the routes of reference prompts are known.
-  t = await startTestSystem({ policy: "hadis-plus", workers: 4, timeScale: 0.05 });
+  // The reference scorer (the helper's default), so that the routes of reference prompts are known;
+  // one plan for the whole test (no tick after the first), so that they stay known.
+  t = await startTestSystem({ policy: "hadis-plus", workers: 4, timeScale: 0.05, tickMs: 600_000 });
 }, 30_000);
 afterAll(async () => {
   await t?.stop();
