@@ -115,8 +115,9 @@ describe("ThreadedGenerationBackend", () => {
     } finally {
       await probe.close();
     }
-    // A limit well above one batch, below the five the last call waits for.
-    const b = new ThreadedGenerationBackend(options(), { generateMs: Math.ceil(singleMs * 3) });
+    // A limit well above one batch, below the six the last call takes in all (five waited for, its
+    // own): 3 batches' time was once too little for one batch while other test files ran (713 ms).
+    const b = new ThreadedGenerationBackend(options(), { generateMs: Math.ceil(singleMs * 4.5) });
     try {
       await b.load("large");
       const seeds = [1, 2, 3, 4, 5, 6];
