@@ -4,9 +4,13 @@
  * rejected light image can still be remade by the heavy model in time. Pure: estimates in, choices out.
  */
 import type { Admission, AdmissionChoice } from "../../contracts/admission.ts";
+import type { Plan } from "../../contracts/messages.ts";
 import type { RouteDecision } from "../request/types.ts";
 
 export type { Admission, AdmissionChoice };
+
+/** Whether plans of `policy` run the deadline-aware cascade: hadis-plus's, and the simulator's bound that plans as it does. */
+export const isDeadlineAware = (policy: string): boolean => policy === "hadis-plus" || policy === "clairvoyant";
 
 /** How long a generation of one model would take if queued now, ms: the batches ahead of it, then its own. */
 export function stageEstimateMs(queued: number, workers: number, batchSize: number, batchLatencyMs: number): number {
@@ -72,4 +76,43 @@ export function admitted(decision: RouteDecision, admission: Admission): RouteDe
   if (!decision.hard && admission.choice === "heavy") return { ...decision, hard: true, admission };
   if (decision.hard && admission.choice === "light") return { ...decision, hard: false, skipJudge: true, admission };
   return { ...decision, admission };
+}
+
+/** The path ahead of a request under a plan, as the router sees it. */
+export interface PathView {
+  /** A generation of `model` queued now: the rounds of batches ahead of it, then its own, ms. */
+  stageMs(model: string): number;
+  /** Whether `model` has no backlog beyond one round of its batches. */
+  hasRoom(model: string): boolean;
+  /** A verdict, ms. */
+  judgeMs: number;
+}
+
+/**
+ * Items of a model queued, not running: all that wait on it less one round of its batches (the
+ * simulator's queue depth leaves those out; counted as queued, they doubled the estimate under load).
+ */
+export function queuedBeyondRunning(waiting: number, workers: number, batchSize: number): number {
+  return Math.max(0, waiting - workers * batchSize);
+}
+
+/**
+ * A routed decision under `plan` as hadis-plus's admission leaves it: admitted (`admit`) when the
+ * plan is a deadline-aware cascade, the time left is known and the caller pinned no model (and
+ * the light image would be judged, or the prompt went hard); as routed otherwise. `path` is read
+ * only when the admission applies.
+ */
+export function admitRouted(
+  plan: Pick<Plan, "policy" | "pair">,
+  decision: RouteDecision,
+  leftMs: number | undefined,
+  pinned: boolean,
+  path: () => PathView,
+): RouteDecision {
+  if (leftMs === undefined || pinned || !isDeadlineAware(plan.policy) || plan.pair.light === plan.pair.heavy) return decision;
+  if (!decision.hard && decision.skipJudge) return decision;
+  const view = path();
+  const { light, heavy } = decision.pair;
+  const estimate = { lightMs: view.stageMs(light), judgeMs: view.judgeMs, heavyMs: view.stageMs(heavy) };
+  return admitted(decision, admit(decision.hard, leftMs, estimate, view.hasRoom(heavy)));
 }

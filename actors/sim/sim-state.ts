@@ -19,7 +19,7 @@ import { batchLatencyMs, type ProfileSet } from "../profile/profile-set.ts";
 import { mulberry32 } from "../profile/stats.ts";
 import { ReferenceFeatureScorer } from "../routing/difficulty.ts";
 import { GenerationFloor } from "../routing/generation-floor.ts";
-import { stageEstimateMs } from "../routing/deadline-aware.ts";
+import { isDeadlineAware, stageEstimateMs } from "../routing/deadline-aware.ts";
 import { EventQueue } from "./event-queue.ts";
 import type { SimConfig, SimEvent, SimRequest, SimResult, SimWorker, Stage, WorkItem } from "./types.ts";
 
@@ -190,7 +190,7 @@ export function newSimState(config: SimConfig): SimState {
     worstFid: Math.max(...tableOf(config.policyName, profiles).map((r) => r.fid)),
     giveUpAfterMs: drops ? 2 * sloMs : sloMs,
     startLimitMs: admissionFactor(config.policyName, fidelity) * sloMs,
-    deadlineAware: config.deadlineAware ?? (config.policyName === "hadis-plus" || config.policyName === "clairvoyant"),
+    deadlineAware: config.deadlineAware ?? isDeadlineAware(config.policyName),
     seconds: 0,
     allocateEvery: Math.round(allocationPeriodMs(timeScale) / 1_000),
   };

@@ -32,7 +32,7 @@ import type { WorkQueue } from "../nats/work-queue.ts";
 import type { PlanView } from "../nats/plan-view.ts";
 import { endWithError, messagingAttributes, SpanKind, spanClockMs } from "../telemetry/tracing.ts";
 import type { GenerationFloor } from "../../actors/routing/generation-floor.ts";
-import { admit, admitted } from "../../actors/routing/deadline-aware.ts";
+import { admitRouted } from "../../actors/routing/deadline-aware.ts";
 import type { PathEstimator } from "./path-estimate.ts";
 import { recordAdmission } from "../telemetry/metrics.ts";
 import type { RequestTraces } from "./tracing.ts";
@@ -120,20 +120,6 @@ function workerLane(plan: Plan, model: string): { worker: string } | undefined {
   return ids.length > 0 ? { worker: ids[Math.floor(Math.random() * ids.length)] } : undefined;
 }
 
-/**
- * hadis-plus's admission of a routed request (`admit`), when the plan in force is hadis-plus's
- * cascade and the caller pinned no model: the decision as admitted, carrying its admission.
- */
-function admitUnder(plan: Plan, decision: RouteDecision, input: RouteCall, paths: PathEstimator | undefined): RouteDecision {
-  const pinned = input.quality !== undefined && input.quality !== Qualities.auto;
-  if (!paths || input.leftMs === undefined || pinned || plan.policy !== "hadis-plus" || plan.pair.light === plan.pair.heavy)
-    return decision;
-  if (!decision.hard && decision.skipJudge) return decision;
-  const { light, heavy } = decision.pair;
-  const path = { lightMs: paths.stageMs(plan, light), judgeMs: paths.judgeMs(), heavyMs: paths.stageMs(plan, heavy) };
-  return admitted(decision, admit(decision.hard, input.leftMs, path, paths.hasRoom(plan, heavy)));
-}
-
 /** The route actor, the generate and judge actors bound to NATS. */
 export function routerActors(deps: RouterActorDeps) {
   const route = fromPromise<RouteDecision, RouteCall>(async ({ input }) => {
@@ -160,7 +146,9 @@ export function routerActors(deps: RouterActorDeps) {
         ),
         input.quality,
       );
-      const admitted = admitUnder(plan, decision, input, deps.paths);
+      const paths = deps.paths;
+      const pinned = input.quality !== undefined && input.quality !== Qualities.auto;
+      const admitted = paths ? admitRouted(plan, decision, input.leftMs, pinned, () => paths.view(plan)) : decision;
       if (admitted.admission) {
         const a = admitted.admission;
         recordAdmission(a.choice);

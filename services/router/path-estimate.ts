@@ -9,40 +9,40 @@
  * requests straight to the heavy model, the simulator 3 of 10,080 on the whole trace).
  */
 import type { Plan } from "../../contracts/messages.ts";
-import { stageEstimateMs } from "../../actors/routing/deadline-aware.ts";
+import { queuedBeyondRunning, stageEstimateMs, type PathView } from "../../actors/routing/deadline-aware.ts";
 import { GenerationFloor } from "../../actors/routing/generation-floor.ts";
 import type { PendingWork } from "./pending.ts";
 
 /** The path estimate of one router. */
 export interface PathEstimator {
-  /** A generation of `model` queued now: the rounds of batches ahead of it, then its own, ms. */
-  stageMs(plan: Plan, model: string): number;
-  /** Whether `model` has no backlog beyond one round of its batches. */
-  hasRoom(plan: Plan, model: string): boolean;
-  /** The fastest recent verdict (the discriminator's round trip, or a worker's judging), ms; 0 before any. */
-  judgeMs(): number;
+  /** The path ahead under `plan` now (what waits is counted once, here). */
+  view(plan: Plan): PathView;
   observeJudge(ms: number): void;
 }
 
 /** The estimator over a router's waiting work and the generation times it has seen. */
 export function pathEstimator(pending: PendingWork, floor: GenerationFloor): PathEstimator {
   const judge = new GenerationFloor();
-  /** Items of `model` queued, not running: all that wait on it, less one round of its batches. */
-  const queued = (plan: Plan, model: string) => {
-    const a = plan.models[model];
-    const waiting = pending.waitingFor(model) * Math.max(1, plan.admission?.routers ?? 1);
-    return Math.max(0, waiting - (a?.workers ?? 0) * (a?.batchSize ?? 1));
-  };
   return {
-    stageMs(plan, model) {
-      const a = plan.models[model];
-      return stageEstimateMs(queued(plan, model), a?.workers ?? 0, a?.batchSize ?? 1, floor.floorMs(model));
+    view(plan) {
+      const waiting = pending.waitingByModel();
+      const routers = Math.max(1, plan.admission?.routers ?? 1);
+      const queued = (model: string) => {
+        const a = plan.models[model];
+        return queuedBeyondRunning((waiting.get(model) ?? 0) * routers, a?.workers ?? 0, a?.batchSize ?? 1);
+      };
+      return {
+        stageMs(model) {
+          const a = plan.models[model];
+          return stageEstimateMs(queued(model), a?.workers ?? 0, a?.batchSize ?? 1, floor.floorMs(model));
+        },
+        hasRoom(model) {
+          const a = plan.models[model];
+          return a !== undefined && queued(model) < a.workers * a.batchSize;
+        },
+        judgeMs: judge.floorMs("judge"),
+      };
     },
-    hasRoom(plan, model) {
-      const a = plan.models[model];
-      return a !== undefined && queued(plan, model) < a.workers * a.batchSize;
-    },
-    judgeMs: () => judge.floorMs("judge"),
     observeJudge: (ms) => judge.observe("judge", ms),
   };
 }

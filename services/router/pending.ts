@@ -133,10 +133,10 @@ export class PendingWork {
     return [...this.items.values()];
   }
 
-  /** How many generations of `model` this router waits on (queued, or in a batch running now). */
-  waitingFor(model: string): number {
-    let n = 0;
-    for (const entry of this.items.values()) if (entry.item.model === model) n++;
-    return n;
+  /** How many generations of each model this router waits on (queued, or in a batch running now). */
+  waitingByModel(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const entry of this.items.values()) counts.set(entry.item.model, (counts.get(entry.item.model) ?? 0) + 1);
+    return counts;
   }
 }

@@ -13,6 +13,7 @@ import { progressBetween, type Progress, type ProgressView } from "../../actors/
 import { NO_TIME_TO_JUDGE, type PreviewEvent } from "../../actors/request/types.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
 import type { ModelRanges } from "../../actors/routing/generation-options.ts";
+import { isDeadlineAware } from "../../actors/routing/deadline-aware.ts";
 import { throttled, type Logger } from "../telemetry/log.ts";
 import { recordEscalationSkipped, recordJudgeFailure, recordLightFallback } from "../telemetry/metrics.ts";
 import type { NatsConnection } from "../nats/connection.ts";
@@ -115,7 +116,7 @@ export function createStages(o: StagesOptions): RequestStages {
   // under hadis-plus's plans the path ahead (the batches queued before it, then its own).
   const heavyFloorMs = (model: string) => {
     const plan = o.plans.current;
-    return plan?.policy === "hadis-plus" ? work.paths.stageMs(plan, model) : work.floor.floorMs(model);
+    return plan && isDeadlineAware(plan.policy) ? work.paths.view(plan).stageMs(model) : work.floor.floorMs(model);
   };
   /** A judge outage fails every light request's verdict: one line a minute says so (the metric counts each). */
   const judgeFailed = throttled(log, "warn", "router.judge_failed");

@@ -26,27 +26,27 @@ describe("the router's path estimate", () => {
     floor.observe("m", 300);
     floor.observe("m", 250);
     // Nothing queued (up to a round running): one batch of the fastest recent generation.
-    expect(paths.stageMs(plan(1), "m")).toBe(250);
+    expect(paths.view(plan(1)).stageMs("m")).toBe(250);
     for (let i = 0; i < 4; i++) waiting(pending, `running${i}`, 100 + i);
-    expect(paths.stageMs(plan(1), "m")).toBe(250);
-    expect(paths.hasRoom(plan(1), "m")).toBe(true);
+    expect(paths.view(plan(1)).stageMs("m")).toBe(250);
+    expect(paths.view(plan(1)).hasRoom("m")).toBe(true);
     for (const e of pending.waiting()) pending.drop(e);
     for (let i = 0; i < 9; i++) waiting(pending, `r${i}`, i + 1);
     // 9 waiting on 2 workers × batch 2: 4 running, 5 queued: one round ahead, then its own.
-    expect(paths.stageMs(plan(1), "m")).toBe(2 * 250);
-    expect(paths.hasRoom(plan(1), "m")).toBe(false);
+    expect(paths.view(plan(1)).stageMs("m")).toBe(2 * 250);
+    expect(paths.view(plan(1)).hasRoom("m")).toBe(false);
     // Two routers: this one sees half of what waits (18: 4 running, 14 queued, 3 rounds ahead).
-    expect(paths.stageMs(plan(2), "m")).toBe(4 * 250);
+    expect(paths.view(plan(2)).stageMs("m")).toBe(4 * 250);
     // A model no worker serves: never in time (finite once admitted).
-    expect(paths.stageMs({ ...plan(1), models: {} }, "m")).toBe(Number.POSITIVE_INFINITY);
-    expect(Math.min(paths.stageMs({ ...plan(1), models: {} }, "m"), UNSERVED_MS)).toBe(UNSERVED_MS);
+    expect(paths.view({ ...plan(1), models: {} }).stageMs("m")).toBe(Number.POSITIVE_INFINITY);
+    expect(Math.min(paths.view({ ...plan(1), models: {} }).stageMs("m"), UNSERVED_MS)).toBe(UNSERVED_MS);
   });
 
   it("learns the judge's time from the verdicts it sees, 0 before any", () => {
     const paths = pathEstimator(new PendingWork(), new GenerationFloor());
-    expect(paths.judgeMs()).toBe(0);
+    expect(paths.view(plan(1)).judgeMs).toBe(0);
     paths.observeJudge(12);
     paths.observeJudge(4);
-    expect(paths.judgeMs()).toBe(4);
+    expect(paths.view(plan(1)).judgeMs).toBe(4);
   });
 });

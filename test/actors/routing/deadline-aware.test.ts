@@ -68,3 +68,27 @@ describe("hadis-plus's admission, as the reply carries it", () => {
     expect(admitted(decision, { choice: "cascade", ...estimate })).toEqual({ ...decision, admission: { choice: "cascade", ...estimate } });
   });
 });
+
+describe("hadis-plus's admission of a routed request", () => {
+  const decision = { hard: false, difficulty: 0, routerThreshold: 0.2, pair: { light: "l", heavy: "h" }, skipJudge: false, planEpoch: 3 };
+  const plan = { policy: "hadis-plus", pair: decision.pair };
+  // Time for the heavy model alone: a light-routed prompt goes straight to it when admitted.
+  const path = () => ({ stageMs: (m: string) => (m === "l" ? 1_000 : 2_500), hasRoom: () => true, judgeMs: 0 });
+
+  it("admits under a deadline-aware cascade plan, and leaves the decision as routed otherwise", async () => {
+    const { admitRouted } = await import("../../../actors/routing/deadline-aware.ts");
+    expect(admitRouted(plan, decision, 3_000, false, path)).toMatchObject({ hard: true, admission: { choice: "heavy" } });
+    let read = 0;
+    const counted = () => (read++, path());
+    for (const [p, d, leftMs, pinned] of [
+      [{ ...plan, policy: "hadis" }, decision, 3_000, false],
+      [{ ...plan, pair: { light: "l", heavy: "l" } }, decision, 3_000, false],
+      [plan, decision, undefined, false],
+      [plan, decision, 3_000, true],
+      [plan, { ...decision, skipJudge: true }, 3_000, false],
+    ] as const)
+      expect(admitRouted(p, d, leftMs, pinned, counted)).toBe(d);
+    // The path is not read when the admission does not apply.
+    expect(read).toBe(0);
+  });
+});
