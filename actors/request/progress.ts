@@ -40,3 +40,12 @@ export function progressBetween(before: ProgressView | undefined, after: Progres
   }
   return steps;
 }
+
+/**
+ * The steps of one snapshot split where the heavy stage starts: a preview sent with that snapshot
+ * goes between the two (after the verdict, before `heavy_running`), as a job tells them.
+ */
+export function splitAtHeavy(steps: Progress[]): [before: Progress[], after: Progress[]] {
+  const at = steps.findIndex((step) => step.kind === "heavy_running");
+  return at < 0 ? [steps, []] : [steps.slice(0, at), steps.slice(at)];
+}

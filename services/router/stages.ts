@@ -9,7 +9,7 @@ import type { GenerateReply, GenerationOptions, Quality } from "../../contracts/
 import type { Subjects } from "../../contracts/subjects.ts";
 import { createRequestActor, RequestMachine, type RequestClock } from "../../actors/request/request-machine.ts";
 import { buildPreview, buildReply } from "../../actors/request/reply.ts";
-import { progressBetween, type Progress, type ProgressView } from "../../actors/request/progress.ts";
+import { progressBetween, splitAtHeavy, type Progress, type ProgressView } from "../../actors/request/progress.ts";
 import { NO_TIME_TO_JUDGE, type PreviewEvent } from "../../actors/request/types.ts";
 import type { DifficultyScorer, HardnessThreshold } from "../../actors/routing/difficulty.ts";
 import type { ModelRanges } from "../../actors/routing/generation-options.ts";
@@ -150,12 +150,11 @@ export function createStages(o: StagesOptions): RequestStages {
         actor.subscribe((snapshot) => {
           const steps = onProgress ? progressBetween(before, snapshot) : [];
           before = snapshot;
-          const heavyAt = steps.findIndex((step) => step.kind === "heavy_running");
-          const cut = preview === undefined || heavyAt < 0 ? steps.length : heavyAt;
-          if (cut > 0) onProgress!(steps.slice(0, cut));
-          if (preview !== undefined) onPreview!(buildPreview(preview, requestId, seed));
+          const [early, late] = preview ? splitAtHeavy(steps) : [steps, []];
+          if (early.length > 0) onProgress!(early);
+          if (preview) onPreview!(buildPreview(preview, requestId, seed));
           preview = undefined;
-          if (cut < steps.length) onProgress!(steps.slice(cut));
+          if (late.length > 0) onProgress!(late);
         });
       }
       actor.start();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { progressBetween, type ProgressView } from "../../actors/request/progress.ts";
+import { progressBetween, splitAtHeavy, type ProgressView } from "../../actors/request/progress.ts";
 import type { RouteDecision } from "../../actors/request/types.ts";
 
 const decision: RouteDecision = {
@@ -35,5 +35,15 @@ describe("a request's progress read off its machine's snapshots", () => {
       { kind: "routed", hard: true, pair: decision.pair, planEpoch: 4 },
       { kind: "heavy_running", model: "h", escalated: false },
     ]);
+  });
+});
+
+describe("a preview among a snapshot's steps", () => {
+  it("goes after the verdict and before the heavy stage starts", () => {
+    const judged = { kind: "judged", score: 0.1, threshold: 0.5, accept: false } as const;
+    const heavy = { kind: "heavy_running", model: "h", escalated: true } as const;
+    expect(splitAtHeavy([judged, heavy])).toEqual([[judged], [heavy]]);
+    expect(splitAtHeavy([judged])).toEqual([[judged], []]);
+    expect(splitAtHeavy([])).toEqual([[], []]);
   });
 });
