@@ -1,20 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { fromPromise, SimulatedClock, toPromise } from "xstate";
+import { fromPromise, SimulatedClock } from "xstate";
 import { createRequestActor, RequestMachine } from "../../actors/request/request-machine.ts";
 import { buildReply } from "../../actors/request/reply.ts";
-import type {
-  GenerateCall,
-  GenerateOutcome,
-  JudgeCall,
-  JudgeOutcome,
-  RequestOutcome,
-  RouteCall,
-  RouteDecision,
-} from "../../actors/request/types.ts";
+import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RouteCall, RouteDecision } from "../../actors/request/types.ts";
 import type { GenerationOptions } from "../../contracts/messages.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import type { Admission } from "../../contracts/admission.ts";
 import { admitted } from "../../actors/routing/deadline-aware.ts";
+import { madeBy, runToEnd } from "../helpers/request-machine.ts";
 
 const PAIR = { light: "light-m", heavy: "heavy-m" };
 
@@ -65,16 +58,7 @@ async function run(s: Scenario) {
         await sleep(ms);
         if ([s.failModel ?? []].flat().includes(input.model))
           throw new HadisError(s.failCode ?? "generation_failed", `${input.model} fell over`);
-        return {
-          image: new Uint8Array([1]),
-          width: 8,
-          height: 8,
-          model: input.model,
-          workerId: "w1",
-          batchSize: 1,
-          queueWaitMs: 0,
-          execMs: ms / 2,
-        };
+        return madeBy(input.model, ms / 2);
       }),
       judge: fromPromise<JudgeOutcome, JudgeCall>(async ({ input }) => {
         calls.push(`judge:${input.model}`);
@@ -95,15 +79,7 @@ async function run(s: Scenario) {
     ...(s.quality ? { quality: s.quality } : {}),
     ...(s.options ? { options: s.options } : {}),
   });
-  actor.start();
-  const done = toPromise(actor) as Promise<RequestOutcome>;
-  // Advance simulated time in small steps, letting promise callbacks run between them.
-  for (let t = 0; t < 20_000 && actor.getSnapshot().status === "active"; t += 5) {
-    await Promise.resolve();
-    await Promise.resolve();
-    clock.increment(5);
-  }
-  return { outcome: await done, calls, seen };
+  return { outcome: await runToEnd(actor, clock), calls, seen };
 }
 
 describe("RequestMachine", () => {

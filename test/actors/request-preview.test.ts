@@ -4,7 +4,8 @@
  * what the caller's last message is then, whatever happens to the heavy stage.
  */
 import { describe, expect, it } from "vitest";
-import { fromPromise, SimulatedClock, toPromise } from "xstate";
+import { fromPromise, SimulatedClock } from "xstate";
+import { madeBy, runToEnd } from "../helpers/request-machine.ts";
 import { createRequestActor, RequestMachine } from "../../actors/request/request-machine.ts";
 import { buildPreview, buildReply, finalReply } from "../../actors/request/reply.ts";
 import type {
@@ -13,7 +14,6 @@ import type {
   JudgeCall,
   JudgeOutcome,
   PreviewEvent,
-  RequestOutcome,
   RouteCall,
   RouteDecision,
 } from "../../actors/request/types.ts";
@@ -56,16 +56,7 @@ async function run(s: Scenario) {
         const ms = input.stage === "light" ? LIGHT_MS : (s.heavyMs ?? HEAVY_MS);
         await sleep(ms);
         if (input.stage === "heavy" && s.heavyFails) throw new HadisError("generation_failed", "heavy fell over");
-        return {
-          image: new Uint8Array([input.stage === "light" ? 1 : 2]),
-          width: 8,
-          height: 8,
-          model: input.model,
-          workerId: "w1",
-          batchSize: 1,
-          queueWaitMs: 0,
-          execMs: ms,
-        };
+        return madeBy(input.model, ms, input.stage === "light" ? 1 : 2);
       }),
       judge: fromPromise<JudgeOutcome, JudgeCall>(async () => {
         await sleep(JUDGE_MS);
@@ -85,14 +76,7 @@ async function run(s: Scenario) {
   });
   const previews: { atMs: number; event: PreviewEvent }[] = [];
   actor.on("preview", (event) => previews.push({ atMs: clock.now(), event }));
-  actor.start();
-  const done = toPromise(actor) as Promise<RequestOutcome>;
-  for (let t = 0; t < 20_000 && actor.getSnapshot().status === "active"; t += 5) {
-    await Promise.resolve();
-    await Promise.resolve();
-    clock.increment(5);
-  }
-  const outcome = await done;
+  const outcome = await runToEnd(actor, clock);
   return { outcome, previews, endedAtMs: clock.now() };
 }
 

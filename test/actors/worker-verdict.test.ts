@@ -1,16 +1,9 @@
 /** The request machine and a verdict that comes with the light image (judged on the worker): no judge call then; the judge is asked otherwise. */
 import { describe, expect, it } from "vitest";
-import { fromPromise, SimulatedClock, toPromise } from "xstate";
+import { fromPromise, SimulatedClock } from "xstate";
+import { madeBy, runToEnd } from "../helpers/request-machine.ts";
 import { createRequestActor, RequestMachine } from "../../actors/request/request-machine.ts";
-import type {
-  GenerateCall,
-  GenerateOutcome,
-  JudgeCall,
-  JudgeOutcome,
-  RequestOutcome,
-  RouteCall,
-  RouteDecision,
-} from "../../actors/request/types.ts";
+import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RouteCall, RouteDecision } from "../../actors/request/types.ts";
 
 interface Scenario {
   /** The verdict the worker sends with the light image (none: a worker that cannot judge). */
@@ -57,17 +50,7 @@ async function run(s: Scenario) {
                 judgeMs: s.workerVerdict.judgeMs,
               }
             : undefined;
-        return {
-          image: new Uint8Array([1]),
-          width: 8,
-          height: 8,
-          model: input.model,
-          workerId: "w1",
-          batchSize: 1,
-          queueWaitMs: 0,
-          execMs: ms / 2,
-          ...(verdict ? { verdict } : {}),
-        };
+        return { ...madeBy(input.model, ms / 2), ...(verdict ? { verdict } : {}) };
       }),
       judge: fromPromise<JudgeOutcome, JudgeCall>(async () => {
         calls.push("judge");
@@ -88,14 +71,7 @@ async function run(s: Scenario) {
   });
   const previews: string[] = [];
   actor.on("preview", (event) => void previews.push(event.outcome.ok ? event.outcome.image.model : "error"));
-  actor.start();
-  const done = toPromise(actor) as Promise<RequestOutcome>;
-  for (let t = 0; t < 20_000 && actor.getSnapshot().status === "active"; t += 5) {
-    await Promise.resolve();
-    await Promise.resolve();
-    clock.increment(5);
-  }
-  return { outcome: await done, calls, generated, previews };
+  return { outcome: await runToEnd(actor, clock), calls, generated, previews };
 }
 
 describe("RequestMachine with a verdict judged on the worker", () => {

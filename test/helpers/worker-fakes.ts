@@ -2,6 +2,7 @@
 import { expect, vi } from "vitest";
 import { WorkerAgent, type Delivery, type WorkSource } from "../../actors/worker/worker-agent.ts";
 import type { GenerationBackend } from "../../actors/worker/backend.ts";
+import type { WorkerPorts } from "../../actors/worker/ports.ts";
 import { PROTOCOL_VERSION, type Plan, type WorkItem, type WorkResult } from "../../contracts/messages.ts";
 
 /** An in-memory work queue per model with ack bookkeeping (items typed, as the real queue hands them over). */
@@ -72,7 +73,8 @@ export function plan(epoch: number, model: string | null, batchSize = 4): Plan {
   };
 }
 
-export function setup(genMs = 20, loadRetryMs = 10, failedBatchesToReport?: number) {
+/** A worker "w" on a backend taking `genMs` a batch; `ports` adds to (or replaces) its fake ports (a judge, an observer). */
+export function setup(genMs = 20, loadRetryMs = 10, failedBatchesToReport?: number, ports: Partial<WorkerPorts> = {}) {
   const events: string[] = [];
   const results: WorkResult[] = [];
   const backend: GenerationBackend = {
@@ -97,6 +99,7 @@ export function setup(genMs = 20, loadRetryMs = 10, failedBatchesToReport?: numb
       now: Date.now,
       sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
       log: () => undefined,
+      ...ports,
     },
     { pollMs: 5, workingEveryMs: 1_000, loadRetryMs, ...(failedBatchesToReport ? { failedBatchesToReport } : {}) },
   );

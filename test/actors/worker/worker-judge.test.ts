@@ -1,9 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { WorkerAgent } from "../../../actors/worker/worker-agent.ts";
-import type { GenerationBackend, JudgeBackend } from "../../../actors/worker/backend.ts";
+import type { JudgeBackend } from "../../../actors/worker/backend.ts";
 import type { WorkerJudgement } from "../../../actors/worker/ports.ts";
-import type { WorkItem, WorkResult } from "../../../contracts/messages.ts";
-import { FakeQueue, item, plan, settled, until } from "../../helpers/worker-fakes.ts";
+import type { WorkItem } from "../../../contracts/messages.ts";
+import { item, plan, settled, setup, until } from "../../helpers/worker-fakes.ts";
 
 beforeEach(() => {
   vi.useFakeTimers();
@@ -14,19 +13,8 @@ afterEach(() => {
 
 /** A worker on model "a" whose backend takes 20 ms a batch, holding `judge` (scores by prompt: "good" 0.9, else 0.1; 5 ms a call). */
 function judgingWorker(judge: Partial<JudgeBackend> | null = {}) {
-  const results: WorkResult[] = [];
   const judged: WorkerJudgement[] = [];
   const scored: number[] = [];
-  const backend: GenerationBackend = {
-    kind: "fake",
-    load: async () => undefined,
-    unload: async () => undefined,
-    generate: async (_m, batch) => {
-      await new Promise((r) => setTimeout(r, 20));
-      return batch.map(() => ({ image: new Uint8Array([1]), width: 1, height: 1 }));
-    },
-    close: async () => undefined,
-  };
   const judgeBackend: JudgeBackend | null = judge && {
     kind: "fake",
     score: async (batch) => {
@@ -38,21 +26,10 @@ function judgingWorker(judge: Partial<JudgeBackend> | null = {}) {
     close: async () => undefined,
     ...judge,
   };
-  const queue = new FakeQueue();
-  const agent = new WorkerAgent(
-    "w",
-    {
-      source: queue,
-      publishResult: (_to, r) => void results.push(r),
-      backend,
-      ...(judgeBackend ? { judge: judgeBackend } : {}),
-      observer: { started: () => ({ ended: () => undefined, judged: (j) => void judged.push(j) }) },
-      now: Date.now,
-      sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
-      log: () => undefined,
-    },
-    { pollMs: 5, workingEveryMs: 1_000, loadRetryMs: 10 },
-  );
+  const { agent, queue, results } = setup(20, 10, undefined, {
+    ...(judgeBackend ? { judge: judgeBackend } : {}),
+    observer: { started: () => ({ ended: () => undefined, judged: (j) => void judged.push(j) }) },
+  });
   return { agent, queue, results, judged, scored };
 }
 
@@ -106,21 +83,14 @@ describe("WorkerAgent judging where the image is", () => {
         throw new Error("judge thread gone");
       },
     });
-    failing.queue.push("a", wanting("r1", "good"));
-    failing.agent.applyPlan(plan40());
-    failing.agent.start();
-    await until(() => failing.results.length === 1);
-    expect(failing.results[0]).toMatchObject({ ok: true });
-    expect(failing.results[0]).not.toHaveProperty("verdict");
-    await settled(failing.agent.stop());
-
-    const none = judgingWorker(null);
-    none.queue.push("a", wanting("r1", "good"));
-    none.agent.applyPlan(plan40());
-    none.agent.start();
-    await until(() => none.results.length === 1);
-    expect(none.results[0]).toMatchObject({ ok: true });
-    expect(none.results[0]).not.toHaveProperty("verdict");
-    await settled(none.agent.stop());
+    for (const w of [failing, judgingWorker(null)]) {
+      w.queue.push("a", wanting("r1", "good"));
+      w.agent.applyPlan(plan40());
+      w.agent.start();
+      await until(() => w.results.length === 1);
+      expect(w.results[0]).toMatchObject({ ok: true });
+      expect(w.results[0]).not.toHaveProperty("verdict");
+      await settled(w.agent.stop());
+    }
   });
 });
