@@ -50,10 +50,8 @@ describe("workers that hold a judge (the profile backend's default)", () => {
       expect(reply.route).toBe("light");
       expect(reply.fallback).toBeUndefined();
       expect(reply.score).toBeGreaterThanOrEqual(reply.threshold!);
-      // The profile judge sleeps its profiled 15 ms × 0.01 on the worker, timed as the judge stage:
-      // 0.15 ms reads as 0 or 1 whole ms (CI read 0 once), so only its presence is checked here;
-      // test/actors/worker-verdict.test.ts checks the judge stage's time on a simulated clock.
-      expect(reply.timings.judgeMs).toBeGreaterThanOrEqual(0);
+      // (The judge stage's time is checked on a simulated clock in test/actors/worker-verdict.test.ts:
+      // here the profile judge's 15 ms × 0.01 reads as 0 or 1 whole ms.)
     }
     expect(escalated.route).toBe("light->heavy");
     expect(escalated.score).toBeLessThan(escalated.threshold!);
