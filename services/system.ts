@@ -32,6 +32,7 @@ import { createPolicy, hasFixedModels } from "./resource-manager/policies.ts";
 import { tickObserver } from "./resource-manager/observe.ts";
 import { createHighsSolver } from "./solver/highs-solver.ts";
 import { plannerWarmupLp } from "../actors/planner/milp.ts";
+import { QUEUE_SAFETY } from "../actors/planner/snapshot.ts";
 import { NATIVE, type Fidelity } from "../actors/artifact/mechanisms.ts";
 import { policyFor, usesArtifactAllocator } from "../actors/artifact/policies.ts";
 import { plannerView } from "../actors/artifact/runtimes.ts";
@@ -248,7 +249,7 @@ export async function startSystem(opts: SystemOptions): Promise<RunningSystem> {
           solve: (lp, o) => solver.solve(lp, o),
           sloMs,
           timeScale,
-          queueSafety: 1.5,
+          queueSafety: QUEUE_SAFETY,
           admissionHeadroom: 0.8,
           fixedModels: hasFixedModels(policyName),
         },

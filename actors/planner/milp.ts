@@ -37,9 +37,19 @@ export interface MilpOptions {
    * Prices swaps inside the objective instead of only breaking ties with them: a worker that must
    * load model k costs its load (and the unload before it) as a share of the pool's capacity over
    * `horizonMs`, times `fidPerLostCapacity`, in FID; and while it loads it carries only the part of
-   * the next `tickMs` it can still serve, so coverage counts loading workers at that part.
+   * the next `tickMs` it can still serve, so coverage counts loading workers at that part
+   * (unless `coverLoading` is false).
    */
-  swapAware?: { horizonMs: number; tickMs: number; fidPerLostCapacity: number };
+  swapAware?: { horizonMs: number; tickMs: number; fidPerLostCapacity: number; coverLoading?: boolean };
+  /**
+   * Plan-aware backlog: a model whose queue reads longer than one of `budgetsMs` may still be
+   * chosen if the plan gives it the capacity to clear that queue (depth × `safety`) within the
+   * budget, on top of its load; its path then counts the budget as its queueing. Without it a
+   * backlog counts at the wait the current capacity gives it (Little's law), and the planner
+   * flees a model that is behind to an idle one, however much worse its FID, when adding
+   * workers would do.
+   */
+  drain?: { budgetsMs: readonly number[]; safety: number };
 }
 
 /** One (model, batch) choice the solver may take. */
@@ -58,6 +68,8 @@ interface ModelTerm {
   queueMs: number;
   holding: number;
   batches: BatchTerm[];
+  /** Ways to clear the backlog faster than observed: a budget (ms of wait) and the extra capacity it needs, qps. */
+  drains: { budgetMs: number; qps: number }[];
 }
 
 /** A built model: LP text plus the decoder of its solution. */
@@ -96,7 +108,19 @@ export function buildMilp(snapshot: PlannerSnapshot, profiles: ProfileSet, table
   const judgeMs = options.judge === false ? 0 : (options.judgeMs ?? profiles.pool.judge.latencyMs * snapshot.timeScale);
   const slo = snapshot.sloMs;
   const resolved = resolveRows(table, profiles);
-  const queueMs = (m: string) => Math.max(0, snapshot.queueDelayMs[m] ?? 0);
+  /** The queue wait at the capacity the model has now (Little's law × safety). */
+  const observedQueueMs = (m: string) => Math.max(0, snapshot.queueDelayMs[m] ?? 0);
+  /** The drain budgets shorter than the model's observed wait, each with the capacity it needs on top of the load. */
+  const drainsOf = (m: string) => {
+    const depth = snapshot.queueDepth[m] ?? 0;
+    if (!options.drain || !(depth > 0)) return [];
+    const { budgetsMs, safety } = options.drain;
+    return budgetsMs
+      .filter((b) => b > 0 && b < observedQueueMs(m))
+      .map((budgetMs) => ({ budgetMs, qps: (depth * safety * 1000) / budgetMs }));
+  };
+  /** The least queue wait a plan can give the model: its shortest drain budget, or as observed. */
+  const queueMs = (m: string) => Math.min(observedQueueMs(m), ...drainsOf(m).map((d) => d.budgetMs));
   const holding: Record<string, number> = {};
   for (const w of snapshot.workers) if (w.model) holding[w.model] = (holding[w.model] ?? 0) + 1;
 
@@ -149,17 +173,21 @@ export function buildMilp(snapshot: PlannerSnapshot, profiles: ProfileSet, table
   );
   const models: ModelTerm[] = modelNames.map((name, index) => {
     const maxShare = Math.max(...rows.map((r) => loads(r).find(([m]) => m === name)?.[1] ?? 0));
+    const drains = drainsOf(name);
+    const drainQps = Math.max(0, ...drains.map((d) => d.qps));
     const batches = batchesOf(name).map((t) => ({
       ...t,
-      maxWorkers: Math.min(workers, Math.max(1, Math.ceil((demand * maxShare) / t.capacityQps - 1e-9))),
+      maxWorkers: Math.min(workers, Math.max(1, Math.ceil((demand * maxShare + drainQps) / t.capacityQps - 1e-9))),
     }));
-    return { name, index, queueMs: queueMs(name), holding: holding[name] ?? 0, batches };
+    return { name, index, queueMs: observedQueueMs(name), holding: holding[name] ?? 0, batches, drains };
   });
   const byName = new Map(models.map((m) => [m.name, m]));
   const x = (t: number) => `x_${t}`;
   const y = (k: number, b: number) => `y_${k}_${b}`;
   const n = (k: number, b: number) => `n_${k}_${b}`;
   const v = (k: number) => `v_${k}`;
+  const w = (k: number, j: number) => `w_${k}_${j}`;
+  const drainVars = (m: ModelTerm) => m.drains.map((d, j) => ({ ...d, name: w(m.index, j) }));
 
   // Objective weights: FID dominates lexicographically (one 0.01 FID step outweighs every
   // swap), swaps outweigh the tie-break, the tie-break (path latency / SLO + workers / S) is < 3.
@@ -183,6 +211,7 @@ export function buildMilp(snapshot: PlannerSnapshot, profiles: ProfileSet, table
       ? ((swapAware.fidPerLostCapacity * swapMs(m)) / (Math.max(1, workers) * swapAware.horizonMs)) * 100 * fidStep
       : 0;
     objective.push([Math.round((swapWeight + priced) * 1000) / 1000, v(m.index)]);
+    for (const d of drainVars(m)) objective.push([0.5, d.name]);
   }
 
   const cons: string[] = [];
@@ -204,13 +233,27 @@ export function buildMilp(snapshot: PlannerSnapshot, profiles: ProfileSet, table
     // Swap-aware: a worker still loading serves only what is left of the next tick (at the model's best capacity, a safe bound).
     // (Not for the first plan, which every worker loads: nothing serves before it either way.)
     const lost =
-      swapAware && snapshot.current
+      swapAware && snapshot.current && swapAware.coverLoading !== false
         ? Math.min(1, swapMs(m) / Math.max(1, swapAware.tickMs)) * Math.max(...m.batches.map((bt) => bt.capacityQps))
         : 0;
     const loading: [number, string][] = lost > 0 ? [[-lost, v(k)]] : [];
+    // Draining: the backlog's worth of capacity on top of the load, and batch sizes that fit the
+    // SLO only at the drain budget's wait are taken only in drain mode.
+    const drained = drainVars(m).map((d) => [-d.qps, d.name] as [number, string]);
     cons.push(
-      ` cover_${k}: ${linear([...m.batches.map((bt) => [bt.capacityQps, n(k, bt.b)] as [number, string]), ...loading, ...demandTerms])} >= 0`,
+      ` cover_${k}: ${linear([...m.batches.map((bt) => [bt.capacityQps, n(k, bt.b)] as [number, string]), ...loading, ...drained, ...demandTerms])} >= 0`,
     );
+    if (m.drains.length > 0) {
+      const ways = drainVars(m);
+      cons.push(
+        ` wused_${k}: ${linear([...ways.map((d) => [1, d.name] as [number, string]), ...m.batches.map((bt) => [-1, y(k, bt.b)] as [number, string])])} <= 0`,
+      );
+      for (const bt of m.batches)
+        if (bt.latencyMs + m.queueMs > slo) {
+          const fitting = ways.filter((d) => bt.latencyMs + d.budgetMs <= slo).map((d) => [-1, d.name] as [number, string]);
+          cons.push(` wneed_${k}_${bt.b}: ${linear([[1, y(k, bt.b)], ...fitting])} <= 0`);
+        }
+    }
     // A used model gets at least one worker, even at zero demand. With cuts, at least
     // ceil(load / best per-worker capacity): a valid cut that makes the LP relaxation see
     // integer worker counts per row.
@@ -232,7 +275,9 @@ export function buildMilp(snapshot: PlannerSnapshot, profiles: ProfileSet, table
     const worst = models.map((m) => Math.max(...m.batches.map((bt) => bt.latencyMs)) + m.queueMs).sort((a, b) => b - a);
     const bigM = Math.max(0, (worst[0] ?? 0) + (worst[1] ?? 0) - (slo - judgeMs));
     const relax = rows.map((r, t) => [r.cascade ? 0 : -bigM, x(t)] as [number, string]);
-    cons.push(` slo: ${linear([...pathTerms, ...relax])} <= ${fmt(slo - judgeMs)}`);
+    // A draining model's path counts the drain budget instead of the observed wait.
+    const drainedWait = models.flatMap((m) => drainVars(m).map((d) => [-(m.queueMs - d.budgetMs), d.name] as [number, string]));
+    cons.push(` slo: ${linear([...pathTerms, ...drainedWait, ...relax])} <= ${fmt(slo - judgeMs)}`);
   }
 
   const bounds: string[] = [];
@@ -246,6 +291,7 @@ export function buildMilp(snapshot: PlannerSnapshot, profiles: ProfileSet, table
     }
     bounds.push(` ${v(m.index)} >= 0`);
   }
+  binaries.push(...models.flatMap((m) => drainVars(m).map((d) => d.name)));
   const wrap = (names: string[]) => names.reduce((s, name, i) => s + (i % 10 === 0 ? "\n " : " ") + name, "");
   const lp = [
     "Minimize",
@@ -284,7 +330,12 @@ export function buildMilp(snapshot: PlannerSnapshot, profiles: ProfileSet, table
     const minimal = Object.entries(needs)
       .map(([name, nd]) => `${name} ${nd.workers}×b${nd.batchSize}`)
       .join(", ");
-    const reason = `milp: ${r.light}→${r.heavy} r=${r.row.routerThreshold} d=${r.row.discThreshold} fid=${r.row.fid} at ${demand.toFixed(1)} qps; minimal ${minimal}; ${rows.length} candidate rows`;
+    const drained = models.flatMap((m) =>
+      drainVars(m)
+        .filter((d) => val(d.name) > 0.5)
+        .map((d) => `${m.name} clears its queue in ${d.budgetMs.toFixed(0)} ms`),
+    );
+    const reason = `milp: ${r.light}→${r.heavy} r=${r.row.routerThreshold} d=${r.row.discThreshold} fid=${r.row.fid} at ${demand.toFixed(1)} qps; minimal ${minimal}${drained.length > 0 ? `; ${drained.join(", ")}` : ""}; ${rows.length} candidate rows`;
     const used = Object.keys(needs);
     if (used.length === 1) {
       // One model serves everything (no cascade): the plan names it as both light and heavy.

@@ -33,6 +33,9 @@ export interface PlannerSnapshot {
   signals?: ArtifactSignals;
 }
 
+/** The safety factor on the Little's-law queue wait the manager tells the planner. */
+export const QUEUE_SAFETY = 1.5;
+
 /**
  * Expected queueing delay by Little's law, W = L / λ, times a safety factor, in ms.
  * The arrival rate is floored at `minQps` so a queue with leftovers but no arrivals yields

@@ -15,6 +15,7 @@ import { ARTIFACT_JUDGE_MS, ArtifactRouterThreshold } from "../artifact/worker-r
 import { ArrivalRate } from "../control/arrivals.ts";
 import { newControlState, type ControlState, type TickConfig } from "../control/reconcile.ts";
 import type { PlannerPolicy } from "../planner/policies.ts";
+import { QUEUE_SAFETY } from "../planner/snapshot.ts";
 import { batchLatencyMs, type ProfileSet } from "../profile/profile-set.ts";
 import { mulberry32 } from "../profile/stats.ts";
 import { ReferenceFeatureScorer } from "../routing/difficulty.ts";
@@ -104,7 +105,7 @@ export function newSimState(config: SimConfig): SimState {
   const tickMs = config.tickMs ?? Math.max(500, 20_000 * timeScale);
   const statsEveryMs = config.statsEveryMs ?? 1_000;
   const warmupMs = config.warmupMs ?? (artifactControl ? 10_000 : 2 * tickMs);
-  const policy = policyFor(config.policyName, fidelity);
+  const policy = config.planner ?? policyFor(config.policyName, fidelity);
   const planning = plannerView(profiles, workerJudge, timeScale);
   const now = -warmupMs;
   // The artifact's router runs on HADIS-family light workers only (`is_lightweight`).
@@ -133,7 +134,7 @@ export function newSimState(config: SimConfig): SimState {
       solve: config.solve,
       sloMs,
       timeScale,
-      queueSafety: config.queueSafety ?? 1.5,
+      queueSafety: config.queueSafety ?? QUEUE_SAFETY,
     },
     control: newControlState(config.demandHalfLifeMs ?? Math.max(1_000, 20_000 * timeScale)),
     agenda: new EventQueue<SimEvent>(),

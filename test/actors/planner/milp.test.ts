@@ -2,6 +2,7 @@ import { mulberry32 } from "../../../actors/profile/stats.ts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BATCH_SIZES, ModelProfileSchema } from "../../../contracts/profile.ts";
 import { batchLatencyMs } from "../../../actors/profile/profile-set.ts";
+import { workerCapacityQps } from "../../../actors/planner/decision.ts";
 import { buildMilp, DEFAULT_SOLVE_OPTIONS, planWithMilp } from "../../../actors/planner/milp.ts";
 import type { PlannerSnapshot } from "../../../actors/planner/snapshot.ts";
 import type { MilpSolution, SolveFn } from "../../../actors/planner/solver.ts";
@@ -264,5 +265,47 @@ describe("the swap-aware MILP (hadis-plus)", () => {
     expect(plain.models["sd35-large"].workers).toBe(7);
     expect(aware.models["sd35-large"].workers).toBe(4);
     expect(aware.expectedFid).toBeGreaterThan(plain.expectedFid);
+  });
+});
+
+describe("draining a backlog (hadis-plus)", () => {
+  const solve: SolveFn = (lp, o) => solver.solve(lp, o);
+  /** The tick that made hadis-plus flee in the 64-qps run: 13 on sd3.5-large, 3 on sd3.5-medium with 10 items queued. */
+  const behind = (): PlannerSnapshot => ({
+    ...snapshot(
+      5.4,
+      Array.from({ length: 16 }, (_, i) => (i < 13 ? "sd35-large" : "sd35-medium")),
+    ),
+    queueDepth: { "sd35-medium": 10 },
+    // Little's law at the 2.7 qps sd3.5-medium gets, × 1.5.
+    queueDelayMs: { "sd35-medium": 5_540 },
+  });
+  const drain = { budgetsMs: [1_500, 3_000], safety: 1.5 };
+  const capacity = (d: { models: Record<string, { workers: number; batchSize: number }> }, m: string) =>
+    d.models[m].workers * workerCapacityQps(profiles.byName.get(m)!, d.models[m].batchSize, 0.1);
+
+  it("without it, a model whose queue reads longer than the SLO leaves is avoided: the planner flees to a pair without it", async () => {
+    const fled = await planWithMilp(behind(), profiles, table, solve);
+    expect(Object.keys(fled.models)).not.toContain("sd35-medium");
+  });
+
+  it("with it, the plan keeps the model and gives it the capacity to clear the queue within a budget, on top of its load", async () => {
+    const fled = await planWithMilp(behind(), profiles, table, solve);
+    const drained = await planWithMilp(behind(), profiles, table, solve, { drain });
+    expect(drained.pair.light).toBe("sd35-medium");
+    expect(drained.expectedFid).toBeLessThan(fled.expectedFid);
+    const cleared = /sd35-medium clears its queue in (\d+) ms/.exec(drained.reason);
+    expect(cleared).not.toBeNull();
+    const budget = Number(cleared![1]);
+    // Load on the light model (1 − router share) plus 10 items × 1.5 cleared within the budget.
+    const load = 5.4 * (1 - drained.routerThreshold);
+    expect(capacity(drained, "sd35-medium")).toBeGreaterThanOrEqual(load + (10 * 1.5 * 1000) / budget - 1e-9);
+  });
+
+  it("is not used when the queue is short enough as observed", async () => {
+    const calm = { ...behind(), queueDelayMs: { "sd35-medium": 1_000 } };
+    const decision = await planWithMilp(calm, profiles, table, solve, { drain });
+    expect(decision.reason).not.toMatch(/clears its queue/);
+    expect(decision).toEqual({ ...(await planWithMilp(calm, profiles, table, solve)), solveMs: decision.solveMs });
   });
 });
