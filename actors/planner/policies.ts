@@ -7,6 +7,7 @@ import type { ParetoRow } from "../profile/reference.ts";
 import { batchLatencyMs, batchSizesOf, type ProfileSet } from "../profile/profile-set.ts";
 import { workerCapacityQps, maxThroughputBatch, type PlanDecision } from "./decision.ts";
 import { planWithMilp } from "./milp.ts";
+import { hadisPlusDecision } from "./hadis-plus.ts";
 import type { PlannerSnapshot } from "./snapshot.ts";
 import type { SolveFn } from "./solver.ts";
 import { POLICY_NAMES, type PolicyName } from "./policy-names.ts";
@@ -152,15 +153,8 @@ const tag = (name: string, d: PlanDecision): PlanDecision => ({ ...d, reason: `$
 
 const POLICIES: Record<PolicyName, PlannerPolicy> = {
   hadis: async (s, p, solve) => tag("hadis", await planWithMilp(s, p, p.reference.paretoHybrid, solve)),
-  // HADIS's table, with swaps priced in the objective and loading workers' lost capacity in coverage
-  // (the damping's trade-off, 2 FID per unit of capacity over 120 s × time scale, inside the MILP).
-  "hadis-plus": async (s, p, solve) =>
-    tag(
-      "hadis-plus",
-      await planWithMilp(s, p, p.reference.paretoHybrid, solve, {
-        swapAware: { horizonMs: 120_000 * s.timeScale, tickMs: Math.max(500, 20_000 * s.timeScale), fidPerLostCapacity: 2 },
-      }),
-    ),
+  // HADIS's table, swaps priced, backlogs cleared rather than fled (actors/planner/hadis-plus.ts).
+  "hadis-plus": async (s, p, solve) => tag("hadis-plus", await hadisPlusDecision(s, p, p.reference.paretoHybrid, solve)),
   "router-only": async (s, p, solve) => tag("router-only", await planWithMilp(s, p, p.reference.paretoRouterOnly, solve)),
   "disc-only": async (s, p, solve) => tag("disc-only", await planWithMilp(s, p, p.reference.paretoDiscOnly, solve)),
   "fixed-pair": async (s, p, solve) =>

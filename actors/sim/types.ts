@@ -1,5 +1,6 @@
 /** The simulator's inputs and outputs, and the shapes it moves around inside. */
 import type { Plan } from "../../contracts/messages.ts";
+import type { PlannerPolicy } from "../planner/policies.ts";
 import type { Fidelity } from "../artifact/mechanisms.ts";
 import type { LedgerRow } from "../artifact/ledger.ts";
 import type { controlTick, TickOutcome } from "../control/reconcile.ts";
@@ -65,6 +66,8 @@ export interface SimConfig {
    * bound, off otherwise); the ablation bench turns it on and off apart from the policy.
    */
   deadlineAware?: boolean;
+  /** The planner to run instead of the named policy's (the ablation bench's variants of one policy). */
+  planner?: PlannerPolicy;
   /** The manager's control tick (default `controlTick`); tests script plans with a fake. */
   control?: typeof controlTick;
   /** Called after every control tick (diagnostics), like the manager's `onTick`. */

@@ -55,6 +55,7 @@ export type SimRunInput = Pick<
   | "purgeFinished"
   | "fidelity"
   | "deadlineAware"
+  | "planner"
   | "control"
 > & {
   policy: string;

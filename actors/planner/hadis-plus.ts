@@ -1,0 +1,81 @@
+/**
+ * hadis-plus's planner: HADIS's MILP over the same table, with swaps priced, backlogs cleared
+ * rather than fled, and a loading worker's lost capacity counted only when it changes the move.
+ *
+ * Two solves per tick (the model is built twice; at 1,000 workers a solve takes < 0.5 s against a
+ * 2 s tick, `bench/scale.ts`):
+ * - *safe*: coverage counts a worker that must load at the part of the next tick it can still
+ *   serve, so a plan never leans on capacity that is still loading;
+ * - *bold*: coverage counts the plan's workers as if loaded (the loading time stays priced in
+ *   the objective).
+ * The bold plan is taken when it moves no more workers than the safe one: its transient is then
+ * no worse, and it is free of the safe plan's bias to a model that loads quickly whatever its FID.
+ * (In the simulator, safe alone kept violations low and cost FID; bold alone gained FID and gave
+ * the violations back in the big moves it made: the README's benchmark document has the figures.)
+ */
+import type { ParetoRow } from "../profile/reference.ts";
+import type { ProfileSet } from "../profile/profile-set.ts";
+import type { PlanDecision } from "./decision.ts";
+import { planWithMilp, type MilpOptions } from "./milp.ts";
+import { QUEUE_SAFETY, type PlannerSnapshot, type WorkerInventoryItem } from "./snapshot.ts";
+import type { SolveFn } from "./solver.ts";
+
+/** hadis-plus's planning constants (times are before the time scale). */
+export const HADIS_PLUS_PLANNER = {
+  /** Horizon over which a swap's lost capacity is priced, ms. */
+  swapHorizonMs: 120_000,
+  /** FID a swap costs per unit of pool capacity lost over the horizon (the damping's rate). */
+  fidPerLostCapacity: 2,
+  /** Queue waits a plan may promise a backlogged model by giving it the capacity to clear it, as shares of the SLO. */
+  drainSloShares: [0.25, 0.5],
+} as const;
+
+/** The MILP options of hadis-plus's safe solve. */
+export function hadisPlusOptions(snapshot: PlannerSnapshot): MilpOptions {
+  return {
+    swapAware: {
+      horizonMs: HADIS_PLUS_PLANNER.swapHorizonMs * snapshot.timeScale,
+      tickMs: Math.max(500, 20_000 * snapshot.timeScale),
+      fidPerLostCapacity: HADIS_PLUS_PLANNER.fidPerLostCapacity,
+    },
+    drain: { budgetsMs: HADIS_PLUS_PLANNER.drainSloShares.map((f) => f * snapshot.sloMs), safety: QUEUE_SAFETY },
+  };
+}
+
+/** Workers a decision puts on a model they do not hold now (the MILP's loads). */
+export function workersToLoad(decision: Pick<PlanDecision, "models">, workers: readonly WorkerInventoryItem[]): number {
+  const holding = new Map<string, number>();
+  for (const w of workers) if (w.model) holding.set(w.model, (holding.get(w.model) ?? 0) + 1);
+  return Object.entries(decision.models).reduce((sum, [m, a]) => sum + Math.max(0, a.workers - (holding.get(m) ?? 0)), 0);
+}
+
+/**
+ * The safe plan or the bold one: bold when both are feasible and bold loads no more workers.
+ * The first plan (every worker loads either way) is the safe solve's.
+ */
+export function chooseBolder(safe: PlanDecision, bold: PlanDecision | null, workers: readonly WorkerInventoryItem[]): PlanDecision {
+  if (!bold || safe.degraded || bold.degraded) return safe;
+  return workersToLoad(bold, workers) <= workersToLoad(safe, workers) ? bold : safe;
+}
+
+/** hadis-plus as built, or with a part left out (the ablation bench): one of the two solves alone, or no draining. */
+export interface HadisPlusVariant {
+  solves?: "both" | "safe" | "bold";
+  drain?: boolean;
+}
+
+/** One hadis-plus tick over `table`. */
+export async function hadisPlusDecision(
+  snapshot: PlannerSnapshot,
+  profiles: ProfileSet,
+  table: ParetoRow[],
+  solve: SolveFn,
+  { solves = "both", drain = true }: HadisPlusVariant = {},
+): Promise<PlanDecision> {
+  const options = { ...hadisPlusOptions(snapshot), ...(drain ? {} : { drain: undefined }) };
+  const boldOptions = { ...options, swapAware: { ...options.swapAware!, coverLoading: false } };
+  if (solves === "bold") return planWithMilp(snapshot, profiles, table, solve, boldOptions);
+  const safe = await planWithMilp(snapshot, profiles, table, solve, options);
+  if (solves === "safe" || !snapshot.current || safe.degraded) return safe;
+  return chooseBolder(safe, await planWithMilp(snapshot, profiles, table, solve, boldOptions), snapshot.workers);
+}

@@ -1,0 +1,108 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { chooseBolder, hadisPlusDecision, hadisPlusOptions, workersToLoad } from "../../../actors/planner/hadis-plus.ts";
+import type { PlanDecision } from "../../../actors/planner/decision.ts";
+import { planWithMilp } from "../../../actors/planner/milp.ts";
+import type { PlannerSnapshot } from "../../../actors/planner/snapshot.ts";
+import type { SolveFn } from "../../../actors/planner/solver.ts";
+import { createInlineHighsSolver, type HighsSolver } from "../../../services/solver/highs-solver.ts";
+import { loadProfiles } from "../../../services/files/profiles.ts";
+
+const profiles = loadProfiles();
+const table = profiles.reference.paretoHybrid;
+let solver: HighsSolver;
+beforeAll(async () => {
+  solver = await createInlineHighsSolver();
+});
+afterAll(() => solver.close());
+const solve: SolveFn = (lp, o) => solver.solve(lp, o);
+
+const workers = [
+  { id: "a", model: "sd35-medium" },
+  { id: "b", model: "sd35-medium" },
+  { id: "c", model: "sd35-large" },
+  { id: "d", model: null },
+];
+const decision = (models: Record<string, number>, degraded = 0): PlanDecision => ({
+  pair: { light: "sd35-medium", heavy: "sd35-large" },
+  routerThreshold: 0,
+  discThreshold: 0,
+  heavyShare: 0,
+  expectedFid: 20,
+  models: Object.fromEntries(Object.entries(models).map(([m, n]) => [m, { workers: n, batchSize: 1 }])),
+  reason: "",
+  degraded,
+});
+
+describe("workersToLoad", () => {
+  it("counts the workers a decision puts on a model beyond those holding it (an empty worker loads too)", () => {
+    expect(workersToLoad(decision({ "sd35-medium": 2, "sd35-large": 2 }), workers)).toBe(1);
+    expect(workersToLoad(decision({ "sd35-medium": 1, "sd35-large": 3 }), workers)).toBe(2);
+    expect(workersToLoad(decision({ "sd35-large-turbo": 4 }), workers)).toBe(4);
+  });
+});
+
+describe("chooseBolder", () => {
+  const safe = decision({ "sd35-medium": 2, "sd35-large": 2 });
+  it("takes the bold plan when it loads no more workers than the safe one", () => {
+    const bold = { ...decision({ "sd35-medium": 2, "sd35-large": 2 }), expectedFid: 19 };
+    expect(chooseBolder(safe, bold, workers)).toBe(bold);
+  });
+  it("keeps the safe plan when the bold one loads more, or either is degraded, or there is none", () => {
+    expect(chooseBolder(safe, decision({ "sd35-medium": 1, "sd35-large": 3 }), workers)).toBe(safe);
+    expect(chooseBolder(safe, decision({ "sd35-medium": 2, "sd35-large": 2 }, 1), workers)).toBe(safe);
+    const degradedSafe = decision({ "sd35-medium": 2, "sd35-large": 2 }, 1);
+    expect(chooseBolder(degradedSafe, decision({ "sd35-medium": 2, "sd35-large": 2 }), workers)).toBe(degradedSafe);
+    expect(chooseBolder(safe, null, workers)).toBe(safe);
+  });
+});
+
+describe("hadisPlusDecision", () => {
+  /** 12 on sd3.5-medium, 4 on sd3.5-large, that pair in force. */
+  const settled = (demandQps: number, current = true): PlannerSnapshot => {
+    const ws = Array.from({ length: 16 }, (_, i) => ({ id: `w-${i}`, model: i < 12 ? "sd35-medium" : "sd35-large" }));
+    return {
+      nowMs: 0,
+      demandQps,
+      queueDepth: {},
+      queueDelayMs: {},
+      workers: ws,
+      current: current
+        ? {
+            v: 1,
+            epoch: 1,
+            policy: "hadis-plus",
+            issuedAtMs: 0,
+            sloMs: 6_000,
+            timeScale: 0.1,
+            pair: { light: "sd35-medium", heavy: "sd35-large" },
+            routerThreshold: 0.1,
+            discThreshold: 0,
+            heavyShare: 0.1,
+            models: { "sd35-medium": { workers: 12, batchSize: 1 }, "sd35-large": { workers: 4, batchSize: 1 } },
+            assignment: Object.fromEntries(ws.map((w) => [w.id, w.model])),
+            reason: "",
+          }
+        : null,
+      sloMs: 6_000,
+      timeScale: 0.1,
+    };
+  };
+
+  it("keeps the safe plan when the bold one would load three more sd3.5-large workers for its better row", async () => {
+    const s = settled(4);
+    const safe = await planWithMilp(s, profiles, table, solve, hadisPlusOptions(s));
+    const o = hadisPlusOptions(s);
+    const bold = await planWithMilp(s, profiles, table, solve, { ...o, swapAware: { ...o.swapAware!, coverLoading: false } });
+    expect(workersToLoad(bold, s.workers)).toBeGreaterThan(workersToLoad(safe, s.workers));
+    const chosen = await hadisPlusDecision(s, profiles, table, solve);
+    expect(chosen.expectedFid).toBe(safe.expectedFid);
+    expect(chosen.models).toEqual(safe.models);
+  });
+
+  it("the first plan (every worker loads either way) is the safe solve's", async () => {
+    const s = settled(4, false);
+    const chosen = await hadisPlusDecision(s, profiles, table, solve);
+    const safe = await planWithMilp(s, profiles, table, solve, hadisPlusOptions(s));
+    expect(chosen).toEqual({ ...safe, solveMs: chosen.solveMs });
+  });
+});
