@@ -28,6 +28,8 @@ import { memoizedAnalyzer, runSimulation } from "../services/cli/research/sim.ts
 import { loadProfiles } from "../services/files/profiles.ts";
 import type { ScorerKind } from "../services/files/scorer-kinds.ts";
 import { writeResult } from "./lib.ts";
+import { hadisPlusDecision, type HadisPlusVariant } from "../actors/planner/hadis-plus.ts";
+import type { PlannerPolicy } from "../actors/planner/policies.ts";
 
 const SIX = ["clipper-light", "clipper-heavy", "infaas-acc", "proteus", "diffserve", "hadis"];
 const NINE = [...SIX, "router-only", "disc-only", "fixed-pair"];
@@ -68,7 +70,13 @@ interface Cell {
  * A policy to run: its name, or (the ablation) a label for a policy run with another scorer or
  * with the deadline-aware cascade turned on or off apart from it.
  */
-type PolicySpec = string | { label: string; policy: string; scorer?: ScorerKind; deadlineAware?: boolean };
+type PolicySpec = string | { label: string; policy: string; scorer?: ScorerKind; deadlineAware?: boolean; planner?: PlannerPolicy };
+
+/** hadis-plus's planner with a part left out. */
+const plusPlanner =
+  (variant: HadisPlusVariant): PlannerPolicy =>
+  (s, p, solve) =>
+    hadisPlusDecision(s, p, p.reference.paretoHybrid, solve, variant);
 
 async function run(workload: Workload, specs: readonly PolicySpec[], fidelity: Fidelity, seed = 1): Promise<Cell[]> {
   const cells: Cell[] = [];
@@ -296,17 +304,21 @@ async function plus(): Promise<void> {
 }
 
 /**
- * hadis-plus's three changes (swap pricing in the MILP, the learned router, the deadline-aware
- * cascade), each added to HADIS alone and each left out of hadis-plus, on hadis-plus's workloads.
+ * hadis-plus's three changes (its planner: swaps priced, backlogs drained, the safe or bold plan,
+ * `actors/planner/hadis-plus.ts`; the learned router; the deadline-aware cascade), each added to
+ * HADIS alone and each left out of hadis-plus, on hadis-plus's workloads.
  */
 const ABLATION: PolicySpec[] = [
   "hadis",
   { label: "hadis + learned", policy: "hadis", scorer: "learned" },
   { label: "hadis + deadline", policy: "hadis", deadlineAware: true },
-  { label: "hadis + swap pricing", policy: "hadis-plus", scorer: "analyzer", deadlineAware: false },
-  { label: "plus − swap pricing", policy: "hadis", scorer: "learned", deadlineAware: true },
+  { label: "hadis + planner", policy: "hadis-plus", scorer: "analyzer", deadlineAware: false },
+  { label: "plus − planner", policy: "hadis", scorer: "learned", deadlineAware: true },
   { label: "plus − learned", policy: "hadis-plus", scorer: "analyzer" },
   { label: "plus − deadline", policy: "hadis-plus", deadlineAware: false },
+  { label: "plus − drain", policy: "hadis-plus", planner: plusPlanner({ drain: false }) },
+  { label: "plus, safe solve only", policy: "hadis-plus", planner: plusPlanner({ solves: "safe" }) },
+  { label: "plus, bold solve only", policy: "hadis-plus", planner: plusPlanner({ solves: "bold" }) },
   "hadis-plus",
 ];
 
