@@ -7,10 +7,13 @@ import type { GenerateOutcome, JudgeOutcome, RouteDecision } from "./types.ts";
 
 /** What of a request machine snapshot progress reads: its state and the outcomes it holds. */
 export interface ProgressView {
-  /** The state the machine is in (`routing`, `light`, `judging`, `heavy`, …). */
+  /** The state the machine is in (`routing`, `light`, `judging`, `heavy` or `{ heavy: … }`, …). */
   value: unknown;
   context: { decision?: RouteDecision; light?: GenerateOutcome; judge?: JudgeOutcome };
 }
+
+/** Whether a machine state is the heavy stage (`heavy`, or one of its substates: `{ heavy: "racing" }` while the light model races it). */
+const inHeavy = (value: unknown): boolean => value === "heavy" || (typeof value === "object" && value !== null && "heavy" in value);
 
 /** One step of progress (a job event without its envelope). */
 export type Progress =
@@ -35,7 +38,7 @@ export function progressBetween(before: ProgressView | undefined, after: Progres
     });
   if (now.judge && !was.judge)
     steps.push({ kind: "judged", score: now.judge.score, threshold: now.judge.threshold, accept: now.judge.accept });
-  if (after.value === "heavy" && before?.value !== "heavy" && now.decision) {
+  if (inHeavy(after.value) && !inHeavy(before?.value) && now.decision) {
     steps.push({ kind: "heavy_running", model: now.decision.pair.heavy, escalated: now.light !== undefined });
   }
   return steps;

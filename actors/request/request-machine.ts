@@ -20,6 +20,7 @@ import type {
   Stage,
 } from "./types.ts";
 import { REPLY_MARGIN_MS } from "./types.ts";
+import { rescueAtMs } from "../routing/deadline-aware.ts";
 
 /** Input of one request machine. */
 export interface RequestInput {
@@ -33,11 +34,13 @@ export interface RequestInput {
   /** Current time in ms: the request's clock's, set by `createRequestActor` (the one its timers run on). */
   now: () => number;
   /**
-   * The least time a heavy generation of `model` takes (0 when unknown): a light image the judge
-   * rejects is escalated only when the time left covers it; otherwise it is served (a late heavy
-   * image would cost a GPU and the caller the image it can have).
+   * The least time a generation of `model` takes if asked now (0 when unknown; under hadis-plus's
+   * plans the path ahead of it): a light image the judge rejects is escalated only when the time
+   * left covers the heavy model's (otherwise it is served: a late heavy image would cost a GPU and
+   * the caller the image it can have); under hadis-plus a prompt sent straight to the heavy model
+   * turns to the light one when the light model's is all the time left (`rescueAtMs`).
    */
-  heavyFloorMs?: (model: string) => number;
+  floorMs?: (model: string) => number;
   /** The caller's generation settings, carried to the workers (absent: each model's own). */
   options?: GenerationOptions;
   /** `fast` pins the light model, `best` the heavy one (routing applies it); `auto` by default. */
@@ -110,16 +113,27 @@ export const RequestMachine = setup({
     // An escalated request stops waiting for its heavy image this long before the deadline: the
     // light image it has goes out in time (the reply's own building and sending take the margin).
     lightBeforeDeadline: ({ context }) => Math.max(0, context.deadlineAtMs - REPLY_MARGIN_MS - context.now()),
+    // hadis-plus: the last moment the light model can still answer a prompt waiting on the heavy one.
+    rescue: ({ context }) =>
+      Math.max(0, rescueAtMs(context.deadlineAtMs, context.floorMs?.(context.decision!.pair.light) ?? 0, REPLY_MARGIN_MS) - context.now()),
   },
   guards: {
     // Nothing to judge for: the plan escalates nothing, or the heavy model already failed this request.
     skipJudge: ({ context }) => !willJudge(context),
     // The worker judged the light image where it was made: its verdict stands in for the judge call.
     judgedOnWorker: ({ context }) => context.light?.verdict !== undefined,
+    // hadis-plus's admission sent it straight to the heavy model, which may be late: the light model
+    // may race it (no light image yet, a cascade pair, a caller who did not pin the heavy model).
+    rescuable: ({ context }) =>
+      context.decision!.admission !== undefined &&
+      context.light === undefined &&
+      context.decision!.pair.light !== context.decision!.pair.heavy &&
+      context.quality !== Qualities.best &&
+      context.lightFallback !== false,
     // hadis-plus's admission may have ruled the heavy stage out already ("light": a rejected image is served).
     heavyFits: ({ context }) =>
       context.decision!.admission?.choice !== "light" &&
-      context.deadlineAtMs - context.now() >= (context.heavyFloorMs?.(context.decision!.pair.heavy) ?? 0),
+      context.deadlineAtMs - context.now() >= (context.floorMs?.(context.decision!.pair.heavy) ?? 0),
   },
   actions: {
     markStage: assign(({ context }, params: { stage: Stage }) => ({ stageStartMs: context.now(), stage: params.stage })),
@@ -267,6 +281,40 @@ export const RequestMachine = setup({
     },
     heavy: {
       entry: { type: "markStage", params: { stage: "heavy" } },
+      // hadis-plus: a prompt sent straight to the heavy model whose image has not come by the last
+      // moment the light model can answer races it with the light model; the first image is
+      // served (the light one marked heavy_late), the other generation withdrawn.
+      initial: "alone",
+      states: {
+        alone: { after: { rescue: { guard: "rescuable", target: "racing" } } },
+        racing: {
+          invoke: {
+            src: "generate",
+            input: ({ context }) => ({
+              requestId: context.requestId,
+              stage: "light" as const,
+              model: context.decision!.pair.light,
+              prompt: context.prompt,
+              seed: context.seed,
+              deadlineAtMs: context.deadlineAtMs,
+              planEpoch: context.decision!.planEpoch,
+              ...(context.options ? { options: context.options } : {}),
+            }),
+            onDone: {
+              target: "#request.accepted",
+              actions: assign({
+                light: ({ event }) => event.output,
+                heavyError: () => "no heavy image by the last moment the light model could answer",
+                heavyLate: true,
+                timings: ({ context, event }) => ({ ...context.timings, lightMs: event.output.execMs }),
+              }),
+            },
+            // The light model cannot answer either: the heavy generation goes on alone.
+            onError: { target: "lost" },
+          },
+        },
+        lost: {},
+      },
       after: {
         lightBeforeDeadline: {
           // Escalated, and no heavy image as the deadline nears: the light image rather than an

@@ -49,6 +49,17 @@ export function hardFallsBackToLight(leftMs: number, path: Pick<PathEstimate, "l
   return path.heavyMs > leftMs && path.lightMs <= leftMs;
 }
 
+/**
+ * For a prompt on its way to the heavy model with no light image: the last moment the light model
+ * can still answer before the deadline (its path ahead, then the reply's margin). If the heavy
+ * image has not come by then, the light model races it (its image served `heavy_late`, degraded,
+ * if it comes first) rather than let the deadline pass: the admission's estimate of the heavy
+ * path was a prediction, this keeps its promise.
+ */
+export function rescueAtMs(deadlineAtMs: number, lightMs: number, marginMs: number): number {
+  return deadlineAtMs - lightMs - marginMs;
+}
+
 /** An estimate for a stage no worker serves (ms): finite, so that it travels in msgpack, JSON and traces alike. */
 export const UNSERVED_MS = 86_400_000;
 

@@ -1,6 +1,7 @@
 /**
- * Work this router waits for: one outstanding generation per request (light, then maybe heavy),
- * keyed by request id. When a new plan leaves a waiting item's model without workers, the item
+ * Work this router waits for: one outstanding generation per request and stage (light, then maybe
+ * heavy; both at once while hadis-plus races a late heavy image with the light model), keyed by
+ * request id and stage. When a new plan leaves a waiting item's model without workers, the item
  * is moved to the model that now plays its stage, so a plan change strands nothing.
  */
 import { fromWireError } from "../../contracts/errors.ts";
@@ -35,6 +36,8 @@ export interface PendingItem {
 /** How many delivered results a router remembers to tell a second copy from an orphan (a few seconds' worth at 1,000 a second). */
 const RECENT_RESULTS = 4_096;
 
+const keyOf = (requestId: string, stage: PendingItem["stage"]) => `${requestId}/${stage}`;
+
 /** The waiting generations of one router. */
 export class PendingWork {
   private readonly items = new Map<string, PendingItem>();
@@ -55,18 +58,19 @@ export class PendingWork {
 
   /** Registers a generation; the returned function forgets it. */
   wait(entry: PendingItem): () => void {
-    this.items.set(entry.item.requestId, entry);
+    this.items.set(keyOf(entry.item.requestId, entry.stage), entry);
     return () => this.drop(entry);
   }
 
   /** Forgets `entry` if it is still the one its request waits on (a move that failed: the request ends with its error). */
   drop(entry: PendingItem): void {
-    if (this.items.get(entry.item.requestId) === entry) this.items.delete(entry.item.requestId);
+    const key = keyOf(entry.item.requestId, entry.stage);
+    if (this.items.get(key) === entry) this.items.delete(key);
   }
 
-  /** The waiting entry of a request. */
-  get(requestId: string): PendingItem | undefined {
-    return this.items.get(requestId);
+  /** The waiting entry of a request's stage. */
+  get(requestId: string, stage: PendingItem["stage"]): PendingItem | undefined {
+    return this.items.get(keyOf(requestId, stage));
   }
 
   /** Delivers an encoded work result; the first result of a request wins, whatever model made it. */
@@ -78,16 +82,17 @@ export class PendingWork {
       this.malformed++;
       return;
     }
-    const entry = this.items.get(result.requestId);
-    // A late copy of the other stage's work (left behind by a move) must not answer this one;
-    // nor may the old copy's failure end a request whose moved copy may still succeed.
+    const key = keyOf(result.requestId, result.stage);
+    const entry = this.items.get(key);
+    // A late copy of a stage already answered (left behind by a move) matches nothing; nor may
+    // the old copy's failure end a request whose moved copy may still succeed.
     const delivered = `${result.requestId}/${result.stage}/${result.model}`;
-    if (!entry || entry.stage !== result.stage || (!result.ok && result.model !== entry.item.model)) {
+    if (!entry || (!result.ok && result.model !== entry.item.model)) {
       if (this.recent.has(delivered)) this.duplicates++;
       else this.orphaned++;
       return;
     }
-    this.items.delete(result.requestId);
+    this.items.delete(key);
     this.remember(delivered);
     // (Only its own copy: one it rides on is another attempt's, which that attempt's router removes.)
     if (result.model !== entry.item.model && entry.seq && entry.own !== false) this.onSuperseded?.(entry.seq);

@@ -114,7 +114,7 @@ export function createStages(o: StagesOptions): RequestStages {
   });
   // The least time the heavy model needs, for the escalation check: its fastest recent generation;
   // under hadis-plus's plans the path ahead (the batches queued before it, then its own).
-  const heavyFloorMs = (model: string) => {
+  const floorMs = (model: string) => {
     const plan = o.plans.current;
     return plan && isDeadlineAware(plan.policy) ? work.paths.view(plan).stageMs(model) : work.floor.floorMs(model);
   };
@@ -129,7 +129,7 @@ export function createStages(o: StagesOptions): RequestStages {
       const asked = { ...(request.options ? { options: request.options } : {}), ...(request.quality ? { quality: request.quality } : {}) };
       const drops = request.artifactDrops
         ? { lightFallback: false, workDeadlineAtMs: request.artifactDrops.workDeadlineAtMs }
-        : { heavyFloorMs };
+        : { floorMs };
       const actor = createRequestActor(machine, o.clock, {
         requestId,
         prompt: request.prompt,

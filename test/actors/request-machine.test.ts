@@ -21,7 +21,7 @@ interface Scenario {
   failCode?: "generation_failed" | "no_capacity";
   deadlineMs?: number;
   /** The least time a heavy generation takes, as the router has seen them. */
-  heavyFloorMs?: number;
+  floorMs?: number;
   quality?: "auto" | "fast" | "best";
   options?: GenerationOptions;
   /** The artifact's drops: no light image before the deadline, and work carrying this deadline. */
@@ -34,7 +34,7 @@ interface Scenario {
 async function run(s: Scenario) {
   const clock = new SimulatedClock();
   const calls: string[] = [];
-  const seen: { route?: RouteCall; generate: GenerateCall[] } = { generate: [] };
+  const seen: { route?: RouteCall; generate: GenerateCall[]; aborted: string[] } = { generate: [], aborted: [] };
   const sleep = (ms: number) => new Promise<void>((resolve) => clock.setTimeout(resolve, ms));
   const machine = RequestMachine.provide({
     actors: {
@@ -51,9 +51,10 @@ async function run(s: Scenario) {
         };
         return s.admission ? admitted(decision, s.admission) : decision;
       }),
-      generate: fromPromise<GenerateOutcome, GenerateCall>(async ({ input }) => {
+      generate: fromPromise<GenerateOutcome, GenerateCall>(async ({ input, signal }) => {
         calls.push(`generate:${input.model}`);
         seen.generate.push(input);
+        signal.addEventListener("abort", () => seen.aborted.push(input.model), { once: true });
         const ms = s.latencyMs?.[input.model] ?? 100;
         await sleep(ms);
         if ([s.failModel ?? []].flat().includes(input.model))
@@ -73,9 +74,7 @@ async function run(s: Scenario) {
     seed: 1,
     receivedAtMs: 0,
     deadlineAtMs: s.deadlineMs ?? 10_000,
-    ...(s.artifactDrops
-      ? { lightFallback: false, workDeadlineAtMs: s.artifactDrops.workDeadlineAtMs }
-      : { heavyFloorMs: () => s.heavyFloorMs ?? 0 }),
+    ...(s.artifactDrops ? { lightFallback: false, workDeadlineAtMs: s.artifactDrops.workDeadlineAtMs } : { floorMs: () => s.floorMs ?? 0 }),
     ...(s.quality ? { quality: s.quality } : {}),
     ...(s.options ? { options: s.options } : {}),
   });
@@ -115,13 +114,13 @@ describe("RequestMachine", () => {
 
   it("serves a rejected light image when the time left cannot fit the heavy model, and escalates when it can", async () => {
     // Light 100 ms + judge 10 ms: 9,890 ms of the 10 s deadline are left at the verdict.
-    const late = await run({ hard: false, accept: false, heavyFloorMs: 9_950 });
+    const late = await run({ hard: false, accept: false, floorMs: 9_950 });
     expect(late.calls).toEqual(["route", "generate:light-m", "judge:light-m"]);
     expect(late.outcome.ok && late.outcome.route).toBe("light");
     expect(late.outcome.ok && late.outcome.escalationSkipped).toBe(true);
     expect(late.outcome.ok && late.outcome.judge?.accept).toBe(false);
     expect(buildReply(late.outcome, "r", 1).fallback).toBe("no_time_for_heavy");
-    const fits = await run({ hard: false, accept: false, heavyFloorMs: 9_000 });
+    const fits = await run({ hard: false, accept: false, floorMs: 9_000 });
     expect(fits.calls.at(-1)).toBe("generate:heavy-m");
     expect(fits.outcome.ok && fits.outcome.escalationSkipped).toBeFalsy();
     expect(buildReply(fits.outcome, "r", 1).fallback).toBeUndefined();
@@ -283,6 +282,43 @@ describe("RequestMachine", () => {
       const { outcome, calls } = await run({ hard: false, accept: false, admission: { choice: "cascade", ...estimate, leftMs: 10_000 } });
       expect(calls).toEqual(["route", "generate:light-m", "judge:light-m", "generate:heavy-m"]);
       expect(buildReply(outcome, "r1", 1)).toMatchObject({ route: "light->heavy", admission: { choice: "cascade" } });
+    });
+
+    describe("a prompt sent straight to the heavy model whose image is late", () => {
+      // Deadline 2,000 ms; the light model needs 200 ms from now: the race starts at 1,775 ms
+      // (the reply's 25 ms margin), and the light image comes at 1,875 ms.
+      const late = { hard: true, deadlineMs: 2_000, floorMs: 200, admission: { choice: "heavy" as const, ...estimate, leftMs: 2_000 } };
+
+      it("races it with the light model at the last moment the light model can answer: the light image is served, heavy_late", async () => {
+        const { outcome, calls, seen } = await run({ ...late, latencyMs: { [PAIR.heavy]: 5_000, [PAIR.light]: 100 } });
+        expect(calls).toEqual(["route", "generate:heavy-m", "generate:light-m"]);
+        expect(seen.generate[1]).toMatchObject({ stage: "light", model: PAIR.light });
+        expect(seen.generate[1].wantsVerdict).toBeUndefined(); // unjudged: nothing left to escalate to
+        expect(outcome.ok).toBe(true);
+        if (!outcome.ok) return;
+        expect(outcome.timings.totalMs).toBeGreaterThanOrEqual(1_875);
+        expect(outcome.timings.totalMs).toBeLessThan(2_000);
+        expect(buildReply(outcome, "r1", 1)).toMatchObject({ route: "light", servedBy: PAIR.light, fallback: "heavy_late" });
+        expect(seen.aborted).toEqual([PAIR.heavy]); // its heavy work withdrawn
+      });
+
+      it("serves the heavy image when it comes first, and withdraws the light generation", async () => {
+        const { outcome, seen } = await run({ ...late, latencyMs: { [PAIR.heavy]: 1_800, [PAIR.light]: 100 } });
+        expect(buildReply(outcome, "r1", 1)).toMatchObject({ route: "heavy", servedBy: PAIR.heavy });
+        expect(buildReply(outcome, "r1", 1).fallback).toBeUndefined();
+        expect(seen.aborted).toEqual([PAIR.light]);
+      });
+
+      it("does not race without hadis-plus's admission, nor for a caller who pinned the heavy model", async () => {
+        for (const s of [
+          { ...late, admission: undefined },
+          { ...late, quality: "best" as const },
+        ]) {
+          const { outcome, calls } = await run({ ...s, latencyMs: { [PAIR.heavy]: 5_000, [PAIR.light]: 100 } });
+          expect(calls).toEqual(["route", "generate:heavy-m"]);
+          expect(outcome.ok).toBe(false);
+        }
+      });
     });
 
     it("sends a light-routed prompt straight to the heavy model, and a hard one to the light model unjudged, marked", async () => {

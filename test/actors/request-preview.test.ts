@@ -32,7 +32,7 @@ interface Scenario {
   judgeFails?: boolean;
   heavyFails?: boolean;
   heavyMs?: number;
-  heavyFloorMs?: number;
+  floorMs?: number;
   deadlineMs?: number;
   /** The artifact's drops: no light image served in the heavy stage's place. */
   noLightFallback?: boolean;
@@ -71,7 +71,7 @@ async function run(s: Scenario) {
     seed: 5,
     receivedAtMs: 0,
     deadlineAtMs: s.deadlineMs ?? 10_000,
-    ...(s.noLightFallback ? { lightFallback: false } : { heavyFloorMs: () => s.heavyFloorMs ?? 0 }),
+    ...(s.noLightFallback ? { lightFallback: false } : { floorMs: () => s.floorMs ?? 0 }),
     ...(s.preview !== undefined ? { preview: s.preview } : {}),
   });
   const previews: { atMs: number; event: PreviewEvent }[] = [];
@@ -114,7 +114,7 @@ describe("when a request sends its light image as a preview", () => {
     expect(hard.outcome).toMatchObject({ ok: true, route: Routes.heavy });
 
     // Rejected, but the heavy model's least time does not fit what is left: the light image is final.
-    const noTime = await run({ preview: true, heavyFloorMs: 60_000 });
+    const noTime = await run({ preview: true, floorMs: 60_000 });
     expect(noTime.previews).toEqual([]);
     expect(noTime.outcome).toMatchObject({ ok: true, route: Routes.light, escalationSkipped: true });
 

@@ -18,7 +18,9 @@ describe("a request's progress read off its machine's snapshots", () => {
       { value: "routing", context: {} },
       { value: "light", context: { decision } },
       { value: "judging", context: { decision, light } },
-      { value: "heavy", context: { decision, light, judge: { score: 0.1, threshold: 0.5, accept: false } } },
+      // The machine in its heavy stage, waiting alone (a substate: the light model may race it later).
+      { value: { heavy: "alone" }, context: { decision, light, judge: { score: 0.1, threshold: 0.5, accept: false } } },
+      { value: { heavy: "racing" }, context: { decision, light, judge: { score: 0.1, threshold: 0.5, accept: false } } },
       { value: "served", context: { decision, light, judge: { score: 0.1, threshold: 0.5, accept: false } } },
     ];
     const steps = views.flatMap((v, i) => progressBetween(views[i - 1], v));

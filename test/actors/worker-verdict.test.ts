@@ -12,7 +12,7 @@ interface Scenario {
   judgeAccepts?: boolean;
   skipJudge?: boolean;
   quality?: "fast";
-  heavyFloorMs?: number;
+  floorMs?: number;
   /** The caller asked for the light image as a preview when it is escalated. */
   preview?: boolean;
 }
@@ -65,7 +65,7 @@ async function run(s: Scenario) {
     seed: 1,
     receivedAtMs: 0,
     deadlineAtMs: 10_000,
-    heavyFloorMs: () => s.heavyFloorMs ?? 0,
+    floorMs: () => s.floorMs ?? 0,
     ...(s.quality ? { quality: s.quality } : {}),
     ...(s.preview ? { preview: true } : {}),
   });
@@ -105,7 +105,7 @@ describe("RequestMachine with a verdict judged on the worker", () => {
   });
 
   it("serves the light image on a rejecting worker verdict when the heavy model cannot answer in the time left", async () => {
-    const { outcome, calls } = await run({ workerVerdict: { accept: false, judgeMs: 5 }, heavyFloorMs: 9_950 });
+    const { outcome, calls } = await run({ workerVerdict: { accept: false, judgeMs: 5 }, floorMs: 9_950 });
     expect(calls).toEqual(["route", "generate:l"]);
     expect(outcome).toMatchObject({ ok: true, route: "light", escalationSkipped: true, judge: { accept: false } });
   });

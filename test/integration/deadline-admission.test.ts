@@ -10,6 +10,10 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { generateCommand } from "../../services/cli/generate.ts";
+import { encode } from "../../contracts/envelope.ts";
+import { PROTOCOL_VERSION, type WorkItem } from "../../contracts/messages.ts";
+import { subjects } from "../../contracts/subjects.ts";
+import { DEFAULT_WORK_QUEUE, WorkQueue } from "../../services/nats/work-queue.ts";
 
 let t: TestSystem;
 beforeAll(async () => {
@@ -72,5 +76,36 @@ describe("hadis-plus's admission in the live router", () => {
     }
     expect(out.join("")).toMatch(/admission: the light image only \(\d+ ms left; estimated light \d+, judge \d+, heavy \d+ ms\)/);
     expect(out.join("")).toContain("hadis-plus's admission sent a hard prompt to the light model) (fallback no_time_for_heavy)");
+  }, 60_000);
+
+  it("races a hard prompt whose heavy image is late (work this router does not see holds the heavy workers) with the light model", async () => {
+    const plan = t.system.manager!.plans.current!;
+    const prompts = promptsByRoute(plan.pair.light, plan.routerThreshold, plan.discThreshold);
+    // Another router's work fills the heavy model's workers for three rounds; this router's
+    // estimate counts only its own, so the admission sends the hard prompt to the heavy model.
+    const queue = await WorkQueue.open(t.nc, subjects(), { ...DEFAULT_WORK_QUEUE, storage: "memory" });
+    const heavy = plan.models[plan.pair.heavy];
+    const now = Date.now();
+    for (let i = 0; i < heavy.workers * heavy.batchSize * 3; i++) {
+      const item: WorkItem = {
+        v: PROTOCOL_VERSION,
+        requestId: `foreign-${now}-${i}`,
+        stage: "heavy",
+        prompt: "another router's prompt",
+        seed: i,
+        model: plan.pair.heavy,
+        replyTo: "hadis.result.other-router",
+        enqueuedAtMs: now,
+        deadlineAtMs: now + 30_000,
+        planEpoch: plan.epoch,
+      };
+      await queue.publish(plan.pair.heavy, encode(item), `${item.requestId}/heavy/${plan.pair.heavy}`);
+    }
+    const deadlineMs = 2_500;
+    const reply = await t.client.generate({ prompt: prompts.heavy, deadlineMs });
+    expect(reply.admission?.choice).toBe("heavy");
+    expect(reply.admission!.heavyMs).toBeLessThanOrEqual(deadlineMs);
+    expect(reply).toMatchObject({ route: "light", servedBy: plan.pair.light, fallback: "heavy_late" });
+    expect(reply.timings.totalMs).toBeLessThan(deadlineMs);
   }, 60_000);
 });

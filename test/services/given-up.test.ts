@@ -48,10 +48,10 @@ describe("an item JetStream gave up on", () => {
     expect(err).toBeInstanceOf(HadisError);
     expect(err.code).toBe("generation_failed");
     expect(err.message).toMatch(/light generation on m: it was delivered 5 times and never acknowledged/);
-    expect(pending.get("lost")).toBeUndefined();
+    expect(pending.get("lost", "light")).toBeUndefined();
     expect(d.removed).toEqual([7]);
     expect(other.ended).toEqual([]);
-    expect(pending.get("other")).toBe(other);
+    expect(pending.get("other", "light")).toBe(other);
   });
 
   it("does not remove an item another router queued (a keyed retry's), but fails the stage waiting on it", () => {
@@ -72,7 +72,7 @@ describe("an item JetStream gave up on", () => {
     expect(failGivenUp(d, new TextEncoder().encode("{not json"))).toBe(0);
     expect(failGivenUp(d, new TextEncoder().encode(JSON.stringify({ stream: "HADIS_WORK", stream_seq: "7" })))).toBe(0);
     expect(entry.ended).toEqual([]);
-    expect(pending.get("r")).toBe(entry);
+    expect(pending.get("r", "light")).toBe(entry);
     expect(d.removed).toEqual([]);
   });
 });

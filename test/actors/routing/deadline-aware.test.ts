@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { admissionChoice, escalationFits, stageEstimateMs } from "../../../actors/routing/deadline-aware.ts";
+import { admissionChoice, escalationFits, rescueAtMs, stageEstimateMs } from "../../../actors/routing/deadline-aware.ts";
 
 describe("hadis-plus's deadline-aware cascade", () => {
   it("estimates a stage as the rounds of batches queued ahead of it, then its own", () => {
@@ -90,5 +90,12 @@ describe("hadis-plus's admission of a routed request", () => {
       expect(admitRouted(p, d, leftMs, pinned, counted)).toBe(d);
     // The path is not read when the admission does not apply.
     expect(read).toBe(0);
+  });
+});
+
+describe("rescueAtMs", () => {
+  it("is the last moment the light model's path and the reply's margin fit before the deadline", () => {
+    expect(rescueAtMs(10_000, 1_300, 25)).toBe(8_675);
+    expect(rescueAtMs(10_000, 0, 25)).toBe(9_975);
   });
 });
