@@ -4,7 +4,8 @@
  * deadline-aware cascade choosing per request from the path ahead.
  */
 import { refusal } from "../routing/admission.ts";
-import { admit } from "../routing/deadline-aware.ts";
+import { admit, rescueAtMs } from "../routing/deadline-aware.ts";
+import { REPLY_MARGIN_MS } from "../request/types.ts";
 import { decideRoute } from "../routing/route-policy.ts";
 import { estimateMs, heavyHasRoom, isCascade, sloDeadline, type SimState } from "./sim-state.ts";
 import { enqueue, finish } from "./sim-requests.ts";
@@ -39,6 +40,11 @@ export function arrive(s: SimState, req: SimRequest): void {
       if (choice === "heavy") req.decision = { ...req.decision, hard: true };
       else if (choice === "light") req.lightOnly = true;
     }
+  }
+  // hadis-plus: a prompt sent straight to the heavy model turns to the light one if its heavy image is late.
+  if (s.deadlineAware && isCascade(plan) && req.decision.hard) {
+    const at = rescueAtMs(sloDeadline(s, req), estimateMs(s, req.decision.pair.light), REPLY_MARGIN_MS);
+    s.agenda.push(Math.max(s.now, at), { kind: "rescue", req });
   }
   // Under random dispatch every query enters at a light worker, which counts it even when its router sends it on.
   if (req.decision.hard && s.dispatch && isCascade(plan)) s.ledger.arrival(plan.pair.light);

@@ -77,6 +77,7 @@ export function deliver(s: SimState, item: WorkItem, ran: string, batchMs: numbe
     req.waiting = item.stage;
     req.waitingModel = ran;
   }
+  if (req.racing && item.stage === "light" && req.waiting === "heavy") return serve(s, req, item.model, Routes.light, "degraded");
   if (req.waiting !== item.stage) return void s.result.wastedItems++;
   s.floor.observe(item.model, batchMs); // the live router learns from the results it takes
   const stage = req.waiting;
@@ -123,6 +124,20 @@ export async function judge(s: SimState, req: SimRequest): Promise<void> {
     s.result.escalationsSkipped++;
     serve(s, req, req.lightModel!, Routes.light);
   }
+}
+
+/**
+ * hadis-plus: a prompt sent straight to the heavy model, its heavy image not come by the last
+ * moment the light model can still answer, races it with the light model (as the router's request
+ * machine does): the first image is served, the light one degraded; the other item is purged as
+ * the request ends.
+ */
+export function rescueWithLight(s: SimState, req: SimRequest): void {
+  if (req.ended || req.waiting !== "heavy" || req.lightModel !== undefined || req.racing) return;
+  s.result.rescues++;
+  req.racing = true;
+  const light = req.decision!.pair.light;
+  push(s, { req, stage: "light", model: (s.plan && moveTarget(s.plan, "light", light)) ?? light, deadlineAtMs: req.deadlineAtMs });
 }
 
 /** The request's deadline passed unanswered: it times out (is dropped, under the artifact's drops). */

@@ -166,6 +166,7 @@ export function newSimState(config: SimConfig): SimState {
       wastedItems: 0,
       movedItems: 0,
       escalationsSkipped: 0,
+      rescues: 0,
       lightFallbacks: 0,
       admissions: { cascade: 0, heavy: 0, light: 0 },
       leftInQueue: {},

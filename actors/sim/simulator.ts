@@ -19,7 +19,7 @@ import { referenceIndexFor } from "../profile/profile-set.ts";
 import { moveTarget } from "../routing/move-target.ts";
 import { arrive } from "./sim-arrivals.ts";
 import { reportArrivals, runSecond, runTick } from "./sim-control.ts";
-import { deliver, expire, judge, serveLightBeforeDeadline } from "./sim-requests.ts";
+import { deliver, expire, judge, rescueWithLight, serveLightBeforeDeadline } from "./sim-requests.ts";
 import { newSimState } from "./sim-state.ts";
 import { advance, heartbeat, loaded, rebuildRouting, unloaded } from "./sim-workers.ts";
 import type { SimConfig, SimRequest, SimResult } from "./types.ts";
@@ -73,6 +73,9 @@ export async function simulate(config: SimConfig): Promise<SimResult> {
         break;
       case "lightBeforeDeadline":
         serveLightBeforeDeadline(s, e.req);
+        break;
+      case "rescue":
+        rescueWithLight(s, e.req);
         break;
       case "judged":
         if (!e.req.ended) await judge(s, e.req);

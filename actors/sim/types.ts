@@ -104,6 +104,8 @@ export interface SimResult {
   movedItems: number;
   /** Light images the judge rejected, served because the time left could not fit the heavy model (the live router's `GenerationFloor`). */
   escalationsSkipped: number;
+  /** hadis-plus: prompts sent straight to the heavy model that turned to the light one, no heavy image come in time. */
+  rescues: number;
   /** Escalated requests served their light image as the deadline neared, the heavy image not come. */
   lightFallbacks: number;
   /** hadis-plus's admission choices (cascade, straight to heavy, light only). */
@@ -136,6 +138,8 @@ export interface SimRequest {
   waiting: Stage | null;
   /** The model of the item the router waits on (its pending entry's model; a move updates it). */
   waitingModel?: string;
+  /** hadis-plus: a light item races the late heavy one (`rescueWithLight`). */
+  racing?: boolean;
   /** Light image made (the model that made it). */
   lightModel?: string;
   /** hadis-plus admitted it to the light model only: a rejected image is served degraded. */
@@ -183,6 +187,8 @@ export type SimEvent =
   | { kind: "deadline"; req: SimRequest }
   /** An escalated request's light image goes out this close to the deadline when the heavy one has not come (`REPLY_MARGIN_MS`). */
   | { kind: "lightBeforeDeadline"; req: SimRequest }
+  /** hadis-plus: a prompt sent straight to the heavy model turns to the light one if no heavy image has come (`rescueAtMs`). */
+  | { kind: "rescue"; req: SimRequest }
   | { kind: "judged"; req: SimRequest }
   | { kind: "batchDone"; worker: SimWorker }
   | { kind: "unloaded"; worker: SimWorker; from: string }

@@ -170,6 +170,27 @@ describe("simulate, as the live system", () => {
     expect(run.records[1].latencyMs).toBe(500 + 15);
   });
 
+  it("hadis-plus: a hard prompt whose heavy image is late is raced by the light model at the last moment it can answer", async () => {
+    // Two hard prompts, 4 s apart, on one medium worker (13 s a generation) and one lightning
+    // worker (0.5 s), SLO 20 s. The admission sees no queue on medium for either (13 s fits: the
+    // first is running when the second comes); the second waits for the first, so its heavy image
+    // would come 22 s after it. At 20 s − 0.5 s − 25 ms the lightning worker races it: its image
+    // is served at 19.975 s, degraded. Under HADIS it times out.
+    const hard = { scorer: { score: () => 1 }, threshold: { isHard: (score: number) => score > 0.5 } };
+    const script = () =>
+      scripted([{ atMs: -1_000, plan: plan({ "w-00": LIGHTNING, "w-01": MEDIUM }, { light: LIGHTNING, heavy: MEDIUM }, 0.5) }]);
+    const plus = await simulate(config([5_000, 9_000], 2, script(), { policyName: "hadis-plus", sloMs: 20_000, ...hard }));
+    expect(plus.records.map((r) => [r.outcome, r.route, r.servedModel, r.fallback])).toEqual([
+      ["served", "heavy", MEDIUM, undefined],
+      ["served", "light", LIGHTNING, "degraded"],
+    ]);
+    expect(plus.records[1].latencyMs).toBe(20_000 - 25 - 500 + 500);
+    expect(plus.rescues).toBe(1);
+    const hadis = await simulate(config([5_000, 9_000], 2, script(), { policyName: "hadis", sloMs: 20_000, ...hard }));
+    expect(hadis.records[1].outcome).toBe("timedOut");
+    expect(hadis.rescues).toBe(0);
+  });
+
   it("a running item moved by one plan is not copied again by the next", async () => {
     // The item runs on w-00 (medium) from 7 550; at 8 000 medium loses its worker and the item is
     // copied to lightning, whose worker is still loading; a second plan at 8 250 leaves it there.

@@ -167,6 +167,7 @@ export async function replayTrace(opts: {
             servedModel: reply.servedBy,
             servedScore: score,
             heavyFromMs,
+            ...(reply.fallback ? { fallback: reply.fallback } : {}),
           };
           if (latencyMs > sloMs) violations++;
           if (reply.admission) admissions[reply.admission.choice] = (admissions[reply.admission.choice] ?? 0) + 1;
@@ -206,10 +207,13 @@ export async function replayTrace(opts: {
   };
 }
 
-/** hadis-plus's admissions as a run's line says them ("" when no reply carried one). */
-function admissionsLine(admissions: Record<string, number>): string {
+/** hadis-plus's admissions and the replies' fallbacks as a run's line says them ("" when none). */
+function admissionsLine(admissions: Record<string, number>, records: readonly RequestRecord[]): string {
   const said = Object.entries(admissions).map(([choice, n]) => `${choice} ${n}`);
-  return said.length > 0 ? `; admissions: ${said.join(", ")}` : "";
+  const fallbacks = new Map<string, number>();
+  for (const r of records) if (r.fallback) fallbacks.set(r.fallback, (fallbacks.get(r.fallback) ?? 0) + 1);
+  const fell = [...fallbacks].map(([why, n]) => `${why} ${n}`);
+  return (said.length > 0 ? `; admissions: ${said.join(", ")}` : "") + (fell.length > 0 ? `; fallbacks: ${fell.join(", ")}` : "");
 }
 
 /** The artifact controller's rows of a live replay (its scoring reads them; ignored under pooled scoring). */
@@ -343,7 +347,7 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
         });
         systems.push(summarize(name, score, swaps, run.planLog));
         process.stderr.write(
-          `${name}: ${run.records.length} requests, ${run.planLog.length} plans${run.interrupted ? " (interrupted)" : ""}${admissionsLine(run.admissions)}\n`,
+          `${name}: ${run.records.length} requests, ${run.planLog.length} plans${run.interrupted ? " (interrupted)" : ""}${admissionsLine(run.admissions, run.records)}\n`,
         );
       } finally {
         await stopAll();

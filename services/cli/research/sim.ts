@@ -157,7 +157,7 @@ export async function simCommand(
     );
     process.stderr.write(
       `sim ${policy}: ${((performance.now() - t0) / 1000).toFixed(1)} s, ${run.plans.length} plans, ${run.ticks} ticks, ` +
-        `${run.expiredDrops} expired drops, ${run.escalationsSkipped} escalations skipped, ${run.lightFallbacks} light images served as the deadline neared, ${run.movedItems} moved, ${run.wastedItems} wasted, left in queues ${JSON.stringify(run.leftInQueue)}\n`,
+        `${run.expiredDrops} expired drops, ${run.escalationsSkipped} escalations skipped, ${run.rescues} late heavy images raced by the light model, ${run.lightFallbacks} light images served as the deadline neared, ${run.movedItems} moved, ${run.wastedItems} wasted, left in queues ${JSON.stringify(run.leftInQueue)}\n`,
     );
     // Every request ends by its deadline; one without an outcome is a simulator bug, scored as dropped.
     if (run.unfinished > 0) process.stderr.write(`sim ${policy}: WARNING ${run.unfinished} requests never ended (scored as dropped)\n`);
