@@ -76,6 +76,9 @@ export async function hadisPlusDecision(
   const boldOptions = { ...options, swapAware: { ...options.swapAware!, coverLoading: false } };
   if (solves === "bold") return planWithMilp(snapshot, profiles, table, solve, boldOptions);
   const safe = await planWithMilp(snapshot, profiles, table, solve, options);
-  if (solves === "safe" || !snapshot.current || safe.degraded) return safe;
-  return chooseBolder(safe, await planWithMilp(snapshot, profiles, table, solve, boldOptions), snapshot.workers);
+  if (solves === "safe" || !snapshot.current) return safe;
+  const bold = await planWithMilp(snapshot, profiles, table, solve, boldOptions);
+  // No safe plan (none covers the demand while workers load): the bold one, if it has one.
+  if (safe.degraded && !bold.degraded) return bold;
+  return chooseBolder(safe, bold, snapshot.workers);
 }

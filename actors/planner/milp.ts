@@ -171,13 +171,32 @@ export function buildMilp(snapshot: PlannerSnapshot, profiles: ProfileSet, table
   const modelNames = [...new Set(rows.flatMap((r) => loads(r).map(([m]) => m)))].sort(
     (a, b) => profiles.models.findIndex((p) => p.name === a) - profiles.models.findIndex((p) => p.name === b),
   );
+  const swapAware = options.swapAware;
+  /** A swap to `name`, ms of a worker's time lost (its unload and load). */
+  const swapMsOf = (name: string) => {
+    const p = profiles.byName.get(name)!;
+    return (p.loadMs + p.unloadMs) * snapshot.timeScale;
+  };
+  /** Swap-aware: what a worker still loading `name` does not serve of the next tick, qps (at the model's best capacity, a safe bound). */
+  // (Not for the first plan, which every worker loads: nothing serves before it either way.)
+  const lostQpsOf = (name: string) =>
+    swapAware && snapshot.current && swapAware.coverLoading !== false
+      ? Math.min(1, swapMsOf(name) / Math.max(1, swapAware.tickMs)) * Math.max(...batchesOf(name).map((bt) => bt.capacityQps))
+      : 0;
+  /** The most workers of one batch size a plan can need: enough to cover `needQps` with those holding it serving and the rest loading. */
+  const usefulWorkers = (capQps: number, needQps: number, held: number, lostQps: number) => {
+    const enough = Math.ceil(needQps / capQps - 1e-9);
+    if (lostQps <= 0 || enough <= held) return enough;
+    return capQps > lostQps ? Math.ceil((needQps - lostQps * held) / (capQps - lostQps) - 1e-9) : held;
+  };
   const models: ModelTerm[] = modelNames.map((name, index) => {
     const maxShare = Math.max(...rows.map((r) => loads(r).find(([m]) => m === name)?.[1] ?? 0));
     const drains = drainsOf(name);
     const drainQps = Math.max(0, ...drains.map((d) => d.qps));
+    const need = demand * maxShare + drainQps;
     const batches = batchesOf(name).map((t) => ({
       ...t,
-      maxWorkers: Math.min(workers, Math.max(1, Math.ceil((demand * maxShare + drainQps) / t.capacityQps - 1e-9))),
+      maxWorkers: Math.min(workers, Math.max(1, usefulWorkers(t.capacityQps, need, holding[name] ?? 0, lostQpsOf(name)))),
     }));
     return { name, index, queueMs: observedQueueMs(name), holding: holding[name] ?? 0, batches, drains };
   });
@@ -195,12 +214,6 @@ export function buildMilp(snapshot: PlannerSnapshot, profiles: ProfileSet, table
   const fidStep = swapWeight * (workers + 1);
   const fidMin = Math.min(...rows.map((r) => r.row.fid));
   const objective: [number, string][] = rows.map((r, t) => [Math.round((r.row.fid - fidMin) * 100 * fidStep * 1000) / 1000, x(t)]);
-  /** A swap to `m`, ms of a worker's time lost (its unload and load). */
-  const swapMs = (m: ModelTerm) => {
-    const p = profiles.byName.get(m.name)!;
-    return (p.loadMs + p.unloadMs) * snapshot.timeScale;
-  };
-  const swapAware = options.swapAware;
   for (const m of models) {
     for (const bt of m.batches) {
       objective.push([bt.latencyMs / slo, y(m.index, bt.b)]);
@@ -208,7 +221,7 @@ export function buildMilp(snapshot: PlannerSnapshot, profiles: ProfileSet, table
     }
     // In FID units scaled as the rows' FID (100 × fidStep per FID), or a tie-break without pricing.
     const priced = swapAware
-      ? ((swapAware.fidPerLostCapacity * swapMs(m)) / (Math.max(1, workers) * swapAware.horizonMs)) * 100 * fidStep
+      ? ((swapAware.fidPerLostCapacity * swapMsOf(m.name)) / (Math.max(1, workers) * swapAware.horizonMs)) * 100 * fidStep
       : 0;
     objective.push([Math.round((swapWeight + priced) * 1000) / 1000, v(m.index)]);
     for (const d of drainVars(m)) objective.push([0.5, d.name]);
@@ -230,12 +243,8 @@ export function buildMilp(snapshot: PlannerSnapshot, profiles: ProfileSet, table
         ])} <= 0`,
       );
     const demandTerms = usedBy.map(([r, t]) => [-demand * loads(r).find(([name]) => name === m.name)![1], x(t)] as [number, string]);
-    // Swap-aware: a worker still loading serves only what is left of the next tick (at the model's best capacity, a safe bound).
-    // (Not for the first plan, which every worker loads: nothing serves before it either way.)
-    const lost =
-      swapAware && snapshot.current && swapAware.coverLoading !== false
-        ? Math.min(1, swapMs(m) / Math.max(1, swapAware.tickMs)) * Math.max(...m.batches.map((bt) => bt.capacityQps))
-        : 0;
+    // Swap-aware: a worker still loading serves only what is left of the next tick.
+    const lost = lostQpsOf(m.name);
     const loading: [number, string][] = lost > 0 ? [[-lost, v(k)]] : [];
     // Draining: the backlog's worth of capacity on top of the load, and batch sizes that fit the
     // SLO only at the drain budget's wait are taken only in drain mode.
@@ -271,12 +280,15 @@ export function buildMilp(snapshot: PlannerSnapshot, profiles: ProfileSet, table
   // the chosen pair has y = 1, so the sum over all models is exactly that path; rows without
   // escalation relax it (their single-model paths were checked when the y variables were made).
   if (rows.some((r) => r.cascade)) {
-    const pathTerms = models.flatMap((m) => m.batches.map((bt) => [bt.latencyMs + m.queueMs, y(m.index, bt.b)] as [number, string]));
-    const worst = models.map((m) => Math.max(...m.batches.map((bt) => bt.latencyMs)) + m.queueMs).sort((a, b) => b - a);
+    // (A wait counts at most the SLO: beyond it every batch of the model needs a drain anyway, and
+    // a wait of hours read off a stale queue would only inflate big-M and the coefficients.)
+    const pathQueueMs = (m: ModelTerm) => Math.min(m.queueMs, slo);
+    const pathTerms = models.flatMap((m) => m.batches.map((bt) => [bt.latencyMs + pathQueueMs(m), y(m.index, bt.b)] as [number, string]));
+    const worst = models.map((m) => Math.max(...m.batches.map((bt) => bt.latencyMs)) + pathQueueMs(m)).sort((a, b) => b - a);
     const bigM = Math.max(0, (worst[0] ?? 0) + (worst[1] ?? 0) - (slo - judgeMs));
     const relax = rows.map((r, t) => [r.cascade ? 0 : -bigM, x(t)] as [number, string]);
     // A draining model's path counts the drain budget instead of the observed wait.
-    const drainedWait = models.flatMap((m) => drainVars(m).map((d) => [-(m.queueMs - d.budgetMs), d.name] as [number, string]));
+    const drainedWait = models.flatMap((m) => drainVars(m).map((d) => [-(pathQueueMs(m) - d.budgetMs), d.name] as [number, string]));
     cons.push(` slo: ${linear([...pathTerms, ...drainedWait, ...relax])} <= ${fmt(slo - judgeMs)}`);
   }
 

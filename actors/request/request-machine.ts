@@ -5,7 +5,7 @@
  * judging are invoked actors the service provides. One clock (`RequestClock`) runs a request: the
  * actor's timers (the deadline) and the time the machine reads (its stage timings) alike.
  */
-import { and, assign, createActor, enqueueActions, fromPromise, setup } from "xstate";
+import { and, assign, createActor, enqueueActions, fromPromise, setup, stateIn } from "xstate";
 import { asHadisError, HadisError } from "../../contracts/errors.ts";
 import { Qualities, Routes, type GenerationOptions, type Quality, type StageTimings } from "../../contracts/messages.ts";
 import type {
@@ -71,6 +71,10 @@ interface Context extends RequestInput {
   heavyError?: string;
   /** Escalated, and the heavy image had not come as the deadline neared (`heavyError` says so too). */
   heavyLate?: boolean;
+  /** hadis-plus: when the light model races the heavy stage (set at its entry, if ahead). */
+  raceAtMs?: number;
+  /** The heavy generation's error while the light model raced it (the request fails with it if the light one does too). */
+  heavyFailure?: unknown;
   /** The judge rejected the light image, and the time left could not fit the heavy model. */
   escalationSkipped?: boolean;
   heavy?: GenerateOutcome;
@@ -114,8 +118,7 @@ export const RequestMachine = setup({
     // light image it has goes out in time (the reply's own building and sending take the margin).
     lightBeforeDeadline: ({ context }) => Math.max(0, context.deadlineAtMs - REPLY_MARGIN_MS - context.now()),
     // hadis-plus: the last moment the light model can still answer a prompt waiting on the heavy one.
-    rescue: ({ context }) =>
-      Math.max(0, rescueAtMs(context.deadlineAtMs, context.floorMs?.(context.decision!.pair.light) ?? 0, REPLY_MARGIN_MS) - context.now()),
+    rescue: ({ context }) => Math.max(0, (context.raceAtMs ?? context.deadlineAtMs) - context.now()),
   },
   guards: {
     // Nothing to judge for: the plan escalates nothing, or the heavy model already failed this request.
@@ -124,12 +127,9 @@ export const RequestMachine = setup({
     judgedOnWorker: ({ context }) => context.light?.verdict !== undefined,
     // hadis-plus's admission sent it straight to the heavy model, which may be late: the light model
     // may race it (no light image yet, a cascade pair, a caller who did not pin the heavy model).
-    rescuable: ({ context }) =>
-      context.decision!.admission !== undefined &&
-      context.light === undefined &&
-      context.decision!.pair.light !== context.decision!.pair.heavy &&
-      context.quality !== Qualities.best &&
-      context.lightFallback !== false,
+    // (Set at the heavy stage's entry only when that moment is still ahead: a light model that
+    // cannot answer in the time left anyway is not asked, it would only add load.)
+    rescuable: ({ context }) => context.raceAtMs !== undefined,
     // hadis-plus's admission may have ruled the heavy stage out already ("light": a rejected image is served).
     heavyFits: ({ context }) =>
       context.decision!.admission?.choice !== "light" &&
@@ -141,6 +141,17 @@ export const RequestMachine = setup({
     takeWorkerVerdict: assign(({ context }) => {
       const { judgeMs, ...judge } = context.light!.verdict!;
       return { judge, timings: { ...context.timings, judgeMs } };
+    }),
+    // hadis-plus: when the light model would race a prompt sent straight to the heavy one (a
+    // cascade pair, no light image, a caller who did not pin the heavy model), if that moment is ahead.
+    scheduleRace: assign({
+      raceAtMs: ({ context }) => {
+        const d = context.decision!;
+        if (d.admission === undefined || context.light !== undefined || d.pair.light === d.pair.heavy) return undefined;
+        if (context.quality === Qualities.best || context.lightFallback === false) return undefined;
+        const at = rescueAtMs(context.deadlineAtMs, context.floorMs?.(d.pair.light) ?? 0, REPLY_MARGIN_MS);
+        return at > context.now() ? at : undefined;
+      },
     }),
     finishTotal: assign({
       timings: ({ context }) => ({ ...context.timings, totalMs: Math.max(0, context.now() - context.receivedAtMs) }),
@@ -280,7 +291,7 @@ export const RequestMachine = setup({
       },
     },
     heavy: {
-      entry: { type: "markStage", params: { stage: "heavy" } },
+      entry: [{ type: "markStage", params: { stage: "heavy" } }, "scheduleRace"],
       // hadis-plus: a prompt sent straight to the heavy model whose image has not come by the last
       // moment the light model can answer races it with the light model; the first image is
       // served (the light one marked heavy_late), the other generation withdrawn.
@@ -313,7 +324,8 @@ export const RequestMachine = setup({
             onError: { target: "lost" },
           },
         },
-        lost: {},
+        // A heavy generation that failed while the light one raced it has nothing left to wait for.
+        lost: { always: { guard: ({ context }) => context.heavyFailure !== undefined, target: "#request.failed" } },
       },
       after: {
         lightBeforeDeadline: {
@@ -348,6 +360,17 @@ export const RequestMachine = setup({
         },
         onError: [
           {
+            // Racing: the light image is on its way (asking the light model again would reuse its
+            // message id, which JetStream drops as a duplicate); it answers, or the request fails.
+            guard: stateIn({ heavy: "racing" }),
+            actions: assign({ heavyError: ({ event }) => asHadisError(event.error).message, heavyFailure: ({ event }) => event.error }),
+          },
+          {
+            guard: stateIn({ heavy: "lost" }),
+            target: "failed",
+            actions: assign({ error: ({ event }) => event.error }),
+          },
+          {
             // An escalated request has a light image: a heavy generation that fails, whatever the
             // error, must not cost the caller that image (as a judge that cannot answer does not).
             // (Timings stay those of the images made: the total counts the attempt.)
@@ -370,7 +393,10 @@ export const RequestMachine = setup({
     },
     accepted: { entry: "finishTotal", type: "final" },
     served: { entry: "finishTotal", type: "final" },
-    failed: { entry: ["finishTotal", assign({ ended: "failed" as const })], type: "final" },
+    failed: {
+      entry: ["finishTotal", assign({ ended: "failed" as const, error: ({ context }) => context.error ?? context.heavyFailure })],
+      type: "final",
+    },
     expired: {
       entry: [
         "finishTotal",

@@ -43,8 +43,9 @@ export function arrive(s: SimState, req: SimRequest): void {
   }
   // hadis-plus: a prompt sent straight to the heavy model turns to the light one if its heavy image is late.
   if (s.deadlineAware && isCascade(plan) && req.decision.hard) {
+    // (Only when that moment is ahead: a light model that cannot answer in time anyway is not asked.)
     const at = rescueAtMs(sloDeadline(s, req), estimateMs(s, req.decision.pair.light), REPLY_MARGIN_MS);
-    s.agenda.push(Math.max(s.now, at), { kind: "rescue", req });
+    if (at > s.now) s.agenda.push(at, { kind: "rescue", req });
   }
   // Under random dispatch every query enters at a light worker, which counts it even when its router sends it on.
   if (req.decision.hard && s.dispatch && isCascade(plan)) s.ledger.arrival(plan.pair.light);

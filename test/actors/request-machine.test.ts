@@ -309,6 +309,24 @@ describe("RequestMachine", () => {
         expect(seen.aborted).toEqual([PAIR.light]);
       });
 
+      it("does not race when the light model could not answer in the time left anyway (no load for nothing)", async () => {
+        const { calls } = await run({ ...late, floorMs: 2_500, latencyMs: { [PAIR.heavy]: 5_000, [PAIR.light]: 100 } });
+        expect(calls).toEqual(["route", "generate:heavy-m"]);
+      });
+
+      it("a heavy generation that fails while the light model races it waits for the light image (not a second light generation)", async () => {
+        const { outcome, calls } = await run({ ...late, failModel: PAIR.heavy, latencyMs: { [PAIR.heavy]: 1_800, [PAIR.light]: 100 } });
+        expect(calls).toEqual(["route", "generate:heavy-m", "generate:light-m"]);
+        expect(buildReply(outcome, "r1", 1)).toMatchObject({ route: "light", servedBy: PAIR.light });
+        // And when the light one fails too, the request fails with the heavy model's error, not at its deadline.
+        const both = await run({ ...late, failModel: [PAIR.heavy, PAIR.light], latencyMs: { [PAIR.heavy]: 1_800, [PAIR.light]: 100 } });
+        expect(both.calls).toEqual(["route", "generate:heavy-m", "generate:light-m"]);
+        expect(both.outcome.ok).toBe(false);
+        if (both.outcome.ok) return;
+        expect((both.outcome.error as HadisError).code).toBe("generation_failed");
+        expect(both.outcome.timings.totalMs).toBeLessThan(1_900);
+      });
+
       it("does not race without hadis-plus's admission, nor for a caller who pinned the heavy model", async () => {
         for (const s of [
           { ...late, admission: undefined },

@@ -88,15 +88,27 @@ describe("hadisPlusDecision", () => {
     };
   };
 
-  it("keeps the safe plan when the bold one would load three more sd3.5-large workers for its better row", async () => {
-    const s = settled(4);
-    const safe = await planWithMilp(s, profiles, table, solve, hadisPlusOptions(s));
+  const bothSolves = async (s: PlannerSnapshot) => {
     const o = hadisPlusOptions(s);
+    const safe = await planWithMilp(s, profiles, table, solve, o);
     const bold = await planWithMilp(s, profiles, table, solve, { ...o, swapAware: { ...o.swapAware!, coverLoading: false } });
+    return { safe, bold, chosen: await hadisPlusDecision(s, profiles, table, solve) };
+  };
+
+  it("keeps the safe plan when the bold one would load more workers for its better row (8 qps: none against six)", async () => {
+    const s = settled(8);
+    const { safe, bold, chosen } = await bothSolves(s);
+    expect(bold.expectedFid).toBeLessThan(safe.expectedFid);
     expect(workersToLoad(bold, s.workers)).toBeGreaterThan(workersToLoad(safe, s.workers));
-    const chosen = await hadisPlusDecision(s, profiles, table, solve);
     expect(chosen.expectedFid).toBe(safe.expectedFid);
     expect(chosen.models).toEqual(safe.models);
+  });
+
+  it("takes the bold plan when it loads fewer workers (4 qps: the safe one covers its loading workers' lost time with more of them)", async () => {
+    const s = settled(4);
+    const { safe, bold, chosen } = await bothSolves(s);
+    expect(workersToLoad(bold, s.workers)).toBeLessThan(workersToLoad(safe, s.workers));
+    expect(chosen.models).toEqual(bold.models);
   });
 
   it("the first plan (every worker loads either way) is the safe solve's", async () => {

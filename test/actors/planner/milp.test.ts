@@ -259,11 +259,12 @@ describe("the swap-aware MILP (hadis-plus)", () => {
 
   it("does not count on workers still loading: a row that needs three more sd3.5-large workers now is not taken", async () => {
     // At 4 qps the 0.6-share row needs 7 sd3.5-large workers (2.4 qps); three of them would spend
-    // 1.4 s of the next 2 s tick loading.
+    // 1.4 s of the next 2 s tick loading, and serve only the rest of it.
     const plain = await planWithMilp(settled(4), profiles, profiles.reference.paretoHybrid, solve);
     const aware = await planWithMilp(settled(4), profiles, profiles.reference.paretoHybrid, solve, { swapAware });
     expect(plain.models["sd35-large"].workers).toBe(7);
-    expect(aware.models["sd35-large"].workers).toBe(4);
+    expect(plain.heavyShare).toBe(0.6);
+    expect(aware.heavyShare).toBeLessThan(0.6);
     expect(aware.expectedFid).toBeGreaterThan(plain.expectedFid);
   });
 });
@@ -300,6 +301,17 @@ describe("draining a backlog (hadis-plus)", () => {
     // Load on the light model (1 − router share) plus 10 items × 1.5 cleared within the budget.
     const load = 5.4 * (1 - drained.routerThreshold);
     expect(capacity(drained, "sd35-medium")).toBeGreaterThanOrEqual(load + (10 * 1.5 * 1000) / budget - 1e-9);
+  });
+
+  it("counts a wait read off a stale queue (hours, at the 0.1 qps floor) at most as the SLO on the path: the same plans, small coefficients", async () => {
+    const stale = { ...behind(), queueDelayMs: { "sd35-medium": 36_000_000 } };
+    const lp = buildMilp(stale, profiles, table, { drain }).lp;
+    const slo = /\n slo: ([\s\S]*?) <= /.exec(lp)![1];
+    const coefficients = [...slo.matchAll(/(\d+(?:\.\d+)?) [xyw]_/g)].map((m) => Number(m[1]));
+    expect(coefficients.length).toBeGreaterThan(0);
+    expect(Math.max(...coefficients)).toBeLessThan(6_000 * 3);
+    const decision = await planWithMilp(stale, profiles, table, solve, { drain });
+    expect(decision.pair.light).toBe("sd35-medium");
   });
 
   it("is not used when the queue is short enough as observed", async () => {
