@@ -17,7 +17,7 @@ import type { ParetoRow } from "../profile/reference.ts";
 import type { ProfileSet } from "../profile/profile-set.ts";
 import type { PlanDecision } from "./decision.ts";
 import { planWithMilp, type MilpOptions } from "./milp.ts";
-import { QUEUE_SAFETY, type PlannerSnapshot, type WorkerInventoryItem } from "./snapshot.ts";
+import { holdingCounts, QUEUE_SAFETY, type PlannerSnapshot, type WorkerInventoryItem } from "./snapshot.ts";
 import type { SolveFn } from "./solver.ts";
 
 /** hadis-plus's planning constants (times are before the time scale). */
@@ -44,9 +44,8 @@ export function hadisPlusOptions(snapshot: PlannerSnapshot): MilpOptions {
 
 /** Workers a decision puts on a model they do not hold now (the MILP's loads). */
 export function workersToLoad(decision: Pick<PlanDecision, "models">, workers: readonly WorkerInventoryItem[]): number {
-  const holding = new Map<string, number>();
-  for (const w of workers) if (w.model) holding.set(w.model, (holding.get(w.model) ?? 0) + 1);
-  return Object.entries(decision.models).reduce((sum, [m, a]) => sum + Math.max(0, a.workers - (holding.get(m) ?? 0)), 0);
+  const holding = holdingCounts(workers);
+  return Object.entries(decision.models).reduce((sum, [m, a]) => sum + Math.max(0, a.workers - (holding[m] ?? 0)), 0);
 }
 
 /**

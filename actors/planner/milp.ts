@@ -20,7 +20,7 @@ import {
   type PlanDecision,
   type ResolvedRow,
 } from "./decision.ts";
-import type { PlannerSnapshot } from "./snapshot.ts";
+import { holdingCounts, type PlannerSnapshot } from "./snapshot.ts";
 import { hasSolution, type SolveFn, type SolveOptions } from "./solver.ts";
 
 /** Options of the model builder. */
@@ -121,8 +121,7 @@ export function buildMilp(snapshot: PlannerSnapshot, profiles: ProfileSet, table
   };
   /** The least queue wait a plan can give the model: its shortest drain budget, or as observed. */
   const queueMs = (m: string) => Math.min(observedQueueMs(m), ...drainsOf(m).map((d) => d.budgetMs));
-  const holding: Record<string, number> = {};
-  for (const w of snapshot.workers) if (w.model) holding[w.model] = (holding[w.model] ?? 0) + 1;
+  const holding = holdingCounts(snapshot.workers);
 
   // Batch sizes a model may run: batch latency + its queue delay fits the SLO (the judge's time
   // counts on a cascade's path, in the row filter below and the path constraint).

@@ -11,6 +11,13 @@ export interface WorkerInventoryItem {
   model: string | null;
 }
 
+/** How many workers hold each model now (a worker holding none is not counted). */
+export function holdingCounts(workers: readonly WorkerInventoryItem[]): Record<string, number> {
+  const holding: Record<string, number> = {};
+  for (const w of workers) if (w.model) holding[w.model] = (holding[w.model] ?? 0) + 1;
+  return holding;
+}
+
 /** The planner's input for one control tick. */
 export interface PlannerSnapshot {
   /** Wall-clock time of the snapshot, ms. */

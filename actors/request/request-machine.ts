@@ -101,6 +101,22 @@ const generationTime = (ctx: Context, out: GenerateOutcome) => {
   return { execMs: out.execMs, waitMs: Math.max(0, wallMs - out.execMs - (out.verdict?.judgeMs ?? 0)) };
 };
 
+/**
+ * The generation of a stage: the decided model playing it, the request's prompt, seed and options,
+ * and the deadline its work carries (the race's light generation too: a request whose work
+ * carries another deadline, the artifact's drops, does not race).
+ */
+const generateCall = (ctx: Context, stage: GenerateCall["stage"]): GenerateCall => ({
+  requestId: ctx.requestId,
+  stage,
+  model: ctx.decision!.pair[stage],
+  prompt: ctx.prompt,
+  seed: ctx.seed,
+  deadlineAtMs: ctx.workDeadlineAtMs ?? ctx.deadlineAtMs,
+  planEpoch: ctx.decision!.planEpoch,
+  ...(ctx.options ? { options: ctx.options } : {}),
+});
+
 /** The light image will be judged: the plan escalates some, and the heavy model has not already failed this request. */
 const willJudge = (ctx: Context) => !ctx.decision!.skipJudge && ctx.heavyError === undefined;
 
@@ -202,17 +218,7 @@ export const RequestMachine = setup({
       entry: { type: "markStage", params: { stage: "light" } },
       invoke: {
         src: "generate",
-        input: ({ context }) => ({
-          requestId: context.requestId,
-          stage: "light" as const,
-          model: context.decision!.pair.light,
-          prompt: context.prompt,
-          seed: context.seed,
-          deadlineAtMs: context.workDeadlineAtMs ?? context.deadlineAtMs,
-          planEpoch: context.decision!.planEpoch,
-          ...(context.options ? { options: context.options } : {}),
-          ...(willJudge(context) ? { wantsVerdict: true } : {}),
-        }),
+        input: ({ context }) => ({ ...generateCall(context, "light"), ...(willJudge(context) ? { wantsVerdict: true } : {}) }),
         onDone: {
           target: "lightDone",
           actions: assign({
@@ -301,16 +307,7 @@ export const RequestMachine = setup({
         racing: {
           invoke: {
             src: "generate",
-            input: ({ context }) => ({
-              requestId: context.requestId,
-              stage: "light" as const,
-              model: context.decision!.pair.light,
-              prompt: context.prompt,
-              seed: context.seed,
-              deadlineAtMs: context.deadlineAtMs,
-              planEpoch: context.decision!.planEpoch,
-              ...(context.options ? { options: context.options } : {}),
-            }),
+            input: ({ context }) => generateCall(context, "light"),
             onDone: {
               target: "#request.accepted",
               actions: assign({
@@ -338,16 +335,7 @@ export const RequestMachine = setup({
       },
       invoke: {
         src: "generate",
-        input: ({ context }) => ({
-          requestId: context.requestId,
-          stage: "heavy" as const,
-          model: context.decision!.pair.heavy,
-          prompt: context.prompt,
-          seed: context.seed,
-          deadlineAtMs: context.workDeadlineAtMs ?? context.deadlineAtMs,
-          planEpoch: context.decision!.planEpoch,
-          ...(context.options ? { options: context.options } : {}),
-        }),
+        input: ({ context }) => generateCall(context, "heavy"),
         onDone: {
           target: "served",
           actions: assign({

@@ -56,12 +56,15 @@ export function serve(s: SimState, req: SimRequest, model: string, route: Route,
 
 /** Queues work as the router's generate actor does: to the model playing the stage now if the decided one has no workers. */
 export function enqueue(s: SimState, req: SimRequest, stage: Stage, decided: string): void {
-  const model = (s.plan && moveTarget(s.plan, stage, decided)) ?? decided;
+  const model = playing(s, stage, decided);
   req.waiting = stage;
   req.waitingModel = model;
   s.ledger.arrival(model);
   push(s, { req, stage, model, deadlineAtMs: req.deadlineAtMs });
 }
+
+/** The model playing `stage` under the plan in force: the decided one, or the one its work moves to if it lost its workers. */
+const playing = (s: SimState, stage: Stage, decided: string) => (s.plan && moveTarget(s.plan, stage, decided)) ?? decided;
 
 /**
  * A worker's result reaches the router (PendingWork.deliver): the first result for the stage the
@@ -136,8 +139,7 @@ export function rescueWithLight(s: SimState, req: SimRequest): void {
   if (req.ended || req.waiting !== "heavy" || req.lightModel !== undefined || req.racing) return;
   s.result.rescues++;
   req.racing = true;
-  const light = req.decision!.pair.light;
-  push(s, { req, stage: "light", model: (s.plan && moveTarget(s.plan, "light", light)) ?? light, deadlineAtMs: req.deadlineAtMs });
+  push(s, { req, stage: "light", model: playing(s, "light", req.decision!.pair.light), deadlineAtMs: req.deadlineAtMs });
 }
 
 /** The request's deadline passed unanswered: it times out (is dropped, under the artifact's drops). */

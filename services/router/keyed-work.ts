@@ -144,7 +144,7 @@ export function rideOn(deps: KeyedDeps & { telemetry?: ServiceTelemetry }, entry
   }
   if (ack.ridesUntilMs >= entry.item.deadlineAtMs) return;
   // Still riding on that item: waiting, not moved or queued again since.
-  const riding = () => deps.pending.get(requestId, entry.stage) === entry && !entry.own && entry.seq === ack.seq;
+  const riding = () => deps.pending.isWaiting(entry) && !entry.own && entry.seq === ack.seq;
   const timer = setTimeout(
     () => {
       if (!riding()) return;

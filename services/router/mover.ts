@@ -42,7 +42,7 @@ export function createMover(deps: MoverDeps): (entry: PendingItem, to: string, p
     } finally {
       moving.delete(entry);
     }
-    if (!removed || deps.pending.get(requestId, entry.stage) !== entry) return;
+    if (!removed || !deps.pending.isWaiting(entry)) return;
     entry.item = { ...entry.item, model: to, planEpoch: plan.epoch };
     entry.seq = 0;
     entry.span?.addEvent("moved", { "hadis.from": from, "hadis.to": to, "hadis.plan_epoch": plan.epoch });
@@ -55,7 +55,7 @@ export function createMover(deps: MoverDeps): (entry: PendingItem, to: string, p
       entry.seq = ack.seq;
       entry.own = ack.own; // the copy is this router's to remove when its request ends
       // The request may have ended while the publish was in flight: its item must not cost a GPU.
-      if (deps.pending.get(requestId, entry.stage) !== entry) {
+      if (!deps.pending.isWaiting(entry)) {
         if (entry.own) await deps.queue.remove(entry.seq).catch(() => false);
         return;
       }

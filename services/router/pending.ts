@@ -64,8 +64,12 @@ export class PendingWork {
 
   /** Forgets `entry` if it is still the one its request waits on (a move that failed: the request ends with its error). */
   drop(entry: PendingItem): void {
-    const key = keyOf(entry.item.requestId, entry.stage);
-    if (this.items.get(key) === entry) this.items.delete(key);
+    if (this.isWaiting(entry)) this.items.delete(keyOf(entry.item.requestId, entry.stage));
+  }
+
+  /** Whether `entry` is still the one its request's stage waits on (not answered, dropped or replaced). */
+  isWaiting(entry: PendingItem): boolean {
+    return this.items.get(keyOf(entry.item.requestId, entry.stage)) === entry;
   }
 
   /** The waiting entry of a request's stage. */

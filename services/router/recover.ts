@@ -58,7 +58,7 @@ export async function recoverLost(deps: RecoverDeps): Promise<number> {
     if (seq === 0) continue;
     const { requestId } = entry.item;
     /** Still the entry its request waits on, at the item looked up (a move or an answer meanwhile changes that). */
-    const unchanged = () => deps.pending.get(requestId, entry.stage) === entry && entry.seq === seq;
+    const unchanged = () => deps.pending.isWaiting(entry) && entry.seq === seq;
     const held = await deps.queue.itemAt(seq);
     // Still there, or the server would not say: its result will come, or nothing can be known.
     if (held !== null || !unchanged()) continue;

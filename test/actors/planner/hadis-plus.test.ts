@@ -1,20 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { chooseBolder, hadisPlusDecision, hadisPlusOptions, workersToLoad } from "../../../actors/planner/hadis-plus.ts";
 import type { PlanDecision } from "../../../actors/planner/decision.ts";
 import { planWithMilp } from "../../../actors/planner/milp.ts";
 import type { PlannerSnapshot } from "../../../actors/planner/snapshot.ts";
-import type { SolveFn } from "../../../actors/planner/solver.ts";
-import { createInlineHighsSolver, type HighsSolver } from "../../../services/solver/highs-solver.ts";
+import { inlineSolverForFile } from "../../helpers/solver.ts";
 import { loadProfiles } from "../../../services/files/profiles.ts";
 
 const profiles = loadProfiles();
 const table = profiles.reference.paretoHybrid;
-let solver: HighsSolver;
-beforeAll(async () => {
-  solver = await createInlineHighsSolver();
-});
-afterAll(() => solver.close());
-const solve: SolveFn = (lp, o) => solver.solve(lp, o);
+const solve = inlineSolverForFile();
 
 const workers = [
   { id: "a", model: "sd35-medium" },

@@ -1,21 +1,17 @@
 import { mulberry32 } from "../../../actors/profile/stats.ts";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { BATCH_SIZES, ModelProfileSchema } from "../../../contracts/profile.ts";
 import { batchLatencyMs } from "../../../actors/profile/profile-set.ts";
 import { workerCapacityQps } from "../../../actors/planner/decision.ts";
 import { buildMilp, DEFAULT_SOLVE_OPTIONS, planWithMilp } from "../../../actors/planner/milp.ts";
 import type { PlannerSnapshot } from "../../../actors/planner/snapshot.ts";
 import type { MilpSolution, SolveFn } from "../../../actors/planner/solver.ts";
-import { createInlineHighsSolver, type HighsSolver } from "../../../services/solver/highs-solver.ts";
+import { inlineSolverForFile } from "../../helpers/solver.ts";
 import { loadProfiles } from "../../../services/files/profiles.ts";
 
 const profiles = loadProfiles();
 const table = profiles.reference.paretoHybrid;
-let solver: HighsSolver;
-beforeAll(async () => {
-  solver = await createInlineHighsSolver();
-});
-afterAll(() => solver.close());
+const solve = inlineSolverForFile();
 
 function snapshot(demandQps: number, holdings: (string | null)[], queueDelayMs: Record<string, number> = {}): PlannerSnapshot {
   return {
@@ -113,7 +109,7 @@ describe("buildMilp", () => {
       const expected = bruteForce(s);
       const model = buildMilp(s, profiles, table);
       if (!expected && model.rowCount === 0) continue; // no candidate row: nothing to solve
-      const sol = await solver.solve(model.lp, DEFAULT_SOLVE_OPTIONS);
+      const sol = await solve(model.lp, DEFAULT_SOLVE_OPTIONS);
       // Infeasible exactly when brute force finds no configuration.
       expect(sol.status, `case ${c}: ${JSON.stringify({ demand, size })}`).toBe(expected ? "Optimal" : "Infeasible");
       if (!expected) continue;
@@ -131,10 +127,10 @@ describe("buildMilp", () => {
 
   it("chooses the best-FID pair at low demand and a lighter pair at peak", async () => {
     const holdings = Array(16).fill(null);
-    const low = await planWithMilp(snapshot(2, holdings), profiles, table, solver.solve);
+    const low = await planWithMilp(snapshot(2, holdings), profiles, table, solve);
     expect(low.pair).toEqual({ light: "sd35-medium", heavy: "sd35-large" });
     expect(low.expectedFid).toBe(19.29);
-    const peak = await planWithMilp(snapshot(64, holdings), profiles, table, solver.solve);
+    const peak = await planWithMilp(snapshot(64, holdings), profiles, table, solve);
     expect(peak.degraded).toBe(0);
     expect(peak.expectedFid).toBeGreaterThan(low.expectedFid);
     expect(Object.values(peak.models).reduce((t, m) => t + m.workers, 0)).toBe(16);
@@ -142,12 +138,12 @@ describe("buildMilp", () => {
 
   it("never leaves a model of the chosen configuration without a worker, even at zero demand", async () => {
     // One GPU and no demand yet (a fresh start, a quiet night): a pair would leave one model unserved.
-    const alone = await planWithMilp(snapshot(0, [null]), profiles, table, solver.solve);
+    const alone = await planWithMilp(snapshot(0, [null]), profiles, table, solve);
     expect(alone.degraded).toBe(0);
     expect(alone.pair.light).toBe(alone.pair.heavy);
     expect(alone.models[alone.pair.light].workers).toBe(1);
     for (const size of [2, 3, 16]) {
-      const d = await planWithMilp(snapshot(0, Array(size).fill(null)), profiles, table, solver.solve);
+      const d = await planWithMilp(snapshot(0, Array(size).fill(null)), profiles, table, solve);
       for (const m of new Set([d.pair.light, d.pair.heavy]))
         expect(d.models[m]?.workers ?? 0, `${size} workers: ${m}`).toBeGreaterThanOrEqual(1);
       expect(Object.values(d.models).reduce((t, m) => t + m.workers, 0)).toBe(size);
@@ -157,7 +153,7 @@ describe("buildMilp", () => {
   it("keeps workers on the models they hold when FID ties", async () => {
     // All 16 already on medium/large as the optimum needs: the plan moves nobody.
     const holdings = [...Array(6).fill("sd35-medium"), ...Array(10).fill("sd35-large")];
-    const d = await planWithMilp(snapshot(2, holdings), profiles, table, solver.solve);
+    const d = await planWithMilp(snapshot(2, holdings), profiles, table, solve);
     expect(d.models["sd35-medium"].workers).toBe(6);
     expect(d.models["sd35-large"].workers).toBe(10);
   });
@@ -173,7 +169,7 @@ describe("model profiles the planner takes", () => {
 
 describe("degraded plans", () => {
   it("demand above capacity gives the lightest configuration", async () => {
-    const d = await planWithMilp(snapshot(5000, Array(16).fill("sd35-large")), profiles, table, solver.solve);
+    const d = await planWithMilp(snapshot(5000, Array(16).fill("sd35-large")), profiles, table, solve);
     expect(d.degraded).toBe(1);
     expect(d.pair).toEqual({ light: "sdxl-lightning", heavy: "sdxl-lightning" });
     expect(d.models["sdxl-lightning"].workers).toBe(16);
@@ -244,7 +240,6 @@ describe("the swap-aware MILP (hadis-plus)", () => {
     return { nowMs: 0, demandQps, queueDepth: {}, queueDelayMs: {}, workers, current, sloMs: 6_000, timeScale: 0.1 };
   };
   const swapAware = { horizonMs: 12_000, tickMs: 2_000, fidPerLostCapacity: 2 };
-  const solve: SolveFn = (lp, o) => solver.solve(lp, o);
 
   it("keeps every worker where it is when a move would gain less FID than it costs (0.01 against 0.015 a worker)", async () => {
     const plain = await planWithMilp(settled(3), profiles, profiles.reference.paretoHybrid, solve);
@@ -270,7 +265,6 @@ describe("the swap-aware MILP (hadis-plus)", () => {
 });
 
 describe("draining a backlog (hadis-plus)", () => {
-  const solve: SolveFn = (lp, o) => solver.solve(lp, o);
   /** The tick that made hadis-plus flee in the 64-qps run: 13 on sd3.5-large, 3 on sd3.5-medium with 10 items queued. */
   const behind = (): PlannerSnapshot => ({
     ...snapshot(

@@ -1,18 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { PlanSchema } from "../../../contracts/messages.ts";
 import { assignWorkers } from "../../../actors/planner/assignment.ts";
 import { decisionToPlan } from "../../../actors/planner/decision.ts";
 import { getPolicy, infaasDecision, POLICY_NAMES } from "../../../actors/planner/policies.ts";
 import type { PlannerSnapshot } from "../../../actors/planner/snapshot.ts";
-import { createInlineHighsSolver, type HighsSolver } from "../../../services/solver/highs-solver.ts";
+import { inlineSolverForFile } from "../../helpers/solver.ts";
 import { loadProfiles } from "../../../services/files/profiles.ts";
 
 const profiles = loadProfiles();
-let solver: HighsSolver;
-beforeAll(async () => {
-  solver = await createInlineHighsSolver();
-});
-afterAll(() => solver.close());
+const solve = inlineSolverForFile();
 
 const snapshot = (demandQps: number, over: Partial<PlannerSnapshot> = {}): PlannerSnapshot => ({
   nowMs: 0,
@@ -31,7 +27,7 @@ describe("policies", () => {
     for (const demand of [2, 64]) {
       it(`${name} returns a valid plan at ${demand} qps`, async () => {
         const s = snapshot(demand);
-        const d = await getPolicy(name)(s, profiles, solver.solve);
+        const d = await getPolicy(name)(s, profiles, solve);
         const counts = Object.fromEntries(Object.entries(d.models).map(([m, a]) => [m, a.workers]));
         const assignment = assignWorkers(s.workers, {}, counts);
         const plan = PlanSchema.parse(
@@ -51,18 +47,18 @@ describe("policies", () => {
   }
 
   it("fixed-pair and diffserve stay on their pairs; clipper-heavy runs sd35-large only", async () => {
-    const fixed = await getPolicy("fixed-pair")(snapshot(2), profiles, solver.solve);
+    const fixed = await getPolicy("fixed-pair")(snapshot(2), profiles, solve);
     expect(fixed.pair).toEqual({ light: "sd35-medium", heavy: "sd35-large" });
-    const ds = await getPolicy("diffserve")(snapshot(4), profiles, solver.solve);
+    const ds = await getPolicy("diffserve")(snapshot(4), profiles, solve);
     expect(ds.pair).toEqual({ light: "sd35-large-turbo", heavy: "sd35-large" });
     expect(ds.routerThreshold).toBe(0);
-    const heavy = await getPolicy("clipper-heavy")(snapshot(64), profiles, solver.solve);
+    const heavy = await getPolicy("clipper-heavy")(snapshot(64), profiles, solve);
     expect(heavy.pair).toEqual({ light: "sd35-large", heavy: "sd35-large" });
     expect(heavy.degraded).toBe(1);
   });
 
   it("proteus mixes models without the discriminator", async () => {
-    const d = await getPolicy("proteus")(snapshot(8), profiles, solver.solve);
+    const d = await getPolicy("proteus")(snapshot(8), profiles, solve);
     expect(d.discThreshold).toBe(0);
   });
 
@@ -70,9 +66,9 @@ describe("policies", () => {
     const worse: string[] = [];
     let compared = 0;
     for (const demand of [1, 8, 30, 64]) {
-      const h = await getPolicy("hadis")(snapshot(demand), profiles, solver.solve);
+      const h = await getPolicy("hadis")(snapshot(demand), profiles, solve);
       for (const other of ["router-only", "disc-only", "fixed-pair"]) {
-        const o = await getPolicy(other)(snapshot(demand), profiles, solver.solve);
+        const o = await getPolicy(other)(snapshot(demand), profiles, solve);
         // (An ablation that cannot carry the demand degrades: nothing to compare its FID with.)
         if (o.degraded !== 0) continue;
         compared++;
