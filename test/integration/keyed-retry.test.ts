@@ -127,6 +127,9 @@ describe("a keyed retry after an attempt that ended without an image", () => {
   it("queues its own item once the item it rode on (another router's, due sooner) passes its deadline without an image", async () => {
     // The earlier attempt went through another router with a shorter deadline; no worker pulls
     // until that deadline has passed, so a worker drops that item unrun.
+    // (First a plan that has the previous test's workers: under load the manager may still hold
+    // the one it made while no worker was heard, and the router would refuse the retry at once.)
+    await waitFor(async () => Object.keys(t.system.routers[0].plans.current?.assignment ?? {}).length > 0, 10_000, "a plan with workers");
     await Promise.all(third!.workers!.agents.map((a) => a.stop()));
     const { key, prompt } = await earlierAttempt("rider", 9, 400);
     // (Before, the retry waited out its own deadline: `deadline_exceeded`.)
