@@ -90,6 +90,8 @@ export interface SimState {
   readonly startLimitMs: number;
   /** hadis-plus decides per request from the path ahead (deadline-aware cascade). */
   readonly deadlineAware: boolean;
+  /** hadis-plus's workers run the batch its tightest deadlines allow (`fittingBatchSize`). */
+  readonly fitBatches: boolean;
   /** Mutable: the controller's seconds so far. */
   seconds: number;
   /** The artifact's allocation period, in controller seconds. */
@@ -167,6 +169,7 @@ export function newSimState(config: SimConfig): SimState {
       movedItems: 0,
       escalationsSkipped: 0,
       rescues: 0,
+      batchesFitted: 0,
       lightFallbacks: 0,
       admissions: { cascade: 0, heavy: 0, light: 0 },
       leftInQueue: {},
@@ -193,6 +196,7 @@ export function newSimState(config: SimConfig): SimState {
     giveUpAfterMs: drops ? 2 * sloMs : sloMs,
     startLimitMs: admissionFactor(config.policyName, fidelity) * sloMs,
     deadlineAware: config.deadlineAware ?? isDeadlineAware(config.policyName),
+    fitBatches: config.fitBatches ?? config.deadlineAware ?? isDeadlineAware(config.policyName),
     seconds: 0,
     allocateEvery: Math.round(allocationPeriodMs(timeScale) / 1_000),
   };

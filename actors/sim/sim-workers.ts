@@ -5,6 +5,7 @@
  * unloads, then loads what the plan wants once the unload is done.
  */
 import { takeArtifactBatch } from "../artifact/worker-rules.ts";
+import { fitBatch } from "../worker/deadline-batch.ts";
 import { checkMs, execMs, type SimState } from "./sim-state.ts";
 import type { SimWorker, WorkItem } from "./types.ts";
 
@@ -66,6 +67,7 @@ function pull(s: SimState, w: SimWorker): void {
       // Expired items are dropped unexecuted; they still took their place in the pull.
       batch = taken.filter((it) => it.deadlineAtMs > s.now);
       s.result.expiredDrops += taken.length - batch.length;
+      if (s.fitBatches && batch.length > 1) batch = fitted(s, model, batch, queue);
     }
     if (batch.length === 0) continue;
     if (!s.dispatch) {
@@ -80,6 +82,19 @@ function pull(s: SimState, w: SimWorker): void {
     s.agenda.push(s.now + w.batchMs, { kind: "batchDone", worker: w });
     return;
   }
+}
+
+/** hadis-plus: the batch its tightest deadlines allow (`fitBatch`); the rest go back to the head of the queue. */
+function fitted(s: SimState, model: string, pulled: WorkItem[], queue: WorkItem[]): WorkItem[] {
+  const { run, back } = fitBatch(
+    pulled,
+    (it) => it.deadlineAtMs,
+    s.now,
+    (k) => checkMs(s, model, k),
+  );
+  if (back.length > 0) s.result.batchesFitted++;
+  queue.unshift(...back);
+  return run;
 }
 
 /** WorkerAgent.swap: unload first; the model to load is chosen when the unload is done. Free under the artifact's `swaps`. */

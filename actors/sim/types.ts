@@ -66,6 +66,8 @@ export interface SimConfig {
    * bound, off otherwise); the ablation bench turns it on and off apart from the policy.
    */
   deadlineAware?: boolean;
+  /** hadis-plus's workers fit a batch to its tightest deadlines (default: with the deadline-aware cascade); the ablation bench apart. */
+  fitBatches?: boolean;
   /** The planner to run instead of the named policy's (the ablation bench's variants of one policy). */
   planner?: PlannerPolicy;
   /** The manager's control tick (default `controlTick`); tests script plans with a fake. */
@@ -106,6 +108,8 @@ export interface SimResult {
   escalationsSkipped: number;
   /** hadis-plus: prompts sent straight to the heavy model that turned to the light one, no heavy image come in time. */
   rescues: number;
+  /** hadis-plus: batches a worker ran smaller than its batch size, its tightest deadlines not fitting the full one. */
+  batchesFitted: number;
   /** Escalated requests served their light image as the deadline neared, the heavy image not come. */
   lightFallbacks: number;
   /** hadis-plus's admission choices (cascade, straight to heavy, light only). */

@@ -19,6 +19,8 @@ import {
 import { WorkerJudge, type JudgedImage } from "./worker-judge.ts";
 import type { BatchEntry, BatchObservation, Delivery, DropCounts, WorkerOptions, WorkerPorts, WorkLane } from "./ports.ts";
 import { planMechanisms, type ArtifactMechanism } from "../artifact/mechanisms.ts";
+import { isDeadlineAware } from "../routing/deadline-aware.ts";
+import { fitBatch } from "./deadline-batch.ts";
 
 /**
  * Deliveries of an item a failed batch held before it fails for good: the first failure hands it
@@ -62,6 +64,8 @@ export class WorkerAgent {
   private planEpoch = 0;
   /** The artifact's mechanisms the plan in force runs under (none: our design). */
   private mechanisms: ReadonlySet<ArtifactMechanism> = new Set();
+  /** hadis-plus's plans: a batch is only as large as its tightest deadlines allow (`shape`). */
+  private fitsBatches = false;
   private inFlight = 0;
   private servedTotal = 0;
   private swapsTotal = 0;
@@ -75,6 +79,8 @@ export class WorkerAgent {
   readonly dropped: DropCounts = { expired: 0, wrongModel: 0 };
   /** Batches some items of which failed, alone (their items handed back or answered with `generation_failed`). */
   failedBatches = 0;
+  /** Batches run smaller than pulled, their tightest deadlines not fitting the whole (hadis-plus). */
+  fittedBatches = 0;
   private readonly judge: WorkerJudge | null;
 
   constructor(
@@ -96,6 +102,7 @@ export class WorkerAgent {
     if (plan.epoch < this.planEpoch) return false;
     this.planEpoch = plan.epoch;
     this.mechanisms = planMechanisms(plan);
+    this.fitsBatches = isDeadlineAware(plan.policy);
     this.judge?.follow(plan);
     if (this.ports.backend.artifact)
       this.ports.backend.artifact = { latency: this.mechanisms.has("latency"), swaps: this.mechanisms.has("swaps") };
@@ -274,7 +281,7 @@ export class WorkerAgent {
       }
       batch.push({ item, delivery });
     }
-    if (this.mechanisms.has("drops")) this.dropUnfinishable(model, batch, now);
+    this.shape(model, batch, now);
     if (batch.length === 0) return;
 
     this.inFlight = batch.length;
@@ -343,20 +350,31 @@ export class WorkerAgent {
   }
 
   /**
-   * The artifact's rule at dequeue: an item whose work deadline (its request's start + 1.5 × SLO)
-   * falls before the batch would end is dropped unanswered; the batch size checked for each is
-   * the size the batch could still reach (`serviceQueue`). Mutates `batch`.
+   * What of the pulled batch runs. Under the artifact's `drops`, an item whose work deadline (its
+   * request's start + 1.5 × SLO) falls before the batch would end is dropped unanswered, checked at
+   * the size the batch could still reach (`serviceQueue`); under hadis-plus's plans, the batch its
+   * tightest deadlines allow runs (`fitBatch`) and the rest is handed back. Mutates `batch`.
    */
-  private dropUnfinishable(model: string, batch: BatchEntry[], now: number): void {
+  private shape(model: string, batch: BatchEntry[], now: number): void {
     const expected = this.ports.backend.expectedMs?.bind(this.ports.backend);
     if (!expected) return;
-    const kept: BatchEntry[] = [];
-    batch.forEach((entry, i) => {
-      const n = Math.min(this.batchSize, kept.length + (batch.length - i));
-      if (now + expected(model, Math.max(1, n)) > entry.item.deadlineAtMs) this.dropExpired(entry.delivery);
-      else kept.push(entry);
-    });
-    batch.splice(0, batch.length, ...kept);
+    const ms = (n: number) => expected(model, Math.max(1, n));
+    if (this.mechanisms.has("drops")) {
+      const kept: BatchEntry[] = [];
+      batch.forEach((entry, i) => {
+        if (now + ms(Math.min(this.batchSize, kept.length + (batch.length - i))) > entry.item.deadlineAtMs)
+          this.dropExpired(entry.delivery);
+        else kept.push(entry);
+      });
+      return void batch.splice(0, batch.length, ...kept);
+    }
+    if (!this.fitsBatches || batch.length < 2) return;
+    const last = batch.filter((e) => e.delivery.final === true);
+    const { run, back } = fitBatch(batch, (e) => e.item.deadlineAtMs, now, ms, last);
+    if (back.length > 0) this.ports.log("worker.batch_fitted", { workerId: this.id, model, pulled: batch.length, running: run.length });
+    this.fittedBatches += back.length > 0 ? 1 : 0;
+    back.forEach((entry) => this.handBack(entry));
+    batch.splice(0, batch.length, ...run);
   }
 
   /** Drops an item past its deadline (its router has answered it): counted, and terminated in the queue. */

@@ -191,6 +191,34 @@ describe("simulate, as the live system", () => {
     expect(hadis.rescues).toBe(0);
   });
 
+  it("hadis-plus: a worker runs a smaller batch when its tightest deadline fits alone and not in the full one", async () => {
+    // One medium worker at batch size 2 (loaded at 7.55 s; 13 s alone, 23.4 s for two), SLO 30 s,
+    // three hard prompts at 7.55 s, 8 s and 18 s. The first runs alone (to 20.55 s); then the other
+    // two are queued. A batch of both would end at 43.95 s, after the second's deadline (38 s);
+    // hadis-plus runs the second alone (to 33.55 s) and the third after it (to 46.55 s, before its
+    // 48 s). HADIS runs the batch of two, and the second times out.
+    const hard = { scorer: { score: () => 1 }, threshold: { isHard: (score: number) => score > 0.5 } };
+    const script = () => {
+      const batched = plan({ "w-00": MEDIUM }, { light: LIGHTNING, heavy: MEDIUM }, 0.5);
+      return scripted([{ atMs: -1_000, plan: { ...batched, models: { [MEDIUM]: { workers: 1, batchSize: 2 } } } }]);
+    };
+    const arrivals = [7_550, 8_000, 18_000];
+    const plus = await simulate(config(arrivals, 1, script(), { policyName: "hadis-plus", sloMs: 30_000, ...hard }));
+    expect(plus.records.map((r) => [r.outcome, r.latencyMs])).toEqual([
+      ["served", 13_000],
+      ["served", 33_550 - 8_000],
+      ["served", 46_550 - 18_000],
+    ]);
+    expect(plus.batchesFitted).toBe(1);
+    const hadis = await simulate(config(arrivals, 1, script(), { policyName: "hadis", sloMs: 30_000, ...hard }));
+    expect(hadis.records.map((r) => [r.outcome, r.latencyMs])).toEqual([
+      ["served", 13_000],
+      ["timedOut", null],
+      ["served", 43_950 - 18_000],
+    ]);
+    expect(hadis.batchesFitted).toBe(0);
+  });
+
   it("a running item moved by one plan is not copied again by the next", async () => {
     // The item runs on w-00 (medium) from 7 550; at 8 000 medium loses its worker and the item is
     // copied to lightning, whose worker is still loading; a second plan at 8 250 leaves it there.

@@ -55,6 +55,7 @@ export type SimRunInput = Pick<
   | "purgeFinished"
   | "fidelity"
   | "deadlineAware"
+  | "fitBatches"
   | "planner"
   | "control"
 > & {
@@ -157,7 +158,7 @@ export async function simCommand(
     );
     process.stderr.write(
       `sim ${policy}: ${((performance.now() - t0) / 1000).toFixed(1)} s, ${run.plans.length} plans, ${run.ticks} ticks, ` +
-        `${run.expiredDrops} expired drops, ${run.escalationsSkipped} escalations skipped, ${run.rescues} late heavy images raced by the light model, ${run.lightFallbacks} light images served as the deadline neared, ${run.movedItems} moved, ${run.wastedItems} wasted, left in queues ${JSON.stringify(run.leftInQueue)}\n`,
+        `${run.expiredDrops} expired drops, ${run.escalationsSkipped} escalations skipped, ${run.rescues} late heavy images raced by the light model, ${run.batchesFitted} batches fitted to their deadlines, ${run.lightFallbacks} light images served as the deadline neared, ${run.movedItems} moved, ${run.wastedItems} wasted, left in queues ${JSON.stringify(run.leftInQueue)}\n`,
     );
     // Every request ends by its deadline; one without an outcome is a simulator bug, scored as dropped.
     if (run.unfinished > 0) process.stderr.write(`sim ${policy}: WARNING ${run.unfinished} requests never ended (scored as dropped)\n`);

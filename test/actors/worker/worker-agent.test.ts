@@ -191,3 +191,48 @@ describe("WorkerAgent under the artifact's mechanisms (from the plan in force)",
     expect(queue.termed).toHaveLength(1);
   });
 });
+
+describe("WorkerAgent under hadis-plus's plans: batches fitted to their deadlines", () => {
+  const fitting = (policy: string, maxDeliver = 0) => {
+    const run = setup(100);
+    // A batch of n takes 90 × n ms past the first (100 ms alone), as the profiles' batch model.
+    (run.agent as unknown as { ports: { backend: GenerationBackend } }).ports.backend.expectedMs = (_m, n) => (n === 1 ? 100 : 90 * n);
+    run.queue.maxDeliver = maxDeliver;
+    const now = Date.now();
+    run.queue.push("a", item("a", "loose", now + 5_000));
+    run.queue.push("a", item("a", "tight", now + 150)); // in time alone (100 ms), late in a batch of two (180 ms)
+    run.agent.applyPlan({ ...plan(1, "a", 4), policy });
+    run.agent.start();
+    return run;
+  };
+
+  it("runs the tight item alone, first, and hands the other back for the next batch", async () => {
+    const { agent, queue, events, results } = fitting("hadis-plus");
+    await until(() => results.length === 2);
+    await settled(agent.stop());
+    expect(events.filter((e) => e.startsWith("gen"))).toEqual(["gen a x1", "gen a x1"]);
+    expect(results.map((r) => [r.requestId, r.ok])).toEqual([
+      ["tight", true],
+      ["loose", true],
+    ]);
+    expect(agent.fittedBatches).toBe(1);
+    expect(queue.acked).toHaveLength(2);
+    expect(queue.deliveries.get(queue.deliveries.keys().next().value!)).toBe(2); // the loose one, delivered again
+  });
+
+  it("under HADIS's plans the batch stays whole", async () => {
+    const { agent, events, results } = fitting("hadis");
+    await until(() => results.length === 2);
+    await settled(agent.stop());
+    expect(events.filter((e) => e.startsWith("gen"))).toEqual(["gen a x2"]);
+    expect(agent.fittedBatches).toBe(0);
+  });
+
+  it("keeps an item on its last delivery rather than hand it back (it would be answered no_capacity)", async () => {
+    const { agent, events, results } = fitting("hadis-plus", 1);
+    await until(() => results.length === 2);
+    await settled(agent.stop());
+    expect(events.filter((e) => e.startsWith("gen"))).toEqual(["gen a x2"]);
+    expect(results.every((r) => r.ok)).toBe(true);
+  });
+});
