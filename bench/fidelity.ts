@@ -71,7 +71,8 @@ interface Cell {
  * A policy to run: its name, or (the ablation) a label for a policy run with another scorer or
  * with the deadline-aware cascade turned on or off apart from it.
  */
-type PolicySpec = string | { label: string; policy: string; scorer?: ScorerKind; deadlineAware?: boolean; planner?: PlannerPolicy };
+type PolicySpec =
+  string | { label: string; policy: string; scorer?: ScorerKind; deadlineAware?: boolean; fitBatches?: boolean; planner?: PlannerPolicy };
 
 /** hadis-plus's planner with a part left out. */
 const plusPlanner =
@@ -309,8 +310,9 @@ async function plus(): Promise<void> {
 
 /**
  * hadis-plus's three changes (its planner: swaps priced, backlogs drained, the safe or bold plan,
- * `actors/planner/hadis-plus.ts`; the learned router; the deadline-aware cascade), each added to
- * HADIS alone and each left out of hadis-plus, on hadis-plus's workloads.
+ * `actors/planner/hadis-plus.ts`; the learned router; the deadline-aware cascade, with its
+ * workers' fitted batches), each added to HADIS alone and each left out of hadis-plus, on
+ * hadis-plus's workloads; and the planner's and the cascade's parts each left out.
  */
 const ABLATION: PolicySpec[] = [
   "hadis",
@@ -321,6 +323,8 @@ const ABLATION: PolicySpec[] = [
   { label: "plus − learned", policy: "hadis-plus", scorer: "analyzer" },
   { label: "plus − deadline", policy: "hadis-plus", deadlineAware: false },
   { label: "plus − drain", policy: "hadis-plus", planner: plusPlanner({ drain: false }) },
+  { label: "plus − bold on a fall", policy: "hadis-plus", planner: plusPlanner({ boldOnFall: false }) },
+  { label: "plus − fitted batches", policy: "hadis-plus", fitBatches: false },
   { label: "plus, safe solve only", policy: "hadis-plus", planner: plusPlanner({ solves: "safe" }) },
   { label: "plus, bold solve only", policy: "hadis-plus", planner: plusPlanner({ solves: "bold" }) },
   "hadis-plus",
@@ -348,7 +352,8 @@ async function ablation(): Promise<void> {
  * hadis-plus against HADIS on traces it was not built on: the load sweep's peaks and the step,
  * native fidelity. `held-out`: seeds 2-5 (its first version was built looking at seed 1; its
  * planner's two-solve rule was chosen looking at these too); `fresh`: seeds 6-9, looked at by
- * nobody before this run. Per trace, the issue's three claims; in total, the violations summed and
+ * nobody before they were first run (its fitted batches and bold plan on a fall were then chosen
+ * looking at seeds 1-9); `unseen`: seeds 10-13, first run on the code that has both. Per trace, the issue's three claims; in total, the violations summed and
  * the medians of the differences.
  */
 async function heldOut(seeds: readonly number[] = [2, 3, 4, 5], result = "fidelity-held-out"): Promise<void> {
@@ -404,6 +409,7 @@ const commands: Record<string, () => Promise<void>> = {
   ablation,
   "held-out": () => heldOut(),
   fresh: () => heldOut([6, 7, 8, 9], "fidelity-fresh"),
+  unseen: () => heldOut([10, 11, 12, 13], "fidelity-unseen"),
 };
 const name = process.argv[2] ?? "";
 if (!commands[name]) {

@@ -10,6 +10,10 @@
  *   the objective).
  * The bold plan is taken when it moves no more workers than the safe one: its transient is then
  * no worse, and it is free of the safe plan's bias to a model that loads quickly whatever its FID.
+ * It is also taken, if its FID is lower, once demand has fallen a fifth below what the plan in
+ * force was made for: the capacity the fall freed covers the workers it loads. (Without this the
+ * safe plan held sdxl-lightning → sd3.5-large-turbo for 90 s on the anchor trace as demand eased
+ * from 63 to 55 QPS, where sd3.5-large-turbo → sd3.5-medium fitted, a whole FID point better.)
  * (In the simulator, safe alone kept violations low and cost FID; bold alone gained FID and gave
  * the violations back in the big moves it made: the README's benchmark document has the figures.)
  */
@@ -28,6 +32,8 @@ export const HADIS_PLUS_PLANNER = {
   fidPerLostCapacity: 2,
   /** Queue waits a plan may promise a backlogged model by giving it the capacity to clear it, as shares of the SLO. */
   drainSloShares: [0.25, 0.5],
+  /** Demand this far below the plan in force's (as a share of it) lets the bold plan load more workers than the safe one. */
+  boldOnDemandFall: 0.2,
 } as const;
 
 /** The MILP options of hadis-plus's safe solve. */
@@ -48,19 +54,33 @@ export function workersToLoad(decision: Pick<PlanDecision, "models">, workers: r
   return Object.entries(decision.models).reduce((sum, [m, a]) => sum + Math.max(0, a.workers - (holding[m] ?? 0)), 0);
 }
 
+/** Whether demand has fallen `boldOnDemandFall` below what the plan in force was made for (false without one, or without its demand). */
+export function demandFell(snapshot: Pick<PlannerSnapshot, "demandQps" | "current">): boolean {
+  const was = snapshot.current?.demandQps;
+  return was !== undefined && snapshot.demandQps <= was * (1 - HADIS_PLUS_PLANNER.boldOnDemandFall);
+}
+
 /**
- * The safe plan or the bold one: bold when both are feasible and bold loads no more workers.
+ * The safe plan or the bold one: bold when both are feasible and bold loads no more workers, or,
+ * demand having fallen (`demandFell`), when its FID is lower whatever it loads.
  * The first plan (every worker loads either way) is the safe solve's.
  */
-export function chooseBolder(safe: PlanDecision, bold: PlanDecision | null, workers: readonly WorkerInventoryItem[]): PlanDecision {
+export function chooseBolder(
+  safe: PlanDecision,
+  bold: PlanDecision | null,
+  workers: readonly WorkerInventoryItem[],
+  fell = false,
+): PlanDecision {
   if (!bold || safe.degraded || bold.degraded) return safe;
+  if (fell && bold.expectedFid < safe.expectedFid) return bold;
   return workersToLoad(bold, workers) <= workersToLoad(safe, workers) ? bold : safe;
 }
 
-/** hadis-plus as built, or with a part left out (the ablation bench): one of the two solves alone, or no draining. */
+/** hadis-plus as built, or with a part left out (the ablation bench): one of the two solves alone, no draining, no bold plan on a fall. */
 export interface HadisPlusVariant {
   solves?: "both" | "safe" | "bold";
   drain?: boolean;
+  boldOnFall?: boolean;
 }
 
 /** One hadis-plus tick over `table`. */
@@ -69,7 +89,7 @@ export async function hadisPlusDecision(
   profiles: ProfileSet,
   table: ParetoRow[],
   solve: SolveFn,
-  { solves = "both", drain = true }: HadisPlusVariant = {},
+  { solves = "both", drain = true, boldOnFall = true }: HadisPlusVariant = {},
 ): Promise<PlanDecision> {
   const options = { ...hadisPlusOptions(snapshot), ...(drain ? {} : { drain: undefined }) };
   const boldOptions = { ...options, swapAware: { ...options.swapAware!, coverLoading: false } };
@@ -79,5 +99,5 @@ export async function hadisPlusDecision(
   const bold = await planWithMilp(snapshot, profiles, table, solve, boldOptions);
   // No safe plan (none covers the demand while workers load): the bold one, if it has one.
   if (safe.degraded && !bold.degraded) return bold;
-  return chooseBolder(safe, bold, snapshot.workers);
+  return chooseBolder(safe, bold, snapshot.workers, boldOnFall && demandFell(snapshot));
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { chooseBolder, hadisPlusDecision, hadisPlusOptions, workersToLoad } from "../../../actors/planner/hadis-plus.ts";
+import { chooseBolder, demandFell, hadisPlusDecision, hadisPlusOptions, workersToLoad } from "../../../actors/planner/hadis-plus.ts";
 import type { PlanDecision } from "../../../actors/planner/decision.ts";
 import { planWithMilp } from "../../../actors/planner/milp.ts";
 import type { PlannerSnapshot } from "../../../actors/planner/snapshot.ts";
@@ -47,6 +47,28 @@ describe("chooseBolder", () => {
     const degradedSafe = decision({ "sd35-medium": 2, "sd35-large": 2 }, 1);
     expect(chooseBolder(degradedSafe, decision({ "sd35-medium": 2, "sd35-large": 2 }), workers)).toBe(degradedSafe);
     expect(chooseBolder(safe, null, workers)).toBe(safe);
+  });
+  it("once demand has fallen, takes the bold plan for a lower FID whatever it loads (never a degraded one, nor a worse FID)", () => {
+    const better = { ...decision({ "sd35-medium": 1, "sd35-large": 3 }), expectedFid: safe.expectedFid - 1 };
+    expect(chooseBolder(safe, better, workers, true)).toBe(better);
+    expect(chooseBolder(safe, better, workers, false)).toBe(safe);
+    const worse = { ...decision({ "sd35-medium": 1, "sd35-large": 3 }), expectedFid: safe.expectedFid + 1 };
+    expect(chooseBolder(safe, worse, workers, true)).toBe(safe);
+    expect(chooseBolder(safe, { ...better, degraded: 1 }, workers, true)).toBe(safe);
+  });
+});
+
+describe("demandFell", () => {
+  const was = (demandQps?: number) => ({ demandQps }) as unknown as PlannerSnapshot["current"];
+  it("is true once demand is a fifth or more below the plan in force's", () => {
+    expect(demandFell({ demandQps: 48, current: was(60) })).toBe(true);
+    expect(demandFell({ demandQps: 40, current: was(60) })).toBe(true);
+    expect(demandFell({ demandQps: 49, current: was(60) })).toBe(false);
+    expect(demandFell({ demandQps: 70, current: was(60) })).toBe(false);
+  });
+  it("is false without a plan in force, or one that does not say its demand", () => {
+    expect(demandFell({ demandQps: 1, current: null })).toBe(false);
+    expect(demandFell({ demandQps: 1, current: was(undefined) })).toBe(false);
   });
 });
 
@@ -103,6 +125,18 @@ describe("hadisPlusDecision", () => {
     const { safe, bold, chosen } = await bothSolves(s);
     expect(workersToLoad(bold, s.workers)).toBeLessThan(workersToLoad(safe, s.workers));
     expect(chosen.models).toEqual(bold.models);
+  });
+
+  it("takes the bold plan that loads more for its better row once demand has fallen a fifth below the plan in force's (8 qps, made for 12)", async () => {
+    const s = settled(8);
+    const fallen = { ...s, current: { ...s.current!, demandQps: 12 } };
+    const { safe, bold, chosen } = await bothSolves(fallen);
+    expect(workersToLoad(bold, s.workers)).toBeGreaterThan(workersToLoad(safe, s.workers));
+    expect(chosen.models).toEqual(bold.models);
+    expect(chosen.expectedFid).toBeLessThan(safe.expectedFid);
+    // Made for 9 qps: 8 is not a fifth below it, and the safe plan stays.
+    const eased = await hadisPlusDecision({ ...s, current: { ...s.current!, demandQps: 9 } }, profiles, table, solve);
+    expect(eased.models).toEqual(safe.models);
   });
 
   it("the first plan (every worker loads either way) is the safe solve's", async () => {
