@@ -208,7 +208,7 @@ export async function replayTrace(opts: {
 }
 
 /** hadis-plus's admissions and the replies' fallbacks as a run's line says them ("" when none). */
-function admissionsLine(admissions: Record<string, number>, records: readonly RequestRecord[]): string {
+function outcomesLine(admissions: Record<string, number>, records: readonly RequestRecord[]): string {
   const said = Object.entries(admissions).map(([choice, n]) => `${choice} ${n}`);
   const fallbacks = new Map<string, number>();
   for (const r of records) if (r.fallback) fallbacks.set(r.fallback, (fallbacks.get(r.fallback) ?? 0) + 1);
@@ -347,7 +347,7 @@ export async function benchE1Command(opts: BenchE1Options): Promise<void> {
         });
         systems.push(summarize(name, score, swaps, run.planLog));
         process.stderr.write(
-          `${name}: ${run.records.length} requests, ${run.planLog.length} plans${run.interrupted ? " (interrupted)" : ""}${admissionsLine(run.admissions, run.records)}\n`,
+          `${name}: ${run.records.length} requests, ${run.planLog.length} plans${run.interrupted ? " (interrupted)" : ""}${outcomesLine(run.admissions, run.records)}\n`,
         );
       } finally {
         await stopAll();

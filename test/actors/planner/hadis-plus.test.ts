@@ -4,6 +4,7 @@ import type { PlanDecision } from "../../../actors/planner/decision.ts";
 import { planWithMilp } from "../../../actors/planner/milp.ts";
 import type { PlannerSnapshot } from "../../../actors/planner/snapshot.ts";
 import { inlineSolverForFile } from "../../helpers/solver.ts";
+import { settledSnapshot } from "../../helpers/planner-snapshots.ts";
 import { loadProfiles } from "../../../services/files/profiles.ts";
 
 const profiles = loadProfiles();
@@ -73,36 +74,7 @@ describe("demandFell", () => {
 });
 
 describe("hadisPlusDecision", () => {
-  /** 12 on sd3.5-medium, 4 on sd3.5-large, that pair in force. */
-  const settled = (demandQps: number, current = true): PlannerSnapshot => {
-    const ws = Array.from({ length: 16 }, (_, i) => ({ id: `w-${i}`, model: i < 12 ? "sd35-medium" : "sd35-large" }));
-    return {
-      nowMs: 0,
-      demandQps,
-      queueDepth: {},
-      queueDelayMs: {},
-      workers: ws,
-      current: current
-        ? {
-            v: 1,
-            epoch: 1,
-            policy: "hadis-plus",
-            issuedAtMs: 0,
-            sloMs: 6_000,
-            timeScale: 0.1,
-            pair: { light: "sd35-medium", heavy: "sd35-large" },
-            routerThreshold: 0.1,
-            discThreshold: 0,
-            heavyShare: 0.1,
-            models: { "sd35-medium": { workers: 12, batchSize: 1 }, "sd35-large": { workers: 4, batchSize: 1 } },
-            assignment: Object.fromEntries(ws.map((w) => [w.id, w.model])),
-            reason: "",
-          }
-        : null,
-      sloMs: 6_000,
-      timeScale: 0.1,
-    };
-  };
+  const settled = (demandQps: number, current = true) => settledSnapshot(demandQps, { policy: "hadis-plus", current });
 
   const bothSolves = async (s: PlannerSnapshot) => {
     const o = hadisPlusOptions(s);

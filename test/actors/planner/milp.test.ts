@@ -7,6 +7,7 @@ import { buildMilp, DEFAULT_SOLVE_OPTIONS, planWithMilp } from "../../../actors/
 import type { PlannerSnapshot } from "../../../actors/planner/snapshot.ts";
 import type { MilpSolution, SolveFn } from "../../../actors/planner/solver.ts";
 import { inlineSolverForFile } from "../../helpers/solver.ts";
+import { settledSnapshot } from "../../helpers/planner-snapshots.ts";
 import { loadProfiles } from "../../../services/files/profiles.ts";
 
 const profiles = loadProfiles();
@@ -215,30 +216,7 @@ describe("degraded plans", () => {
 });
 
 describe("the swap-aware MILP (hadis-plus)", () => {
-  /** 12 workers on sd3.5-medium and 4 on sd3.5-large, the plan in force serving that pair. */
-  const settled = (demandQps: number): PlannerSnapshot => {
-    const workers = Array.from({ length: 16 }, (_, i) => ({
-      id: `w-${String(i).padStart(2, "0")}`,
-      model: i < 12 ? "sd35-medium" : "sd35-large",
-    }));
-    const models = { "sd35-medium": { workers: 12, batchSize: 1 }, "sd35-large": { workers: 4, batchSize: 1 } };
-    const current = {
-      v: 1 as const,
-      epoch: 1,
-      policy: "hadis",
-      issuedAtMs: 0,
-      sloMs: 6_000,
-      timeScale: 0.1,
-      pair: { light: "sd35-medium", heavy: "sd35-large" },
-      routerThreshold: 0.1,
-      discThreshold: 0,
-      heavyShare: 0.1,
-      models,
-      assignment: Object.fromEntries(workers.map((w) => [w.id, w.model!])),
-      reason: "",
-    };
-    return { nowMs: 0, demandQps, queueDepth: {}, queueDelayMs: {}, workers, current, sloMs: 6_000, timeScale: 0.1 };
-  };
+  const settled = (demandQps: number) => settledSnapshot(demandQps);
   const swapAware = { horizonMs: 12_000, tickMs: 2_000, fidPerLostCapacity: 2 };
 
   it("keeps every worker where it is when a move would gain less FID than it costs (0.01 against 0.015 a worker)", async () => {
