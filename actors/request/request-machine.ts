@@ -103,8 +103,8 @@ const generationTime = (ctx: Context, out: GenerateOutcome) => {
 
 /**
  * The generation of a stage: the decided model playing it, the request's prompt, seed and options,
- * and the deadline its work carries (the race's light generation too: a request whose work
- * carries another deadline, the artifact's drops, does not race).
+ * and the deadline its work carries (the race's light generation too; under the artifact's drops
+ * only a hadis-plus request races, its caller given `lightFallback`).
  */
 const generateCall = (ctx: Context, stage: GenerateCall["stage"]): GenerateCall => ({
   requestId: ctx.requestId,

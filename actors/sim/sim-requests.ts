@@ -121,7 +121,9 @@ export async function judge(s: SimState, req: SimRequest): Promise<void> {
     serve(s, req, req.lightModel!, Routes.light, "degraded");
   } else if (s.drops || s.deadlineAware || req.deadlineAtMs - s.now >= s.floor.floorMs(heavy)) {
     enqueue(s, req, "heavy", heavy);
-    if (!s.drops) s.agenda.push(Math.max(s.now, req.deadlineAtMs - REPLY_MARGIN_MS), { kind: "lightBeforeDeadline", req });
+    // Its light image goes out as the SLO nears (the artifact's drops have no such fallback; hadis-plus's path keeps it).
+    if (!s.drops || s.deadlineAware)
+      s.agenda.push(Math.max(s.now, sloDeadline(s, req) - REPLY_MARGIN_MS), { kind: "lightBeforeDeadline", req });
   } else {
     // The live router's escalation check: the heavy model cannot answer in the time left.
     s.result.escalationsSkipped++;
@@ -147,10 +149,10 @@ export function expire(s: SimState, req: SimRequest): void {
   if (!req.ended) finish(s, req, s.drops ? { latencyMs: null, outcome: "dropped" } : { latencyMs: null, outcome: "timedOut" });
 }
 
-/** An escalated request's deadline nears with no heavy image: its light image goes out. */
+/** An escalated request's deadline nears with no heavy image: its light image goes out, degraded (live: `heavy_late`). */
 export function serveLightBeforeDeadline(s: SimState, req: SimRequest): void {
   if (!req.ended) {
     s.result.lightFallbacks++;
-    serve(s, req, req.lightModel!, Routes.light);
+    serve(s, req, req.lightModel!, Routes.light, "degraded");
   }
 }

@@ -124,7 +124,12 @@ export function createIntake(o: IntakeOptions): RouterIntake {
       serving.requestId = requestId;
       traces.bind(requestId, root, { "hadis.deadline_ms": deadlineMs, "hadis.seed": seed });
       const drops = artifactDrops
-        ? { artifactDrops: { workDeadlineAtMs: Math.min(arrivedAtMs + deadlineMs, arrivedAtMs + ARTIFACT_SLO_FACTOR * sloMs()) } }
+        ? {
+            artifactDrops: {
+              workDeadlineAtMs: Math.min(arrivedAtMs + deadlineMs, arrivedAtMs + ARTIFACT_SLO_FACTOR * sloMs()),
+              sloDeadlineAtMs: arrivedAtMs + sloMs(),
+            },
+          }
         : {};
       return o.stages.run(
         {

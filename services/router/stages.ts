@@ -8,6 +8,7 @@ import type { HadisError } from "../../contracts/errors.ts";
 import type { GenerateReply, GenerationOptions, Quality } from "../../contracts/messages.ts";
 import type { Subjects } from "../../contracts/subjects.ts";
 import { createRequestActor, RequestMachine, type RequestClock } from "../../actors/request/request-machine.ts";
+import { requestDeadlines, type ArtifactDrops } from "../../actors/request/deadlines.ts";
 import { buildPreview, buildReply } from "../../actors/request/reply.ts";
 import { progressBetween, splitAtHeavy, type Progress, type ProgressView } from "../../actors/request/progress.ts";
 import { NO_TIME_TO_JUDGE, type PreviewEvent } from "../../actors/request/types.ts";
@@ -60,9 +61,10 @@ export interface AcceptedRequest {
   quality?: Quality;
   /**
    * Under the artifact's drops: no light image served early as the deadline nears, and work that
-   * carries this deadline (1.5 × SLO from the start) instead of the request's.
+   * carries 1.5 × SLO from the start instead of the request's deadline; hadis-plus's plans keep
+   * their deadline-aware path, against the SLO (`requestDeadlines`).
    */
-  artifactDrops?: { workDeadlineAtMs: number };
+  artifactDrops?: ArtifactDrops;
   /** The caller asked to see the light image the judge rejects before the final one (`hooks.onPreview` hears it). */
   preview?: boolean;
 }
@@ -127,16 +129,20 @@ export function createStages(o: StagesOptions): RequestStages {
     async run(request, { onProgress, onPreview } = {}) {
       const { requestId, seed, receivedAtMs, deadlineMs } = request;
       const asked = { ...(request.options ? { options: request.options } : {}), ...(request.quality ? { quality: request.quality } : {}) };
-      const drops = request.artifactDrops
-        ? { lightFallback: false, workDeadlineAtMs: request.artifactDrops.workDeadlineAtMs }
-        : { floorMs };
+      const plan = o.plans.current;
+      const deadlines = requestDeadlines({
+        receivedAtMs,
+        deadlineMs,
+        floorMs,
+        ...(request.artifactDrops ? { drops: request.artifactDrops } : {}),
+        deadlineAware: plan !== null && isDeadlineAware(plan.policy),
+      });
       const actor = createRequestActor(machine, o.clock, {
         requestId,
         prompt: request.prompt,
         seed,
         receivedAtMs,
-        deadlineAtMs: receivedAtMs + deadlineMs,
-        ...drops,
+        ...deadlines,
         ...asked,
         ...(request.preview && onPreview ? { preview: true } : {}),
       });

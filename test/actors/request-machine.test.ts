@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { fromPromise, SimulatedClock } from "xstate";
 import { createRequestActor, RequestMachine } from "../../actors/request/request-machine.ts";
+import { requestDeadlines } from "../../actors/request/deadlines.ts";
 import { buildReply } from "../../actors/request/reply.ts";
 import type { GenerateCall, GenerateOutcome, JudgeCall, JudgeOutcome, RouteCall, RouteDecision } from "../../actors/request/types.ts";
 import type { GenerationOptions } from "../../contracts/messages.ts";
@@ -24,8 +25,10 @@ interface Scenario {
   floorMs?: number;
   quality?: "auto" | "fast" | "best";
   options?: GenerationOptions;
-  /** The artifact's drops: no light image before the deadline, and work carrying this deadline. */
+  /** The artifact's drops: no light image before the deadline, and work carrying this deadline (the SLO: half the deadline). */
   artifactDrops?: { workDeadlineAtMs: number };
+  /** The plan is hadis-plus's (under the drops, its deadline-aware path against the SLO). */
+  deadlineAware?: boolean;
   /** hadis-plus's admission, applied to the routed decision as the router's route actor does. */
   admission?: Admission;
 }
@@ -73,8 +76,13 @@ async function run(s: Scenario) {
     prompt: "a cat",
     seed: 1,
     receivedAtMs: 0,
-    deadlineAtMs: s.deadlineMs ?? 10_000,
-    ...(s.artifactDrops ? { lightFallback: false, workDeadlineAtMs: s.artifactDrops.workDeadlineAtMs } : { floorMs: () => s.floorMs ?? 0 }),
+    ...requestDeadlines({
+      receivedAtMs: 0,
+      deadlineMs: s.deadlineMs ?? 10_000,
+      floorMs: () => s.floorMs ?? 0,
+      ...(s.artifactDrops ? { drops: { ...s.artifactDrops, sloDeadlineAtMs: (s.deadlineMs ?? 10_000) / 2 } } : {}),
+      deadlineAware: s.deadlineAware ?? false,
+    }),
     ...(s.quality ? { quality: s.quality } : {}),
     ...(s.options ? { options: s.options } : {}),
   });
@@ -221,6 +229,25 @@ describe("RequestMachine", () => {
       artifactDrops: { workDeadlineAtMs: 1_500 },
     });
     expect(never.outcome.ok || never.outcome.state).toBe("expired");
+  });
+
+  it("under the artifact's drops, keeps hadis-plus's deadline path against the SLO: the light image as the SLO nears, work still carrying 1.5 × SLO", async () => {
+    // SLO 1 s (deadline 2 s, the artifact's 2 × SLO); work deadline 1.5 s; the heavy image would come at 1.9 s.
+    const late = {
+      hard: false,
+      accept: false,
+      deadlineMs: 2_000,
+      latencyMs: { "heavy-m": 1_790 },
+      artifactDrops: { workDeadlineAtMs: 1_500 },
+    };
+    const { outcome, seen } = await run({ ...late, deadlineAware: true });
+    expect(outcome.ok && outcome.route).toBe("light");
+    expect(outcome.ok && buildReply(outcome, "r", 1).fallback).toBe("heavy_late");
+    expect(outcome.ok && outcome.timings.totalMs).toBe(975);
+    expect(seen.generate.map((g) => g.deadlineAtMs)).toEqual([1_500, 1_500]);
+    // The same request under another policy's plan waits for the late heavy image.
+    const other = await run(late);
+    expect(other.outcome.ok && other.outcome.route).toBe("light->heavy");
   });
 
   it("makes a hard prompt's image with the light model when the heavy one fails it, without judging it", async () => {

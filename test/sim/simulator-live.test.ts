@@ -6,6 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { PROTOCOL_VERSION, type Plan } from "../../contracts/messages.ts";
 import type { TickOutcome } from "../../actors/control/reconcile.ts";
+import { parseFidelity } from "../../actors/artifact/mechanisms.ts";
 import { ProfileJudge } from "../../actors/judge/profile-judge.ts";
 import { FixedPercentileThreshold, ReferenceFeatureScorer } from "../../actors/routing/difficulty.ts";
 import { simulate, type SimConfig } from "../../actors/sim/simulator.ts";
@@ -189,6 +190,26 @@ describe("simulate, as the live system", () => {
     const hadis = await simulate(config([5_000, 9_000], 2, script(), { policyName: "hadis", sloMs: 20_000, ...hard }));
     expect(hadis.records[1].outcome).toBe("timedOut");
     expect(hadis.rescues).toBe(0);
+  });
+
+  it("hadis-plus under the artifact's drops: an escalated request whose heavy image is late gets its light image as the SLO nears; HADIS's waits", async () => {
+    // One lightning worker (0.5 s) and one medium worker (13 s), SLO 20 s, two easy prompts at 10 s
+    // and 11 s, both rejected. The first's heavy image ends at 23.515 s; the second's waits for it
+    // (the estimate, no queue ahead, fits) and would end at 36.515 s, 25.515 s after it came: within
+    // the drops' 1.5 × SLO, so HADIS serves it late. hadis-plus serves its light image at 20 s − 25 ms.
+    const script = () =>
+      scripted([{ atMs: -1_000, plan: plan({ "w-00": LIGHTNING, "w-01": MEDIUM }, { light: LIGHTNING, heavy: MEDIUM }, 0.5) }]);
+    const drops = { sloMs: 20_000, fidelity: parseFidelity("native", "drops") };
+    const plus = await simulate(config([10_000, 11_000], 2, script(), { policyName: "hadis-plus", ...drops }));
+    expect(plus.records.map((r) => [r.outcome, r.route, r.servedModel, r.fallback, r.latencyMs])).toEqual([
+      ["served", "light->heavy", MEDIUM, undefined, 13_515],
+      ["served", "light", LIGHTNING, "degraded", 20_000 - 25],
+    ]);
+    const hadis = await simulate(config([10_000, 11_000], 2, script(), { policyName: "hadis", ...drops }));
+    expect(hadis.records.map((r) => [r.outcome, r.route, r.latencyMs])).toEqual([
+      ["served", "light->heavy", 13_515],
+      ["served", "light->heavy", 25_515],
+    ]);
   });
 
   it("hadis-plus: a worker runs a smaller batch when its tightest deadline fits alone and not in the full one", async () => {
