@@ -63,7 +63,7 @@ interface Cell {
   swaps: number;
   /** Mean discriminator score (P(real)) of the images served. */
   meanServedScore: number;
-  /** Images served degraded (hadis-plus: a rejected or hard prompt's light image, no time for the heavy model). */
+  /** Images served degraded: a rejected light image served as the deadline neared (any policy), or (hadis-plus) a rejected or hard prompt's light image, no time for the heavy model. */
   degraded: number;
 }
 
