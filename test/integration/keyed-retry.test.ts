@@ -5,7 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServices, startTestSystem, type TestSystem } from "../helpers/system.ts";
-import type { RunningSystem } from "../../services/system.ts";
+import { startSystem, type RunningSystem } from "../../services/system.ts";
+import { createLogger } from "../../services/telemetry/log.ts";
 import { HadisError } from "../../contracts/errors.ts";
 import { claimKey, fingerprintOf, keyedRequestId, resultKey } from "../../actors/request/idempotent.ts";
 import { claimKeyFor } from "../../services/router/idempotency.ts";
@@ -26,6 +27,7 @@ let third: RunningSystem | undefined;
 let fresh: RunningSystem | undefined;
 let fourth: RunningSystem | undefined;
 let fifth: RunningSystem | undefined;
+let loading: RunningSystem | undefined;
 beforeAll(async () => {
   t = await startTestSystem({ workers: 2 });
 });
@@ -33,6 +35,7 @@ afterAll(async () => {
   await fresh?.stop(2_000);
   await fourth?.stop(2_000);
   await fifth?.stop(2_000);
+  await loading?.stop(2_000);
   await third?.stop(2_000);
   await more?.stop(2_000);
   await t?.stop();
@@ -64,6 +67,40 @@ async function earlierAttempt(label: string, seed: number, dueInMs: number) {
   const { seq } = await queue.publish(model, encode(item), `${requestId}/light/${model}`);
   return { key, prompt, requestId, model, queue, seq };
 }
+
+/**
+ * Two workers on `t`'s server at a time scale whose loads take seconds (sd3.5-large-turbo: 2.7 s),
+ * once a plan lists them. Joined before the workers serving now leave, they keep a plan with
+ * workers in force (one with none answers every waiting request no_capacity at once, and under
+ * load the manager makes it before workers started afterwards are heard) while none of them
+ * holds the light model yet.
+ */
+async function loadingWorkers(prefix: string): Promise<RunningSystem> {
+  const system = await startSystem({
+    natsUrl: t.server.url,
+    services: ["worker"],
+    workers: 2,
+    workerIdPrefix: prefix,
+    timeScale: 0.2,
+    policy: "static",
+    scorer: "reference",
+    workQueue: { storage: "memory", ackWaitMs: 2_000 },
+    log: createLogger("test", "error"),
+  });
+  const planned = () => Object.keys(t.system.routers[0].plans.current?.assignment ?? {});
+  await waitFor(async () => planned().some((id) => id.startsWith(prefix)), 10_000, `a plan with ${prefix}`);
+  return system;
+}
+
+/** Stops the workers of `system` and waits for a plan without them. */
+async function leave(system: RunningSystem, prefix: string): Promise<void> {
+  await Promise.all(system.workers!.agents.map((a) => a.stop()));
+  const planned = () => Object.keys(t.system.routers[0].plans.current?.assignment ?? {});
+  await waitFor(async () => !planned().some((id) => id.startsWith(prefix)), 10_000, `a plan without ${prefix}`);
+}
+
+/** Whether any worker of `system` holds the light model (loaded). */
+const holdsLight = (system: RunningSystem) => system.workers!.agents.some((a) => a.status("x").model === DEFAULT_STATIC.light);
 
 describe("a keyed retry after an attempt that ended without an image", () => {
   it("generates anew once the first attempt's item is gone, and the one after it is deduplicated", async () => {
@@ -113,12 +150,12 @@ describe("a keyed retry after an attempt that ended without an image", () => {
 
   it("does not wait on an earlier attempt's item that is still queued but past its deadline (its router died)", async () => {
     // The earlier attempt: its router died, so nothing removed its item; no worker has pulled it.
-    await Promise.all(more!.workers!.agents.map((a) => a.stop()));
+    // The retry, sent while no worker holds the light model; they have it a moment later (`loadingWorkers`).
+    third = await loadingWorkers("w-third");
+    await leave(more!, "w-more");
+    expect(holdsLight(third)).toBe(false);
     const { key, prompt } = await earlierAttempt("orphan", 7, -1_000);
-    // The retry, sent while no worker runs; workers come back a moment later.
     const retry = t.client.generate({ prompt, idempotencyKey: key, seed: 7, deadlineMs: 10_000 });
-    await new Promise((r) => setTimeout(r, 300));
-    third = await startTestServices(t.server.url, { services: ["worker"], workers: 2, workerIdPrefix: "w-third" });
     const reply = await retry;
     expect(reply.image.byteLength).toBeGreaterThan(0);
     expect(reply.route).toBe("light"); // the stage whose item was stale
@@ -127,16 +164,14 @@ describe("a keyed retry after an attempt that ended without an image", () => {
   it("queues its own item once the item it rode on (another router's, due sooner) passes its deadline without an image", async () => {
     // The earlier attempt went through another router with a shorter deadline; no worker pulls
     // until that deadline has passed, so a worker drops that item unrun.
-    // (First a plan that has the previous test's workers: under load the manager may still hold
-    // the one it made while no worker was heard, and the router would refuse the retry at once.)
-    await waitFor(async () => Object.keys(t.system.routers[0].plans.current?.assignment ?? {}).length > 0, 10_000, "a plan with workers");
-    await Promise.all(third!.workers!.agents.map((a) => a.stop()));
+    // The workers that serve the retry join before the previous test's leave (`loadingWorkers`).
+    fourth = await loadingWorkers("w-fourth");
+    await leave(third!, "w-third");
+    expect(holdsLight(fourth)).toBe(false);
     const { key, prompt } = await earlierAttempt("rider", 9, 400);
     // (Before, the retry waited out its own deadline: `deadline_exceeded`.)
     const started = performance.now();
     const retry = t.client.generate({ prompt, idempotencyKey: key, seed: 9, deadlineMs: 8_000 });
-    await new Promise((r) => setTimeout(r, 900));
-    fourth = await startTestServices(t.server.url, { services: ["worker"], workers: 2, workerIdPrefix: "w-fourth" });
     const reply = await retry;
     expect(reply.image.byteLength).toBeGreaterThan(0);
     expect(reply.route).toBe("light");
@@ -144,7 +179,10 @@ describe("a keyed retry after an attempt that ended without an image", () => {
   }, 40_000);
 
   it("removes the item it queued after riding when the item it rode on answers after all (one generation, not two)", async () => {
-    await Promise.all(fourth!.workers!.agents.map((a) => a.stop()));
+    // No worker pulls the light model, and a plan with workers stays in force (`loadingWorkers`).
+    loading = await loadingWorkers("w-loading");
+    await leave(fourth!, "w-fourth");
+    expect(holdsLight(loading)).toBe(false);
     const { key, prompt, requestId, model, queue, seq } = await earlierAttempt("rider-late", 11, 300);
     const retry = t.client.generate({ prompt, idempotencyKey: key, seed: 11, deadlineMs: 8_000 });
     // Past the earlier item's deadline the retry queues its own (the next item in the stream).
@@ -178,7 +216,7 @@ describe("a keyed retry after an attempt that ended without an image", () => {
     // Workers again: the retry's own item is no longer queued (the earlier one is past its deadline, dropped unrun).
     fifth = await startTestServices(t.server.url, { services: ["worker"], workers: 2, workerIdPrefix: "w-fifth" });
     await new Promise((r) => setTimeout(r, 1_500));
-    expect(fifth.workers!.agents.reduce((n, a) => n + a.status("x").servedTotal, 0)).toBe(0);
+    expect([fifth, loading].flatMap((w) => w.workers!.agents).reduce((n, a) => n + a.status("x").servedTotal, 0)).toBe(0);
   }, 40_000);
 
   it("answers a stage stored in the results bucket without generating it again, and any router refuses the key for another prompt", async () => {
@@ -247,7 +285,9 @@ describe("a keyed retry after an attempt that ended without an image", () => {
     await t.client.waitUntilServing(10_000);
     // (Every worker this file started: the test may run alone.)
     const served = () =>
-      [t.system, more, third, fourth, fifth].flatMap((s) => s?.workers?.agents ?? []).reduce((n, a) => n + a.status("x").servedTotal, 0);
+      [t.system, more, third, fourth, fifth, loading]
+        .flatMap((s) => s?.workers?.agents ?? [])
+        .reduce((n, a) => n + a.status("x").servedTotal, 0);
     const before = served();
     const reused = await t.client.generate({ prompt, seed: 12_345, idempotencyKey: key, deadlineMs: 10_000 });
     expect(reused.requestId).not.toBe(first.requestId);

@@ -2,36 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestSystem, type TestSystem } from "../helpers/system.ts";
 import { promptsByRoute } from "../helpers/prompts.ts";
 import { DEFAULT_STATIC } from "../../services/resource-manager/policies.ts";
-import { recordPlan, recordQueueDepths, recordSolve, startMetricsServer, type MetricsServer } from "../../services/telemetry/metrics.ts";
+import { recordSolve, startMetricsServer, type MetricsServer } from "../../services/telemetry/metrics.ts";
+import { parsePrometheus, type Sample } from "../helpers/prometheus.ts";
 import { ErrorCodes } from "../../contracts/errors.ts";
 import grafana from "../../ops/grafana/hadis.json" with { type: "json" };
-
-/** One sample of the Prometheus text format. */
-interface Sample {
-  name: string;
-  labels: Record<string, string>;
-  value: number;
-}
-
-/** Parses the Prometheus text exposition format (samples, # HELP and # TYPE lines). */
-function parsePrometheus(text: string): { samples: Sample[]; types: Map<string, string> } {
-  const samples: Sample[] = [];
-  const types = new Map<string, string>();
-  for (const line of text.split("\n")) {
-    if (line.startsWith("# TYPE ")) {
-      const [, , name, type] = line.split(" ");
-      types.set(name, type);
-      continue;
-    }
-    if (line === "" || line.startsWith("#")) continue;
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
-    if (!m) throw new Error(`not a sample line: ${line}`);
-    const labels: Record<string, string> = {};
-    for (const [, k, v] of (m[2] ?? "").matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[k] = v;
-    samples.push({ name: m[1], labels, value: Number(m[3]) });
-  }
-  return { samples, types };
-}
 
 /** Every PromQL expression of a Grafana dashboard (panels and their targets, at any depth). */
 function expressions(node: unknown): string[] {
@@ -115,7 +89,7 @@ describe("Prometheus /metrics", () => {
     expect(ours.filter(([name]) => /_(ms|milliseconds|minutes|kb|mb|percent)(_|$)/.test(name))).toEqual([]);
   });
 
-  it("counts a deduplicated retry as a request but not its stages again; drops stale queues and FIDs", async () => {
+  it("counts a deduplicated retry as a request but not its stages again", async () => {
     const scrape = async () => parsePrometheus(await (await fetch(server.url)).text()).samples;
     const sum = (samples: Sample[], name: string, labels: Record<string, string> = {}) =>
       samples
@@ -133,15 +107,6 @@ describe("Prometheus /metrics", () => {
       sum(after, "hadis_stage_duration_seconds_count", { stage: "total" }) -
         sum(before, "hadis_stage_duration_seconds_count", { stage: "total" }),
     ).toBe(1);
-
-    recordQueueDepths({ "model-a": 3, "model-b": 1 });
-    recordQueueDepths({ "model-b": 2 });
-    const plan = t.system.manager!.plans.current!;
-    recordPlan({ ...plan, expectedFid: 17.5 });
-    recordPlan({ ...plan, expectedFid: undefined });
-    const last = await scrape();
-    expect(last.filter((s) => s.name === "hadis_queue_depth").map((s) => [s.labels.model, s.value])).toEqual([["model-b", 2]]);
-    expect(sum(last, "hadis_plan_expected_fid")).toBeNaN();
   });
 
   it("has every series and label the Grafana dashboard queries, and the dashboard names only real error codes", async () => {
