@@ -46,7 +46,8 @@ describe("jobs over HTTP", () => {
   it("follows a job to its result over Server-Sent Events", async () => {
     const started = Date.now();
     const { jobId, location } = await submit({ prompt: routes.escalated, deadlineMs: 30_000 });
-    expect(Date.now() - started).toBeLessThan(300);
+    // Accepted before it ran: the submit took less than the generation (a bound that holds on a loaded machine too).
+    const submitMs = Date.now() - started;
     expect(location).toBe(`/v1/jobs/${jobId}`);
     const res = await fetch(`${base}${location}`, { headers: { accept: "text/event-stream" } });
     expect(res.status).toBe(200);
@@ -54,8 +55,12 @@ describe("jobs over HTTP", () => {
     const events = await readSse(res.body!);
     expect(events.map((e) => e.event)).toEqual(["queued", "routed", "light_done", "judged", "heavy_running", "done"]);
     expect(events.map((e) => e.id)).toEqual(["1", "2", "3", "4", "5", "6"]);
-    const done = JSON.parse(events.at(-1)!.data) as { kind: string; result: { route: string; image: string } };
+    const done = JSON.parse(events.at(-1)!.data) as {
+      kind: string;
+      result: { route: string; image: string; timings: { totalMs: number } };
+    };
     expect(done.result.route).toBe("light->heavy");
+    expect(submitMs).toBeLessThan(done.result.timings.totalMs);
     expect(typeof done.result.image).toBe("string"); // base64, as in a JSON reply
     expect(Buffer.from(done.result.image, "base64").subarray(1, 4).toString()).toBe("PNG");
   });
