@@ -13,6 +13,7 @@
  *                                                    left out of hadis-plus
  *   node --import tsx bench/fidelity.ts held-out     hadis-plus against HADIS on 20 traces (seeds 2-5)
  *   node --import tsx bench/fidelity.ts fresh        the same on seeds 6-9, never looked at before
+ *   node --import tsx bench/fidelity.ts unseen       the same on seeds 10-13, first run on the final code
  *
  * Each writes bench/results/fidelity-<name>.json and prints a markdown table.
  */

@@ -19,6 +19,7 @@ import {
 import { WorkerJudge, type JudgedImage } from "./worker-judge.ts";
 import type { BatchEntry, BatchObservation, Delivery, DropCounts, WorkerOptions, WorkerPorts, WorkLane } from "./ports.ts";
 import { planMechanisms, type ArtifactMechanism } from "../artifact/mechanisms.ts";
+import { takeArtifactBatch } from "../artifact/worker-rules.ts";
 import { isDeadlineAware } from "../routing/deadline-aware.ts";
 import { fitBatch } from "./deadline-batch.ts";
 
@@ -360,19 +361,18 @@ export class WorkerAgent {
     if (!expected) return;
     const ms = (n: number) => expected(model, Math.max(1, n));
     if (this.mechanisms.has("drops")) {
-      const kept: BatchEntry[] = [];
-      batch.forEach((entry, i) => {
-        if (now + ms(Math.min(this.batchSize, kept.length + (batch.length - i))) > entry.item.deadlineAtMs)
-          this.dropExpired(entry.delivery);
-        else kept.push(entry);
-      });
-      return void batch.splice(0, batch.length, ...kept);
+      // (Elapsed past the work deadline + runtime > 0: the item cannot end by its deadline.)
+      const taken = takeArtifactBatch([...batch], this.batchSize, ms, (e) => now - e.item.deadlineAtMs, 0);
+      taken.dropped.forEach((entry) => this.dropExpired(entry.delivery));
+      return void batch.splice(0, batch.length, ...taken.batch);
     }
     if (!this.fitsBatches || batch.length < 2) return;
     const last = batch.filter((e) => e.delivery.final === true);
     const { run, back } = fitBatch(batch, (e) => e.item.deadlineAtMs, now, ms, last);
-    if (back.length > 0) this.ports.log("worker.batch_fitted", { workerId: this.id, model, pulled: batch.length, running: run.length });
-    this.fittedBatches += back.length > 0 ? 1 : 0;
+    if (back.length > 0) {
+      this.fittedBatches++;
+      this.ports.log("worker.batch_fitted", { workerId: this.id, model, pulled: batch.length, running: run.length });
+    }
     back.forEach((entry) => this.handBack(entry));
     batch.splice(0, batch.length, ...run);
   }

@@ -87,15 +87,16 @@ async function loadingWorkers(prefix: string): Promise<RunningSystem> {
     workQueue: { storage: "memory", ackWaitMs: 2_000 },
     log: createLogger("test", "error"),
   });
-  const planned = () => Object.keys(t.system.routers[0].plans.current?.assignment ?? {});
   await waitFor(async () => planned().some((id) => id.startsWith(prefix)), 10_000, `a plan with ${prefix}`);
   return system;
 }
 
+/** The workers the router's plan in force assigns. */
+const planned = () => Object.keys(t.system.routers[0].plans.current?.assignment ?? {});
+
 /** Stops the workers of `system` and waits for a plan without them. */
 async function leave(system: RunningSystem, prefix: string): Promise<void> {
   await Promise.all(system.workers!.agents.map((a) => a.stop()));
-  const planned = () => Object.keys(t.system.routers[0].plans.current?.assignment ?? {});
   await waitFor(async () => !planned().some((id) => id.startsWith(prefix)), 10_000, `a plan without ${prefix}`);
 }
 

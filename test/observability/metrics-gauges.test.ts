@@ -4,25 +4,11 @@
  * records its own queue depths every tick.)
  */
 import { describe, expect, it } from "vitest";
-import { PROTOCOL_VERSION, type Plan } from "../../contracts/messages.ts";
 import { metricsText, recordPlan, recordQueueDepths } from "../../services/telemetry/metrics.ts";
 import { parsePrometheus } from "../helpers/prometheus.ts";
+import { plan as planOf } from "../helpers/worker-fakes.ts";
 
-const plan: Plan = {
-  v: PROTOCOL_VERSION,
-  epoch: 3,
-  policy: "hadis",
-  issuedAtMs: 0,
-  sloMs: 6_000,
-  timeScale: 0.1,
-  pair: { light: "model-a", heavy: "model-b" },
-  routerThreshold: 0.2,
-  discThreshold: 0.3,
-  heavyShare: 0.4,
-  models: { "model-a": { workers: 2, batchSize: 1 }, "model-b": { workers: 2, batchSize: 1 } },
-  assignment: { w1: "model-a", w2: "model-a", w3: "model-b", w4: "model-b" },
-  reason: "test",
-};
+const plan = planOf(3, "a");
 
 describe("Prometheus gauges of the present", () => {
   it("drop a model no longer queued and the FID of a plan that has none", async () => {
