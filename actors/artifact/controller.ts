@@ -29,6 +29,8 @@ export interface ArtifactTickInput {
   queueDepth: Record<string, number>;
   workers: WorkerInventoryItem[];
   current: Plan | null;
+  /** Workers have queues of their own (the artifact's `dispatch`). */
+  perWorkerQueues?: boolean;
 }
 
 /** Fixed inputs of the allocation step. */
@@ -76,6 +78,7 @@ export async function artifactTick(
     sloMs: config.sloMs,
     timeScale: config.timeScale,
     signals: input.signals,
+    ...(input.perWorkerQueues ? { perWorkerQueues: true } : {}),
   };
   const decision = await config.policy(snapshot, config.profiles, config.solve);
   if (input.current && (decision.solverStatus === "Error" || decision.solverStatus === "Timeout")) return { plan: null, decision };

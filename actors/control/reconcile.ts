@@ -81,6 +81,8 @@ export interface TickObservation {
   demandQps?: number;
   /** The artifact controller's queue and arrival EWMAs, for the artifact's allocators. */
   signals?: ArtifactSignals;
+  /** Workers have queues of their own (the artifact's `dispatch`). */
+  perWorkerQueues?: boolean;
 }
 
 const round2 = (x: number) => Math.round(x * 100) / 100;
@@ -229,6 +231,7 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
     sloMs: config.sloMs,
     timeScale: config.timeScale,
     ...(obs.signals ? { signals: obs.signals } : {}),
+    ...(obs.perWorkerQueues ? { perWorkerQueues: true } : {}),
   };
   const caps = obs.batchCaps ?? new Map<string, number>();
   const pool = withBatchCaps(

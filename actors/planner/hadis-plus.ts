@@ -36,9 +36,17 @@ export const HADIS_PLUS_PLANNER = {
   boldOnDemandFall: 0.2,
 } as const;
 
-/** The MILP options of hadis-plus's safe solve. */
+/**
+ * The MILP options of hadis-plus's safe solve. Between plans of equal FID and workers it takes
+ * the shorter batch under shared queues and the larger (within the path) under per-worker ones:
+ * with one queue per model an idle worker takes the next item, so a shorter batch shortens every
+ * path; with a queue per worker (the artifact's random dispatch) an item waits behind its own
+ * worker's batches whatever the others do, a cap above one is used only when that queue holds
+ * several, and then the larger cap clears it sooner (docs/benchmarks.md has the figures).
+ */
 export function hadisPlusOptions(snapshot: PlannerSnapshot): MilpOptions {
   return {
+    ...(snapshot.perWorkerQueues ? { batchTieBreak: "larger" as const } : {}),
     swapAware: {
       horizonMs: HADIS_PLUS_PLANNER.swapHorizonMs * snapshot.timeScale,
       tickMs: Math.max(500, 20_000 * snapshot.timeScale),

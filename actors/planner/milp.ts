@@ -50,6 +50,12 @@ export interface MilpOptions {
    * workers would do.
    */
   drain?: { budgetsMs: readonly number[]; safety: number };
+  /**
+   * Which batch size breaks a tie between plans of equal FID and workers: the shorter (default),
+   * or the larger whose latency still fits the path (hadis-plus under per-worker queues, see
+   * `hadisPlusOptions`).
+   */
+  batchTieBreak?: "shorter" | "larger";
 }
 
 /** One (model, batch) choice the solver may take. */
@@ -208,14 +214,14 @@ export function buildMilp(snapshot: PlannerSnapshot, profiles: ProfileSet, table
   const drainVars = (m: ModelTerm) => m.drains.map((d, j) => ({ ...d, name: w(m.index, j) }));
 
   // Objective weights: FID dominates lexicographically (one 0.01 FID step outweighs every
-  // swap), swaps outweigh the tie-break, the tie-break (path latency / SLO + workers / S) is < 3.
+  // swap), swaps outweigh the tie-break, the tie-break (± path latency / SLO + workers / S) is < 3.
   const swapWeight = 4;
   const fidStep = swapWeight * (workers + 1);
   const fidMin = Math.min(...rows.map((r) => r.row.fid));
   const objective: [number, string][] = rows.map((r, t) => [Math.round((r.row.fid - fidMin) * 100 * fidStep * 1000) / 1000, x(t)]);
   for (const m of models) {
     for (const bt of m.batches) {
-      objective.push([bt.latencyMs / slo, y(m.index, bt.b)]);
+      objective.push([(options.batchTieBreak === "larger" ? -bt.latencyMs : bt.latencyMs) / slo, y(m.index, bt.b)]);
       objective.push([1 / Math.max(1, workers), n(m.index, bt.b)]);
     }
     // In FID units scaled as the rows' FID (100 × fidStep per FID), or a tie-break without pricing.

@@ -38,6 +38,11 @@ export interface PlannerSnapshot {
   timeScale: number;
   /** The artifact controller's signals (its planners' queue and arrival EWMAs), when they are tracked. */
   signals?: ArtifactSignals;
+  /**
+   * Each worker has a queue of its own that work is dealt to at random (the artifact's
+   * `dispatch`), instead of one queue per model that idle workers pull from.
+   */
+  perWorkerQueues?: boolean;
 }
 
 /** The safety factor on the Little's-law queue wait the manager tells the planner. */

@@ -33,6 +33,7 @@ export async function runTick(s: SimState): Promise<void> {
     routers,
     demandQps: plannedDemand(s),
     signals: s.ledger.signals,
+    perWorkerQueues: s.dispatch,
   };
   const outcome = await (s.config.control ?? controlTick)(s.control, obs, s.tick);
   s.config.onTick?.(outcome, s.now);
@@ -47,7 +48,7 @@ export async function runSecond(s: SimState): Promise<void> {
     const demandQps = plannedDemand(s) ?? s.arrivalRate.sample(s.now, s.routerSilentAfterMs).qps;
     const inventory = s.workers.map((w) => ({ id: w.id, model: w.desired }));
     const { plan: next } = await artifactTick(
-      { nowMs: s.now, demandQps, signals, queueDepth: queueDepth(s), workers: inventory, current: s.plan },
+      { nowMs: s.now, demandQps, signals, queueDepth: queueDepth(s), workers: inventory, current: s.plan, perWorkerQueues: s.dispatch },
       {
         policyName: s.config.policyName,
         policy: s.policy,

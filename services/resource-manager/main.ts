@@ -211,7 +211,15 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
   /** The artifact's allocation (`tick`): its decision adopted at once, workers in registration order. */
   async function allocateAsArtifact(obs: Parameters<typeof controlTick>[1], demandQps: number): Promise<TickOutcome> {
     const { plan, decision } = await artifactTick(
-      { nowMs: obs.nowMs, demandQps, signals: artifact!.current, queueDepth: obs.queueDepth, workers: obs.workers, current: obs.current },
+      {
+        nowMs: obs.nowMs,
+        demandQps,
+        signals: artifact!.current,
+        queueDepth: obs.queueDepth,
+        workers: obs.workers,
+        current: obs.current,
+        perWorkerQueues: obs.perWorkerQueues,
+      },
       {
         policyName: opts.tick.policyName,
         policy: opts.tick.policy,
@@ -330,6 +338,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
       batchCaps: batchCaps.current(nowMs),
       ...(signals ? { signals } : {}),
       ...(demandQps !== undefined ? { demandQps } : {}),
+      ...(fidelity.on.has("dispatch") ? { perWorkerQueues: true } : {}),
     };
     let outcome = fidelity.on.has("tick")
       ? await allocateAsArtifact(obs, demandQps ?? arrivalsQps)

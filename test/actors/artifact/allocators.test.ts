@@ -171,6 +171,12 @@ describe("the artifact's controller step", () => {
       { ...config, policy: async () => ({ ...first.decision, solverStatus: "Error" }) },
     );
     expect(failed.plan).toBeNull();
+    // The policy is told whether workers have queues of their own (hadis-plus picks its batch by it).
+    const seen: boolean[] = [];
+    const spy = async (s: PlannerSnapshot) => (seen.push(s.perWorkerQueues === true), clipperDecision(s, profiles, "light"));
+    await artifactTick({ ...base, perWorkerQueues: true }, { ...config, policy: spy });
+    await artifactTick(base, { ...config, policy: spy });
+    expect(seen).toEqual([true, false]);
   });
 });
 

@@ -61,6 +61,21 @@ describe("controlTick", () => {
     expect(seen.filter((m) => m === "sd35-large-turbo")).toHaveLength(4);
   });
 
+  it("tells the policy whether workers have queues of their own (the artifact's random dispatch)", async () => {
+    const seen: (boolean | undefined)[] = [];
+    const scripted: TickConfig = {
+      ...config("hadis"),
+      policy: async (snapshot) => (
+        seen.push(snapshot.perWorkerQueues),
+        scriptedDecision("sd35-large-turbo", "sd35-medium", 22.0, [4, 1], [12, 1])
+      ),
+    };
+    const obs = { nowMs: 0, arrivalsQps: 2, queueDepth: {}, workers: workers(16), current: null };
+    await controlTick(newControlState(1_000), { ...obs, perWorkerQueues: true }, scripted);
+    await controlTick(newControlState(1_000), obs, scripted);
+    expect(seen).toEqual([true, undefined]);
+  });
+
   it("keeps workers mid-swap where the plan in force put them: the MILP moves none it need not (16 workers, 6 A / 10 B in force, 8 / 8 by heartbeat)", async () => {
     const state = newControlState(1_000);
     // The pair the MILP picks at 1 qps on 16 workers, so that it keeps it.

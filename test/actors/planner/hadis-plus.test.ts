@@ -118,3 +118,23 @@ describe("hadisPlusDecision", () => {
     expect(chosen).toEqual({ ...safe, solveMs: chosen.solveMs });
   });
 });
+
+describe("hadis-plus's batch tie-break", () => {
+  it("takes the shorter batch under shared queues and the larger under per-worker queues, at the same FID and workers (30 qps)", async () => {
+    const shared = settledSnapshot(30, { policy: "hadis-plus" });
+    const perWorker = { ...shared, perWorkerQueues: true };
+    expect(hadisPlusOptions(shared).batchTieBreak).toBeUndefined();
+    expect(hadisPlusOptions(perWorker).batchTieBreak).toBe("larger");
+    const a = await hadisPlusDecision(shared, profiles, table, solve);
+    const b = await hadisPlusDecision(perWorker, profiles, table, solve);
+    expect(b.expectedFid).toBe(a.expectedFid);
+    expect(Object.keys(b.models).sort()).toEqual(Object.keys(a.models).sort());
+    let larger = 0;
+    for (const [m, alloc] of Object.entries(a.models)) {
+      expect(b.models[m].workers).toBe(alloc.workers);
+      expect(b.models[m].batchSize).toBeGreaterThanOrEqual(alloc.batchSize);
+      if (b.models[m].batchSize > alloc.batchSize) larger++;
+    }
+    expect(larger).toBeGreaterThan(0);
+  });
+});
