@@ -1,8 +1,15 @@
 import { describe, expect, it } from "vitest";
-import { chooseBolder, demandFell, hadisPlusDecision, hadisPlusOptions, workersToLoad } from "../../../actors/planner/hadis-plus.ts";
-import type { PlanDecision } from "../../../actors/planner/decision.ts";
+import {
+  backlogWaitsMs,
+  chooseBolder,
+  demandFell,
+  hadisPlusDecision,
+  hadisPlusOptions,
+  workersToLoad,
+} from "../../../actors/planner/hadis-plus.ts";
+import { workerCapacityQps, type PlanDecision } from "../../../actors/planner/decision.ts";
 import { planWithMilp } from "../../../actors/planner/milp.ts";
-import type { PlannerSnapshot } from "../../../actors/planner/snapshot.ts";
+import { QUEUE_SAFETY, type PlannerSnapshot } from "../../../actors/planner/snapshot.ts";
 import { inlineSolverForFile } from "../../helpers/solver.ts";
 import { settledSnapshot } from "../../helpers/planner-snapshots.ts";
 import { loadProfiles } from "../../../services/files/profiles.ts";
@@ -136,5 +143,44 @@ describe("hadis-plus's batch tie-break", () => {
       if (b.models[m].batchSize > alloc.batchSize) larger++;
     }
     expect(larger).toBeGreaterThan(0);
+  });
+});
+
+describe("backlogWaitsMs", () => {
+  const medium = profiles.byName.get("sd35-medium")!;
+  it("reads a backlog's wait as the plan in force's workers clearing it: depth over their capacity, × the safety", () => {
+    const s = {
+      ...settledSnapshot(52, { policy: "hadis-plus" }),
+      queueDepth: { "sd35-medium": 19 },
+      queueDelayMs: { "sd35-medium": 5_484 },
+    };
+    const capacity = 12 * workerCapacityQps(medium, 1, 0.1);
+    const waits = backlogWaitsMs(s, profiles);
+    expect(waits["sd35-medium"]).toBeCloseTo((19 / capacity) * 1000 * QUEUE_SAFETY, 6);
+    expect(waits["sd35-medium"]).toBeLessThan(5_484);
+  });
+  it("keeps the manager's wait for an empty queue, a model the plan gives no workers, and without a plan; adds none the manager did not give", () => {
+    const base = settledSnapshot(52, { policy: "hadis-plus" });
+    const s = {
+      ...base,
+      queueDepth: { "sd35-medium": 0, "sdxl-lightning": 7 },
+      queueDelayMs: { "sd35-medium": 300, "sdxl-lightning": 9_000 },
+    };
+    expect(backlogWaitsMs(s, profiles)).toEqual({ "sd35-medium": 300, "sdxl-lightning": 9_000 });
+    expect(backlogWaitsMs({ ...s, queueDepth: { "sd35-medium": 19 }, current: null }, profiles)).toEqual(s.queueDelayMs);
+    // Under the artifact's controller the snapshot carries no waits: none is made up.
+    expect(backlogWaitsMs({ ...base, queueDepth: { "sd35-medium": 19 }, queueDelayMs: {} }, profiles)).toEqual({});
+  });
+  it("keeps a pair whose backlog its workers clear in time where the manager's wait would flee it (the seed-12 case, in small)", async () => {
+    // The plan in force: sd3.5-medium → sd3.5-large; a backlog on sd3.5-medium its 12 workers clear in about a second.
+    const s = {
+      ...settledSnapshot(8, { policy: "hadis-plus" }),
+      queueDepth: { "sd35-medium": 12 },
+      queueDelayMs: { "sd35-medium": 5_900 },
+    };
+    const kept = await hadisPlusDecision(s, profiles, table, solve);
+    const fled = await hadisPlusDecision(s, profiles, table, solve, { backlogWaits: false });
+    expect(kept.models["sd35-medium"]?.workers ?? 0).toBeGreaterThan(0);
+    expect(kept.expectedFid).toBeLessThan(fled.expectedFid);
   });
 });
