@@ -14,6 +14,7 @@
  *   node --import tsx bench/fidelity.ts held-out     hadis-plus against HADIS on 20 traces (seeds 2-5)
  *   node --import tsx bench/fidelity.ts fresh        the same on seeds 6-9, never looked at before
  *   node --import tsx bench/fidelity.ts unseen       the same on seeds 10-13, first run on the final code
+ *   node --import tsx bench/fidelity.ts unseen-2     the same on seeds 22-25, first run on the backlog waits
  *   node --import tsx bench/fidelity.ts artifact-unseen  the same under the artifact's fidelity on seeds
  *                                                    14-21, with the anchor under each seed's dispatch
  *
@@ -312,7 +313,7 @@ async function plus(): Promise<void> {
 }
 
 /**
- * hadis-plus's three changes (its planner: swaps priced, backlogs drained, the safe or bold plan,
+ * hadis-plus's three changes (its planner: swaps priced, backlogs drained and read as cleared, the safe or bold plan,
  * `actors/planner/hadis-plus.ts`; the learned router; the deadline-aware cascade, with its
  * workers' fitted batches), each added to HADIS alone and each left out of hadis-plus, on
  * hadis-plus's workloads; and the planner's and the cascade's parts each left out.
@@ -327,6 +328,7 @@ const ABLATION: PolicySpec[] = [
   { label: "plus − deadline", policy: "hadis-plus", deadlineAware: false },
   { label: "plus − drain", policy: "hadis-plus", planner: plusPlanner({ drain: false }) },
   { label: "plus − bold on a fall", policy: "hadis-plus", planner: plusPlanner({ boldOnFall: false }) },
+  { label: "plus − backlog waits", policy: "hadis-plus", planner: plusPlanner({ backlogWaits: false }) },
   { label: "plus − fitted batches", policy: "hadis-plus", fitBatches: false },
   { label: "plus, safe solve only", policy: "hadis-plus", planner: plusPlanner({ solves: "safe" }) },
   { label: "plus, bold solve only", policy: "hadis-plus", planner: plusPlanner({ solves: "bold" }) },
@@ -418,6 +420,7 @@ const commands: Record<string, () => Promise<void>> = {
   "held-out": () => heldOut(),
   fresh: () => heldOut([6, 7, 8, 9], "fidelity-fresh"),
   unseen: () => heldOut([10, 11, 12, 13], "fidelity-unseen"),
+  "unseen-2": () => heldOut([22, 23, 24, 25], "fidelity-unseen-2"),
   "artifact-unseen": () => heldOut([14, 15, 16, 17, 18, 19, 20, 21], "fidelity-artifact-unseen", ARTIFACT),
 };
 const name = process.argv[2] ?? "";
