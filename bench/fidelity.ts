@@ -12,9 +12,9 @@
  *   node --import tsx bench/fidelity.ts ablation     hadis-plus's changes, each added to HADIS and each
  *                                                    left out of hadis-plus
  *   node --import tsx bench/fidelity.ts held-out     hadis-plus against HADIS on 20 traces (seeds 2-5)
- *   node --import tsx bench/fidelity.ts fresh        the same on seeds 6-9, never looked at before
- *   node --import tsx bench/fidelity.ts unseen       the same on seeds 10-13, first run on the final code
- *   node --import tsx bench/fidelity.ts unseen-2     the same on seeds 22-25, first run on the backlog waits
+ *   node --import tsx bench/fidelity.ts fresh        the same on seeds 6-9
+ *   node --import tsx bench/fidelity.ts unseen       the same on seeds 10-13
+ *   node --import tsx bench/fidelity.ts unseen-2     the same on seeds 22-25, held out from every choice
  *   node --import tsx bench/fidelity.ts artifact-unseen  the same under the artifact's fidelity on seeds
  *                                                    14-21, with the anchor under each seed's dispatch
  *
@@ -358,8 +358,10 @@ async function ablation(): Promise<void> {
  * native fidelity. `held-out`: seeds 2-5 (its first version was built looking at seed 1; its
  * planner's two-solve rule was chosen looking at these too); `fresh`: seeds 6-9, looked at by
  * nobody before they were first run (its fitted batches and bold plan on a fall were then chosen
- * looking at seeds 1-9); `unseen`: seeds 10-13, first run on the code that has both. Per trace, the issue's three claims; in total, the violations summed and
- * the medians of the differences. `artifact-unseen`: the artifact's fidelity on seeds 14-21, with
+ * looking at seeds 1-9); `unseen`: seeds 10-13, first run on the code that has both (its backlog
+ * waits were then found on seeds 7 and 12); `unseen-2`: seeds 22-25, first run on the code with
+ * them, held out from every choice. Per trace, the issue's three claims; in total, the violations
+ * summed and the medians of the differences. `artifact-unseen`: the artifact's fidelity on seeds 14-21, with
  * the anchor trace under each seed's random dispatch; hadis-plus's batch tie-break under per-worker
  * queues was chosen looking at seeds 1-5 there (seeds 14-17 had been run once, with an earlier
  * form of it; 18-21 never).

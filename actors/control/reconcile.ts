@@ -7,7 +7,7 @@ import type { Plan } from "../../contracts/messages.ts";
 import { withBatchCaps, withoutModels, type ProfileSet } from "../profile/profile-set.ts";
 import { assignWorkers, holdingOf, swappedWorkers } from "../planner/assignment.ts";
 import { dampPlan, planShortfall, type DampingOptions, type DampingVerdict } from "../planner/damping.ts";
-import { decisionToPlan, workerCapacityQps, type PlanDecision } from "../planner/decision.ts";
+import { decisionToPlan, modelCapacityQps, type PlanDecision } from "../planner/decision.ts";
 import type { PlannerPolicy } from "../planner/policies.ts";
 import type { SolveFn } from "../planner/solver.ts";
 import type { ArtifactSignals } from "../artifact/signals.ts";
@@ -147,16 +147,6 @@ function modelArrivalQps(plan: Plan | null, demandQps: number): Record<string, n
   const { light, heavy } = plan.pair;
   if (light === heavy) return { [light]: demandQps };
   return { [light]: demandQps * (1 - plan.routerThreshold), [heavy]: demandQps * plan.heavyShare };
-}
-
-/** Service capacity per model under a plan, qps. */
-function modelCapacityQps(plan: Plan | null, profiles: ProfileSet): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const [m, a] of Object.entries(plan?.models ?? {})) {
-    const p = profiles.byName.get(m);
-    if (p && a.workers > 0) out[m] = a.workers * workerCapacityQps(p, a.batchSize, plan!.timeScale);
-  }
-  return out;
 }
 
 /**

@@ -74,6 +74,16 @@ export function workerCapacityQps(model: ModelProfile, b: number, timeScale: num
   return ms > 0 ? (b * 1000) / ms : Number.POSITIVE_INFINITY;
 }
 
+/** Service capacity per model under a plan, qps (models without workers are left out). */
+export function modelCapacityQps(plan: Plan | null, profiles: ProfileSet): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [m, a] of Object.entries(plan?.models ?? {})) {
+    const p = profiles.byName.get(m);
+    if (p && a.workers > 0) out[m] = a.workers * workerCapacityQps(p, a.batchSize, plan!.timeScale);
+  }
+  return out;
+}
+
 /** One model's minimal allocation from the solver plus what spreading needs. */
 export interface ModelNeed {
   workers: number;

@@ -2,8 +2,8 @@
  * hadis-plus's planner: HADIS's MILP over the same table, with swaps priced, backlogs cleared
  * rather than fled, and a loading worker's lost capacity counted only when it changes the move.
  *
- * Two solves per tick (the model is built twice; at 1,000 workers a solve takes < 0.5 s against a
- * 2 s tick, `bench/scale.ts`):
+ * Two solves per tick (the model is built twice; at 1,000 workers a solve took at most 843 ms
+ * against a 2 s tick, `bench/scale.ts`):
  * - *safe*: coverage counts a worker that must load at the part of the next tick it can still
  *   serve, so a plan never leans on capacity that is still loading;
  * - *bold*: coverage counts the plan's workers as if loaded (the loading time stays priced in
@@ -19,9 +19,9 @@
  */
 import type { ParetoRow } from "../profile/reference.ts";
 import type { ProfileSet } from "../profile/profile-set.ts";
-import { workerCapacityQps, type PlanDecision } from "./decision.ts";
+import { modelCapacityQps, type PlanDecision } from "./decision.ts";
 import { planWithMilp, type MilpOptions } from "./milp.ts";
-import { holdingCounts, QUEUE_SAFETY, type PlannerSnapshot, type WorkerInventoryItem } from "./snapshot.ts";
+import { holdingCounts, QUEUE_SAFETY, queueDelayMs, type PlannerSnapshot, type WorkerInventoryItem } from "./snapshot.ts";
 import type { SolveFn } from "./solver.ts";
 
 /** hadis-plus's planning constants (times are before the time scale). */
@@ -37,7 +37,7 @@ export const HADIS_PLUS_PLANNER = {
 } as const;
 
 /**
- * The MILP options of hadis-plus's safe solve. Between plans of equal FID and workers it takes
+ * The MILP options of hadis-plus's safe solve. Between plans of equal FID and swaps it takes
  * the shorter batch under shared queues and the larger (within the path) under per-worker ones:
  * with one queue per model an idle worker takes the next item, so a shorter batch shortens every
  * path; with a queue per worker (the artifact's random dispatch) an item waits behind its own
@@ -87,21 +87,20 @@ export function chooseBolder(
 /**
  * The queue waits hadis-plus plans with: each wait the manager gives (Little's law: depth over the
  * arrival rate, floored at half the capacity) read again as the time the plan in force's workers
- * take to clear the items ahead, depth over their capacity (× the manager's safety). A newcomer to a
- * FIFO queue waits for those items whatever arrives after it; read by the arrival rate, a backlog
+ * take to clear the items ahead, depth over their capacity (× QUEUE_SAFETY, 1.5). A newcomer to a
+ * FIFO queue waits for those items whatever arrives after it. Read by the arrival rate, a backlog
  * that the workers clear in 2-3 s read as 5.5 s (seed 12 at 96 QPS: 19 items on eight sd3.5-medium
- * workers), the path missed the SLO, and the plan fled to a pair 1.0 FID worse. A model the plan in
- * force gives no workers keeps the manager's wait.
+ * workers, a heavy model with a small share), the path missed the SLO, and the plan fled to a pair
+ * 1.0 FID worse; and a queue whose arrivals outrun its workers read shorter than it is. A model
+ * the plan in force gives no workers keeps the manager's wait (so does a model the manager gives
+ * none for: under the artifact's controller, none).
  */
 export function backlogWaitsMs(snapshot: PlannerSnapshot, profiles: ProfileSet): Record<string, number> {
   const waits = { ...snapshot.queueDelayMs };
+  const capacity = modelCapacityQps(snapshot.current, profiles);
   for (const model of Object.keys(waits)) {
     const depth = snapshot.queueDepth[model] ?? 0;
-    const alloc = snapshot.current?.models[model];
-    const profile = profiles.byName.get(model);
-    if (!(depth > 0) || !alloc || alloc.workers <= 0 || !profile) continue;
-    const capacityQps = alloc.workers * workerCapacityQps(profile, alloc.batchSize, snapshot.timeScale);
-    waits[model] = (depth / capacityQps) * 1000 * QUEUE_SAFETY;
+    if (depth > 0 && capacity[model] !== undefined) waits[model] = queueDelayMs(depth, capacity[model], QUEUE_SAFETY);
   }
   return waits;
 }

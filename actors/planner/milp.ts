@@ -51,7 +51,7 @@ export interface MilpOptions {
    */
   drain?: { budgetsMs: readonly number[]; safety: number };
   /**
-   * Which batch size breaks a tie between plans of equal FID and workers: the shorter (default),
+   * Which batch size breaks a tie between plans of equal FID and swaps: the shorter (default),
    * or the larger whose latency still fits the path (hadis-plus under per-worker queues, see
    * `hadisPlusOptions`).
    */

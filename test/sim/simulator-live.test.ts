@@ -212,6 +212,39 @@ describe("simulate, as the live system", () => {
     ]);
   });
 
+  it("tells the planner whether workers have queues of their own: under the artifact's dispatch, on the manager's tick and on the artifact's allocation", async () => {
+    const assignment = { "w-00": LIGHTNING, "w-01": MEDIUM };
+    const told: Record<string, boolean[]> = { native: [], dispatch: [], artifact: [] };
+    const spying = (name: string): SimConfig["control"] => {
+      const inner = scripted([{ atMs: -1_000, plan: plan(assignment, { light: LIGHTNING, heavy: MEDIUM }) }])!;
+      return async (state, obs, tick) => (told[name].push(obs.perWorkerQueues === true), inner(state, obs, tick));
+    };
+    await simulate(config([1_000], 2, spying("native")));
+    await simulate(config([1_000], 2, spying("dispatch"), { fidelity: parseFidelity("native", "dispatch") }));
+    // The artifact's allocation calls the policy itself, every 50 trace-seconds (5 s at time scale 0.1).
+    const first = plan(assignment, { light: LIGHTNING, heavy: MEDIUM });
+    const planner: SimConfig["planner"] = async (snapshot) => (
+      told.artifact.push(snapshot.perWorkerQueues === true),
+      {
+        pair: first.pair,
+        routerThreshold: 0,
+        discThreshold: 0,
+        heavyShare: 0,
+        expectedFid: 20,
+        models: first.models,
+        reason: "spy",
+        degraded: 0,
+      }
+    );
+    await simulate(config([1_000], 2, undefined, { fidelity: parseFidelity("native", "dispatch,tick"), timeScale: 0.1, planner }));
+    expect(told.native.length).toBeGreaterThan(0);
+    expect(told.native.every((t) => !t)).toBe(true);
+    expect(told.dispatch.length).toBeGreaterThan(0);
+    expect(told.dispatch.every((t) => t)).toBe(true);
+    expect(told.artifact.length).toBeGreaterThan(0);
+    expect(told.artifact.every((t) => t)).toBe(true);
+  });
+
   it("hadis-plus: a worker runs a smaller batch when its tightest deadline fits alone and not in the full one", async () => {
     // One medium worker at batch size 2 (loaded at 7.55 s; 13 s alone, 23.4 s for two), SLO 30 s,
     // three hard prompts at 7.55 s, 8 s and 18 s. The first runs alone (to 20.55 s); then the other

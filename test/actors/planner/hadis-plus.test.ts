@@ -7,7 +7,8 @@ import {
   hadisPlusOptions,
   workersToLoad,
 } from "../../../actors/planner/hadis-plus.ts";
-import { workerCapacityQps, type PlanDecision } from "../../../actors/planner/decision.ts";
+import { modelCapacityQps, workerCapacityQps, type PlanDecision } from "../../../actors/planner/decision.ts";
+import { estimateQueueDelays } from "../../../actors/control/reconcile.ts";
 import { planWithMilp } from "../../../actors/planner/milp.ts";
 import { QUEUE_SAFETY, type PlannerSnapshot } from "../../../actors/planner/snapshot.ts";
 import { inlineSolverForFile } from "../../helpers/solver.ts";
@@ -147,18 +148,31 @@ describe("hadis-plus's batch tie-break", () => {
 });
 
 describe("backlogWaitsMs", () => {
+  /** The settled snapshot (sd3.5-medium → sd3.5-large, 12 and 4 workers at batch 1) with `depth` queued and the manager's waits for it. */
+  const queued = (demandQps: number, depth: Record<string, number>): PlannerSnapshot => {
+    const s = settledSnapshot(demandQps, { policy: "hadis-plus" });
+    const plan = s.current!;
+    const arrivals = { "sd35-medium": demandQps * (1 - plan.routerThreshold), "sd35-large": demandQps * plan.heavyShare };
+    const waits = estimateQueueDelays(depth, arrivals, modelCapacityQps(plan, profiles), QUEUE_SAFETY);
+    return { ...s, queueDepth: depth, queueDelayMs: waits };
+  };
+  const large = profiles.byName.get("sd35-large")!;
   const medium = profiles.byName.get("sd35-medium")!;
-  it("reads a backlog's wait as the plan in force's workers clearing it: depth over their capacity, × the safety", () => {
-    const s = {
-      ...settledSnapshot(52, { policy: "hadis-plus" }),
-      queueDepth: { "sd35-medium": 19 },
-      queueDelayMs: { "sd35-medium": 5_484 },
-    };
-    const capacity = 12 * workerCapacityQps(medium, 1, 0.1);
-    const waits = backlogWaitsMs(s, profiles);
-    expect(waits["sd35-medium"]).toBeCloseTo((19 / capacity) * 1000 * QUEUE_SAFETY, 6);
-    expect(waits["sd35-medium"]).toBeLessThan(5_484);
+
+  it("reads a backlog on a model with a small share as its workers clear it: shorter than Little's law at its arrivals", () => {
+    const s = queued(8, { "sd35-medium": 0, "sd35-large": 3 });
+    const clear = (3 / (4 * workerCapacityQps(large, 1, 0.1))) * 1000 * QUEUE_SAFETY;
+    expect(s.queueDelayMs["sd35-large"]).toBeGreaterThan(1.5 * clear); // the manager's, at 0.8 qps of arrivals
+    expect(backlogWaitsMs(s, profiles)["sd35-large"]).toBeCloseTo(clear, 6);
   });
+
+  it("reads a queue whose arrivals outrun its workers longer than Little's law at its arrivals", () => {
+    const s = queued(52, { "sd35-medium": 10, "sd35-large": 0 });
+    const clear = (10 / (12 * workerCapacityQps(medium, 1, 0.1))) * 1000 * QUEUE_SAFETY;
+    expect(s.queueDelayMs["sd35-medium"]).toBeLessThan(clear / 2);
+    expect(backlogWaitsMs(s, profiles)["sd35-medium"]).toBeCloseTo(clear, 6);
+  });
+
   it("keeps the manager's wait for an empty queue, a model the plan gives no workers, and without a plan; adds none the manager did not give", () => {
     const base = settledSnapshot(52, { policy: "hadis-plus" });
     const s = {
@@ -171,16 +185,12 @@ describe("backlogWaitsMs", () => {
     // Under the artifact's controller the snapshot carries no waits: none is made up.
     expect(backlogWaitsMs({ ...base, queueDepth: { "sd35-medium": 19 }, queueDelayMs: {} }, profiles)).toEqual({});
   });
-  it("keeps a pair whose backlog its workers clear in time where the manager's wait would flee it (the seed-12 case, in small)", async () => {
-    // The plan in force: sd3.5-medium → sd3.5-large; a backlog on sd3.5-medium its 12 workers clear in about a second.
-    const s = {
-      ...settledSnapshot(8, { policy: "hadis-plus" }),
-      queueDepth: { "sd35-medium": 12 },
-      queueDelayMs: { "sd35-medium": 5_900 },
-    };
+
+  it("keeps a better row where the manager's wait of a heavy model's backlog settles for a worse one (8 qps, three items on sd3.5-large)", async () => {
+    const s = queued(8, { "sd35-medium": 0, "sd35-large": 3 });
     const kept = await hadisPlusDecision(s, profiles, table, solve);
     const fled = await hadisPlusDecision(s, profiles, table, solve, { backlogWaits: false });
-    expect(kept.models["sd35-medium"]?.workers ?? 0).toBeGreaterThan(0);
+    expect(kept.pair).toEqual({ light: "sd35-medium", heavy: "sd35-large" });
     expect(kept.expectedFid).toBeLessThan(fled.expectedFid);
   });
 });
