@@ -63,11 +63,11 @@ export function registrationOrderAssignment(
   return out;
 }
 
-/** One allocation: the plan to publish (null keeps the one in force), with the decision behind it. */
+/** One allocation: the plan to publish (null keeps the one in force), with the decision behind it and what the policy saw. */
 export async function artifactTick(
   input: ArtifactTickInput,
   config: ArtifactTickConfig,
-): Promise<{ plan: Plan | null; decision: PlanDecision }> {
+): Promise<{ plan: Plan | null; decision: PlanDecision; snapshot: PlannerSnapshot }> {
   const snapshot: PlannerSnapshot = {
     nowMs: input.nowMs,
     demandQps: input.demandQps,
@@ -81,7 +81,8 @@ export async function artifactTick(
     ...(input.perWorkerQueues ? { perWorkerQueues: true } : {}),
   };
   const decision = await config.policy(snapshot, config.profiles, config.solve);
-  if (input.current && (decision.solverStatus === "Error" || decision.solverStatus === "Timeout")) return { plan: null, decision };
+  if (input.current && (decision.solverStatus === "Error" || decision.solverStatus === "Timeout"))
+    return { plan: null, decision, snapshot };
   const assignment = registrationOrderAssignment(input.workers, decision.models);
   const models: PlanDecision["models"] = {};
   for (const m of Object.values(assignment))
@@ -98,5 +99,5 @@ export async function artifactTick(
     },
   );
   plan.demandQps = Math.round(input.demandQps * 100) / 100;
-  return { plan, decision };
+  return { plan, decision, snapshot };
 }

@@ -210,7 +210,7 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
 
   /** The artifact's allocation (`tick`): its decision adopted at once, workers in registration order. */
   async function allocateAsArtifact(obs: Parameters<typeof controlTick>[1], demandQps: number): Promise<TickOutcome> {
-    const { plan, decision } = await artifactTick(
+    const { plan, decision, snapshot } = await artifactTick(
       {
         nowMs: obs.nowMs,
         demandQps,
@@ -232,16 +232,6 @@ export async function startResourceManager(opts: ResourceManagerOptions): Promis
     const swapped = plan
       ? obs.workers.filter((w) => (obs.current?.assignment[w.id] ?? null) !== (plan.assignment[w.id] ?? null)).map((w) => w.id)
       : [];
-    const snapshot = {
-      nowMs: obs.nowMs,
-      demandQps,
-      queueDepth: obs.queueDepth,
-      queueDelayMs: {},
-      workers: obs.workers,
-      current: obs.current,
-      sloMs: opts.tick.sloMs,
-      timeScale: opts.tick.timeScale,
-    };
     return {
       plan,
       snapshot,
