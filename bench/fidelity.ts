@@ -15,8 +15,10 @@
  *   node --import tsx bench/fidelity.ts fresh        the same on seeds 6-9
  *   node --import tsx bench/fidelity.ts unseen       the same on seeds 10-13
  *   node --import tsx bench/fidelity.ts unseen-2     the same on seeds 22-25, held out from every choice
+ *   node --import tsx bench/fidelity.ts unseen-3     the same on seeds 26-29, held out from every choice
  *   node --import tsx bench/fidelity.ts artifact-unseen  the same under the artifact's fidelity on seeds
  *                                                    14-21, with the anchor under each seed's dispatch
+ *   node --import tsx bench/fidelity.ts artifact-unseen-2  the same on seeds 30-37, held out from every choice
  *
  * Each writes bench/results/fidelity-<name>.json and prints a markdown table.
  */
@@ -335,6 +337,7 @@ const ABLATION: PolicySpec[] = [
   { label: "plus − drain", policy: "hadis-plus", planner: plusPlanner({ drain: false }) },
   { label: "plus − bold on a fall", policy: "hadis-plus", planner: plusPlanner({ boldOnFall: false }) },
   { label: "plus − backlog waits", policy: "hadis-plus", planner: plusPlanner({ backlogWaits: false }) },
+  { label: "plus − slow fall", policy: "hadis-plus", planner: plusPlanner({ slowFall: false }) },
   { label: "plus − fitted batches", policy: "hadis-plus", fitBatches: false },
   { label: "plus, safe solve only", policy: "hadis-plus", planner: plusPlanner({ solves: "safe" }) },
   { label: "plus, bold solve only", policy: "hadis-plus", planner: plusPlanner({ solves: "bold" }) },
@@ -366,11 +369,13 @@ async function ablation(): Promise<void> {
  * nobody before they were first run (its fitted batches and bold plan on a fall were then chosen
  * looking at seeds 1-9); `unseen`: seeds 10-13, first run on the code that has both (its backlog
  * waits were then found on seeds 7 and 12); `unseen-2`: seeds 22-25, first run on the code with
- * them, held out from every choice. Per trace, the issue's three claims; in total, the violations
- * summed and the medians of the differences. `artifact-unseen`: the artifact's fidelity on seeds 14-21, with
- * the anchor trace under each seed's random dispatch; hadis-plus's batch tie-break under per-worker
- * queues was chosen looking at seeds 1-5 there (seeds 14-17 had been run once, with an earlier
- * form of it; 18-21 never).
+ * them (its slow fall was then chosen looking at seeds 1-3 in both fidelities); `unseen-3`: seeds
+ * 26-29, first run on the code with the slow fall, held out from every choice. Per trace, the
+ * issue's three claims; in total, the violations summed and the medians of the differences.
+ * `artifact-unseen`: the artifact's fidelity on seeds 14-21, with the anchor trace under each
+ * seed's random dispatch; hadis-plus's batch tie-break under per-worker queues was chosen looking
+ * at seeds 1-5 there (seeds 14-17 had been run once, with an earlier form of it; 18-21 never);
+ * `artifact-unseen-2`: seeds 30-37, first run on the code with the slow fall.
  */
 async function heldOut(seeds: readonly number[] = [2, 3, 4, 5], result = "fidelity-held-out", fidelity: Fidelity = NATIVE): Promise<void> {
   const rows: { workload: string; hadis: Cell; plus: Cell; claims: { violations: boolean; fid: boolean; swaps: boolean } }[] = [];
@@ -428,6 +433,8 @@ const commands: Record<string, () => Promise<void>> = {
   unseen: () => heldOut([10, 11, 12, 13], "fidelity-unseen"),
   "unseen-2": () => heldOut([22, 23, 24, 25], "fidelity-unseen-2"),
   "artifact-unseen": () => heldOut([14, 15, 16, 17, 18, 19, 20, 21], "fidelity-artifact-unseen", ARTIFACT),
+  "unseen-3": () => heldOut([26, 27, 28, 29], "fidelity-unseen-3"),
+  "artifact-unseen-2": () => heldOut([30, 31, 32, 33, 34, 35, 36, 37], "fidelity-artifact-unseen-2", ARTIFACT),
 };
 const name = process.argv[2] ?? "";
 if (!commands[name]) {

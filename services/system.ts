@@ -29,6 +29,7 @@ import { startWorkers, type RunningWorkers } from "./worker/main.ts";
 import { startDiscriminator } from "./discriminator/main.ts";
 import { startResourceManager, type RunningResourceManager } from "./resource-manager/main.ts";
 import { createPolicy, hasFixedModels } from "./resource-manager/policies.ts";
+import { DEFAULT_POLICY } from "./resource-manager/policy-names.ts";
 import { tickObserver } from "./resource-manager/observe.ts";
 import { createHighsSolver } from "./solver/highs-solver.ts";
 import { plannerWarmupLp } from "../actors/planner/milp.ts";
@@ -38,8 +39,7 @@ import { policyFor, usesArtifactAllocator } from "../actors/artifact/policies.ts
 import { plannerView } from "../actors/artifact/runtimes.ts";
 import { ArtifactRouterThreshold } from "../actors/artifact/worker-rules.ts";
 
-/** The policy `npm start` runs unless told otherwise. */
-export const DEFAULT_POLICY = "hadis";
+export { DEFAULT_POLICY };
 import { ConnectionReadiness, healthOf, type Health, type HealthCheck } from "./telemetry/health.ts";
 
 import { SERVICE_KINDS, type ServiceKind } from "../contracts/service-kinds.ts";

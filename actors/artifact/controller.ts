@@ -75,6 +75,8 @@ export async function artifactTick(
     queueDelayMs: {},
     workers: input.workers,
     current: input.current,
+    // Every allocation publishes its plan, which carries the demand it read: the previous tick's.
+    ...(input.current?.demandQps !== undefined ? { previousDemandQps: input.current.demandQps } : {}),
     sloMs: config.sloMs,
     timeScale: config.timeScale,
     signals: input.signals,

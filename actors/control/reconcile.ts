@@ -18,6 +18,8 @@ export interface ControlState {
   demand: Ewma;
   /** Last time each worker was told to swap, ms. */
   lastSwapAtMs: Record<string, number>;
+  /** The demand the last tick read, qps (the next tick's `previousDemandQps`). */
+  lastDemandQps?: number;
 }
 
 /**
@@ -28,7 +30,10 @@ export interface ControlState {
 export function newControlState(halfLifeMs: number, resume?: Plan | null, nowMs = 0): ControlState {
   const state: ControlState = { demand: new Ewma(halfLifeMs), lastSwapAtMs: {} };
   if (resume) {
-    if (resume.demandQps !== undefined) state.demand.update(resume.demandQps, nowMs);
+    if (resume.demandQps !== undefined) {
+      state.demand.update(resume.demandQps, nowMs);
+      state.lastDemandQps = resume.demandQps;
+    }
     for (const id of Object.keys(resume.assignment)) state.lastSwapAtMs[id] = resume.issuedAtMs;
   }
   return state;
@@ -218,11 +223,13 @@ export async function controlTick(state: ControlState, obs: TickObservation, con
     // its keep-workers-where-they-are spread read the same holdings the assignment does.
     workers: obs.workers.map((w) => ({ ...w, model: holdingOf(w, obs.current?.assignment) })),
     current: obs.current,
+    ...(state.lastDemandQps !== undefined ? { previousDemandQps: state.lastDemandQps } : {}),
     sloMs: config.sloMs,
     timeScale: config.timeScale,
     ...(obs.signals ? { signals: obs.signals } : {}),
     ...(obs.perWorkerQueues ? { perWorkerQueues: true } : {}),
   };
+  state.lastDemandQps = demandQps;
   const caps = obs.batchCaps ?? new Map<string, number>();
   const pool = withBatchCaps(
     config.fixedModels ? config.profiles : withoutModels(config.profiles, new Set(obs.unavailableModels ?? [])),

@@ -1,8 +1,9 @@
 /**
  * hadis-plus's planner: HADIS's MILP over the same table, with swaps priced, backlogs cleared
- * rather than fled, and a loading worker's lost capacity counted only when it changes the move.
+ * rather than fled, a loading worker's lost capacity counted only when it changes the move, and
+ * a fall in demand planned at half its depth until the next tick confirms it (`plannedDemandQps`).
  *
- * Two solves per tick (the model is built twice; at 1,000 workers a solve took at most 843 ms
+ * Two solves per tick (the model is built twice; at 1,000 workers a solve took at most 956 ms
  * against a 2 s tick, `bench/scale.ts`):
  * - *safe*: coverage counts a worker that must load at the part of the next tick it can still
  *   serve, so a plan never leans on capacity that is still loading;
@@ -62,6 +63,20 @@ export function workersToLoad(decision: Pick<PlanDecision, "models">, workers: r
   return Object.entries(decision.models).reduce((sum, [m, a]) => sum + Math.max(0, a.workers - (holding[m] ?? 0)), 0);
 }
 
+/**
+ * The demand hadis-plus plans for: demand now, or, when it is below what the previous tick read,
+ * halfway between the two. A rise is planned for at once; a fall at half its depth until the
+ * next tick confirms it. The demand the planners read can be noisy (under the artifact's
+ * controller it is a count of queries in flight, read every 5 s: at 32 QPS, seed 1, HADIS's
+ * planner read 27 and, 5 s later, 55), and a plan that follows each dip moves workers off the
+ * capacity the next swing needs back. Scale up fast, scale down slow, as an autoscaler's
+ * down-scale stabilisation does.
+ */
+export function plannedDemandQps(snapshot: Pick<PlannerSnapshot, "demandQps" | "previousDemandQps">): number {
+  const was = snapshot.previousDemandQps;
+  return was === undefined ? snapshot.demandQps : Math.max(snapshot.demandQps, (snapshot.demandQps + was) / 2);
+}
+
 /** Whether demand has fallen `boldOnDemandFall` below what the plan in force was made for (false without one, or without its demand). */
 export function demandFell(snapshot: Pick<PlannerSnapshot, "demandQps" | "current">): boolean {
   const was = snapshot.current?.demandQps;
@@ -112,6 +127,8 @@ export interface HadisPlusVariant {
   boldOnFall?: boolean;
   /** Queue waits as the plan in force clears them (`backlogWaitsMs`), not as the manager gives them. */
   backlogWaits?: boolean;
+  /** A fall in demand planned for at half its depth until the next tick (`plannedDemandQps`). */
+  slowFall?: boolean;
 }
 
 /** One hadis-plus tick over `table`. */
@@ -120,8 +137,9 @@ export async function hadisPlusDecision(
   profiles: ProfileSet,
   table: ParetoRow[],
   solve: SolveFn,
-  { solves = "both", drain = true, boldOnFall = true, backlogWaits = true }: HadisPlusVariant = {},
+  { solves = "both", drain = true, boldOnFall = true, backlogWaits = true, slowFall = true }: HadisPlusVariant = {},
 ): Promise<PlanDecision> {
+  if (slowFall) snapshot = { ...snapshot, demandQps: plannedDemandQps(snapshot) };
   if (backlogWaits) snapshot = { ...snapshot, queueDelayMs: backlogWaitsMs(snapshot, profiles) };
   const options = { ...hadisPlusOptions(snapshot), ...(drain ? {} : { drain: undefined }) };
   const boldOptions = { ...options, swapAware: { ...options.swapAware!, coverLoading: false } };

@@ -32,6 +32,8 @@ export interface PlannerSnapshot {
   workers: WorkerInventoryItem[];
   /** The plan in force, null before the first one. */
   current: Plan | null;
+  /** The demand the previous control tick read, requests per second (absent on the first). */
+  previousDemandQps?: number;
   /** Latency objective per request, ms (already scaled by the time scale). */
   sloMs: number;
   /** Profile time scale: profiled latencies are multiplied by it. */

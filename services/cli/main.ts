@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import { Command, Option } from "commander";
 import { DEFAULT_NATS_URL, MAX_DEADLINE_MS, MAX_IDEMPOTENCY_KEY_CHARS, MAX_SEED } from "../../contracts/limits.ts";
 import { packagePath } from "../files/package-root.ts";
-import { POLICY_NAMES } from "../resource-manager/policy-names.ts";
+import { DEFAULT_POLICY, POLICY_NAMES } from "../resource-manager/policy-names.ts";
 import { SCORER_KINDS } from "../files/scorer-kinds.ts";
 import { ARTIFACT_MECHANISMS } from "../../actors/artifact/mechanisms.ts";
 import { atLeastOne, count, idPrefix, integerIn, mechanismList, nonNegative, port, positive, text } from "./options.ts";
@@ -41,7 +41,7 @@ const runOptions = (cmd: Command) =>
       "multiplies every profiled latency and the SLO (0.1 = the paper's 10x compression; default: the pool's, 1 = real time)",
       positive,
     )
-    .addOption(new Option("--policy <name>", "planning policy of the resource manager").choices(POLICY_NAMES).default("hadis"))
+    .addOption(new Option("--policy <name>", "planning policy of the resource manager").choices(POLICY_NAMES).default(DEFAULT_POLICY))
     .addOption(
       new Option(
         "--scorer <kind>",

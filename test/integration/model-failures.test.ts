@@ -74,6 +74,10 @@ function brokenSystem(breakage: Breakage, warmUp = true) {
       workerIdPrefix: "gpu",
       backend: "onnx",
       onnx: { modelsDir, modelMap, warmUp },
+      // HADIS's analyzer routes the hard prompts below to the heavy (broken) model; the default
+      // policy's learned router sends them to the light one, whose images the judge accepts, and
+      // the broken model would see no batch to fail.
+      policy: "hadis",
       tickMs: 1_000,
       workQueue: { storage: "memory" },
       log,

@@ -137,7 +137,7 @@ describe("hadis status", () => {
     expect(status.serving).toBe(true);
     for (const w of status.workers) expect(w.model).toBe(status.plan!.assignment[w.workerId]);
     const text = formatStatus(status);
-    expect(text).toContain(`plan epoch ${status.plan!.epoch} (hadis)`);
+    expect(text).toContain(`plan epoch ${status.plan!.epoch} (hadis-plus)`); // the default policy
     expect(text).toContain("workers heard (4): 4 serving");
     expect(text).toMatch(/^serving: 1 router answered, 4 workers heard\n/);
     for (const [model, a] of Object.entries(status.plan!.models)) expect(text).toContain(`${model}: ${a.workers} worker`);

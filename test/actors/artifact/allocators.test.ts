@@ -177,6 +177,13 @@ describe("the artifact's controller step", () => {
     await artifactTick({ ...base, perWorkerQueues: true }, { ...config, policy: spy });
     await artifactTick(base, { ...config, policy: spy });
     expect(seen).toEqual([true, false]);
+    // ... and the demand the previous allocation read, which its plan carries.
+    const previous: (number | undefined)[] = [];
+    const spyDemand = async (s: PlannerSnapshot) => (previous.push(s.previousDemandQps), clipperDecision(s, profiles, "light"));
+    await artifactTick(base, { ...config, policy: spyDemand });
+    await artifactTick({ ...base, demandQps: 2, current: first.plan }, { ...config, policy: spyDemand });
+    expect(first.plan?.demandQps).toBe(3);
+    expect(previous).toEqual([undefined, 3]);
   });
 });
 

@@ -76,6 +76,28 @@ describe("controlTick", () => {
     expect(seen).toEqual([true, undefined]);
   });
 
+  it("tells the policy the demand the previous tick read (none on the first)", async () => {
+    const seen: (number | undefined)[] = [];
+    const scripted: TickConfig = {
+      ...config("hadis"),
+      policy: async (snapshot) => (
+        seen.push(snapshot.previousDemandQps),
+        scriptedDecision("sd35-large-turbo", "sd35-medium", 22.0, [4, 1], [12, 1])
+      ),
+    };
+    const state = newControlState(1_000);
+    const obs = { arrivalsQps: 0, queueDepth: {}, workers: workers(16), current: null };
+    await controlTick(state, { ...obs, nowMs: 0, demandQps: 12 }, scripted);
+    await controlTick(state, { ...obs, nowMs: 1_000, demandQps: 7 }, scripted);
+    await controlTick(state, { ...obs, nowMs: 2_000, demandQps: 9 }, scripted);
+    expect(seen).toEqual([undefined, 12, 7]);
+    // A manager resumed from a plan in force starts from the demand that plan was made for.
+    const plan = (await controlTick(newControlState(1_000), { ...obs, nowMs: 0, demandQps: 15 }, scripted)).plan!;
+    seen.length = 0;
+    await controlTick(newControlState(1_000, plan, 3_000), { ...obs, nowMs: 3_000, demandQps: 9, current: plan }, scripted);
+    expect(seen).toEqual([15]);
+  });
+
   it("keeps workers mid-swap where the plan in force put them: the MILP moves none it need not (16 workers, 6 A / 10 B in force, 8 / 8 by heartbeat)", async () => {
     const state = newControlState(1_000);
     // The pair the MILP picks at 1 qps on 16 workers, so that it keeps it.

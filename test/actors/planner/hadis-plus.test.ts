@@ -5,6 +5,7 @@ import {
   demandFell,
   hadisPlusDecision,
   hadisPlusOptions,
+  plannedDemandQps,
   workersToLoad,
 } from "../../../actors/planner/hadis-plus.ts";
 import { modelCapacityQps, workerCapacityQps, type PlanDecision } from "../../../actors/planner/decision.ts";
@@ -81,6 +82,15 @@ describe("demandFell", () => {
   });
 });
 
+describe("plannedDemandQps", () => {
+  it("takes a rise at once and a fall at half its depth; without a previous tick, the demand now", () => {
+    expect(plannedDemandQps({ demandQps: 30, previousDemandQps: 20 })).toBe(30);
+    expect(plannedDemandQps({ demandQps: 20, previousDemandQps: 36 })).toBe(28);
+    expect(plannedDemandQps({ demandQps: 20, previousDemandQps: 20 })).toBe(20);
+    expect(plannedDemandQps({ demandQps: 20 })).toBe(20);
+  });
+});
+
 describe("hadisPlusDecision", () => {
   const settled = (demandQps: number, current = true) => settledSnapshot(demandQps, { policy: "hadis-plus", current });
 
@@ -117,6 +127,22 @@ describe("hadisPlusDecision", () => {
     // Made for 9 qps: 8 is not a fifth below it, and the safe plan stays.
     const eased = await hadisPlusDecision({ ...s, current: { ...s.current!, demandQps: 9 } }, profiles, table, solve);
     expect(eased.models).toEqual(safe.models);
+  });
+
+  it("plans a fall at half its depth until the next tick confirms it (8 qps after 20: as at 14), and at once without the rule", async () => {
+    const s = settled(8);
+    const fell = await hadisPlusDecision({ ...s, previousDemandQps: 20 }, profiles, table, solve);
+    const halfway = await hadisPlusDecision({ ...s, demandQps: 14 }, profiles, table, solve);
+    const now = await hadisPlusDecision(s, profiles, table, solve);
+    expect(fell.models).toEqual(halfway.models);
+    expect(fell.expectedFid).toBe(halfway.expectedFid);
+    // Not vacuous: at 8 qps the plan differs, and so does the fall planned without the rule.
+    expect(now.models).not.toEqual(halfway.models);
+    const without = await hadisPlusDecision({ ...s, previousDemandQps: 20 }, profiles, table, solve, { slowFall: false });
+    expect(without.models).toEqual(now.models);
+    // A rise is planned for at once.
+    const rose = await hadisPlusDecision({ ...s, demandQps: 14, previousDemandQps: 8 }, profiles, table, solve);
+    expect(rose.models).toEqual(halfway.models);
   });
 
   it("the first plan (every worker loads either way) is the safe solve's", async () => {
